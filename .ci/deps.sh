@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages that building and testing xattn need, when any
+# is missing. Used by the README's two commands and by .ci/run.
+# CUDA is not installed here: the CUDA backend is built when nvcc is found
+# (PATH or /usr/local/cuda/bin) and left out otherwise.
+set -eu
+PKGS="build-essential cmake ninja-build pkg-config libhwloc-dev libjansson-dev \
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo"
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -z "$missing" ] && [ "${CI:-}" != "true" ]; then
+    exit 0
+fi
+if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "xattn: missing Debian packages:$missing" >&2
+    echo "xattn: run as root: apt-get update && apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "xattn: installing Debian packages:${missing:- (none missing; CI refresh)}"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+# shellcheck disable=SC2086
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PKGS

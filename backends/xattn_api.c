@@ -1,0 +1,464 @@
+/*
+ * The public entry points: version, contexts, options, buffers, tensor views,
+ * the descriptor, and the attention call (validate -> resolve -> choose the
+ * algorithm -> the backend's table).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn_internal.h"
+
+#define XATTN__STR2(x) #x
+#define XATTN__STR(x) XATTN__STR2(x)
+
+unsigned xattn_version_number(void) { return XATTN_VERSION_NUMBER; }
+
+const char *xattn_version_string(void)
+{
+    return XATTN__STR(XATTN_VERSION_MAJOR) "." XATTN__STR(XATTN_VERSION_MINOR) "." XATTN__STR(
+        XATTN_VERSION_PATCH);
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+const char *xattn_algo_name(xattn_algo algo)
+{
+    switch (algo) {
+    case XATTN_ALGO_AUTO: return "auto";
+    case XATTN_ALGO_NAIVE: return "naive";
+    case XATTN_ALGO_FLASH: return "flash";
+    case XATTN_ALGO_SPLITKV: return "splitkv";
+    default: return "?";
+    }
+}
+
+xattn_status xattn_algo_from_name(const char *name, xattn_algo *out)
+{
+    xattn__clear_error();
+    if (!name || !out)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "name/out: NULL pointer");
+    for (int i = 0; i < XATTN_ALGO_COUNT; i++) {
+        if (!strcmp(name, xattn_algo_name((xattn_algo)i))) {
+            *out = (xattn_algo)i;
+            return XATTN_STATUS_OK;
+        }
+    }
+    return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                        "algorithm name '%s' is not one of auto, naive, flash, splitkv", name);
+}
+
+/* ---- contexts ----------------------------------------------------------- */
+
+xattn_status xattn__ctx_alloc(const xattn_backend_iface *be, int device, struct xattn_ctx **out)
+{
+    struct xattn_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "allocating a context failed");
+    ctx->be = be;
+    ctx->device = device;
+    atomic_init(&ctx->mem_current, 0);
+    atomic_init(&ctx->mem_peak, 0);
+    atomic_init(&ctx->alloc_count, 0);
+    atomic_init(&ctx->busy, 0);
+    ctx->info.struct_size = sizeof ctx->info;
+    ctx->info.backend = be->id;
+    ctx->info.index = device;
+    *out = ctx;
+    return XATTN_STATUS_OK;
+}
+
+void xattn__ctx_free_shell(struct xattn_ctx *ctx) { free(ctx); }
+
+/* AUTO: CUDA, then an OpenCL GPU, then the CPU. */
+static xattn_status xattn__pick_backend(xattn_backend *backend, int *device)
+{
+    static const xattn_backend order[] = {XATTN_BACKEND_CUDA, XATTN_BACKEND_OPENCL};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (xattn__backend_require(order[i]) != XATTN_STATUS_OK)
+            continue;
+        const xattn_backend_iface *be = xattn__backend_get(order[i]);
+        int n = be->device_count();
+        for (int dev = 0; dev < n; dev++) {
+            xattn_device_info info;
+            memset(&info, 0, sizeof info);
+            if (be->device_info(dev, &info) == XATTN_STATUS_OK &&
+                (order[i] == XATTN_BACKEND_CUDA || info.device_type == XATTN_DEVICE_TYPE_GPU)) {
+                *backend = order[i];
+                *device = dev;
+                return XATTN_STATUS_OK;
+            }
+        }
+    }
+    *backend = XATTN_BACKEND_CPU;
+    *device = 0;
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_ctx_create(xattn_backend backend, int device, xattn_ctx **out)
+{
+    xattn__clear_error();
+    if (!out)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "out: NULL pointer");
+    *out = NULL;
+    if (backend == XATTN_BACKEND_AUTO)
+        XATTN_RETURN_IF_ERROR(xattn__pick_backend(&backend, &device));
+    XATTN_RETURN_IF_ERROR(xattn__backend_require(backend));
+    const xattn_backend_iface *be = xattn__backend_get(backend);
+    int n = be->device_count();
+    if (device < 0 || device >= n)
+        return xattn__error(XATTN_STATUS_DEVICE_NOT_FOUND,
+                            "device: index %d out of range (the %s backend has %d device%s)",
+                            device, be->name, n, n == 1 ? "" : "s");
+    struct xattn_ctx *ctx = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_alloc(be, device, &ctx));
+    xattn_status st = be->device_info(device, &ctx->info);
+    if (st == XATTN_STATUS_OK)
+        st = be->ctx_create(ctx);
+    if (st != XATTN_STATUS_OK) {
+        xattn__ctx_free_shell(ctx);
+        return st;
+    }
+    ctx->info.struct_size = sizeof ctx->info;
+    ctx->info.backend = backend;
+    ctx->info.index = device;
+    *out = ctx;
+    xattn__log(XATTN_LOG_INFO, "context created on %s device %d: %s", be->name, device,
+               ctx->info.name);
+    return XATTN_STATUS_OK;
+}
+
+void xattn_ctx_destroy(xattn_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    ctx->be->ctx_destroy(ctx);
+    uint64_t left = atomic_load(&ctx->mem_current);
+    if (left)
+        xattn__log(XATTN_LOG_WARN,
+                   "context destroyed with %llu bytes still allocated (buffers not freed "
+                   "with xattn_buffer_free); their handles are now invalid",
+                   (unsigned long long)left);
+    free(ctx);
+}
+
+xattn_status xattn_ctx_sync(xattn_ctx *ctx)
+{
+    xattn__clear_error();
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    xattn_status st = ctx->be->sync(ctx);
+    xattn__ctx_leave(ctx);
+    return st;
+}
+
+xattn_backend xattn_ctx_backend(const xattn_ctx *ctx)
+{
+    return ctx ? ctx->be->id : XATTN_BACKEND_AUTO;
+}
+
+xattn_status xattn_ctx_device_info(const xattn_ctx *ctx, xattn_device_info *info)
+{
+    xattn__clear_error();
+    if (!ctx || !info)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "info" : "ctx");
+    *info = ctx->info;
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_ctx_set_option(xattn_ctx *ctx, xattn_option option, int64_t value)
+{
+    xattn__clear_error();
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    switch (option) {
+    case XATTN_OPT_NUM_THREADS:
+        if (value < 0 || value > 4096)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_OPT_NUM_THREADS: %lld out of range (0 = all, or 1..4096)",
+                                (long long)value);
+        break;
+    case XATTN_OPT_MEMORY_LIMIT:
+        if (value < 0)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_OPT_MEMORY_LIMIT: %lld is negative (0 = no limit)",
+                                (long long)value);
+        break;
+    case XATTN_OPT_CPU_SIMD:
+        if (value < 0 || value > 3)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_OPT_CPU_SIMD: %lld, expected 0 (best), 1 (portable), 2 "
+                                "(avx2) or 3 (avx512)",
+                                (long long)value);
+        break;
+    case XATTN_OPT_POISON:
+        if (value != 0 && value != 1)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_OPT_POISON: %lld, expected 0 or 1", (long long)value);
+        break;
+    default:
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "option: %d is not an option",
+                            (int)option);
+    }
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    xattn_status st = XATTN_STATUS_OK;
+    if (ctx->be->set_option)
+        st = ctx->be->set_option(ctx, option, value);
+    if (st == XATTN_STATUS_OK) {
+        switch (option) {
+        case XATTN_OPT_NUM_THREADS: ctx->opt_num_threads = value; break;
+        case XATTN_OPT_MEMORY_LIMIT: ctx->mem_limit = (uint64_t)value; break;
+        case XATTN_OPT_CPU_SIMD: ctx->opt_cpu_simd = value; break;
+        case XATTN_OPT_POISON: ctx->opt_poison = value; break;
+        }
+    }
+    xattn__ctx_leave(ctx);
+    return st;
+}
+
+xattn_status xattn_ctx_get_option(const xattn_ctx *ctx, xattn_option option, int64_t *value)
+{
+    xattn__clear_error();
+    if (!ctx || !value)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "value" : "ctx");
+    switch (option) {
+    case XATTN_OPT_NUM_THREADS: *value = ctx->opt_num_threads; break;
+    case XATTN_OPT_MEMORY_LIMIT: *value = (int64_t)ctx->mem_limit; break;
+    case XATTN_OPT_CPU_SIMD: *value = ctx->opt_cpu_simd; break;
+    case XATTN_OPT_POISON: *value = ctx->opt_poison; break;
+    default:
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "option: %d is not an option",
+                            (int)option);
+    }
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_ctx_mem_stats(const xattn_ctx *ctx, xattn_mem_stats *stats)
+{
+    xattn__clear_error();
+    if (!ctx || !stats)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "stats" : "ctx");
+    stats->current_bytes = atomic_load(&ctx->mem_current);
+    stats->peak_bytes = atomic_load(&ctx->mem_peak);
+    stats->alloc_count = atomic_load(&ctx->alloc_count);
+    stats->limit_bytes = ctx->mem_limit;
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_ctx_reset_peak(xattn_ctx *ctx)
+{
+    xattn__clear_error();
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    atomic_store(&ctx->mem_peak, atomic_load(&ctx->mem_current));
+    return XATTN_STATUS_OK;
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+xattn_status xattn__buffer_new(struct xattn_ctx *ctx, size_t size, int owned,
+                               struct xattn_buffer **out)
+{
+    struct xattn_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "allocating a buffer object failed");
+    b->ctx = ctx;
+    b->size = size;
+    b->owned = owned;
+    *out = b;
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_buffer_alloc(xattn_ctx *ctx, size_t bytes, xattn_buffer **out)
+{
+    xattn__clear_error();
+    if (!ctx || !out)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "out" : "ctx");
+    *out = NULL;
+    if (bytes == 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "bytes: 0 (a buffer needs a size)");
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    struct xattn_buffer *b = NULL;
+    xattn_status st = xattn__mem_acquire(ctx, bytes, "xattn_buffer_alloc");
+    if (st == XATTN_STATUS_OK) {
+        st = xattn__buffer_new(ctx, bytes, 1, &b);
+        if (st == XATTN_STATUS_OK)
+            st = ctx->be->buffer_alloc(ctx, b, bytes);
+        if (st != XATTN_STATUS_OK) {
+            free(b);
+            b = NULL;
+            xattn__mem_release(ctx, bytes);
+        }
+    }
+    xattn__ctx_leave(ctx);
+    *out = b;
+    return st;
+}
+
+xattn_status xattn_buffer_wrap_host(xattn_ctx *ctx, void *ptr, size_t bytes, xattn_buffer **out)
+{
+    xattn__clear_error();
+    if (!ctx || !out || !ptr)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL",
+                            !ctx ? "ctx" : !out ? "out" : "ptr");
+    *out = NULL;
+    if (bytes == 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "bytes: 0 (a buffer needs a size)");
+    if (!ctx->be->buffer_wrap_host)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "xattn_buffer_wrap_host: the %s backend cannot wrap host memory",
+                            ctx->be->name);
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    struct xattn_buffer *b = NULL;
+    xattn_status st = xattn__buffer_new(ctx, bytes, 0, &b);
+    if (st == XATTN_STATUS_OK) {
+        st = ctx->be->buffer_wrap_host(ctx, b, ptr, bytes);
+        if (st != XATTN_STATUS_OK) {
+            free(b);
+            b = NULL;
+        }
+    }
+    xattn__ctx_leave(ctx);
+    *out = b;
+    return st;
+}
+
+void xattn_buffer_free(xattn_buffer *buf)
+{
+    if (!buf)
+        return;
+    struct xattn_ctx *ctx = buf->ctx;
+    ctx->be->buffer_release(ctx, buf);
+    if (buf->owned)
+        xattn__mem_release(ctx, buf->size);
+    free(buf);
+}
+
+static xattn_status xattn__check_range(const xattn_buffer *buf, size_t offset, size_t bytes,
+                                       const void *ptr, const char *what)
+{
+    if (!buf)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "buf: NULL");
+    if (!ptr && bytes)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", what);
+    if (offset > buf->size || bytes > buf->size - offset)
+        return xattn__error(XATTN_STATUS_OUT_OF_BOUNDS,
+                            "offset/bytes: [%zu, %zu + %zu) exceeds the buffer's %zu bytes",
+                            offset, offset, bytes, buf->size);
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_buffer_write(xattn_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    xattn__clear_error();
+    XATTN_RETURN_IF_ERROR(xattn__check_range(buf, offset, bytes, src, "src"));
+    if (!bytes)
+        return XATTN_STATUS_OK;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(buf->ctx));
+    xattn_status st = buf->ctx->be->buffer_write(buf->ctx, buf, offset, src, bytes);
+    xattn__ctx_leave(buf->ctx);
+    return st;
+}
+
+xattn_status xattn_buffer_read(xattn_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    xattn__clear_error();
+    XATTN_RETURN_IF_ERROR(xattn__check_range(buf, offset, bytes, dst, "dst"));
+    if (!bytes)
+        return XATTN_STATUS_OK;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(buf->ctx));
+    xattn_status st = buf->ctx->be->buffer_read(buf->ctx, buf, offset, dst, bytes);
+    xattn__ctx_leave(buf->ctx);
+    return st;
+}
+
+size_t xattn_buffer_size(const xattn_buffer *buf) { return buf ? buf->size : 0; }
+
+/* ---- tensors and the descriptor ----------------------------------------- */
+
+xattn_tensor xattn_tensor_bshd(xattn_buffer *buf, size_t offset, xattn_dtype dtype, int64_t b,
+                               int64_t s, int64_t h, int64_t d)
+{
+    xattn_tensor t = {buf, offset, dtype, {b, s, h, d}, {s * h * d, h * d, d, 1}};
+    return t;
+}
+
+xattn_tensor xattn_tensor_bhsd(xattn_buffer *buf, size_t offset, xattn_dtype dtype, int64_t b,
+                               int64_t s, int64_t h, int64_t d)
+{
+    xattn_tensor t = {buf, offset, dtype, {b, s, h, d}, {h * s * d, d, s * d, 1}};
+    return t;
+}
+
+void xattn_attn_desc_init(xattn_attn_desc *d)
+{
+    if (!d)
+        return;
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    d->align = XATTN_ALIGN_BOTTOM_RIGHT;
+    d->window_left = -1;
+    d->window_right = -1;
+    d->algo = XATTN_ALGO_AUTO;
+}
+
+xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d)
+{
+    xattn__clear_error();
+    xattn_desc_summary sum;
+    return xattn__validate(ctx, d, &sum);
+}
+
+/* AUTO: split-KV for decode-like shapes (few query rows, a long KV), where
+ * FLASH would leave most of the device idle; FLASH otherwise. NAIVE is never
+ * chosen automatically: it only wins on memory-rich tiny shapes and its
+ * O(Sq*Sk) workspace is the risk AUTO exists to avoid. */
+static xattn_algo xattn__choose_algo(const xattn_desc_summary *s, char *reason, size_t n)
+{
+    if (s->Sq <= 8 && s->Sk >= 512) {
+        snprintf(reason, n,
+                 "splitkv: decode shape (Sq %lld <= 8, Sk %lld >= 512): splitting the KV "
+                 "length gives every core work",
+                 (long long)s->Sq, (long long)s->Sk);
+        return XATTN_ALGO_SPLITKV;
+    }
+    snprintf(reason, n, "flash: Sq %lld, Sk %lld: O(Sq) memory and masked tiles skipped",
+             (long long)s->Sq, (long long)s->Sk);
+    return XATTN_ALGO_FLASH;
+}
+
+xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run_info *info)
+{
+    xattn__clear_error();
+    xattn_run_info local;
+    xattn_run_info *ri = info ? info : &local;
+    memset(ri, 0, sizeof *ri);
+    ri->struct_size = sizeof *ri;
+
+    xattn_desc_summary sum;
+    XATTN_RETURN_IF_ERROR(xattn__validate(ctx, d, &sum));
+    ri->algo_requested = d->algo;
+    xattn_algo algo = d->algo;
+    if (algo == XATTN_ALGO_AUTO)
+        algo = xattn__choose_algo(&sum, ri->reason, sizeof ri->reason);
+    else
+        snprintf(ri->reason, sizeof ri->reason, "%s: asked for by the caller",
+                 xattn_algo_name(algo));
+    ri->algo_chosen = algo;
+    if (sum.rows_total == 0)
+        return XATTN_STATUS_OK; /* Sq = 0 or no query tokens: a valid no-op */
+
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    xattn_problem p;
+    int32_t *arrays = NULL;
+    xattn_status st = xattn__problem_build(ctx, d, &sum, &p, &arrays);
+    if (st == XATTN_STATUS_OK) {
+        p.algo = algo;
+        st = ctx->be->attention(ctx, &p, ri, info != NULL);
+        xattn__problem_free(ctx, &sum, arrays);
+    }
+    xattn__ctx_leave(ctx);
+    return st;
+}

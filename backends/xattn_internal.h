@@ -1,0 +1,211 @@
+/*
+ * Internals of the dispatch layer: contexts, buffers, the backend interface,
+ * the tracking allocator and error reporting. Backend host modules include
+ * this; kernels do not (they see xattn_problem.h only).
+ */
+#ifndef XATTN_INTERNAL_H
+#define XATTN_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xattn.h"
+#include "xattn_problem.h"
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* Records `status` with a formatted message as this thread's last error, sends
+ * it to the log callback, and returns `status`. */
+xattn_status xattn__error(xattn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Clears this thread's last error (start of every public call). */
+void xattn__clear_error(void);
+/* Sets this thread's last-error text without logging (restoring a saved one). */
+void xattn__set_error_text(const char *text);
+/* Logs through the user's callback / XATTN_LOG. */
+void xattn__log(xattn_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Propagates an error; debug builds note where it passed. */
+#ifndef NDEBUG
+#define XATTN_RETURN_IF_ERROR(expr)                                                   \
+    do {                                                                              \
+        xattn_status xattn__st = (expr);                                              \
+        if (xattn__st != XATTN_STATUS_OK) {                                           \
+            xattn__log(XATTN_LOG_DEBUG, "  from %s:%d (%s)", __FILE__, __LINE__, #expr); \
+            return xattn__st;                                                         \
+        }                                                                             \
+    } while (0)
+#else
+#define XATTN_RETURN_IF_ERROR(expr)                  \
+    do {                                             \
+        xattn_status xattn__st = (expr);             \
+        if (xattn__st != XATTN_STATUS_OK)            \
+            return xattn__st;                        \
+    } while (0)
+#endif
+
+/* Overflow-checked size arithmetic: return 1 on overflow. */
+static inline int xattn__mul_overflow(uint64_t a, uint64_t b, uint64_t *r)
+{
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline int xattn__add_overflow(uint64_t a, uint64_t b, uint64_t *r)
+{
+    return __builtin_add_overflow(a, b, r);
+}
+
+/* ---- objects ------------------------------------------------------------ */
+
+struct xattn_backend_iface;
+
+struct xattn_ctx {
+    const struct xattn_backend_iface *be;
+    int device;
+    void *bctx; /* the backend's own context state */
+    xattn_device_info info;
+
+    /* tracking allocator: every byte the library allocates for this context */
+    _Atomic uint64_t mem_current;
+    _Atomic uint64_t mem_peak;
+    _Atomic uint64_t alloc_count;
+    uint64_t mem_limit; /* 0 = none */
+
+    int64_t opt_num_threads;
+    int64_t opt_cpu_simd;
+    int64_t opt_poison;
+
+    atomic_int busy; /* one thread at a time; see xattn__ctx_enter */
+};
+
+struct xattn_buffer {
+    struct xattn_ctx *ctx;
+    size_t size;
+    int owned;    /* the library allocated the memory (and counts it) */
+    void *host;   /* host address when the memory is host-visible (CPU backend) */
+    void *native; /* the backend's handle: cl_mem, CUDA device pointer, ... */
+    void *aux;    /* backend-private */
+};
+
+/* For interop constructors in backend modules (xattn_opencl.h, xattn_cuda.h):
+ * a context shell with defaults for backend `be` and `device` but no backend
+ * state; the caller sets ctx->bctx and ctx->info. On a later failure free it with
+ * xattn__ctx_free_shell (which calls nothing of the backend). */
+xattn_status xattn__ctx_alloc(const struct xattn_backend_iface *be, int device,
+                              struct xattn_ctx **out);
+void xattn__ctx_free_shell(struct xattn_ctx *ctx);
+/* A buffer object of `size` bytes bound to ctx, with no memory attached; the
+ * caller sets host/native/aux. `owned` = 0 for caller memory (not counted). On
+ * xattn_buffer_free, be->buffer_release is called, then the object is freed
+ * and, when owned, the size is released from the allocator. */
+xattn_status xattn__buffer_new(struct xattn_ctx *ctx, size_t size, int owned,
+                               struct xattn_buffer **out);
+
+/* Marks the context in use by this call; XATTN_STATUS_BUSY if another thread has it. */
+xattn_status xattn__ctx_enter(struct xattn_ctx *ctx);
+void xattn__ctx_leave(struct xattn_ctx *ctx);
+
+/* ---- tracking allocator ------------------------------------------------- */
+
+/* Accounts `bytes` against the context (limit checked); OUT_OF_MEMORY with a
+ * message naming `what` if the limit would be passed. */
+xattn_status xattn__mem_acquire(struct xattn_ctx *ctx, uint64_t bytes, const char *what);
+void xattn__mem_release(struct xattn_ctx *ctx, uint64_t bytes);
+/* Host memory, 64-byte aligned, accounted; NULL with the error set on failure. */
+void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
+                        xattn_status *status);
+void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes);
+
+/* ---- backend interface -------------------------------------------------- */
+
+/*
+ * One table per backend (ggml's ggml_backend_i). The dispatch layer validates
+ * every argument before calling a member, so members can trust their input.
+ * Members report failure with xattn__error(), which keeps the native code and
+ * text in the message.
+ */
+typedef struct xattn_backend_iface {
+    xattn_backend id;
+    const char *name;
+
+    /* Process-wide probe, called once (results cached by the registry): OK when
+     * at least one device is usable, else BACKEND_UNAVAILABLE with the reason. */
+    xattn_status (*probe)(void);
+    /* Number of usable devices (after a successful probe). */
+    int (*device_count)(void);
+    /* Describe device `index` (0 <= index < device_count()). */
+    xattn_status (*device_info)(int index, xattn_device_info *info);
+
+    /* Create the backend state of ctx on device ctx->device (sets ctx->bctx). */
+    xattn_status (*ctx_create)(struct xattn_ctx *ctx);
+    /* Wait for pending work and free ctx->bctx. */
+    void (*ctx_destroy)(struct xattn_ctx *ctx);
+    /* Wait for all submitted work. */
+    xattn_status (*sync)(struct xattn_ctx *ctx);
+    /* Optional: a backend-specific option was set (NULL = none are). Called
+     * after the generic range checks; may refuse with UNSUPPORTED. */
+    xattn_status (*set_option)(struct xattn_ctx *ctx, xattn_option opt, int64_t value);
+
+    /* Allocate `bytes` of device memory into buf->native (and buf->host when it
+     * is host-visible). The dispatch layer has already accounted the bytes. */
+    xattn_status (*buffer_alloc)(struct xattn_ctx *ctx, struct xattn_buffer *buf, size_t bytes);
+    /* Optional: wrap caller host memory without copying (NULL = UNSUPPORTED). */
+    xattn_status (*buffer_wrap_host)(struct xattn_ctx *ctx, struct xattn_buffer *buf, void *ptr,
+                                     size_t bytes);
+    /* Release what buffer_alloc / buffer_wrap_host created (not caller memory). */
+    void (*buffer_release)(struct xattn_ctx *ctx, struct xattn_buffer *buf);
+    /* Blocking copies; offset and size are already checked against buf->size. */
+    xattn_status (*buffer_write)(struct xattn_ctx *ctx, struct xattn_buffer *buf, size_t offset,
+                                 const void *src, size_t bytes);
+    xattn_status (*buffer_read)(struct xattn_ctx *ctx, struct xattn_buffer *buf, size_t offset,
+                                void *dst, size_t bytes);
+
+    /* Run attention for a validated problem. `info` is never NULL: fill
+     * num_splits, workspace_bytes, device_ms and the phases. `timed` says the
+     * caller wants times (the call may then synchronize). */
+    xattn_status (*attention)(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
+                              int timed);
+} xattn_backend_iface;
+
+/* The registry: the table of a backend compiled into this build, or NULL. */
+const xattn_backend_iface *xattn__backend_get(xattn_backend id);
+
+/* Each backend module defines its table (only those compiled in exist). */
+extern const xattn_backend_iface xattn__backend_cpu;
+#ifdef XATTN_HAVE_OPENCL
+extern const xattn_backend_iface xattn__backend_opencl;
+#endif
+#ifdef XATTN_HAVE_CUDA
+extern const xattn_backend_iface xattn__backend_cuda;
+#endif
+
+/* OK when `backend` is compiled in and probed usable, else BACKEND_UNAVAILABLE
+ * with the probe's reason as the last error. */
+xattn_status xattn__backend_require(xattn_backend backend);
+
+/* ---- descriptor validation and resolution (xattn_validate.c) ------------- */
+
+/* Everything derived from a validated descriptor that the dispatch needs. */
+typedef struct xattn_desc_summary {
+    int64_t B, Hq, Hkv, D, Dv, Sq, Sk; /* Sq/Sk: tensor extents, or the longest sequence (varlen) */
+    int varlen;
+    int64_t rows_total;  /* query rows the call writes (0 = nothing to do) */
+    xattn_dtype q_dtype, kv_dtype;
+} xattn_desc_summary;
+
+/* Checks every rule of the descriptor against ctx; fills *sum on success. */
+xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                             xattn_desc_summary *sum);
+/* Builds the kernel problem of a validated descriptor. Per-sequence arrays
+ * are allocated through ctx's allocator into *arrays (4*B int32s) and freed
+ * with xattn__problem_free. */
+xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                                  const xattn_desc_summary *sum, xattn_problem *p,
+                                  int32_t **arrays);
+void xattn__problem_free(struct xattn_ctx *ctx, const xattn_desc_summary *sum, int32_t *arrays);
+
+/* Monotonic clock in seconds. */
+double xattn__now(void);
+
+#endif /* XATTN_INTERNAL_H */

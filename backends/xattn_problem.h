@@ -1,0 +1,77 @@
+/*
+ * The kernel contract: a validated, resolved attention problem, identical for
+ * every backend. The API layer (xattn_api.c) builds it from the public
+ * descriptor after every check has passed, so kernels never validate input and
+ * never see the public descriptor. Kernels include this header and nothing
+ * else of the dispatch layer.
+ *
+ * Addressing (all in elements of the tensor's dtype, from the buffer's start):
+ *   Q[b, i, h, d]  = q.off + b*q.sb + (start_q[b] + i)*q.ss + h*q.sh + d*q.sd
+ *   K/V likewise with start_k; O with start_q.
+ *   LSE[b, h, i]   = lse.off + b*lse.sb + h*lse.sh + (start_q[b] + i)*lse.ss
+ *   BIAS[b, h, i, j] = bias.off + b*bias.sb + h*bias.sh + i*bias.ss + j*bias.sd
+ *     (sb = 0 when the bias has one batch, sh = 0 when it has one head; i and j
+ *      are positions within the sequence, also for packed batches)
+ * In packed (varlen) mode every sb is 0 and start_q/start_k hold cu_seqlens.
+ *
+ * Rows written for sequence b: rows_q(b) = varlen ? len_q[b] : Sq. Rows
+ * i >= len_q[b] (padding, padded mode only) get O = 0 and LSE = -inf.
+ */
+#ifndef XATTN_PROBLEM_H
+#define XATTN_PROBLEM_H
+
+#include <stdint.h>
+
+#include "xattn.h"
+
+typedef struct xattn_view {
+    struct xattn_buffer *buf; /* NULL = absent (lse, bias) */
+    xattn_dtype dtype;
+    int64_t off;              /* elements */
+    int64_t sb, ss, sh, sd;   /* elements; see addressing above */
+} xattn_view;
+
+typedef struct xattn_problem {
+    int64_t B;        /* sequences */
+    int64_t Hq, Hkv;  /* query heads, KV heads; group = Hq / Hkv */
+    int64_t group;
+    int64_t D, Dv;    /* head dims of q/k and of v/o, 1..256 */
+    int64_t Sq, Sk;   /* padded: tensor extents; varlen: the longest sequence */
+
+    xattn_view q, k, v, o;
+    int has_lse;
+    xattn_view lse;   /* f32 */
+    int has_bias;
+    xattn_view bias;  /* f32 or f16 */
+
+    const float *alibi; /* host [Hq] or NULL */
+    float scale;        /* resolved (never the 0 "default") */
+    float softcap;      /* 0 = off */
+    int causal;
+    int bottom_right;   /* alignment: p = i + (len_k - len_q) when 1, p = i when 0 */
+    int64_t window_left, window_right; /* < 0 = unbounded */
+
+    int varlen;
+    const int32_t *len_q;   /* host [B], always set */
+    const int32_t *len_k;   /* host [B], always set */
+    const int32_t *start_q; /* host [B], 0s in padded mode */
+    const int32_t *start_k; /* host [B] */
+
+    xattn_algo algo;  /* NAIVE, FLASH or SPLITKV: never AUTO here */
+    int num_splits;   /* SPLITKV as asked: 0 = the backend chooses */
+    int poison;       /* fill workspaces with NaN first (tests) */
+} xattn_problem;
+
+/* Rows of sequence b that the kernels write. */
+static inline int64_t xattn_problem_rows_q(const xattn_problem *p, int64_t b)
+{
+    return p->varlen ? (int64_t)p->len_q[b] : p->Sq;
+}
+
+/* The aligned position of query row i of sequence b (DESIGN.md, step 3). */
+static inline int64_t xattn_problem_qpos(const xattn_problem *p, int64_t b, int64_t i)
+{
+    return p->bottom_right ? i + (int64_t)p->len_k[b] - (int64_t)p->len_q[b] : i;
+}
+
+#endif /* XATTN_PROBLEM_H */

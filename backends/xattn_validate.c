@@ -1,0 +1,440 @@
+/*
+ * Validation of the attention descriptor, before any work is done. Every rule
+ * returns its own status with a message that names the field as the user wrote
+ * it ("k.shape[2]", "seqlens_q[3]"), the value found, and what was expected.
+ * Then resolution into the kernel contract (xattn_problem.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "xattn_internal.h"
+
+#define XATTN_MAX_HEAD_DIM 256
+
+static const char *const xattn__dim_names[4] = {"batch", "sequence", "heads", "head dim"};
+
+/* A tensor's dtype, shape, strides, alignment and extent within its buffer. */
+static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_tensor *t,
+                                      const char *name)
+{
+    if (!t->buffer)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s.buffer: NULL (%s is required)",
+                            name, name);
+    if (t->buffer->ctx != ctx)
+        return xattn__error(XATTN_STATUS_WRONG_CONTEXT,
+                            "%s.buffer: belongs to another context (a buffer can only be "
+                            "used on the context that made it)",
+                            name);
+    if ((unsigned)t->dtype >= XATTN_DTYPE_COUNT)
+        return xattn__error(XATTN_STATUS_INVALID_DTYPE,
+                            "%s.dtype: %d is not a dtype (expected f32, f16 or bf16)", name,
+                            (int)t->dtype);
+    for (int i = 0; i < 4; i++) {
+        if (t->shape[i] < 0)
+            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                "%s.shape[%d]: %lld is negative (%s extent)", name, i,
+                                (long long)t->shape[i], xattn__dim_names[i]);
+        if (t->strides[i] < 0)
+            return xattn__error(XATTN_STATUS_INVALID_STRIDE,
+                                "%s.strides[%d]: %lld is negative (strides must be >= 0)", name,
+                                i, (long long)t->strides[i]);
+    }
+    size_t esize = xattn_dtype_size(t->dtype);
+    if (t->offset % esize)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "%s.offset: %zu bytes is not a multiple of the %s element size %zu",
+                            name, t->offset, xattn_dtype_name(t->dtype), esize);
+    /* Element count first: catches absurd shapes even where strides are 0. */
+    uint64_t count = 1;
+    for (int i = 0; i < 4; i++)
+        if (xattn__mul_overflow(count, (uint64_t)t->shape[i], &count))
+            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                                "%s.shape: [%lld, %lld, %lld, %lld] has more elements than 64 "
+                                "bits can count",
+                                name, (long long)t->shape[0], (long long)t->shape[1],
+                                (long long)t->shape[2], (long long)t->shape[3]);
+    if (count == 0)
+        return XATTN_STATUS_OK; /* an empty view touches no memory */
+    uint64_t last = 0; /* highest element index the view touches */
+    for (int i = 0; i < 4; i++) {
+        uint64_t span;
+        if (xattn__mul_overflow((uint64_t)(t->shape[i] - 1), (uint64_t)t->strides[i], &span) ||
+            xattn__add_overflow(last, span, &last))
+            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                                "%s.strides[%d]: %lld times extent %lld overflows the view's "
+                                "element range",
+                                name, i, (long long)t->strides[i], (long long)t->shape[i]);
+    }
+    uint64_t end;
+    if (xattn__add_overflow(last, 1, &end) || xattn__mul_overflow(end, esize, &end) ||
+        xattn__add_overflow(end, (uint64_t)t->offset, &end))
+        return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                            "%s: the view's byte range overflows 64 bits", name);
+    if (end > t->buffer->size)
+        return xattn__error(XATTN_STATUS_OUT_OF_BOUNDS,
+                            "%s: the view reaches byte %llu but %s.buffer holds %zu bytes "
+                            "(offset %zu, shape [%lld, %lld, %lld, %lld], strides [%lld, %lld, "
+                            "%lld, %lld])",
+                            name, (unsigned long long)end, name, t->buffer->size, t->offset,
+                            (long long)t->shape[0], (long long)t->shape[1],
+                            (long long)t->shape[2], (long long)t->shape[3],
+                            (long long)t->strides[0], (long long)t->strides[1],
+                            (long long)t->strides[2], (long long)t->strides[3]);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__expect_dim(const xattn_tensor *t, const char *name, int dim,
+                                      int64_t want, const char *what)
+{
+    if (t->shape[dim] != want)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE, "%s.shape[%d]: %lld, expected %s = %lld",
+                            name, dim, (long long)t->shape[dim], what, (long long)want);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__check_head_dim(const xattn_tensor *t, const char *name)
+{
+    if (t->shape[3] < 1 || t->shape[3] > XATTN_MAX_HEAD_DIM)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                            "%s.shape[3]: head dim %lld out of range (expected 1..%d)", name,
+                            (long long)t->shape[3], XATTN_MAX_HEAD_DIM);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__check_positive(const xattn_tensor *t, const char *name, int dim)
+{
+    if (t->shape[dim] < 1)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                            "%s.shape[%d]: %lld, the %s extent must be >= 1", name, dim,
+                            (long long)t->shape[dim], xattn__dim_names[dim]);
+    return XATTN_STATUS_OK;
+}
+
+/* cu_seqlens: from 0, non-decreasing, last entry within `tokens`. Returns the
+ * longest sequence through *max_len. */
+static xattn_status xattn__check_cu(const int32_t *cu, int64_t n, int64_t tokens,
+                                    const char *name, const char *tensor, int64_t *max_len)
+{
+    if (cu[0] != 0)
+        return xattn__error(XATTN_STATUS_INVALID_LENGTHS, "%s[0]: %d, expected 0", name,
+                            (int)cu[0]);
+    *max_len = 0;
+    for (int64_t b = 0; b < n; b++) {
+        if (cu[b + 1] < cu[b])
+            return xattn__error(XATTN_STATUS_INVALID_LENGTHS,
+                                "%s[%lld]: %d is less than %s[%lld] = %d (offsets must not "
+                                "decrease)",
+                                name, (long long)(b + 1), (int)cu[b + 1], name, (long long)b,
+                                (int)cu[b]);
+        if (cu[b + 1] - cu[b] > *max_len)
+            *max_len = cu[b + 1] - cu[b];
+    }
+    if (cu[n] > tokens)
+        return xattn__error(XATTN_STATUS_INVALID_LENGTHS,
+                            "%s[%lld]: %d tokens, but %s holds %lld tokens (shape[1])", name,
+                            (long long)n, (int)cu[n], tensor, (long long)tokens);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__check_lens(const int32_t *lens, int64_t n, int64_t max,
+                                      const char *name)
+{
+    for (int64_t b = 0; b < n; b++)
+        if (lens[b] < 0 || lens[b] > max)
+            return xattn__error(XATTN_STATUS_INVALID_LENGTHS,
+                                "%s[%lld]: %d out of range (expected 0..%lld)", name,
+                                (long long)b, (int)lens[b], (long long)max);
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                             xattn_desc_summary *sum)
+{
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    if (!d)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "desc: NULL");
+    if (d->struct_size != sizeof(xattn_attn_desc))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "desc.struct_size: %zu, expected %zu (initialize the descriptor "
+                            "with xattn_attn_desc_init)",
+                            d->struct_size, sizeof(xattn_attn_desc));
+
+    XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->q, "q"));
+    XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->k, "k"));
+    XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->v, "v"));
+    XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->o, "o"));
+
+    if (d->o.dtype != d->q.dtype)
+        return xattn__error(XATTN_STATUS_INVALID_DTYPE,
+                            "o.dtype: %s differs from q.dtype %s (q and o share one dtype)",
+                            xattn_dtype_name(d->o.dtype), xattn_dtype_name(d->q.dtype));
+    if (d->v.dtype != d->k.dtype)
+        return xattn__error(XATTN_STATUS_INVALID_DTYPE,
+                            "v.dtype: %s differs from k.dtype %s (k and v share one dtype)",
+                            xattn_dtype_name(d->v.dtype), xattn_dtype_name(d->k.dtype));
+
+    /* Heads and head dims. */
+    XATTN_RETURN_IF_ERROR(xattn__check_positive(&d->q, "q", 2));
+    XATTN_RETURN_IF_ERROR(xattn__check_positive(&d->k, "k", 2));
+    XATTN_RETURN_IF_ERROR(xattn__check_head_dim(&d->q, "q"));
+    XATTN_RETURN_IF_ERROR(xattn__check_head_dim(&d->v, "v"));
+    int64_t Hq = d->q.shape[2], Hkv = d->k.shape[2], D = d->q.shape[3], Dv = d->v.shape[3];
+    XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->k, "k", 3, D, "q's head dim q.shape[3]"));
+    XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 2, Hkv, "k's heads k.shape[2]"));
+    XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 2, Hq, "q's heads q.shape[2]"));
+    XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 3, Dv, "v's head dim v.shape[3]"));
+    if (Hq % Hkv)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                            "k.shape[2]: %lld KV heads do not divide q.shape[2] = %lld query "
+                            "heads (GQA needs Hq to be a multiple of Hkv)",
+                            (long long)Hkv, (long long)Hq);
+
+    /* Batch and lengths. */
+    int varlen = d->cu_seqlens_q || d->cu_seqlens_k;
+    int64_t B, Sq, Sk;
+    if (varlen) {
+        if (!d->cu_seqlens_q || !d->cu_seqlens_k)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "%s: NULL while %s is set (packed batches need both)",
+                                d->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q",
+                                d->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k");
+        if (d->seqlens_q || d->seqlens_k)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "%s: cannot be combined with cu_seqlens_q/cu_seqlens_k (padded "
+                                "and packed batches exclude each other)",
+                                d->seqlens_q ? "seqlens_q" : "seqlens_k");
+        if (d->num_seqs < 0 || d->num_seqs > INT32_MAX)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "num_seqs: %lld out of range (expected 0..%d for a packed batch)",
+                                (long long)d->num_seqs, INT32_MAX);
+        static const char *const nm[4] = {"q", "k", "v", "o"};
+        const xattn_tensor *ts[4] = {&d->q, &d->k, &d->v, &d->o};
+        for (int i = 0; i < 4; i++)
+            if (ts[i]->shape[0] != 1)
+                return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                    "%s.shape[0]: %lld, expected 1 (a packed batch holds its "
+                                    "sequences along shape[1])",
+                                    nm[i], (long long)ts[i]->shape[0]);
+        B = d->num_seqs;
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 1, d->q.shape[1], "q.shape[1]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 1, d->k.shape[1], "k.shape[1]"));
+        XATTN_RETURN_IF_ERROR(
+            xattn__check_cu(d->cu_seqlens_q, B, d->q.shape[1], "cu_seqlens_q", "q", &Sq));
+        XATTN_RETURN_IF_ERROR(
+            xattn__check_cu(d->cu_seqlens_k, B, d->k.shape[1], "cu_seqlens_k", "k", &Sk));
+    } else {
+        XATTN_RETURN_IF_ERROR(xattn__check_positive(&d->q, "q", 0));
+        B = d->q.shape[0];
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->k, "k", 0, B, "q's batch q.shape[0]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 0, B, "q's batch q.shape[0]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 0, B, "q's batch q.shape[0]"));
+        Sq = d->q.shape[1];
+        Sk = d->k.shape[1];
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 1, Sk, "k's length k.shape[1]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 1, Sq, "q's length q.shape[1]"));
+        if (Sq > INT32_MAX || Sk > INT32_MAX)
+            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                "%s.shape[1]: %lld is longer than the %d positions a sequence "
+                                "may have",
+                                Sq > INT32_MAX ? "q" : "k",
+                                (long long)(Sq > INT32_MAX ? Sq : Sk), INT32_MAX);
+        if (d->seqlens_q)
+            XATTN_RETURN_IF_ERROR(xattn__check_lens(d->seqlens_q, B, Sq, "seqlens_q"));
+        if (d->seqlens_k)
+            XATTN_RETURN_IF_ERROR(xattn__check_lens(d->seqlens_k, B, Sk, "seqlens_k"));
+    }
+
+    /* Optional outputs and inputs. */
+    if (d->lse.buffer) {
+        XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->lse, "lse"));
+        if (d->lse.dtype != XATTN_DTYPE_F32)
+            return xattn__error(XATTN_STATUS_INVALID_DTYPE, "lse.dtype: %s, expected f32",
+                                xattn_dtype_name(d->lse.dtype));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->lse, "lse", 0, d->q.shape[0], "q.shape[0]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->lse, "lse", 1, Hq, "q's heads q.shape[2]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->lse, "lse", 2, d->q.shape[1], "q.shape[1]"));
+        if (d->lse.shape[3] != 1)
+            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                "lse.shape[3]: %lld, expected 1 (lse is [B, Hq, Sq, 1])",
+                                (long long)d->lse.shape[3]);
+    }
+    if (d->bias.buffer) {
+        XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->bias, "bias"));
+        if (d->bias.dtype != XATTN_DTYPE_F32 && d->bias.dtype != XATTN_DTYPE_F16)
+            return xattn__error(XATTN_STATUS_INVALID_DTYPE,
+                                "bias.dtype: %s not supported (expected f32 or f16)",
+                                xattn_dtype_name(d->bias.dtype));
+        if (d->bias.shape[0] != 1 && d->bias.shape[0] != B)
+            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                "bias.shape[0]: %lld does not broadcast over %lld sequences "
+                                "(expected 1 or %lld)",
+                                (long long)d->bias.shape[0], (long long)B, (long long)B);
+        if (d->bias.shape[1] != 1 && d->bias.shape[1] != Hq)
+            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                "bias.shape[1]: %lld does not broadcast over %lld query heads "
+                                "(expected 1 or %lld)",
+                                (long long)d->bias.shape[1], (long long)Hq, (long long)Hq);
+        if (d->bias.shape[2] < Sq || d->bias.shape[3] < Sk)
+            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                "bias.shape[%d]: %lld is shorter than the %s length %lld",
+                                d->bias.shape[2] < Sq ? 2 : 3,
+                                (long long)(d->bias.shape[2] < Sq ? d->bias.shape[2]
+                                                                  : d->bias.shape[3]),
+                                d->bias.shape[2] < Sq ? "query" : "key",
+                                (long long)(d->bias.shape[2] < Sq ? Sq : Sk));
+    }
+
+    /* Scalars and flags. */
+    if (!isfinite(d->scale))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "scale: %g is not finite (0 selects 1/sqrt(D))", (double)d->scale);
+    if (!isfinite(d->softcap) || d->softcap < 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "softcap: %g, expected a finite value >= 0 (0 = off)",
+                            (double)d->softcap);
+    if (d->alibi_slopes)
+        for (int64_t h = 0; h < Hq; h++)
+            if (!isfinite(d->alibi_slopes[h]))
+                return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                    "alibi_slopes[%lld]: %g is not finite", (long long)h,
+                                    (double)d->alibi_slopes[h]);
+    if (d->causal != 0 && d->causal != 1)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "causal: %d, expected 0 or 1",
+                            d->causal);
+    if (d->align != XATTN_ALIGN_TOP_LEFT && d->align != XATTN_ALIGN_BOTTOM_RIGHT)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "align: %d, expected XATTN_ALIGN_TOP_LEFT (0) or "
+                            "XATTN_ALIGN_BOTTOM_RIGHT (1)",
+                            (int)d->align);
+    if ((unsigned)d->algo >= XATTN_ALGO_COUNT)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "algo: %d, expected AUTO (0), NAIVE (1), FLASH (2) or SPLITKV (3)",
+                            (int)d->algo);
+    if (d->num_splits < 0 || d->num_splits > 4096)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "num_splits: %d out of range (expected 0 = automatic, or 1..4096)",
+                            d->num_splits);
+
+    /* Work sizes every algorithm indexes with: B*Hq*Sq rows of Dv, B*Hq*Sq*Sk pairs. */
+    uint64_t rows, pairs;
+    if (xattn__mul_overflow((uint64_t)B, (uint64_t)Hq, &rows) ||
+        xattn__mul_overflow(rows, (uint64_t)Sq, &rows) ||
+        xattn__mul_overflow(rows, (uint64_t)Sk, &pairs) || pairs > (uint64_t)INT64_MAX)
+        return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                            "shape: B*Hq*Sq*Sk = %lld*%lld*%lld*%lld overflows 63 bits",
+                            (long long)B, (long long)Hq, (long long)Sq, (long long)Sk);
+
+    memset(sum, 0, sizeof *sum);
+    sum->B = B;
+    sum->Hq = Hq;
+    sum->Hkv = Hkv;
+    sum->D = D;
+    sum->Dv = Dv;
+    sum->Sq = Sq;
+    sum->Sk = Sk;
+    sum->varlen = varlen;
+    sum->rows_total = varlen ? (int64_t)d->cu_seqlens_q[B] * Hq : (int64_t)rows;
+    sum->q_dtype = d->q.dtype;
+    sum->kv_dtype = d->k.dtype;
+    return XATTN_STATUS_OK;
+}
+
+static xattn_view xattn__view_of(const xattn_tensor *t, int varlen)
+{
+    xattn_view v;
+    v.buf = t->buffer;
+    v.dtype = t->dtype;
+    v.off = (int64_t)(t->offset / xattn_dtype_size(t->dtype));
+    /* A stride is ignored where the extent is 1; 0 keeps kernels from using it. */
+    v.sb = (varlen || t->shape[0] == 1) ? 0 : t->strides[0];
+    v.ss = t->strides[1];
+    v.sh = t->shape[2] == 1 ? 0 : t->strides[2];
+    v.sd = t->strides[3];
+    return v;
+}
+
+xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                                  const xattn_desc_summary *sum, xattn_problem *p,
+                                  int32_t **arrays)
+{
+    memset(p, 0, sizeof *p);
+    p->B = sum->B;
+    p->Hq = sum->Hq;
+    p->Hkv = sum->Hkv;
+    p->group = sum->Hq / sum->Hkv;
+    p->D = sum->D;
+    p->Dv = sum->Dv;
+    p->Sq = sum->Sq;
+    p->Sk = sum->Sk;
+    p->varlen = sum->varlen;
+    p->q = xattn__view_of(&d->q, sum->varlen);
+    p->k = xattn__view_of(&d->k, sum->varlen);
+    p->v = xattn__view_of(&d->v, sum->varlen);
+    p->o = xattn__view_of(&d->o, sum->varlen);
+    if (d->lse.buffer) {
+        /* lse is [B, Hq, Sq, 1]: its dims 1 and 2 are (head, row). */
+        p->has_lse = 1;
+        p->lse.buf = d->lse.buffer;
+        p->lse.dtype = XATTN_DTYPE_F32;
+        p->lse.off = (int64_t)(d->lse.offset / 4);
+        p->lse.sb = (sum->varlen || d->lse.shape[0] == 1) ? 0 : d->lse.strides[0];
+        p->lse.sh = d->lse.shape[1] == 1 ? 0 : d->lse.strides[1];
+        p->lse.ss = d->lse.strides[2];
+        p->lse.sd = 0;
+    }
+    if (d->bias.buffer) {
+        p->has_bias = 1;
+        p->bias.buf = d->bias.buffer;
+        p->bias.dtype = d->bias.dtype;
+        p->bias.off = (int64_t)(d->bias.offset / xattn_dtype_size(d->bias.dtype));
+        p->bias.sb = d->bias.shape[0] == 1 ? 0 : d->bias.strides[0];
+        p->bias.sh = d->bias.shape[1] == 1 ? 0 : d->bias.strides[1];
+        p->bias.ss = d->bias.strides[2];
+        p->bias.sd = d->bias.strides[3];
+    }
+    p->alibi = d->alibi_slopes;
+    p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
+    p->softcap = d->softcap;
+    p->causal = d->causal;
+    p->bottom_right = d->align == XATTN_ALIGN_BOTTOM_RIGHT;
+    p->window_left = d->window_left;
+    p->window_right = d->window_right;
+    p->num_splits = d->num_splits;
+    p->poison = (int)ctx->opt_poison;
+
+    /* Per-sequence arrays: len_q, len_k, start_q, start_k. */
+    int64_t B = sum->B;
+    xattn_status st;
+    uint64_t bytes = (uint64_t)(B > 0 ? B : 1) * 4u * sizeof(int32_t);
+    int32_t *a = xattn__host_alloc(ctx, bytes, "per-sequence lengths", &st);
+    if (!a)
+        return st;
+    int32_t *lq = a, *lk = a + B, *sq = a + 2 * B, *sk = a + 3 * B;
+    for (int64_t b = 0; b < B; b++) {
+        if (sum->varlen) {
+            sq[b] = d->cu_seqlens_q[b];
+            sk[b] = d->cu_seqlens_k[b];
+            lq[b] = d->cu_seqlens_q[b + 1] - d->cu_seqlens_q[b];
+            lk[b] = d->cu_seqlens_k[b + 1] - d->cu_seqlens_k[b];
+        } else {
+            sq[b] = 0;
+            sk[b] = 0;
+            lq[b] = d->seqlens_q ? d->seqlens_q[b] : (int32_t)sum->Sq;
+            lk[b] = d->seqlens_k ? d->seqlens_k[b] : (int32_t)sum->Sk;
+        }
+    }
+    p->len_q = lq;
+    p->len_k = lk;
+    p->start_q = sq;
+    p->start_k = sk;
+    *arrays = a;
+    return XATTN_STATUS_OK;
+}
+
+void xattn__problem_free(struct xattn_ctx *ctx, const xattn_desc_summary *sum, int32_t *arrays)
+{
+    uint64_t bytes = (uint64_t)(sum->B > 0 ? sum->B : 1) * 4u * sizeof(int32_t);
+    xattn__host_free(ctx, arrays, bytes);
+}

@@ -1,0 +1,397 @@
+/*
+ * xattn — portable cross-backend attention.
+ *
+ * One descriptor, three algorithms (NAIVE, FLASH, SPLITKV, plus AUTO), and the
+ * same semantics on every backend (CPU, OpenCL, CUDA). Every function that can
+ * fail returns an xattn_status; a negative status comes with a message, read
+ * through xattn_last_error() on the same thread, that names the field and value.
+ * No function of this library aborts or exits on bad input.
+ *
+ * This header includes no vendor header. Interop with OpenCL and CUDA objects
+ * lives in xattn_opencl.h and xattn_cuda.h.
+ */
+#ifndef XATTN_H
+#define XATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- export ------------------------------------------------------------ */
+
+#if defined(XATTN_STATIC_DEFINE)
+#define XATTN_API
+#elif defined(_WIN32)
+#ifdef XATTN_BUILDING
+#define XATTN_API __declspec(dllexport)
+#else
+#define XATTN_API __declspec(dllimport)
+#endif
+#else
+#define XATTN_API __attribute__((visibility("default")))
+#endif
+
+/* ---- version ----------------------------------------------------------- */
+
+#define XATTN_VERSION_MAJOR 0
+#define XATTN_VERSION_MINOR 1
+#define XATTN_VERSION_PATCH 0
+#define XATTN_VERSION_NUMBER \
+    (XATTN_VERSION_MAJOR * 10000 + XATTN_VERSION_MINOR * 100 + XATTN_VERSION_PATCH)
+
+/** Version of the library actually linked, as XATTN_VERSION_NUMBER encodes it. */
+XATTN_API unsigned xattn_version_number(void);
+/** Version of the library actually linked, as "MAJOR.MINOR.PATCH". */
+XATTN_API const char *xattn_version_string(void);
+
+/* ---- status ------------------------------------------------------------ */
+
+/* Codes never change once released. 0 is success, errors are negative. */
+#define XATTN_STATUS_MAP(X)                                                        \
+    X(OK, 0, "success")                                                            \
+    X(INVALID_ARGUMENT, -1, "invalid argument")                                    \
+    X(INVALID_DTYPE, -2, "invalid or unsupported data type")                       \
+    X(INVALID_SHAPE, -3, "invalid tensor shape")                                   \
+    X(INVALID_STRIDE, -4, "invalid tensor strides")                                \
+    X(OUT_OF_BOUNDS, -5, "tensor view exceeds its buffer")                         \
+    X(INVALID_LENGTHS, -6, "invalid sequence lengths")                             \
+    X(SIZE_OVERFLOW, -7, "size computation overflows")                             \
+    X(OUT_OF_MEMORY, -8, "out of memory")                                          \
+    X(UNSUPPORTED, -9, "configuration not supported by this backend")              \
+    X(BACKEND_UNAVAILABLE, -10, "backend not compiled in or no usable device")     \
+    X(DEVICE_NOT_FOUND, -11, "no such device")                                     \
+    X(BACKEND, -12, "backend runtime error")                                       \
+    X(BUILD_FAILED, -13, "kernel program build failed")                            \
+    X(WRONG_CONTEXT, -14, "object belongs to another context")                     \
+    X(BUSY, -15, "context is in use by another thread")                            \
+    X(IO, -16, "file input/output error")                                          \
+    X(INTERNAL, -17, "internal error")
+
+typedef enum xattn_status {
+#define XATTN__STATUS_ENUM(name, code, text) XATTN_STATUS_##name = code,
+    XATTN_STATUS_MAP(XATTN__STATUS_ENUM)
+#undef XATTN__STATUS_ENUM
+} xattn_status;
+
+/** Short fixed text for a status ("invalid tensor shape"); never NULL. */
+XATTN_API const char *xattn_status_string(xattn_status status);
+/** Name of a status ("XATTN_STATUS_INVALID_SHAPE"); never NULL. */
+XATTN_API const char *xattn_status_name(xattn_status status);
+/**
+ * Message of the last failing call made by this thread: which field, which
+ * value, what was expected, and any native error code and text. Empty after a
+ * success. Valid until the next call of this library on this thread.
+ */
+XATTN_API const char *xattn_last_error(void);
+
+/* ---- logging ----------------------------------------------------------- */
+
+typedef enum xattn_log_level {
+    XATTN_LOG_ERROR = 0,
+    XATTN_LOG_WARN = 1,
+    XATTN_LOG_INFO = 2,
+    XATTN_LOG_DEBUG = 3
+} xattn_log_level;
+
+typedef void (*xattn_log_fn)(xattn_log_level level, const char *message, void *user);
+
+/**
+ * Routes the library's messages (every error message, warnings, and info such
+ * as program builds) to fn, for messages at max_level or more severe.
+ * fn = NULL restores the default, which prints errors and warnings to stderr
+ * only when the environment variable XATTN_LOG is set (to error|warn|info|debug).
+ * The callback may be called from any thread that calls into the library.
+ */
+XATTN_API void xattn_set_log_callback(xattn_log_fn fn, void *user, xattn_log_level max_level);
+
+/* ---- data types -------------------------------------------------------- */
+
+typedef enum xattn_dtype {
+    XATTN_DTYPE_F32 = 0,
+    XATTN_DTYPE_F16 = 1,
+    XATTN_DTYPE_BF16 = 2,
+    XATTN_DTYPE_COUNT
+} xattn_dtype;
+
+/** "f32", "f16", "bf16", or "?" for an invalid value. */
+XATTN_API const char *xattn_dtype_name(xattn_dtype dtype);
+/** Bytes per element (4 or 2), or 0 for an invalid value. */
+XATTN_API size_t xattn_dtype_size(xattn_dtype dtype);
+
+/* ---- backends and devices ---------------------------------------------- */
+
+typedef enum xattn_backend {
+    XATTN_BACKEND_AUTO = -1, /* only for xattn_ctx_create: the best available */
+    XATTN_BACKEND_CPU = 0,
+    XATTN_BACKEND_OPENCL = 1,
+    XATTN_BACKEND_CUDA = 2,
+    XATTN_BACKEND_COUNT = 3
+} xattn_backend;
+
+/** "cpu", "opencl", "cuda" ("auto" for XATTN_BACKEND_AUTO); "?" otherwise. */
+XATTN_API const char *xattn_backend_name(xattn_backend backend);
+/** Parses a backend name as xattn_backend_name writes it. */
+XATTN_API xattn_status xattn_backend_from_name(const char *name, xattn_backend *out);
+/** 1 when this build of the library contains the backend, else 0. */
+XATTN_API int xattn_backend_compiled(xattn_backend backend);
+/**
+ * XATTN_STATUS_OK when the backend is compiled in and has at least one usable
+ * device on this machine; otherwise XATTN_STATUS_BACKEND_UNAVAILABLE, with the
+ * reason (for example the CUDA driver's message) in xattn_last_error().
+ */
+XATTN_API xattn_status xattn_backend_available(xattn_backend backend);
+
+/** Description of one device. Grow-only: fields are only ever appended. */
+typedef struct xattn_device_info {
+    size_t struct_size;        /* set by the library to sizeof(xattn_device_info) */
+    xattn_backend backend;
+    int index;                 /* index within the backend */
+    char name[256];            /* "NVIDIA H200", "pthread-Intel(R) Xeon(R) ..." */
+    char vendor[128];
+    char driver_version[128];  /* driver / runtime version; "" where meaningless */
+    char platform[128];        /* OpenCL platform name; CUDA runtime version */
+    char description[512];     /* one line for humans, the backend's own summary */
+    int compute_units;         /* CPU threads the backend uses, OpenCL CUs, CUDA SMs */
+    uint64_t global_mem_bytes; /* device memory (CPU: physical memory) */
+    uint64_t local_mem_bytes;  /* OpenCL local / CUDA shared memory per block; CPU: L1d */
+    uint64_t cache_bytes;      /* last-level cache (CPU L3, GPU L2); 0 if unknown */
+    size_t max_work_group_size;
+    int fp16_supported;        /* native half arithmetic (cl_khr_fp16 / sm_53+ / AVX512-FP16) */
+    int fp64_supported;
+    int compute_capability;    /* CUDA: major*10+minor; 0 elsewhere */
+    char cpu_features[128];    /* CPU: SIMD paths the kernels use ("avx2 fma f16c") */
+    int device_type;           /* xattn_device_type */
+} xattn_device_info;
+
+typedef enum xattn_device_type {
+    XATTN_DEVICE_TYPE_OTHER = 0,
+    XATTN_DEVICE_TYPE_CPU = 1,
+    XATTN_DEVICE_TYPE_GPU = 2,
+    XATTN_DEVICE_TYPE_ACCELERATOR = 3
+} xattn_device_type;
+
+/** Number of devices of a backend (0 when the backend is not available). */
+XATTN_API xattn_status xattn_device_count(xattn_backend backend, int *count);
+/** Fills info for device `index` of `backend`. */
+XATTN_API xattn_status xattn_device_get_info(xattn_backend backend, int index,
+                                             xattn_device_info *info);
+
+/* ---- contexts ---------------------------------------------------------- */
+
+typedef struct xattn_ctx xattn_ctx;
+
+/**
+ * Creates a context on device `device` of `backend` (XATTN_BACKEND_AUTO picks
+ * CUDA, then OpenCL on a GPU, then the CPU; device is then ignored). The
+ * context owns one queue/stream; calls on it are ordered. A context must not be
+ * used by two threads at once: a call that finds it in use returns
+ * XATTN_STATUS_BUSY instead of racing.
+ */
+XATTN_API xattn_status xattn_ctx_create(xattn_backend backend, int device, xattn_ctx **out);
+/** Waits for pending work and frees everything the context owns. NULL is a no-op. */
+XATTN_API void xattn_ctx_destroy(xattn_ctx *ctx);
+/** Waits until all work submitted on the context has finished. */
+XATTN_API xattn_status xattn_ctx_sync(xattn_ctx *ctx);
+/** The backend the context runs on. */
+XATTN_API xattn_backend xattn_ctx_backend(const xattn_ctx *ctx);
+/** Fills info for the context's device. */
+XATTN_API xattn_status xattn_ctx_device_info(const xattn_ctx *ctx, xattn_device_info *info);
+
+typedef enum xattn_option {
+    /* CPU: worker threads (0 = all the backend sees; default 0). */
+    XATTN_OPT_NUM_THREADS = 1,
+    /* Bytes the context may hold at once through its allocator (0 = no limit).
+     * Allocations beyond it fail with XATTN_STATUS_OUT_OF_MEMORY. */
+    XATTN_OPT_MEMORY_LIMIT = 2,
+    /* CPU: SIMD path: 0 = best the CPU has, 1 = portable C only, 2 = AVX2+FMA,
+     * 3 = AVX-512. Asking for a path the CPU lacks is XATTN_STATUS_UNSUPPORTED. */
+    XATTN_OPT_CPU_SIMD = 3,
+    /* Poison outputs and workspaces with NaN before each call (tests). 0/1. */
+    XATTN_OPT_POISON = 4
+} xattn_option;
+
+/** Sets an option; unknown options and out-of-range values are rejected. */
+XATTN_API xattn_status xattn_ctx_set_option(xattn_ctx *ctx, xattn_option option, int64_t value);
+/** Reads an option's current value. */
+XATTN_API xattn_status xattn_ctx_get_option(const xattn_ctx *ctx, xattn_option option,
+                                            int64_t *value);
+
+typedef struct xattn_mem_stats {
+    uint64_t current_bytes; /* bytes the context's allocator holds now */
+    uint64_t peak_bytes;    /* most it held at once since creation or the last reset */
+    uint64_t alloc_count;   /* allocations made */
+    uint64_t limit_bytes;   /* XATTN_OPT_MEMORY_LIMIT, 0 = none */
+} xattn_mem_stats;
+
+/** Memory held by the context, through the tracking allocator every byte goes through. */
+XATTN_API xattn_status xattn_ctx_mem_stats(const xattn_ctx *ctx, xattn_mem_stats *stats);
+/** Sets the peak to the current value. */
+XATTN_API xattn_status xattn_ctx_reset_peak(xattn_ctx *ctx);
+
+/* ---- buffers ----------------------------------------------------------- */
+
+typedef struct xattn_buffer xattn_buffer;
+
+/** Allocates `bytes` of device memory on the context (counted by its allocator). */
+XATTN_API xattn_status xattn_buffer_alloc(xattn_ctx *ctx, size_t bytes, xattn_buffer **out);
+/**
+ * Wraps caller memory without copying. The caller keeps ownership and must keep
+ * it alive until xattn_buffer_free. On the CPU the kernels read and write it in
+ * place; OpenCL uses CL_MEM_USE_HOST_PTR; CUDA returns XATTN_STATUS_UNSUPPORTED
+ * (wrap a device pointer with xattn_cuda.h instead).
+ */
+XATTN_API xattn_status xattn_buffer_wrap_host(xattn_ctx *ctx, void *ptr, size_t bytes,
+                                              xattn_buffer **out);
+/** Frees a buffer (the memory itself only if the library allocated it). NULL is a no-op. */
+XATTN_API void xattn_buffer_free(xattn_buffer *buf);
+/** Copies `bytes` from host memory into the buffer at byte `offset` (blocking). */
+XATTN_API xattn_status xattn_buffer_write(xattn_buffer *buf, size_t offset, const void *src,
+                                          size_t bytes);
+/** Copies `bytes` from the buffer at byte `offset` into host memory (blocking). */
+XATTN_API xattn_status xattn_buffer_read(xattn_buffer *buf, size_t offset, void *dst,
+                                         size_t bytes);
+/** Size in bytes (0 for NULL). */
+XATTN_API size_t xattn_buffer_size(const xattn_buffer *buf);
+
+/* ---- tensors ----------------------------------------------------------- */
+
+/**
+ * A view into a buffer. Q, K, V, O use the logical order [B, S, H, D]
+ * (batch, sequence, heads, head dim) whatever the memory layout: strides, in
+ * elements, give the layout, so BSHD (FlashAttention) and BHSD (PyTorch) both
+ * work without copies. Strides may not be negative. A stride is ignored where
+ * the extent is 1.
+ */
+typedef struct xattn_tensor {
+    xattn_buffer *buffer; /* NULL means "absent" for optional tensors */
+    size_t offset;        /* bytes from the start of the buffer */
+    xattn_dtype dtype;
+    int64_t shape[4];
+    int64_t strides[4];   /* elements */
+} xattn_tensor;
+
+/** A contiguous [B, S, H, D] view in BSHD layout (FlashAttention, HF). */
+XATTN_API xattn_tensor xattn_tensor_bshd(xattn_buffer *buf, size_t offset, xattn_dtype dtype,
+                                         int64_t b, int64_t s, int64_t h, int64_t d);
+/** A [B, S, H, D] view of memory laid out as BHSD (PyTorch's [B, H, S, D]). */
+XATTN_API xattn_tensor xattn_tensor_bhsd(xattn_buffer *buf, size_t offset, xattn_dtype dtype,
+                                         int64_t b, int64_t s, int64_t h, int64_t d);
+
+/* ---- attention --------------------------------------------------------- */
+
+typedef enum xattn_algo {
+    XATTN_ALGO_AUTO = 0,
+    XATTN_ALGO_NAIVE = 1,   /* S = QK^T materialized, softmax, O = PV: three phases */
+    XATTN_ALGO_FLASH = 2,   /* tiled, online softmax, O(Sq) extra memory */
+    XATTN_ALGO_SPLITKV = 3, /* Sk split into chunks, partial O/LSE, then combine */
+    XATTN_ALGO_COUNT
+} xattn_algo;
+
+/** "auto", "naive", "flash", "splitkv"; "?" otherwise. */
+XATTN_API const char *xattn_algo_name(xattn_algo algo);
+XATTN_API xattn_status xattn_algo_from_name(const char *name, xattn_algo *out);
+
+typedef enum xattn_align {
+    /* Query row i sits at key position p = i (PyTorch's is_causal). */
+    XATTN_ALIGN_TOP_LEFT = 0,
+    /* p = i + Lk - Lq: the last query row sees the last key (FlashAttention). */
+    XATTN_ALIGN_BOTTOM_RIGHT = 1
+} xattn_align;
+
+/**
+ * The attention problem. Initialize with xattn_attn_desc_init, then set fields.
+ *
+ * Shapes (logical order, see xattn_tensor):
+ *   q [B, Sq, Hq, D]   k [B, Sk, Hkv, D]   v [B, Sk, Hkv, Dv]   o [B, Sq, Hq, Dv]
+ *   lse (optional, f32) [B, Hq, Sq, 1]  — shape[3] must be 1
+ *   bias (optional, f32 or f16) [Bb, Hb, Sq', Sk'] with Bb in {1, B}, Hb in {1, Hq},
+ *     Sq' >= Sq and Sk' >= Sk; added to the scores; may hold -inf.
+ * Packed variable-length batches (cu_seqlens_q and cu_seqlens_k set):
+ *   q [1, Tq, Hq, D], k/v [1, Tk, Hkv, D], o [1, Tq, Hq, Dv], lse [1, Hq, Tq, 1];
+ *   sequence b holds tokens cu[b] .. cu[b+1]-1; B is num_seqs.
+ * Dtypes: q and o share one dtype, k and v share one (which may differ from q's).
+ * D and Dv: 1..256. Hq must be a multiple of Hkv (GQA; Hkv = 1 is MQA).
+ *
+ * Semantics for sequence b, head h, query row i, key j (lengths Lq, Lk):
+ *   s = (q_i . k_j) * scale; softcap: s = cap*tanh(s/cap); p = i (top-left) or
+ *   i + Lk - Lq (bottom-right); ALiBi: s += -slope[h]*|p - j|; bias: s += bias;
+ *   masked (s = -inf) when j >= Lk, causal and j > p, window and j < p - left or
+ *   j > p + right. Rows i >= Lq (padding) give O = 0 and LSE = -inf; a row with
+ *   every score -inf gives O = 0 and LSE = -inf; a NaN score makes its row NaN.
+ */
+typedef struct xattn_attn_desc {
+    size_t struct_size; /* set by xattn_attn_desc_init to sizeof(xattn_attn_desc) */
+
+    xattn_tensor q, k, v, o;
+    xattn_tensor lse;  /* optional (buffer NULL = not written) */
+    xattn_tensor bias; /* optional additive bias / mask */
+
+    float scale;   /* 0 = default 1/sqrt(D) */
+    float softcap; /* 0 = off; else s = softcap * tanh(s / softcap), softcap > 0 */
+    const float *alibi_slopes; /* optional host array [Hq] */
+
+    int causal;              /* 0 or 1 */
+    xattn_align align;       /* causal, window and ALiBi alignment; default BOTTOM_RIGHT */
+    int64_t window_left;     /* < 0 = unbounded (default) */
+    int64_t window_right;    /* < 0 = unbounded (default) */
+
+    /* Padded batches: optional host arrays [B] of per-sequence lengths,
+     * 0 <= seqlens_q[b] <= Sq and 0 <= seqlens_k[b] <= Sk. NULL = full length. */
+    const int32_t *seqlens_q;
+    const int32_t *seqlens_k;
+
+    /* Packed batches: host arrays [num_seqs + 1], non-decreasing, from 0, within
+     * the tensors' token counts. Both set or both NULL; excludes seqlens_*. */
+    const int32_t *cu_seqlens_q;
+    const int32_t *cu_seqlens_k;
+    int64_t num_seqs;
+
+    xattn_algo algo;  /* default AUTO */
+    int num_splits;   /* SPLITKV chunks; 0 = chosen from the shape and device */
+} xattn_attn_desc;
+
+/** Fills d with defaults: no tensors, scale 1/sqrt(D), no masks, AUTO. */
+XATTN_API void xattn_attn_desc_init(xattn_attn_desc *d);
+
+/** What one call did. Grow-only. */
+typedef struct xattn_run_info {
+    size_t struct_size;         /* set by the library */
+    xattn_algo algo_requested;
+    xattn_algo algo_chosen;
+    char reason[160];           /* why AUTO chose algo_chosen */
+    int num_splits;             /* SPLITKV: chunks used; else 0 */
+    uint64_t workspace_bytes;   /* extra device memory the call allocated */
+    double device_ms;           /* whole call on the backend's own clock (after sync) */
+    int num_phases;
+    char phase_names[4][16];    /* "qk", "softmax", "pv" | "partial", "combine" | "flash" */
+    double phase_ms[4];
+} xattn_run_info;
+
+/**
+ * Validates the descriptor (every view, shape, stride, dtype, length, and the
+ * size arithmetic) and submits attention on the context's queue. Bad input
+ * returns a specific status before any work is done, with a message naming the
+ * field. `info` may be NULL; when given, the call is synchronous and its times
+ * are filled in.
+ */
+XATTN_API xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
+                                       xattn_run_info *info);
+
+/** Validates d for ctx without running anything; same statuses as xattn_attention. */
+XATTN_API xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d);
+
+/* ---- host-side conversion helpers ------------------------------------- */
+
+/** f32 -> f16 / bf16 bits, round to nearest even (NaN stays NaN). */
+XATTN_API uint16_t xattn_f32_to_f16(float x);
+XATTN_API uint16_t xattn_f32_to_bf16(float x);
+XATTN_API float xattn_f16_to_f32(uint16_t h);
+XATTN_API float xattn_bf16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XATTN_H */

@@ -1,0 +1,75 @@
+/*
+ * CPU kernels (OpenMP + SIMD): entry points called by the CPU backend's host
+ * module (backends/xattn_backend_cpu.c). Kernels see only the resolved problem
+ * (xattn_problem.h) plus base pointers; they never validate user input.
+ *
+ * Threading: each entry runs its own `#pragma omp parallel` with
+ * a->num_threads threads (1 when OpenMP is absent).
+ * SIMD: a->simd picks the path; the portable path runs anywhere, the AVX2+FMA
+ * (with F16C) and AVX-512 paths are compiled with target attributes and chosen
+ * at run time by the host module from cpuid.
+ */
+#ifndef XATTN_CPU_KERNELS_H
+#define XATTN_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xattn_problem.h"
+
+typedef enum xattn_cpu_simd {
+    XATTN_CPU_SIMD_PORTABLE = 1,
+    XATTN_CPU_SIMD_AVX2 = 2,   /* AVX2 + FMA + F16C */
+    XATTN_CPU_SIMD_AVX512 = 3  /* AVX-512F (+ the AVX2 set) */
+} xattn_cpu_simd;
+
+/* What the CPU has, from cpuid: the best xattn_cpu_simd it can run. */
+xattn_cpu_simd xattn_cpu_simd_detect(void);
+/* "portable", "avx2", "avx512". */
+const char *xattn_cpu_simd_name(xattn_cpu_simd s);
+
+typedef struct xattn_cpu_args {
+    const xattn_problem *p;
+    /* Buffer base addresses (byte 0 of each view's buffer); add p->x.off elements. */
+    const void *q, *k, *v;
+    void *o;
+    float *lse;       /* NULL when !p->has_lse */
+    const void *bias; /* NULL when !p->has_bias */
+    int num_threads;  /* >= 1 */
+    xattn_cpu_simd simd;
+} xattn_cpu_args;
+
+/* ---- NAIVE: three phases over a materialized f32 score matrix ------------ */
+
+/* Bytes of the score workspace: B*Hq*Sq*Sk*4 (the caller checked overflow). */
+uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p);
+/* Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */
+void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores);
+/* Phase 2: row-wise softmax in place; writes LSE; fully masked rows become 0s. */
+void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores);
+/* Phase 3: O = P V (padding rows and fully masked rows get 0). */
+void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs);
+
+/* ---- FLASH: tiled, online softmax ---------------------------------------- */
+
+/* Per-thread scratch bytes for FLASH (tiles of Q, K, V, S, the accumulator). */
+uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads);
+/* Runs FLASH; `ws` holds xattn_cpu_flash_workspace_bytes(p, a->num_threads) bytes.
+ * Returns the number of KV tiles actually computed (for executed-FLOP
+ * accounting) through *tiles_done and the tile size through *tile_k (both may
+ * be NULL). */
+void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, uint64_t *tiles_done, int *tile_k);
+
+/* ---- SPLITKV: partial O/LSE per KV chunk, then combine -------------------- */
+
+/* The split count the kernels would use for p (p->num_splits if > 0, clamped). */
+int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads);
+/* Bytes for partial O [splits, B, Hq, Sq, Dv] f32 + partial LSE [splits, B, Hq, Sq]
+ * f32 + per-thread scratch. */
+uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, int num_threads);
+/* Phase 1: each (b, h, split) chunk writes its partial O and LSE. */
+void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws);
+/* Phase 2: merge the partials into O and LSE. */
+void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws);
+
+#endif /* XATTN_CPU_KERNELS_H */
