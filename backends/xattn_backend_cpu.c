@@ -263,10 +263,13 @@ static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const c
                                   xattn_status *st)
 {
     void *ws = xattn__host_alloc(ctx, bytes ? bytes : 1, what, st);
-    if (!ws && !strcmp(what, "NAIVE score matrix"))
+    if (!ws && !strcmp(what, "NAIVE score matrix")) {
+        char cause[1024]; /* the message is rewritten in place: copy it first */
+        snprintf(cause, sizeof cause, "%s", xattn_last_error());
         *st = xattn__error(*st, "%s; NAIVE materializes B*Hq*Sq*Sk f32 scores: use "
                                 "XATTN_ALGO_FLASH, whose memory does not grow with Sq*Sk",
-                           xattn_last_error());
+                           cause);
+    }
     return ws;
 }
 

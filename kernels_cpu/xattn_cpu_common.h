@@ -1,0 +1,288 @@
+/*
+ * Private to kernels_cpu/: what NAIVE, FLASH and SPLITKV share.
+ *
+ * - dtype load/store in scalar form (the SIMD paths have vector versions);
+ * - the micro-kernel table (xattn__cpu_uk): one instance per SIMD path, chosen
+ *   once per call from xattn_cpu_args.simd. The algorithms are written once, in
+ *   plain C, on top of this table (BLIS's framework / micro-kernel split);
+ * - the masking helpers: xattn__cpu_row_init computes, for one query row, the
+ *   interval of keys that causal / window / len_k leave valid (the masks of
+ *   DESIGN.md step 6 always leave one contiguous interval, which is what lets
+ *   whole tiles be skipped), and xattn__cpu_mod_row applies softcap, ALiBi,
+ *   bias and the mask to a run of scores;
+ * - the flash tile loop (xattn__cpu_attend), shared by FLASH and SPLITKV.
+ *
+ * Tile layout of the flash loop (all f32, in the per-thread scratch):
+ *   qt  [D][BQ]      the query tile transposed, pre-multiplied by the scale
+ *   kt  [BK][D]      the K tile, row-major (one key per row)
+ *   st  [BK][BQ]     scores transposed: st[c*BQ + r] = score(row r, key c)
+ *   vt  [BK][Dvp]    the V tile, rows padded with zeros to Dvp
+ *   acc [BQ][Dvp]    the unnormalized output rows
+ * Storing the scores transposed makes QK^T an outer product (a Q vector times a
+ * broadcast K element, no horizontal sums), and makes the online softmax
+ * vertical (one lane per query row), which is what SIMD wants on a CPU.
+ */
+#ifndef XATTN_CPU_COMMON_H
+#define XATTN_CPU_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "xattn_cpu_kernels.h"
+
+#ifdef XATTN_HAVE_OPENMP
+#include <omp.h>
+#define XATTN__CPU_TID() omp_get_thread_num()
+#else
+#define XATTN__CPU_TID() 0
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define XATTN__CPU_X86 1
+#else
+#define XATTN__CPU_X86 0
+#endif
+
+/* Tile sizes (tuning data: override with -D). BQ query rows per tile, BK keys
+ * per tile. Both must be multiples of 16 (one AVX-512 vector of f32). */
+#ifndef XATTN_CPU_BQ
+#define XATTN_CPU_BQ 32
+#endif
+#ifndef XATTN_CPU_BK
+#define XATTN_CPU_BK 64
+#endif
+/* NAIVE works on blocks of this many query rows (its scratch lives on the stack). */
+#define XATTN__CPU_NAIVE_ROWS 8
+/* Largest head dim (DESIGN.md) rounded up to the padding unit. */
+#define XATTN__CPU_DMAX 256
+/* f32 rows in scratch are padded to a multiple of 16 floats with zeros, so the
+ * vector paths never need tail handling inside the hot loops. */
+#define XATTN__CPU_PAD 16
+
+_Static_assert(XATTN_CPU_BQ % 16 == 0 && XATTN_CPU_BQ > 0, "XATTN_CPU_BQ: multiple of 16");
+_Static_assert(XATTN_CPU_BK % 16 == 0 && XATTN_CPU_BK > 0, "XATTN_CPU_BK: multiple of 16");
+
+static inline int64_t xattn__cpu_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static inline int64_t xattn__cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t xattn__cpu_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* ---- scalar dtype conversions (own copies: kernels share nothing with the
+ * reference or the dispatch layer) ------------------------------------------ */
+
+static inline float xattn__cpu_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint32_t xattn__cpu_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float xattn__cpu_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) { /* zero or subnormal: m * 2^-24, exact in f32 */
+        float v = (float)m * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    if (e == 31)
+        return xattn__cpu_bits_f32(sign | 0x7f800000u | (m << 13));
+    return xattn__cpu_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* Round to nearest even; overflow gives inf; NaN stays a (quiet) NaN. */
+static inline uint16_t xattn__cpu_f32_to_f16(float f)
+{
+    uint32_t u = xattn__cpu_f32_bits(f);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) /* >= 65520 rounds to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* below 2^-14: subnormal half or zero */
+        if (a <= 0x33000000u) /* <= 2^-25: ties to even, i.e. to 0 */
+            return (uint16_t)sign;
+        uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+        unsigned shift = 126u - (a >> 23); /* 14..24 */
+        uint32_t v = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (v & 1u)))
+            v++;
+        return (uint16_t)(sign | v);
+    }
+    uint32_t v = a - 0x38000000u; /* rebias 127 -> 15 */
+    v = (v + 0x0fffu + ((v >> 13) & 1u)) >> 13;
+    return (uint16_t)(sign | v);
+}
+
+static inline float xattn__cpu_bf16_to_f32(uint16_t h) { return xattn__cpu_bits_f32((uint32_t)h << 16); }
+
+static inline uint16_t xattn__cpu_f32_to_bf16(float f)
+{
+    uint32_t u = xattn__cpu_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Element idx of a buffer of dtype dt, as f32. */
+static inline float xattn__cpu_load1(const void *base, int64_t idx, xattn_dtype dt)
+{
+    if (dt == XATTN_DTYPE_F32)
+        return ((const float *)base)[idx];
+    uint16_t h = ((const uint16_t *)base)[idx];
+    return dt == XATTN_DTYPE_F16 ? xattn__cpu_f16_to_f32(h) : xattn__cpu_bf16_to_f32(h);
+}
+
+static inline void xattn__cpu_store1(void *base, int64_t idx, xattn_dtype dt, float v)
+{
+    if (dt == XATTN_DTYPE_F32)
+        ((float *)base)[idx] = v;
+    else
+        ((uint16_t *)base)[idx] =
+            dt == XATTN_DTYPE_F16 ? xattn__cpu_f32_to_f16(v) : xattn__cpu_f32_to_bf16(v);
+}
+
+/* ---- the micro-kernel table ------------------------------------------------ */
+
+/*
+ * One per SIMD path (portable C, AVX2+FMA+F16C, AVX-512). Conventions:
+ * "Dvp-padded" rows are multiples of XATTN__CPU_PAD floats with zero padding.
+ */
+typedef struct xattn__cpu_uk {
+    xattn_cpu_simd simd;
+    /* dst[t] = mul * x[idx + t*stride], t < n, x of dtype dt at `base`. */
+    void (*load)(float *dst, const void *base, int64_t idx, int64_t stride, int64_t n,
+                 xattn_dtype dt, float mul);
+    /* x[idx + t*stride] = mul * src[t] rounded to dt (nearest even). */
+    void (*store)(void *base, int64_t idx, int64_t stride, const float *src, int64_t n,
+                  xattn_dtype dt, float mul);
+
+    /* FLASH / SPLITKV tile micro-kernels (layout in the header comment). */
+    /* st[c*BQ + r] = sum_{d<D} qt[d*BQ + r] * kt[c*ldk + d] for c < nc, r < nr.
+     * May also write rows up to round_up(nc, 16) and lanes up to round_up(nr, 16)
+     * (kt rows and qt lanes there must be finite, e.g. zero). */
+    void (*qk_tile)(float *st, const float *qt, const float *kt, int ldk, int D, int nc, int nr);
+    /* The online-softmax update for keys c < nc of rows r < nr (lanes up to
+     * round_up(nr, 16) may be touched): m_new = max(m, max_c st) with NaN
+     * sticky; st becomes exp(st - m_new) (a -inf m_new is used as 0 so that a
+     * still fully masked row stays at p = 0 without producing NaN);
+     * alpha = exp(m_old - m_new); l = l*alpha + sum_c p. */
+    void (*softmax_tile)(float *st, int nc, int nr, float *m, float *l, float *alpha);
+    /* acc[r*ldacc + :] += sum_{clo[r] <= c < chi[r]} st[c*BQ + r] * vt[c*ldv + :]
+     * over n columns (n <= ldv; vt and acc padded to ldv). Keys outside a row's
+     * own range may be visited when they are inside another row's of the same
+     * 4-row block: their p is 0 there, so V must be finite (see nonfinite). */
+    void (*pv_tile)(float *acc, int ldacc, const float *st, const float *vt, int ldv, int n,
+                    int nr, const int *clo, const int *chi);
+    /* 1 when x[0..n) holds an inf or NaN (n a multiple of 16). */
+    int (*nonfinite)(const float *x, int64_t n);
+
+    /* NAIVE row micro-kernels (n a multiple of 16, rows zero-padded). */
+    /* out[r] = dot(q + r*ldq, k) for r < nr. */
+    void (*dot_rows)(float *out, const float *q, int ldq, int nr, const float *k, int n);
+    /* acc[r*ldacc + :n] += coef[r] * v for r < nr; rows with coef[r] == 0 are
+     * skipped (so a masked key never touches the output, even if V holds NaN). */
+    void (*axpy_rows)(float *acc, int ldacc, int nr, const float *coef, const float *v, int n);
+    /* max of x[0..n) with NaN sticky (-inf for n = 0). */
+    float (*row_max)(const float *x, int64_t n);
+    /* x = exp(x - m) in place; returns the sum. */
+    float (*exp_sum)(float *x, int64_t n, float m);
+    /* x *= a. */
+    void (*scale)(float *x, int64_t n, float a);
+} xattn__cpu_uk;
+
+extern const xattn__cpu_uk xattn__cpu_uk_portable;
+#if XATTN__CPU_X86
+extern const xattn__cpu_uk xattn__cpu_uk_avx2;
+extern const xattn__cpu_uk xattn__cpu_uk_avx512;
+#endif
+
+/* The table for a SIMD path (the portable one for anything this build lacks). */
+const xattn__cpu_uk *xattn__cpu_uk_get(xattn_cpu_simd simd);
+
+/* ---- per-call context, rows, masking -------------------------------------- */
+
+typedef struct xattn__cpu_ctx {
+    const xattn_problem *p;
+    const xattn_cpu_args *a;
+    const xattn__cpu_uk *uk;
+    int mods;     /* softcap, ALiBi or bias present: scores need xattn__cpu_mod_row */
+    int64_t Dvp;  /* Dv rounded up to XATTN__CPU_PAD */
+    int64_t ldk;  /* row pitch of the K tile (D) */
+} xattn__cpu_ctx;
+
+void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a);
+
+/* One query row (b, h, i) of a real (non-padding) row. */
+typedef struct xattn__cpu_row {
+    int64_t i;        /* row within its sequence */
+    int64_t pos;      /* aligned position p (DESIGN.md step 3) */
+    int64_t lo, hi;   /* valid keys: lo <= j < hi (lo == hi: none) */
+    float slope;      /* ALiBi slope of head h (used when p->alibi) */
+    int64_t bias_idx; /* element index of bias[b, h, i, 0] (when p->has_bias) */
+} xattn__cpu_row;
+
+/* Fills rw for row i of (b, h) and clips its valid keys to [kmin, kmax). */
+void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b, int64_t h,
+                         int64_t i, int64_t kmin, int64_t kmax);
+
+/* For the scores s[t*stride] of keys j0 + t (t < n) of row rw: softcap, ALiBi,
+ * bias on the valid keys, -inf on the others (DESIGN.md steps 2-6). */
+void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, float *s,
+                        int64_t stride, int64_t j0, int64_t n);
+
+/* Element indices of the first element of a row of Q/O (row i of sequence b,
+ * head h), of K/V (key j of sequence b, KV head hk), and of LSE. */
+static inline int64_t xattn__cpu_qrow(const xattn_view *v, const xattn_problem *p, int64_t b,
+                                      int64_t i, int64_t h)
+{
+    return v->off + b * v->sb + ((int64_t)p->start_q[b] + i) * v->ss + h * v->sh;
+}
+static inline int64_t xattn__cpu_krow(const xattn_view *v, const xattn_problem *p, int64_t b,
+                                      int64_t j, int64_t hk)
+{
+    return v->off + b * v->sb + ((int64_t)p->start_k[b] + j) * v->ss + hk * v->sh;
+}
+static inline int64_t xattn__cpu_lse_idx(const xattn_problem *p, int64_t b, int64_t h, int64_t i)
+{
+    return p->lse.off + b * p->lse.sb + h * p->lse.sh + ((int64_t)p->start_q[b] + i) * p->lse.ss;
+}
+
+/* Writes O = 0 (and LSE = -inf) for row i of (b, h): padding and fully masked rows. */
+void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i);
+
+/* ---- the flash tile loop (FLASH and SPLITKV) ------------------------------- */
+
+/* Views of one thread's scratch. */
+typedef struct xattn__cpu_scratch {
+    float *qt, *kt, *vt, *st, *acc, *m, *l, *alpha, *tmp;
+    int *clo, *chi;
+    xattn__cpu_row *rows;
+} xattn__cpu_scratch;
+
+/* Bytes of one thread's scratch (a multiple of 64). */
+uint64_t xattn__cpu_scratch_bytes(const xattn_problem *p);
+/* Carves the scratch at `base` (64-byte aligned, xattn__cpu_scratch_bytes long). */
+void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p);
+
+/*
+ * The tile loop for one query tile: real rows i0 .. i0+R-1 (R <= BQ) of
+ * (b, h), keys restricted to [kmin, kmax). On return sc->acc holds the
+ * unnormalized output rows, sc->m the running max (-inf: no valid key; NaN:
+ * a NaN score) and sc->l the sum of exp(s - m). Returns the KV tiles computed.
+ */
+uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                           int64_t h, int64_t i0, int R, int64_t kmin, int64_t kmax);
+
+/* Fills bytes with NaN (workspace poisoning for tests). */
+void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads);
+
+#endif /* XATTN_CPU_COMMON_H */

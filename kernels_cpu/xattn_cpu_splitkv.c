@@ -1,0 +1,179 @@
+/*
+ * SPLITKV (flash-decoding): the keys [0, Sk) are cut into `splits` chunks of
+ * whole KV tiles. Phase 1 runs the flash tile loop of every (sequence, head,
+ * chunk) on its own and writes a partial result per query row; phase 2 merges
+ * the chunks of each row with the usual max-rescaling.
+ *
+ * Workspace: O_part [splits, B, Hq, Sq, Dv] f32, then LSE_part
+ * [splits, B, Hq, Sq] f32, then one flash scratch per thread.
+ * A partial holds the chunk's *normalized* output (acc / l) and its
+ * log-sum-exp m + log l, so that the merge is
+ *   M = max_s LSE_s,  w_s = exp(LSE_s - M),  O = sum_s w_s O_s / sum_s w_s,
+ *   LSE = M + log sum_s w_s.
+ * An empty or fully masked chunk writes LSE_s = -inf and no O_s (the merge
+ * never reads it); a NaN chunk writes NaN, which the merge propagates.
+ */
+#include "xattn_cpu_common.h"
+
+/* Chunks are at least this many keys when the count is chosen automatically. */
+#ifndef XATTN_CPU_SPLITKV_MIN_KEYS
+#define XATTN_CPU_SPLITKV_MIN_KEYS 256
+#endif
+
+int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
+{
+    const int64_t tiles = (p->Sk + XATTN_CPU_BK - 1) / XATTN_CPU_BK;
+    const int64_t max_splits = tiles > 1 ? tiles : 1;
+    int64_t s;
+    if (p->num_splits > 0) {
+        s = p->num_splits;
+    } else {
+        /* Enough work items for every thread (twice over, for balance), when
+         * B*Hq alone does not give them, in chunks of >= 256 keys. */
+        const int64_t units = p->B * p->Hq > 0 ? p->B * p->Hq : 1;
+        const int64_t nt = num_threads > 0 ? num_threads : 1;
+        const int64_t want = (2 * nt + units - 1) / units;
+        const int64_t by_len = p->Sk / XATTN_CPU_SPLITKV_MIN_KEYS;
+        s = want < by_len ? want : by_len;
+    }
+    if (s > max_splits)
+        s = max_splits;
+    if (s < 1)
+        s = 1;
+    if (s > INT32_MAX)
+        s = INT32_MAX;
+    return (int)s;
+}
+
+static uint64_t xattn__cpu_skv_rows(const xattn_problem *p)
+{
+    return (uint64_t)p->B * (uint64_t)p->Hq * (uint64_t)p->Sq;
+}
+
+static uint64_t xattn__cpu_skv_partials_bytes(const xattn_problem *p, int splits)
+{
+    const uint64_t n = (uint64_t)splits * xattn__cpu_skv_rows(p);
+    const uint64_t bytes = n * (uint64_t)p->Dv * 4u + n * 4u;
+    return (bytes + 63u) & ~(uint64_t)63u;
+}
+
+uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, int num_threads)
+{
+    const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
+    return xattn__cpu_skv_partials_bytes(p, splits) + nt * xattn__cpu_scratch_bytes(p);
+}
+
+/* Keys of chunk s: whole tiles, spread evenly (no chunk is empty when
+ * splits <= the tile count). */
+static void xattn__cpu_skv_chunk(const xattn_problem *p, int splits, int64_t s, int64_t *k0,
+                                 int64_t *k1)
+{
+    const int64_t tiles = (p->Sk + XATTN_CPU_BK - 1) / XATTN_CPU_BK;
+    *k0 = xattn__cpu_min(s * tiles / splits * XATTN_CPU_BK, p->Sk);
+    *k1 = xattn__cpu_min((s + 1) * tiles / splits * XATTN_CPU_BK, p->Sk);
+}
+
+void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
+{
+    const xattn_problem *p = a->p;
+    xattn__cpu_ctx cx;
+    xattn__cpu_ctx_init(&cx, a);
+    const int nt = a->num_threads > 0 ? a->num_threads : 1;
+    (void)nt; /* unused without OpenMP */
+    const uint64_t per = xattn__cpu_scratch_bytes(p);
+    const uint64_t part = xattn__cpu_skv_partials_bytes(p, splits);
+    if (p->poison)
+        xattn__cpu_poison(ws, part + per * (uint64_t)nt, nt);
+    const uint64_t nrows = (uint64_t)splits * xattn__cpu_skv_rows(p);
+    float *opart = ws;
+    float *lpart = opart + nrows * (uint64_t)p->Dv;
+    char *scratch = (char *)ws + part;
+
+    const int64_t units = p->B * p->Hq * (int64_t)splits;
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#endif
+    for (int64_t u = 0; u < units; u++) {
+        const int64_t s = u % splits, h = (u / splits) % p->Hq, b = u / ((int64_t)splits * p->Hq);
+        int64_t k0, k1;
+        xattn__cpu_skv_chunk(p, splits, s, &k0, &k1);
+        /* Real rows only; padding rows are written by the combine phase. */
+        const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
+        xattn__cpu_scratch sc;
+        xattn__cpu_scratch_map(&sc, scratch + (uint64_t)XATTN__CPU_TID() * per, p);
+        for (int64_t i0 = 0; i0 < R_all; i0 += XATTN_CPU_BQ) {
+            const int R = (int)xattn__cpu_min(XATTN_CPU_BQ, R_all - i0);
+            xattn__cpu_attend(&cx, &sc, b, h, i0, R, k0, k1);
+            for (int r = 0; r < R; r++) {
+                const uint64_t row = (((uint64_t)s * p->B + b) * p->Hq + h) * p->Sq + i0 + r;
+                const float m = sc.m[r], l = sc.l[r];
+                if (m == -INFINITY) {
+                    lpart[row] = -INFINITY;
+                    continue;
+                }
+                const float inv = 1.0f / l;
+                float *o = opart + row * p->Dv;
+                const float *acc = sc.acc + r * cx.Dvp;
+                for (int64_t d = 0; d < p->Dv; d++)
+                    o[d] = acc[d] * inv;
+                lpart[row] = m + logf(l);
+            }
+        }
+    }
+}
+
+void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws)
+{
+    const xattn_problem *p = a->p;
+    xattn__cpu_ctx cx;
+    xattn__cpu_ctx_init(&cx, a);
+    const int nt = a->num_threads > 0 ? a->num_threads : 1;
+    (void)nt; /* unused without OpenMP */
+    const uint64_t rows_all = xattn__cpu_skv_rows(p);
+    const uint64_t nrows = (uint64_t)splits * rows_all;
+    const float *opart = ws;
+    const float *lpart = opart + nrows * (uint64_t)p->Dv;
+    const int64_t Dv = p->Dv;
+
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t u = 0; u < (int64_t)rows_all; u++) {
+        const int64_t i = u % p->Sq, h = (u / p->Sq) % p->Hq, b = u / (p->Sq * p->Hq);
+        if (i >= xattn_problem_rows_q(p, b))
+            continue; /* varlen: not a row of this sequence */
+        if (i >= p->len_q[b]) {
+            xattn__cpu_write_empty_row(&cx, b, h, i);
+            continue;
+        }
+        /* Max over chunks, NaN sticky. */
+        float M = -INFINITY;
+        for (int s = 0; s < splits; s++) {
+            const float L = lpart[(uint64_t)s * rows_all + (uint64_t)u];
+            M = (L > M || L != L) ? L : M;
+        }
+        if (M == -INFINITY) {
+            xattn__cpu_write_empty_row(&cx, b, h, i);
+            continue;
+        }
+        float acc[XATTN__CPU_DMAX];
+        float sw = 0.0f;
+        for (int64_t d = 0; d < Dv; d++)
+            acc[d] = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            const uint64_t row = (uint64_t)s * rows_all + (uint64_t)u;
+            const float L = lpart[row];
+            if (L == -INFINITY)
+                continue; /* empty chunk: its O was never written */
+            const float w = expf(L - M);
+            const float *o = opart + row * (uint64_t)Dv;
+            sw += w;
+            for (int64_t d = 0; d < Dv; d++)
+                acc[d] += w * o[d];
+        }
+        cx.uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i, h), p->o.sd, acc, Dv, p->o.dtype,
+                     1.0f / sw);
+        if (p->has_lse)
+            a->lse[xattn__cpu_lse_idx(p, b, h, i)] = M + logf(sw);
+    }
+}

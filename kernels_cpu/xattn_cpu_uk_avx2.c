@@ -1,0 +1,120 @@
+/*
+ * The AVX2 + FMA + F16C micro-kernels: the vector layer below, then the
+ * shared template. Compiled with a target attribute (not -mavx2), so the rest
+ * of the library stays portable; chosen at run time from cpuid.
+ */
+#include "xattn_cpu_common.h"
+
+#if XATTN__CPU_X86
+
+#include <immintrin.h>
+
+#define XV __m256
+#define XV_LEN 8
+#define XV_TARGET __attribute__((target("avx2,fma,f16c")))
+#define XV_FN(name) xattn__cpu_avx2_##name
+#define XV_SIMD XATTN_CPU_SIMD_AVX2
+#define XV_TABLE xattn__cpu_uk_avx2
+/* 16 ymm registers: 2x4 accumulators + 2 query vectors + 1 broadcast. */
+#define QK_CB 4
+/* 4 rows x 2 vectors = 8 accumulators + 2 V vectors + 1 broadcast. */
+#define PV_DB 2
+
+static inline XV_TARGET XV xv_zero(void) { return _mm256_setzero_ps(); }
+static inline XV_TARGET XV xv_set1(float x) { return _mm256_set1_ps(x); }
+static inline XV_TARGET XV xv_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline XV_TARGET void xv_store(float *p, XV v) { _mm256_storeu_ps(p, v); }
+static inline XV_TARGET XV xv_add(XV a, XV b) { return _mm256_add_ps(a, b); }
+static inline XV_TARGET XV xv_sub(XV a, XV b) { return _mm256_sub_ps(a, b); }
+static inline XV_TARGET XV xv_mul(XV a, XV b) { return _mm256_mul_ps(a, b); }
+/* a * b + c */
+static inline XV_TARGET XV xv_fma(XV a, XV b, XV c) { return _mm256_fmadd_ps(a, b, c); }
+
+/* The running max with NaN sticky: (s > m || s != s) ? s : m. MAXPS alone
+ * would drop a NaN in one of its operands. */
+static inline XV_TARGET XV xv_max_nan(XV m, XV s)
+{
+    const XV take = _mm256_or_ps(_mm256_cmp_ps(s, m, _CMP_GT_OQ), _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(m, s, take);
+}
+
+/* -inf lanes become 0 (the max of a fully masked row, see softmax_tile). */
+static inline XV_TARGET XV xv_neginf_to_zero(XV x)
+{
+    const XV ninf = _mm256_castsi256_ps(_mm256_set1_epi32((int)0xff800000u));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), x);
+}
+
+static inline XV_TARGET float xv_hsum(XV v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/*
+ * exp(x), Cephes-style: x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two so
+ * that r is exact), exp(r) by a degree-6 polynomial, 2^n built in the exponent
+ * bits. Max relative error about 2 ulp (measured < 2.5e-7 over [-87.3, 88.3]).
+ * x < -87.33 (incl. -inf) gives exactly 0 (results would be denormal, < 1.2e-38,
+ * which is nothing next to a softmax sum >= 1); NaN gives NaN; x > 88.37 is
+ * clamped (the kernels only pass x <= 0).
+ */
+static inline XV_TARGET XV xv_exp(XV x)
+{
+    const XV hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447505531f);
+    /* MINPS/MAXPS return the second operand when one is NaN: x second keeps NaN. */
+    XV xc = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
+    const XV fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    XV r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    XV y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i n = _mm256_cvtps_epi32(fx);
+    const XV pow2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+    const XV res = _mm256_mul_ps(y, pow2n);
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), res);
+}
+
+static inline XV_TARGET XV xv_load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline XV_TARGET XV xv_load_bf16(const uint16_t *p)
+{
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
+{
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* Round to nearest even on the bits; NaN is kept quiet (| 0x40 in the top half). */
+static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
+{
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, qnan, isnan);
+    /* 8 x 32-bit (each < 65536) -> 8 x 16-bit: pack per 128-bit lane, then reorder. */
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+
+#include "xattn_cpu_uk_template.h"
+
+#else
+typedef int xattn__cpu_uk_avx2_unused; /* not x86-64 GCC/Clang: portable path only */
+#endif

@@ -1,0 +1,106 @@
+/*
+ * The AVX-512 micro-kernels (F, DQ, BW, VL): the vector layer below, then the
+ * shared template. Compiled with a target attribute, chosen at run time.
+ */
+#include "xattn_cpu_common.h"
+
+#if XATTN__CPU_X86
+
+#include <immintrin.h>
+
+#define XV __m512
+#define XV_LEN 16
+#define XV_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,f16c")))
+#define XV_FN(name) xattn__cpu_avx512_##name
+#define XV_SIMD XATTN_CPU_SIMD_AVX512
+#define XV_TABLE xattn__cpu_uk_avx512
+/* 32 zmm registers: 2x8 accumulators + 2 query vectors + 1 broadcast. With
+ * BQ = 32 one block covers the whole query tile. */
+#define QK_CB 8
+/* 4 rows x 4 vectors = 16 accumulators + 4 V vectors + 1 broadcast. */
+#define PV_DB 4
+
+static inline XV_TARGET XV xv_zero(void) { return _mm512_setzero_ps(); }
+static inline XV_TARGET XV xv_set1(float x) { return _mm512_set1_ps(x); }
+static inline XV_TARGET XV xv_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline XV_TARGET void xv_store(float *p, XV v) { _mm512_storeu_ps(p, v); }
+static inline XV_TARGET XV xv_add(XV a, XV b) { return _mm512_add_ps(a, b); }
+static inline XV_TARGET XV xv_sub(XV a, XV b) { return _mm512_sub_ps(a, b); }
+static inline XV_TARGET XV xv_mul(XV a, XV b) { return _mm512_mul_ps(a, b); }
+static inline XV_TARGET XV xv_fma(XV a, XV b, XV c) { return _mm512_fmadd_ps(a, b, c); }
+
+/* (s > m || s != s) ? s : m — NaN sticky, see the AVX2 file. */
+static inline XV_TARGET XV xv_max_nan(XV m, XV s)
+{
+    const __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(take, m, s);
+}
+
+static inline XV_TARGET XV xv_neginf_to_zero(XV x)
+{
+    const __mmask16 ninf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    return _mm512_mask_blend_ps(ninf, x, _mm512_setzero_ps());
+}
+
+static inline XV_TARGET float xv_hsum(XV v)
+{
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* exp(x): the same algorithm and accuracy as the AVX2 xv_exp (about 2 ulp);
+ * 2^n applied with SCALEF. */
+static inline XV_TARGET XV xv_exp(XV x)
+{
+    const XV hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447505531f);
+    XV xc = _mm512_max_ps(lo, _mm512_min_ps(hi, x)); /* NaN kept: x is the second operand */
+    const XV fx = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    XV r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+    XV y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const XV res = _mm512_scalef_ps(y, fx);
+    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(under, res, _mm512_setzero_ps());
+}
+
+static inline XV_TARGET XV xv_load_f16(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+static inline XV_TARGET XV xv_load_bf16(const uint16_t *p)
+{
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
+{
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __m512i qnan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan);
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
+}
+
+#include "xattn_cpu_uk_template.h"
+
+#else
+typedef int xattn__cpu_uk_avx512_unused; /* not x86-64 GCC/Clang: portable path only */
+#endif

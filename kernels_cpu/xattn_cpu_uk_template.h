@@ -1,0 +1,350 @@
+/*
+ * The vector micro-kernels, written once over a small vector layer and
+ * instantiated per ISA: xattn_cpu_uk_avx2.c and xattn_cpu_uk_avx512.c define
+ * the layer and include this file (it is not a normal header: no include
+ * guard, included once per ISA).
+ *
+ * The including file defines:
+ *   XV            the vector type of XV_LEN f32 lanes
+ *   XV_TARGET     the target attribute of every function here
+ *   XV_FN(name)   the ISA-specific name of a function
+ *   XV_SIMD       the xattn_cpu_simd value, XV_TABLE the table's name
+ *   QK_CB         keys per QK^T register block (the block is 2 vectors of query
+ *                 rows x QK_CB keys: 2*QK_CB accumulators)
+ *   PV_DB         vectors of Dv per P.V register block (4 rows x PV_DB vectors)
+ * and the static inline vector layer xv_* (see the AVX2 file for the list).
+ */
+
+#define XQ XATTN_CPU_BQ
+
+/* ---- conversions ------------------------------------------------------------ */
+
+static XV_TARGET void XV_FN(load)(float *dst, const void *base, int64_t idx, int64_t stride,
+                                  int64_t n, xattn_dtype dt, float mul)
+{
+    int64_t t = 0;
+    if (stride == 1) {
+        const XV mv = xv_set1(mul);
+        if (dt == XATTN_DTYPE_F32) {
+            const float *s = (const float *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN)
+                xv_store(dst + t, xv_mul(xv_load(s + t), mv));
+        } else if (dt == XATTN_DTYPE_F16) {
+            const uint16_t *s = (const uint16_t *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN)
+                xv_store(dst + t, xv_mul(xv_load_f16(s + t), mv));
+        } else {
+            const uint16_t *s = (const uint16_t *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN)
+                xv_store(dst + t, xv_mul(xv_load_bf16(s + t), mv));
+        }
+    }
+    for (; t < n; t++)
+        dst[t] = mul * xattn__cpu_load1(base, idx + t * stride, dt);
+}
+
+static XV_TARGET void XV_FN(store)(void *base, int64_t idx, int64_t stride, const float *src,
+                                   int64_t n, xattn_dtype dt, float mul)
+{
+    int64_t t = 0;
+    if (stride == 1) {
+        const XV mv = xv_set1(mul);
+        if (dt == XATTN_DTYPE_F32) {
+            float *d = (float *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN)
+                xv_store(d + t, xv_mul(xv_load(src + t), mv));
+        } else if (dt == XATTN_DTYPE_F16) {
+            uint16_t *d = (uint16_t *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN)
+                xv_store_f16(d + t, xv_mul(xv_load(src + t), mv));
+        } else {
+            uint16_t *d = (uint16_t *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN)
+                xv_store_bf16(d + t, xv_mul(xv_load(src + t), mv));
+        }
+    }
+    for (; t < n; t++)
+        xattn__cpu_store1(base, idx + t * stride, dt, mul * src[t]);
+}
+
+/* ---- FLASH tile kernels ----------------------------------------------------- */
+
+/* 2 vectors of query rows (r0 .. r0+2*XV_LEN-1) x QK_CB keys (c0 ..). */
+static inline XV_TARGET void XV_FN(qk_block2)(float *st, const float *qt, const float *kt,
+                                              int ldk, int D, int c0, int r0)
+{
+    XV a0[QK_CB], a1[QK_CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < QK_CB; c++)
+        a0[c] = a1[c] = xv_zero();
+    const float *kp = kt + (int64_t)c0 * ldk;
+    const float *qp = qt + r0;
+    for (int d = 0; d < D; d++) {
+        const XV q0 = xv_load(qp + d * XQ), q1 = xv_load(qp + d * XQ + XV_LEN);
+#pragma GCC unroll 16
+        for (int c = 0; c < QK_CB; c++) {
+            const XV kb = xv_set1(kp[c * ldk + d]);
+            a0[c] = xv_fma(q0, kb, a0[c]);
+            a1[c] = xv_fma(q1, kb, a1[c]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < QK_CB; c++) {
+        xv_store(st + (c0 + c) * XQ + r0, a0[c]);
+        xv_store(st + (c0 + c) * XQ + r0 + XV_LEN, a1[c]);
+    }
+}
+
+/* 1 vector of query rows x QK_CB keys. */
+static inline XV_TARGET void XV_FN(qk_block1)(float *st, const float *qt, const float *kt,
+                                              int ldk, int D, int c0, int r0)
+{
+    XV a0[QK_CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < QK_CB; c++)
+        a0[c] = xv_zero();
+    const float *kp = kt + (int64_t)c0 * ldk;
+    const float *qp = qt + r0;
+    for (int d = 0; d < D; d++) {
+        const XV q0 = xv_load(qp + d * XQ);
+#pragma GCC unroll 16
+        for (int c = 0; c < QK_CB; c++)
+            a0[c] = xv_fma(q0, xv_set1(kp[c * ldk + d]), a0[c]);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < QK_CB; c++)
+        xv_store(st + (c0 + c) * XQ + r0, a0[c]);
+}
+
+static XV_TARGET void XV_FN(qk_tile)(float *st, const float *qt, const float *kt, int ldk, int D,
+                                     int nc, int nr)
+{
+    const int nrv = (nr + XV_LEN - 1) / XV_LEN;
+    int rv = 0;
+    for (; rv + 2 <= nrv; rv += 2)
+        for (int c0 = 0; c0 < nc; c0 += QK_CB)
+            XV_FN(qk_block2)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
+    for (; rv < nrv; rv++)
+        for (int c0 = 0; c0 < nc; c0 += QK_CB)
+            XV_FN(qk_block1)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
+}
+
+static XV_TARGET void XV_FN(softmax_tile)(float *st, int nc, int nr, float *m, float *l,
+                                          float *alpha)
+{
+    const int nrv = (nr + XV_LEN - 1) / XV_LEN;
+    for (int rv = 0; rv < nrv; rv++) {
+        const int o = rv * XV_LEN;
+        const XV mo = xv_load(m + o);
+        XV mx = mo;
+        for (int c = 0; c < nc; c++)
+            mx = xv_max_nan(mx, xv_load(st + c * XQ + o));
+        const XV mu = xv_neginf_to_zero(mx);
+        const XV al = xv_exp(xv_sub(mo, mu));
+        XV sum0 = xv_zero(), sum1 = xv_zero();
+        int c = 0;
+        for (; c + 2 <= nc; c += 2) {
+            const XV p0 = xv_exp(xv_sub(xv_load(st + c * XQ + o), mu));
+            const XV p1 = xv_exp(xv_sub(xv_load(st + (c + 1) * XQ + o), mu));
+            xv_store(st + c * XQ + o, p0);
+            xv_store(st + (c + 1) * XQ + o, p1);
+            sum0 = xv_add(sum0, p0);
+            sum1 = xv_add(sum1, p1);
+        }
+        for (; c < nc; c++) {
+            const XV p0 = xv_exp(xv_sub(xv_load(st + c * XQ + o), mu));
+            xv_store(st + c * XQ + o, p0);
+            sum0 = xv_add(sum0, p0);
+        }
+        xv_store(l + o, xv_fma(xv_load(l + o), al, xv_add(sum0, sum1)));
+        xv_store(m + o, mx);
+        xv_store(alpha + o, al);
+    }
+}
+
+/* acc rows r0..r0+NR-1, Dv vectors v0..v0+NB-1, keys c in [lo, hi). */
+#define XATTN__PV_BLOCK(NAME, NR, NB)                                                          \
+    static inline XV_TARGET void XV_FN(NAME)(float *acc, int ldacc, const float *st,           \
+                                             const float *vt, int ldv, int r0, int v0, int lo, \
+                                             int hi)                                           \
+    {                                                                                          \
+        XV a[NR][NB];                                                                          \
+        _Pragma("GCC unroll 16") for (int r = 0; r < NR; r++)                                 \
+            _Pragma("GCC unroll 16") for (int x = 0; x < NB; x++)                             \
+                a[r][x] = xv_load(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN);        \
+        for (int c = lo; c < hi; c++) {                                                        \
+            const float *vp = vt + (int64_t)c * ldv + v0 * XV_LEN;                             \
+            const float *pp = st + c * XQ + r0;                                                \
+            XV v[NB];                                                                          \
+            _Pragma("GCC unroll 16") for (int x = 0; x < NB; x++) v[x] = xv_load(vp + x * XV_LEN); \
+            _Pragma("GCC unroll 16") for (int r = 0; r < NR; r++)                             \
+            {                                                                                  \
+                const XV pb = xv_set1(pp[r]);                                                  \
+                _Pragma("GCC unroll 16") for (int x = 0; x < NB; x++)                         \
+                    a[r][x] = xv_fma(pb, v[x], a[r][x]);                                       \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 16") for (int r = 0; r < NR; r++)                                 \
+            _Pragma("GCC unroll 16") for (int x = 0; x < NB; x++)                             \
+                xv_store(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN, a[r][x]);        \
+    }
+
+XATTN__PV_BLOCK(pv_4xB, 4, PV_DB)
+XATTN__PV_BLOCK(pv_4x1, 4, 1)
+XATTN__PV_BLOCK(pv_1xB, 1, PV_DB)
+XATTN__PV_BLOCK(pv_1x1, 1, 1)
+
+static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, const float *vt,
+                                     int ldv, int n, int nr, const int *clo, const int *chi)
+{
+    const int nv = (n + XV_LEN - 1) / XV_LEN;
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) {
+        int lo = INT32_MAX, hi = 0;
+        for (int k = 0; k < 4; k++)
+            if (clo[r + k] < chi[r + k]) {
+                lo = clo[r + k] < lo ? clo[r + k] : lo;
+                hi = chi[r + k] > hi ? chi[r + k] : hi;
+            }
+        if (lo >= hi)
+            continue;
+        int v = 0;
+        for (; v + PV_DB <= nv; v += PV_DB)
+            XV_FN(pv_4xB)(acc, ldacc, st, vt, ldv, r, v, lo, hi);
+        for (; v < nv; v++)
+            XV_FN(pv_4x1)(acc, ldacc, st, vt, ldv, r, v, lo, hi);
+    }
+    for (; r < nr; r++) {
+        if (clo[r] >= chi[r])
+            continue;
+        int v = 0;
+        for (; v + PV_DB <= nv; v += PV_DB)
+            XV_FN(pv_1xB)(acc, ldacc, st, vt, ldv, r, v, clo[r], chi[r]);
+        for (; v < nv; v++)
+            XV_FN(pv_1x1)(acc, ldacc, st, vt, ldv, r, v, clo[r], chi[r]);
+    }
+}
+
+static XV_TARGET int XV_FN(nonfinite)(const float *x, int64_t n)
+{
+    /* x * 0 is 0 for finite x and NaN for inf/NaN; the sum is NaN iff any is. */
+    XV z = xv_zero();
+    const XV zero = xv_zero();
+    int64_t t = 0;
+    for (; t + XV_LEN <= n; t += XV_LEN)
+        z = xv_fma(xv_load(x + t), zero, z);
+    float s = xv_hsum(z);
+    for (; t < n; t++)
+        s += x[t] * 0.0f;
+    return s != s;
+}
+
+/* ---- NAIVE row kernels ------------------------------------------------------- */
+
+static XV_TARGET void XV_FN(dot_rows)(float *out, const float *q, int ldq, int nr, const float *k,
+                                      int n)
+{
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) {
+        XV a0 = xv_zero(), a1 = xv_zero(), a2 = xv_zero(), a3 = xv_zero();
+        const float *q0 = q + (int64_t)r * ldq;
+        for (int t = 0; t < n; t += XV_LEN) {
+            const XV kv = xv_load(k + t);
+            a0 = xv_fma(xv_load(q0 + t), kv, a0);
+            a1 = xv_fma(xv_load(q0 + ldq + t), kv, a1);
+            a2 = xv_fma(xv_load(q0 + 2 * ldq + t), kv, a2);
+            a3 = xv_fma(xv_load(q0 + 3 * ldq + t), kv, a3);
+        }
+        out[r] = xv_hsum(a0);
+        out[r + 1] = xv_hsum(a1);
+        out[r + 2] = xv_hsum(a2);
+        out[r + 3] = xv_hsum(a3);
+    }
+    for (; r < nr; r++) {
+        XV a0 = xv_zero();
+        const float *q0 = q + (int64_t)r * ldq;
+        for (int t = 0; t < n; t += XV_LEN)
+            a0 = xv_fma(xv_load(q0 + t), xv_load(k + t), a0);
+        out[r] = xv_hsum(a0);
+    }
+}
+
+static XV_TARGET void XV_FN(axpy_rows)(float *acc, int ldacc, int nr, const float *coef,
+                                       const float *v, int n)
+{
+    for (int r = 0; r < nr; r++) {
+        if (coef[r] == 0.0f)
+            continue;
+        const XV cv = xv_set1(coef[r]);
+        float *a = acc + (int64_t)r * ldacc;
+        for (int t = 0; t < n; t += XV_LEN)
+            xv_store(a + t, xv_fma(cv, xv_load(v + t), xv_load(a + t)));
+    }
+}
+
+static XV_TARGET float XV_FN(row_max)(const float *x, int64_t n)
+{
+    XV mx = xv_set1(-INFINITY);
+    int64_t t = 0;
+    for (; t + XV_LEN <= n; t += XV_LEN)
+        mx = xv_max_nan(mx, xv_load(x + t));
+    float lanes[XV_LEN];
+    xv_store(lanes, mx);
+    float m = -INFINITY;
+    for (int k = 0; k < XV_LEN; k++)
+        m = (lanes[k] > m || lanes[k] != lanes[k]) ? lanes[k] : m;
+    for (; t < n; t++)
+        m = (x[t] > m || x[t] != x[t]) ? x[t] : m;
+    return m;
+}
+
+static XV_TARGET float XV_FN(exp_sum)(float *x, int64_t n, float m)
+{
+    const XV mv = xv_set1(m);
+    XV sum = xv_zero();
+    int64_t t = 0;
+    for (; t + XV_LEN <= n; t += XV_LEN) {
+        const XV p = xv_exp(xv_sub(xv_load(x + t), mv));
+        xv_store(x + t, p);
+        sum = xv_add(sum, p);
+    }
+    if (t < n) { /* the tail through one padded vector: -inf lanes give 0 */
+        float lanes[XV_LEN];
+        for (int k = 0; k < XV_LEN; k++)
+            lanes[k] = t + k < n ? x[t + k] : -INFINITY;
+        const XV p = xv_exp(xv_sub(xv_load(lanes), mv));
+        xv_store(lanes, p);
+        sum = xv_add(sum, p);
+        for (int k = 0; t + k < n; k++)
+            x[t + k] = lanes[k];
+    }
+    return xv_hsum(sum);
+}
+
+static XV_TARGET void XV_FN(scale)(float *x, int64_t n, float a)
+{
+    const XV av = xv_set1(a);
+    int64_t t = 0;
+    for (; t + XV_LEN <= n; t += XV_LEN)
+        xv_store(x + t, xv_mul(xv_load(x + t), av));
+    for (; t < n; t++)
+        x[t] *= a;
+}
+
+const xattn__cpu_uk XV_TABLE = {
+    .simd = XV_SIMD,
+    .load = XV_FN(load),
+    .store = XV_FN(store),
+    .qk_tile = XV_FN(qk_tile),
+    .softmax_tile = XV_FN(softmax_tile),
+    .pv_tile = XV_FN(pv_tile),
+    .nonfinite = XV_FN(nonfinite),
+    .dot_rows = XV_FN(dot_rows),
+    .axpy_rows = XV_FN(axpy_rows),
+    .row_max = XV_FN(row_max),
+    .exp_sum = XV_FN(exp_sum),
+    .scale = XV_FN(scale),
+};
+
+#undef XQ
+#undef XATTN__PV_BLOCK

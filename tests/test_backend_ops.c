@@ -1,0 +1,1186 @@
+/*
+ * test_backend_ops: the cross-backend harness (in the style of ggml's
+ * test-backend-ops). Every case of the list below runs on every available
+ * backend and every algorithm (NAIVE, FLASH, SPLITKV, AUTO) and is compared
+ * with the double-precision reference (xattn_reference_attention).
+ *
+ * Inputs are fresh random data from a seed printed at start (-s or
+ * XATTN_TEST_SEED to reproduce); each case derives its own stream from the seed
+ * and its name, so a case rerun alone sees the same data. Every byte of an
+ * input buffer outside its view is NaN (a kernel reading a wrong address
+ * produces NaN). O and LSE buffers are filled with a NaN "poison" pattern
+ * before every run: an element the kernel should write and did not still holds
+ * it, and an element outside the rows the kernel may write must still hold it.
+ *
+ * Acceptance (documented in tests/README.md):
+ *   O: e = ||out - ref||_2 / ||ref||_2 and m = max |out - ref| over non-NaN
+ *      elements; r and mr: the same figures for the reference rounded to the
+ *      output dtype (the best any kernel can store). Pass when
+ *        e <= 3 r + 1e-5  and  m <= 3 mr + 1e-4.
+ *      For f32 outputs r is ~3e-8, so this is "relative L2 < 1e-5"; for f16 and
+ *      bf16 the kernel may lose at most about 3x what the final rounding must.
+ *      NaN positions must match exactly; where the reference is exactly 0
+ *      (padding and fully masked rows) the output must be exactly 0.
+ *   LSE (f32): |out - ref| <= 1e-4 * max(1, |ref|); -inf and NaN must match.
+ *
+ * Usage: test_backend_ops [-b backend] [-a algo] [-c case-substring] [-s seed]
+ *                         [-l] [--quick] [-v]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xattn.h"
+#include "xattn_reference.h"
+
+/* ---- acceptance constants ---------------------------------------------- */
+
+#define TOL_REL_FACTOR 3.0 /* kernel error may be this many times the rounding error */
+#define TOL_REL_FLOOR 1e-5 /* ... plus this (the f32 bound) */
+#define TOL_ABS_FACTOR 3.0
+#define TOL_ABS_FLOOR 1e-4
+#define TOL_LSE 1e-4 /* LSE: relative to max(1, |ref|) */
+
+/* ---- random numbers ------------------------------------------------------ */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unif(rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+static int rng_int(rng *r, int lo, int hi) /* inclusive */
+{
+    return lo + (int)(rng_next(r) % (uint64_t)(hi - lo + 1));
+}
+
+/* Roughly standard normal (Irwin-Hall of 4), never within 0.01 of zero. */
+static double rng_normalish(rng *r)
+{
+    for (;;) {
+        double x = (rng_unif(r) + rng_unif(r) + rng_unif(r) + rng_unif(r) - 2.0) * sqrt(3.0);
+        if (fabs(x) >= 0.01)
+            return x;
+    }
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* ---- the case list ------------------------------------------------------- */
+
+enum { L_BSHD, L_BHSD, L_STRIDED, L_DMAJOR };
+static const char *const layout_names[] = {"bshd", "bhsd", "strided", "dmajor"};
+enum { BIAS_NONE, BIAS_11, BIAS_B1, BIAS_1H, BIAS_BH };
+static const char *const bias_names[] = {"", "11", "b1", "1h", "bh"};
+enum { LENS_FULL, LENS_PADDED, LENS_VARLEN };
+enum { NAN_NONE, NAN_Q, NAN_K, NAN_V, NAN_PAD };
+static const char *const nan_names[] = {"", "q", "k", "v", "pad"};
+
+typedef struct tcase {
+    xattn_dtype dq, dkv;
+    int B, Hq, Hkv, Sq, Sk, D, Dv; /* Dv 0 = D; varlen: Sq/Sk are the longest sequences */
+    int layout;
+    int causal, align; /* align: XATTN_ALIGN_* */
+    int wl, wr;        /* window; -1 = unbounded */
+    int bias;          /* BIAS_* */
+    xattn_dtype bias_dt;
+    int bias_ninf;     /* 1: scattered -inf entries, 2: also some whole rows of -inf */
+    int alibi;
+    float softcap;
+    int lens;          /* LENS_* */
+    int lse;
+    float scale;       /* 0 = default */
+    int nan_in;        /* NAN_* */
+    int splits;        /* num_splits for SPLITKV (0 = automatic) */
+    int quick;         /* part of the --quick matrix */
+    char name[240];
+} tcase;
+
+#define F32 XATTN_DTYPE_F32
+#define F16 XATTN_DTYPE_F16
+#define BF16 XATTN_DTYPE_BF16
+#define TL XATTN_ALIGN_TOP_LEFT
+#define BR XATTN_ALIGN_BOTTOM_RIGHT
+
+static tcase *g_cases;
+static int g_ncases, g_capcases;
+
+static void case_name(tcase *c)
+{
+    char *p = c->name;
+    size_t n = sizeof c->name;
+    int w = snprintf(p, n, "%s-%s_B%d_H%dx%d_S%dx%d_D%dx%d_%s", xattn_dtype_name(c->dq),
+                     xattn_dtype_name(c->dkv), c->B, c->Hq, c->Hkv, c->Sq, c->Sk, c->D, c->Dv,
+                     layout_names[c->layout]);
+#define APPEND(...)                                                          \
+    do {                                                                     \
+        if (w > 0 && (size_t)w < n)                                          \
+            w += snprintf(p + w, n - (size_t)w, __VA_ARGS__);                \
+    } while (0)
+    if (c->causal)
+        APPEND("_causal-%s", c->align == TL ? "tl" : "br");
+    else if (c->align == TL)
+        APPEND("_tl");
+    if (c->wl >= 0 || c->wr >= 0)
+        APPEND("_win%d,%d", c->wl, c->wr);
+    if (c->bias)
+        APPEND("_bias-%s-%s%s", bias_names[c->bias], xattn_dtype_name(c->bias_dt),
+               c->bias_ninf == 2 ? "-infrows" : c->bias_ninf ? "-inf" : "");
+    if (c->alibi)
+        APPEND("_alibi");
+    if (c->softcap > 0)
+        APPEND("_cap%g", (double)c->softcap);
+    if (c->lens == LENS_PADDED)
+        APPEND("_padded");
+    if (c->lens == LENS_VARLEN)
+        APPEND("_varlen");
+    if (c->lse)
+        APPEND("_lse");
+    if (c->scale != 0)
+        APPEND("_scale%g", (double)c->scale);
+    if (c->nan_in)
+        APPEND("_nan-%s", nan_names[c->nan_in]);
+    if (c->splits)
+        APPEND("_splits%d", c->splits);
+#undef APPEND
+}
+
+static void add_case(tcase c)
+{
+    if (c.Dv == 0)
+        c.Dv = c.D;
+    case_name(&c);
+    for (int i = 0; i < g_ncases; i++)
+        if (!strcmp(g_cases[i].name, c.name))
+            return; /* the same case built twice by two loops: keep one */
+    if (g_ncases == g_capcases) {
+        g_capcases = g_capcases ? 2 * g_capcases : 256;
+        g_cases = realloc(g_cases, (size_t)g_capcases * sizeof *g_cases);
+        if (!g_cases) {
+            fprintf(stderr, "out of memory\n");
+            exit(2);
+        }
+    }
+    g_cases[g_ncases++] = c;
+}
+
+/* Designated initializers after a set of defaults: later fields override. */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Winitializer-overrides"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Woverride-init"
+#endif
+#define CASE(...)                                                                          \
+    add_case((tcase){.dq = F32, .dkv = F32, .B = 2, .Hq = 4, .Hkv = 2, .Sq = 33, .Sk = 47,  \
+                     .D = 64, .layout = L_BSHD, .align = BR, .wl = -1, .wr = -1,           \
+                     .bias_dt = F32, .lse = 1, __VA_ARGS__})
+
+static void build_cases(void)
+{
+    static const int dims[] = {1, 3, 64, 80, 96, 128, 200, 256};
+    static const xattn_dtype dts[][2] = {{F32, F32}, {F16, F16}, {BF16, BF16}, {F32, F16},
+                                         {F32, BF16}, {F16, F32}, {BF16, F16}, {F16, BF16}};
+
+    /* Head dims, each dtype pair, both plain layouts; causal on half. */
+    for (int i = 0; i < 8; i++) {
+        int D = dims[i];
+        CASE(.D = D, .quick = (D == 3 || D == 128));
+        CASE(.D = D, .dq = F16, .dkv = F16, .layout = L_BHSD, .causal = 1,
+             .quick = (D == 64 || D == 256));
+        CASE(.D = D, .dq = BF16, .dkv = BF16, .causal = 1, .align = TL, .quick = (D == 80));
+    }
+    for (int i = 0; i < 8; i++) {
+        CASE(.dq = dts[i][0], .dkv = dts[i][1], .D = 96, .Sq = 20, .Sk = 70, .causal = 1,
+             .quick = (i == 3 || i == 6));
+        CASE(.dq = dts[i][0], .dkv = dts[i][1], .D = 128, .B = 1, .Hq = 2, .Hkv = 1, .Sq = 64,
+             .Sk = 64, .layout = L_BHSD);
+    }
+
+    /* Dv != D (MLA-like and odd pairs). */
+    static const int dpairs[][2] = {{64, 128}, {128, 64}, {3, 80}, {200, 16},
+                                    {256, 1}, {1, 256}, {192, 128}, {96, 200}};
+    for (int i = 0; i < 8; i++) {
+        CASE(.D = dpairs[i][0], .Dv = dpairs[i][1], .causal = i & 1, .quick = (i == 0));
+        CASE(.D = dpairs[i][0], .Dv = dpairs[i][1], .dq = F16, .dkv = F16, .layout = L_BHSD,
+             .Sq = 17, .Sk = 29);
+    }
+
+    /* Sq != Sk, both alignments, with and without causal. */
+    static const int sqsk[][2] = {{13, 40}, {40, 13}, {32, 32}, {1, 37}, {37, 1}, {65, 64}};
+    for (int i = 0; i < 6; i++)
+        for (int al = 0; al < 2; al++) {
+            CASE(.Sq = sqsk[i][0], .Sk = sqsk[i][1], .causal = 1, .align = al,
+                 .quick = (i == 1));
+            CASE(.Sq = sqsk[i][0], .Sk = sqsk[i][1], .causal = 1, .align = al, .dq = F16,
+                 .dkv = F16, .D = 80, .lse = 0);
+            CASE(.Sq = sqsk[i][0], .Sk = sqsk[i][1], .alibi = 1, .align = al);
+        }
+
+    /* Windows: left only, right only, both, a diagonal, with and without causal. */
+    static const int wins[][2] = {{8, -1}, {-1, 4}, {4, 2}, {0, 0}, {16, 16}, {0, -1}};
+    for (int i = 0; i < 6; i++)
+        for (int al = 0; al < 2; al++) {
+            CASE(.Sq = 40, .Sk = 56, .wl = wins[i][0], .wr = wins[i][1], .align = al,
+                 .quick = (i == 2 && al == 1));
+            CASE(.Sq = 56, .Sk = 40, .wl = wins[i][0], .wr = wins[i][1], .align = al,
+                 .causal = 1, .dq = BF16, .dkv = BF16);
+        }
+    /* A window that excludes every key of many rows (fully masked rows). */
+    CASE(.Sq = 40, .Sk = 10, .wl = 0, .wr = 0, .align = TL, .quick = 1);
+    CASE(.Sq = 40, .Sk = 10, .wl = 2, .wr = -1, .align = TL, .dq = F16, .dkv = F16);
+    CASE(.Sq = 30, .Sk = 12, .causal = 1, .align = BR, .quick = 1); /* rows before the keys */
+
+    /* Bias: every broadcast form, f32 and f16, scattered -inf, rows of -inf. */
+    for (int f = BIAS_11; f <= BIAS_BH; f++)
+        for (int bd = 0; bd < 2; bd++) {
+            xattn_dtype bdt = bd ? F16 : F32;
+            CASE(.bias = f, .bias_dt = bdt, .bias_ninf = 1, .quick = (f == BIAS_BH));
+            CASE(.bias = f, .bias_dt = bdt, .bias_ninf = 2, .causal = 1, .dq = F16, .dkv = F16,
+                 .layout = L_BHSD, .quick = (f == BIAS_B1 && bd));
+            CASE(.bias = f, .bias_dt = bdt, .Sq = 19, .Sk = 31, .Hq = 6, .Hkv = 3, .dq = BF16,
+                 .dkv = BF16, .D = 128);
+        }
+    CASE(.bias = BIAS_BH, .bias_ninf = 2, .lens = LENS_PADDED, .B = 4, .causal = 1);
+    CASE(.bias = BIAS_B1, .bias_dt = F16, .lens = LENS_VARLEN, .B = 4, .causal = 1, .quick = 1);
+
+    /* ALiBi, softcap and their combinations. */
+    CASE(.alibi = 1, .causal = 1, .quick = 1);
+    CASE(.alibi = 1, .Hq = 8, .Hkv = 8, .dq = F16, .dkv = F16, .Sq = 64, .Sk = 64);
+    CASE(.alibi = 1, .causal = 1, .align = TL, .Sq = 48, .Sk = 20, .dq = BF16, .dkv = BF16);
+    CASE(.softcap = 5.0f, .scale = 0.5f, .quick = 1);
+    CASE(.softcap = 30.0f, .causal = 1, .dq = F16, .dkv = F16, .D = 256);
+    CASE(.softcap = 2.0f, .alibi = 1, .bias = BIAS_1H, .bias_ninf = 1, .causal = 1, .wl = 9,
+         .dq = BF16, .dkv = BF16, .scale = 0.3f);
+    CASE(.softcap = 5.0f, .alibi = 1, .bias = BIAS_BH, .bias_dt = F16, .lens = LENS_PADDED,
+         .B = 3, .wl = 5, .wr = 3);
+
+    /* GQA ratios 1/2/4/8 and MQA. */
+    static const int heads[][2] = {{8, 8}, {8, 4}, {8, 2}, {8, 1}, {16, 2}, {6, 3}, {3, 1}};
+    for (int i = 0; i < 7; i++) {
+        CASE(.Hq = heads[i][0], .Hkv = heads[i][1], .Sq = 24, .Sk = 40, .causal = 1,
+             .quick = (i == 3));
+        CASE(.Hq = heads[i][0], .Hkv = heads[i][1], .Sq = 24, .Sk = 40, .dq = F16, .dkv = F16,
+             .layout = L_BHSD, .D = 128);
+    }
+
+    /* Padded batches (per-sequence lengths, zero-length sequences). */
+    CASE(.lens = LENS_PADDED, .B = 4, .quick = 1);
+    CASE(.lens = LENS_PADDED, .B = 5, .causal = 1, .dq = F16, .dkv = F16, .quick = 1);
+    CASE(.lens = LENS_PADDED, .B = 4, .causal = 1, .align = TL, .dq = BF16, .dkv = BF16,
+         .layout = L_BHSD);
+    CASE(.lens = LENS_PADDED, .B = 4, .wl = 6, .wr = 0, .alibi = 1);
+    CASE(.lens = LENS_PADDED, .B = 6, .Sq = 70, .Sk = 20, .causal = 1, .D = 128);
+    CASE(.lens = LENS_PADDED, .B = 4, .nan_in = NAN_PAD, .causal = 1, .quick = 1);
+    CASE(.lens = LENS_PADDED, .B = 4, .nan_in = NAN_PAD, .dq = F16, .dkv = F16,
+         .layout = L_BHSD, .bias = BIAS_BH);
+
+    /* Packed variable-length batches. */
+    CASE(.lens = LENS_VARLEN, .B = 4, .quick = 1);
+    CASE(.lens = LENS_VARLEN, .B = 5, .causal = 1, .dq = F16, .dkv = F16);
+    CASE(.lens = LENS_VARLEN, .B = 4, .causal = 1, .align = TL, .dq = BF16, .dkv = BF16,
+         .layout = L_BHSD, .Hq = 8, .Hkv = 1);
+    CASE(.lens = LENS_VARLEN, .B = 3, .wl = 7, .wr = 7, .alibi = 1, .lse = 1);
+    CASE(.lens = LENS_VARLEN, .B = 4, .nan_in = NAN_PAD, .causal = 1, .quick = 1);
+    CASE(.lens = LENS_VARLEN, .B = 1, .Sq = 64, .Sk = 64, .D = 128, .dq = F16, .dkv = F16);
+    CASE(.lens = LENS_VARLEN, .B = 0);             /* no sequences: nothing is written */
+    CASE(.lens = LENS_VARLEN, .B = 3, .Sq = 0, .Sk = 9); /* every sequence empty */
+
+    /* Layouts with gaps, offsets and a head dim that is not innermost. */
+    CASE(.layout = L_STRIDED, .quick = 1);
+    CASE(.layout = L_STRIDED, .dq = F16, .dkv = BF16, .causal = 1, .lens = LENS_PADDED,
+         .B = 3);
+    CASE(.layout = L_STRIDED, .lens = LENS_VARLEN, .B = 3, .bias = BIAS_BH);
+    CASE(.layout = L_DMAJOR, .D = 32, .Sq = 16, .Sk = 24);
+    CASE(.layout = L_DMAJOR, .dq = BF16, .dkv = BF16, .causal = 1, .D = 80);
+
+    /* Scales. */
+    CASE(.scale = 0.3f);
+    CASE(.scale = 1.0f, .dq = F16, .dkv = F16, .D = 16);
+    CASE(.scale = -0.125f, .causal = 1);
+
+    /* NaN in the inputs. */
+    CASE(.nan_in = NAN_Q, .quick = 1);
+    CASE(.nan_in = NAN_Q, .causal = 1, .dq = F16, .dkv = F16);
+    CASE(.nan_in = NAN_K, .causal = 1, .quick = 1);
+    CASE(.nan_in = NAN_K, .dq = BF16, .dkv = BF16, .Hq = 8, .Hkv = 2, .layout = L_BHSD);
+    CASE(.nan_in = NAN_V);
+    CASE(.nan_in = NAN_V, .dq = F16, .dkv = F16, .Sq = 1, .Sk = 600);
+
+    /* Empty problems: Sq = 0 writes nothing; Sk = 0 makes every row fully masked. */
+    CASE(.Sq = 0, .Sk = 16, .quick = 1);
+    CASE(.Sq = 16, .Sk = 0, .quick = 1);
+    CASE(.Sq = 0, .Sk = 0);
+    CASE(.Sq = 16, .Sk = 0, .dq = F16, .dkv = F16, .causal = 1, .bias = BIAS_BH);
+    CASE(.Sq = 1, .Sk = 0, .dq = BF16, .dkv = BF16, .lse = 0);
+
+    /* Decode shapes (SPLITKV's home): Sq = 1 or a few, long Sk, several split counts. */
+    static const int dec_sk[] = {1, 7, 64, 129, 512, 1000, 2048};
+    static const int dec_sp[] = {0, 1, 3, 7, 16};
+    for (int i = 0; i < 7; i++)
+        for (int s = 0; s < 5; s++) {
+            if (dec_sk[i] > 512 && s != 0 && s != 3)
+                continue;
+            CASE(.Sq = 1, .Sk = dec_sk[i], .Hq = 8, .Hkv = 2, .D = 128, .dq = F16, .dkv = F16,
+                 .causal = 1, .splits = dec_sp[s], .B = 1,
+                 .quick = (dec_sk[i] == 1000 && s == 3) || (dec_sk[i] == 7 && s == 4));
+        }
+    CASE(.Sq = 1, .Sk = 2048, .Hq = 32, .Hkv = 8, .D = 128, .dq = BF16, .dkv = BF16, .B = 1,
+         .splits = 0);
+    CASE(.Sq = 1, .Sk = 2048, .Hq = 4, .Hkv = 4, .D = 64, .B = 2, .splits = 5, .lse = 1);
+    CASE(.Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 96, .dq = F16, .dkv = F16, .B = 1,
+         .wl = 256, .causal = 1, .splits = 4);
+    CASE(.Sq = 4, .Sk = 700, .Hq = 8, .Hkv = 2, .D = 128, .dq = F16, .dkv = F16, .B = 2,
+         .causal = 1, .splits = 6, .quick = 1);
+    CASE(.Sq = 1, .Sk = 800, .lens = LENS_PADDED, .B = 4, .Hq = 4, .Hkv = 1, .D = 64,
+         .dq = F16, .dkv = F16, .splits = 8, .quick = 1);
+    CASE(.Sq = 1, .Sk = 900, .lens = LENS_VARLEN, .B = 4, .Hq = 4, .Hkv = 2, .D = 64,
+         .splits = 3, .alibi = 1, .bias = BIAS_BH, .bias_ninf = 1);
+    CASE(.Sq = 1, .Sk = 5, .splits = 16, .B = 1); /* more splits than keys */
+
+    /* Medium shapes. */
+    CASE(.Sq = 256, .Sk = 256, .Hq = 4, .Hkv = 2, .D = 128, .B = 1, .dq = F16, .dkv = F16,
+         .causal = 1, .quick = 1);
+    CASE(.Sq = 512, .Sk = 512, .Hq = 2, .Hkv = 1, .D = 64, .B = 1, .lse = 1);
+    CASE(.Sq = 300, .Sk = 200, .Hq = 2, .Hkv = 2, .D = 80, .B = 2, .dq = BF16, .dkv = BF16,
+         .wl = 32, .wr = 8, .layout = L_BHSD);
+}
+
+/* ---- host-side element encoding ------------------------------------------ */
+
+static size_t esz(xattn_dtype t) { return t == F32 ? 4 : 2; }
+
+static void put_elem(unsigned char *base, xattn_dtype t, int64_t idx, double v)
+{
+    if (t == F32) {
+        float f = (float)v;
+        memcpy(base + 4 * idx, &f, 4);
+    } else {
+        uint16_t h = t == F16 ? xattn_f32_to_f16((float)v) : xattn_f32_to_bf16((float)v);
+        memcpy(base + 2 * idx, &h, 2);
+    }
+}
+
+/* Decodes one element for comparison (the harness's own decoding). */
+static double get_elem(const unsigned char *base, xattn_dtype t, int64_t idx)
+{
+    if (t == F32) {
+        float f;
+        memcpy(&f, base + 4 * idx, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, base + 2 * idx, 2);
+    if (t == BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* x rounded to nearest-even in dtype t, computed in double (own code). */
+static double round_to(double x, xattn_dtype t)
+{
+    if (t == F32)
+        return (double)(float)x;
+    if (x == 0 || isnan(x) || isinf(x))
+        return x;
+    int mant_bits = t == F16 ? 10 : 7, emin = t == F16 ? -14 : -126;
+    double maxv = t == F16 ? 65504.0 : 3.38953138925153547590e38;
+    int e;
+    frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+    e -= 1;
+    if (e < emin)
+        e = emin;
+    double q = ldexp(1.0, e - mant_bits);
+    double r = nearbyint(x / q) * q;
+    if (fabs(r) > maxv)
+        return x > 0 ? INFINITY : -INFINITY;
+    return r;
+}
+
+/* NaN poison patterns for outputs: quiet NaNs with a payload that no
+ * arithmetic in a kernel produces. */
+static const uint32_t POISON_F32 = 0x7fc5a5a5u;
+static const uint16_t POISON_F16 = 0x7e5au;
+static const uint16_t POISON_BF16 = 0x7fe5u;
+
+static void fill_poison(unsigned char *p, xattn_dtype t, size_t bytes)
+{
+    size_t es = esz(t);
+    for (size_t i = 0; i + es <= bytes; i += es) {
+        if (t == F32)
+            memcpy(p + i, &POISON_F32, 4);
+        else
+            memcpy(p + i, t == F16 ? &POISON_F16 : &POISON_BF16, 2);
+    }
+}
+
+static int is_poison(const unsigned char *base, xattn_dtype t, int64_t idx)
+{
+    if (t == F32)
+        return !memcmp(base + 4 * idx, &POISON_F32, 4);
+    return !memcmp(base + 2 * idx, t == F16 ? &POISON_F16 : &POISON_BF16, 2);
+}
+
+/* ---- a case instantiated: host data, lengths and views ------------------- */
+
+typedef struct hview {
+    xattn_dtype dt;
+    int64_t shape[4], strides[4];
+    int64_t off;   /* elements */
+    size_t bytes;  /* buffer size */
+    unsigned char *host;
+    xattn_buffer *buf;
+} hview;
+
+typedef struct inst {
+    const tcase *c;
+    int64_t Bp, Tq, Tk; /* tensor batch and lengths (varlen: 1, total tokens) */
+    int32_t *lq, *lk;   /* per-sequence lengths */
+    int32_t *cuq, *cuk; /* varlen offsets */
+    float *slopes;
+    hview q, k, v, o, lse, bias;
+    int has_lse, has_bias;
+} inst;
+
+static int64_t view_index(const hview *h, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    return h->off + i0 * h->strides[0] + i1 * h->strides[1] + i2 * h->strides[2] +
+           i3 * h->strides[3];
+}
+
+/* Strides for [B, S, H, D] in a layout; the guard after the span stays NaN. */
+static void layout_view(hview *h, int layout, xattn_dtype dt, int64_t B, int64_t S, int64_t H,
+                        int64_t D)
+{
+    memset(h, 0, sizeof *h);
+    h->dt = dt;
+    h->shape[0] = B, h->shape[1] = S, h->shape[2] = H, h->shape[3] = D;
+    int64_t *st = h->strides;
+    switch (layout) {
+    case L_BHSD:
+        st[3] = 1, st[1] = D, st[2] = S * D, st[0] = H * S * D;
+        break;
+    case L_STRIDED:
+        st[3] = 1, st[2] = D + 3, st[1] = H * (D + 3) + 5, st[0] = S * st[1] + 7;
+        h->off = 3;
+        break;
+    case L_DMAJOR: /* [B, H, D, S]: the head dim is not innermost */
+        st[1] = 1, st[3] = S, st[2] = D * S, st[0] = H * D * S;
+        break;
+    default:
+        st[3] = 1, st[2] = D, st[1] = H * D, st[0] = S * H * D;
+        break;
+    }
+}
+
+static void view_alloc_host(hview *h)
+{
+    int64_t span = 1;
+    for (int i = 0; i < 4; i++)
+        span += (h->shape[i] > 0 ? h->shape[i] - 1 : 0) * h->strides[i];
+    h->bytes = (size_t)(h->off + span) * esz(h->dt) + 64; /* + a guard */
+    h->host = malloc(h->bytes);
+    fill_poison(h->host, h->dt, h->bytes); /* inputs: NaN wherever the view is not */
+}
+
+static void inst_free(inst *in)
+{
+    hview *vs[6] = {&in->q, &in->k, &in->v, &in->o, &in->lse, &in->bias};
+    for (int i = 0; i < 6; i++) {
+        free(vs[i]->host);
+        xattn_buffer_free(vs[i]->buf);
+        vs[i]->host = NULL;
+        vs[i]->buf = NULL;
+    }
+    free(in->lq);
+    free(in->lk);
+    free(in->cuq);
+    free(in->cuk);
+    free(in->slopes);
+    memset(in, 0, sizeof *in);
+}
+
+/* Lengths, views and random contents of case c, from seed. */
+static void inst_build(inst *in, const tcase *c, uint64_t seed)
+{
+    memset(in, 0, sizeof *in);
+    in->c = c;
+    rng r = {seed ^ hash_str(c->name)};
+    int B = c->B;
+    size_t nb = (size_t)(B > 0 ? B : 1);
+    in->lq = calloc(nb, sizeof(int32_t));
+    in->lk = calloc(nb, sizeof(int32_t));
+    in->cuq = calloc(nb + 1, sizeof(int32_t));
+    in->cuk = calloc(nb + 1, sizeof(int32_t));
+    for (int b = 0; b < B; b++) {
+        in->lq[b] = c->Sq, in->lk[b] = c->Sk;
+        if (c->lens != LENS_FULL) {
+            /* sequence 0 full length, 1 no queries, 2 no keys, the rest random */
+            if (b > 0) {
+                in->lq[b] = rng_int(&r, 0, c->Sq);
+                in->lk[b] = rng_int(&r, 0, c->Sk);
+            }
+            if (b == 1)
+                in->lq[b] = 0;
+            if (b == 2)
+                in->lk[b] = 0;
+        }
+        in->cuq[b + 1] = in->cuq[b] + in->lq[b];
+        in->cuk[b + 1] = in->cuk[b] + in->lk[b];
+    }
+    if (c->lens == LENS_VARLEN) {
+        in->Bp = 1;
+        in->Tq = in->cuq[B] + 3; /* tokens past the last sequence: never written */
+        in->Tk = in->cuk[B] + 2;
+    } else {
+        in->Bp = B;
+        in->Tq = c->Sq;
+        in->Tk = c->Sk;
+    }
+
+    layout_view(&in->q, c->layout, c->dq, in->Bp, in->Tq, c->Hq, c->D);
+    layout_view(&in->k, c->layout, c->dkv, in->Bp, in->Tk, c->Hkv, c->D);
+    layout_view(&in->v, c->layout, c->dkv, in->Bp, in->Tk, c->Hkv, c->Dv);
+    layout_view(&in->o, c->layout, c->dq, in->Bp, in->Tq, c->Hq, c->Dv);
+    view_alloc_host(&in->q);
+    view_alloc_host(&in->k);
+    view_alloc_host(&in->v);
+    view_alloc_host(&in->o);
+
+    in->has_lse = c->lse;
+    if (c->lse) {
+        hview *l = &in->lse;
+        memset(l, 0, sizeof *l);
+        l->dt = F32;
+        l->shape[0] = in->Bp, l->shape[1] = c->Hq, l->shape[2] = in->Tq, l->shape[3] = 1;
+        int64_t row = c->layout == L_STRIDED ? in->Tq + 2 : in->Tq;
+        l->strides[3] = 1, l->strides[2] = 1, l->strides[1] = row;
+        l->strides[0] = c->Hq * row + (c->layout == L_STRIDED ? 1 : 0);
+        l->off = c->layout == L_STRIDED ? 1 : 0;
+        view_alloc_host(l);
+    }
+
+    /* q, k, v: random values; NaN where a case asks for it. */
+    int64_t Sp = in->Tq, Skp = in->Tk;
+    for (int64_t b = 0; b < in->Bp; b++)
+        for (int64_t s = 0; s < Sp; s++)
+            for (int64_t h = 0; h < c->Hq; h++)
+                for (int64_t d = 0; d < c->D; d++)
+                    put_elem(in->q.host, c->dq, view_index(&in->q, b, s, h, d), rng_normalish(&r));
+    for (int64_t b = 0; b < in->Bp; b++)
+        for (int64_t s = 0; s < Skp; s++)
+            for (int64_t h = 0; h < c->Hkv; h++) {
+                for (int64_t d = 0; d < c->D; d++)
+                    put_elem(in->k.host, c->dkv, view_index(&in->k, b, s, h, d),
+                             rng_normalish(&r));
+                for (int64_t d = 0; d < c->Dv; d++)
+                    put_elem(in->v.host, c->dkv, view_index(&in->v, b, s, h, d),
+                             rng_normalish(&r));
+            }
+    if (c->nan_in == NAN_PAD) {
+        /* Padding rows of q and padding keys of k/v hold NaN: never to be read. */
+        for (int b = 0; b < B; b++) {
+            int64_t tb = c->lens == LENS_VARLEN ? 0 : b;
+            int64_t q0 = c->lens == LENS_VARLEN ? in->cuq[B] : in->lq[b];
+            int64_t k0 = c->lens == LENS_VARLEN ? in->cuk[B] : in->lk[b];
+            for (int64_t s = q0; s < Sp; s++)
+                for (int64_t h = 0; h < c->Hq; h++)
+                    for (int64_t d = 0; d < c->D; d++)
+                        put_elem(in->q.host, c->dq, view_index(&in->q, tb, s, h, d), NAN);
+            for (int64_t s = k0; s < Skp; s++)
+                for (int64_t h = 0; h < c->Hkv; h++) {
+                    for (int64_t d = 0; d < c->D; d++)
+                        put_elem(in->k.host, c->dkv, view_index(&in->k, tb, s, h, d), NAN);
+                    for (int64_t d = 0; d < c->Dv; d++)
+                        put_elem(in->v.host, c->dkv, view_index(&in->v, tb, s, h, d), NAN);
+                }
+        }
+    } else if (c->nan_in != NAN_NONE && B > 0) {
+        /* One NaN in the first sequence that has queries and keys. */
+        int b0 = 0;
+        while (b0 < B - 1 && (in->lq[b0] == 0 || in->lk[b0] == 0))
+            b0++;
+        int64_t tb = c->lens == LENS_VARLEN ? 0 : b0;
+        int64_t sq0 = c->lens == LENS_VARLEN ? in->cuq[b0] : 0;
+        int64_t sk0 = c->lens == LENS_VARLEN ? in->cuk[b0] : 0;
+        if (c->nan_in == NAN_Q && in->lq[b0] > 0)
+            put_elem(in->q.host, c->dq,
+                     view_index(&in->q, tb, sq0 + rng_int(&r, 0, in->lq[b0] - 1),
+                                rng_int(&r, 0, c->Hq - 1), rng_int(&r, 0, c->D - 1)),
+                     NAN);
+        if ((c->nan_in == NAN_K || c->nan_in == NAN_V) && in->lk[b0] > 0) {
+            hview *t = c->nan_in == NAN_K ? &in->k : &in->v;
+            int dd = c->nan_in == NAN_K ? c->D : c->Dv;
+            put_elem(t->host, c->dkv,
+                     view_index(t, tb, sk0 + rng_int(&r, 0, in->lk[b0] - 1),
+                                rng_int(&r, 0, c->Hkv - 1), rng_int(&r, 0, dd - 1)),
+                     NAN);
+        }
+    }
+
+    if (c->bias) {
+        hview *bv = &in->bias;
+        memset(bv, 0, sizeof *bv);
+        bv->dt = c->bias_dt;
+        int64_t Bb = (c->bias == BIAS_B1 || c->bias == BIAS_BH) ? B : 1;
+        int64_t Hb = (c->bias == BIAS_1H || c->bias == BIAS_BH) ? c->Hq : 1;
+        int64_t Sqb = c->Sq + 1, Skb = c->Sk + 3; /* larger than needed: extra never read */
+        if (Bb == 0)
+            Bb = 1;
+        bv->shape[0] = Bb, bv->shape[1] = Hb, bv->shape[2] = Sqb, bv->shape[3] = Skb;
+        int64_t rowst = c->layout == L_STRIDED ? Skb + 2 : Skb;
+        bv->strides[3] = 1, bv->strides[2] = rowst, bv->strides[1] = Sqb * rowst;
+        bv->strides[0] = Hb * Sqb * rowst;
+        view_alloc_host(bv);
+        for (int64_t b = 0; b < Bb; b++)
+            for (int64_t h = 0; h < Hb; h++)
+                for (int64_t i = 0; i < c->Sq; i++) {
+                    int inf_row = c->bias_ninf == 2 && i % 7 == 3;
+                    for (int64_t j = 0; j < c->Sk; j++) {
+                        double x = 0.5 * rng_normalish(&r);
+                        if (inf_row || (c->bias_ninf && rng_unif(&r) < 0.15))
+                            x = -INFINITY;
+                        /* keys beyond the sequence (padding) must not be read */
+                        if (c->nan_in == NAN_PAD && c->lens != LENS_FULL && Bb > 1 &&
+                            (j >= in->lk[b] || i >= in->lq[b]))
+                            x = NAN;
+                        put_elem(bv->host, bv->dt, view_index(bv, b, h, i, j), x);
+                    }
+                }
+        in->has_bias = 1;
+    }
+    if (c->alibi) {
+        in->slopes = malloc((size_t)c->Hq * sizeof(float));
+        for (int h = 0; h < c->Hq; h++)
+            in->slopes[h] = (float)pow(2.0, -8.0 * (h + 1) / c->Hq);
+    }
+}
+
+static int inst_upload(inst *in, xattn_ctx *ctx, char *err, size_t errn)
+{
+    hview *vs[6] = {&in->q, &in->k, &in->v, &in->o, &in->lse, &in->bias};
+    static const char *const nm[6] = {"q", "k", "v", "o", "lse", "bias"};
+    for (int i = 0; i < 6; i++) {
+        if (!vs[i]->host)
+            continue;
+        xattn_status st = xattn_buffer_alloc(ctx, vs[i]->bytes, &vs[i]->buf);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_write(vs[i]->buf, 0, vs[i]->host, vs[i]->bytes);
+        if (st != XATTN_STATUS_OK) {
+            snprintf(err, errn, "uploading %s (%zu bytes): %s: %s", nm[i], vs[i]->bytes,
+                     xattn_status_name(st), xattn_last_error());
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static xattn_tensor tensor_of(const hview *h)
+{
+    xattn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = h->buf;
+    t.offset = (size_t)h->off * esz(h->dt);
+    t.dtype = h->dt;
+    for (int i = 0; i < 4; i++) {
+        t.shape[i] = h->shape[i];
+        t.strides[i] = h->strides[i];
+    }
+    return t;
+}
+
+static void inst_desc(const inst *in, xattn_attn_desc *d)
+{
+    const tcase *c = in->c;
+    xattn_attn_desc_init(d);
+    d->q = tensor_of(&in->q);
+    d->k = tensor_of(&in->k);
+    d->v = tensor_of(&in->v);
+    d->o = tensor_of(&in->o);
+    if (in->has_lse)
+        d->lse = tensor_of(&in->lse);
+    if (in->has_bias)
+        d->bias = tensor_of(&in->bias);
+    d->scale = c->scale;
+    d->softcap = c->softcap;
+    d->alibi_slopes = in->slopes;
+    d->causal = c->causal;
+    d->align = (xattn_align)c->align;
+    d->window_left = c->wl;
+    d->window_right = c->wr;
+    if (c->lens == LENS_PADDED) {
+        d->seqlens_q = in->lq;
+        d->seqlens_k = in->lk;
+    } else if (c->lens == LENS_VARLEN) {
+        d->cu_seqlens_q = in->cuq;
+        d->cu_seqlens_k = in->cuk;
+        d->num_seqs = c->B;
+    }
+}
+
+/* ---- comparison ------------------------------------------------------------ */
+
+typedef struct cmp {
+    int fail;
+    double rel_l2, max_abs, rel_rnd, max_rnd, lse_err;
+    char why[600];
+} cmp;
+
+static void why(cmp *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why(cmp *r, const char *fmt, ...)
+{
+    r->fail = 1;
+    size_t n = strlen(r->why);
+    if (n >= sizeof r->why - 2)
+        return;
+    if (n)
+        r->why[n++] = ';', r->why[n++] = ' ', r->why[n] = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why + n, sizeof r->why - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Compares the O (and LSE) buffers read back in out_o/out_lse with the reference. */
+static void compare(const inst *in, const unsigned char *out_o, const unsigned char *out_lse,
+                    const double *o_ref, const double *lse_ref, const unsigned char *written,
+                    cmp *r)
+{
+    const tcase *c = in->c;
+    const hview *o = &in->o;
+    size_t nel = o->bytes / esz(o->dt);
+    unsigned char *touched = calloc(nel ? nel : 1, 1);
+    double err2 = 0, ref2 = 0, rnd2 = 0;
+    int64_t n_unwritten = 0, n_nan = 0, n_zero = 0, n_clobber = 0;
+    memset(r, 0, sizeof *r);
+    for (int64_t b = 0; b < in->Bp; b++)
+        for (int64_t s = 0; s < in->Tq; s++)
+            for (int64_t h = 0; h < c->Hq; h++)
+                for (int64_t e = 0; e < c->Dv; e++) {
+                    int64_t idx = view_index(o, b, s, h, e);
+                    touched[idx] = 1;
+                    if (!written[b * in->Tq + s]) {
+                        if (!is_poison(out_o, o->dt, idx) && n_clobber++ == 0)
+                            why(r, "O[%lld,%lld,%lld,%lld] written in a row no sequence owns",
+                                (long long)b, (long long)s, (long long)h, (long long)e);
+                        continue;
+                    }
+                    double ref = o_ref[((b * in->Tq + s) * c->Hq + h) * c->Dv + e];
+                    if (is_poison(out_o, o->dt, idx)) {
+                        if (n_unwritten++ == 0)
+                            why(r, "O[%lld,%lld,%lld,%lld] not written (still poison)",
+                                (long long)b, (long long)s, (long long)h, (long long)e);
+                        continue;
+                    }
+                    double out = get_elem(out_o, o->dt, idx);
+                    if (isnan(ref) != isnan(out)) {
+                        if (n_nan++ == 0)
+                            why(r, "O[%lld,%lld,%lld,%lld] = %g, reference %g (NaN mismatch)",
+                                (long long)b, (long long)s, (long long)h, (long long)e, out,
+                                ref);
+                        continue;
+                    }
+                    if (isnan(ref))
+                        continue;
+                    if (ref == 0.0 && out != 0.0) {
+                        if (n_zero++ == 0)
+                            why(r, "O[%lld,%lld,%lld,%lld] = %g, expected exactly 0 (masked "
+                                "or padding row)",
+                                (long long)b, (long long)s, (long long)h, (long long)e, out);
+                    }
+                    double dlt = out - ref, rd = round_to(ref, o->dt) - ref;
+                    err2 += dlt * dlt;
+                    ref2 += ref * ref;
+                    rnd2 += rd * rd;
+                    if (!(fabs(dlt) <= r->max_abs))
+                        r->max_abs = fabs(dlt);
+                    if (fabs(rd) > r->max_rnd)
+                        r->max_rnd = fabs(rd);
+                }
+    for (size_t e = 0; e < nel; e++)
+        if (!touched[e] && !is_poison(out_o, o->dt, (int64_t)e) && n_clobber++ == 0)
+            why(r, "O buffer element %zu, outside the view, was overwritten", e);
+    free(touched);
+    if (n_unwritten > 1 || n_nan > 1 || n_zero > 1 || n_clobber > 1)
+        why(r, "(%lld unwritten, %lld NaN mismatches, %lld non-zero masked, %lld clobbered)",
+            (long long)n_unwritten, (long long)n_nan, (long long)n_zero, (long long)n_clobber);
+    r->rel_l2 = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+    r->rel_rnd = ref2 > 0 ? sqrt(rnd2 / ref2) : 0;
+    double tol_rel = TOL_REL_FACTOR * r->rel_rnd + TOL_REL_FLOOR;
+    double tol_abs = TOL_ABS_FACTOR * r->max_rnd + TOL_ABS_FLOOR;
+    if (!(r->rel_l2 <= tol_rel))
+        why(r, "O rel L2 error %.3e > %.3e (rounded reference: %.3e)", r->rel_l2, tol_rel,
+            r->rel_rnd);
+    if (!(r->max_abs <= tol_abs))
+        why(r, "O max abs error %.3e > %.3e (rounded reference: %.3e)", r->max_abs, tol_abs,
+            r->max_rnd);
+
+    if (!in->has_lse)
+        return;
+    const hview *l = &in->lse;
+    nel = l->bytes / 4;
+    touched = calloc(nel ? nel : 1, 1);
+    int64_t n_bad = 0;
+    n_clobber = 0;
+    for (int64_t b = 0; b < in->Bp; b++)
+        for (int64_t h = 0; h < c->Hq; h++)
+            for (int64_t s = 0; s < in->Tq; s++) {
+                int64_t idx = view_index(l, b, h, s, 0);
+                touched[idx] = 1;
+                if (!written[b * in->Tq + s]) {
+                    if (!is_poison(out_lse, F32, idx) && n_clobber++ == 0)
+                        why(r, "LSE[%lld,%lld,%lld] written in a row no sequence owns",
+                            (long long)b, (long long)h, (long long)s);
+                    continue;
+                }
+                double ref = lse_ref[(b * c->Hq + h) * in->Tq + s];
+                if (is_poison(out_lse, F32, idx)) {
+                    if (n_bad++ == 0)
+                        why(r, "LSE[%lld,%lld,%lld] not written (still poison)", (long long)b,
+                            (long long)h, (long long)s);
+                    continue;
+                }
+                double out = get_elem(out_lse, F32, idx);
+                int ok;
+                if (isnan(ref) || isnan(out))
+                    ok = isnan(ref) && isnan(out);
+                else if (isinf(ref) || isinf(out))
+                    ok = ref == out;
+                else {
+                    double e = fabs(out - ref);
+                    if (e > r->lse_err)
+                        r->lse_err = e;
+                    ok = e <= TOL_LSE * fmax(1.0, fabs(ref));
+                }
+                if (!ok && n_bad++ == 0)
+                    why(r, "LSE[%lld,%lld,%lld] = %.9g, reference %.9g", (long long)b,
+                        (long long)h, (long long)s, out, ref);
+            }
+    for (size_t e = 0; e < nel; e++)
+        if (!touched[e] && !is_poison(out_lse, F32, (int64_t)e) && n_clobber++ == 0)
+            why(r, "LSE buffer element %zu, outside the view, was overwritten", e);
+    if (n_bad > 1)
+        why(r, "(%lld bad LSE values)", (long long)n_bad);
+    free(touched);
+}
+
+/* ---- the driver ------------------------------------------------------------ */
+
+enum { NALGO = 4 };
+static const xattn_algo g_algos[NALGO] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH,
+                                          XATTN_ALGO_SPLITKV, XATTN_ALGO_AUTO};
+
+typedef struct tally {
+    int run, passed, failed, skipped;
+    double worst_rel, worst_abs; /* f16/bf16 outputs: error / rounding error, the largest */
+    double worst_f32;            /* f32 outputs: the largest relative L2 error */
+} tally;
+
+static tally g_tally[XATTN_BACKEND_COUNT][NALGO];
+static int g_verbose;
+
+static const char *g_prog = "test_backend_ops";
+
+static int case_selected(const tcase *c, const char *filter, int exact, int quick)
+{
+    if (quick && !c->quick)
+        return 0;
+    if (!filter)
+        return 1;
+    return exact ? !strcmp(c->name, filter) : strstr(c->name, filter) != NULL;
+}
+
+/* Runs case c on ctx for every selected algorithm; returns failures. */
+static void run_case(xattn_ctx *ctx, xattn_backend be, const tcase *c, uint64_t seed,
+                     int algo_mask)
+{
+    inst in;
+    char err[800] = "";
+    char line[1024];
+    int w = 0;
+    inst_build(&in, c, seed);
+    w += snprintf(line + w, sizeof line - (size_t)w, "  %-6s %s:", xattn_backend_name(be),
+                  c->name);
+    xattn_attn_desc d;
+    double *o_ref = NULL, *lse_ref = NULL;
+    unsigned char *written = NULL, *out_o = NULL, *out_lse = NULL;
+    int setup_ok = inst_upload(&in, ctx, err, sizeof err);
+    if (setup_ok) {
+        inst_desc(&in, &d);
+        size_t no = (size_t)(in.Bp * in.Tq * c->Hq * c->Dv), nl = (size_t)(in.Bp * c->Hq * in.Tq);
+        o_ref = malloc((no ? no : 1) * sizeof(double));
+        lse_ref = malloc((nl ? nl : 1) * sizeof(double));
+        written = malloc(in.Bp * in.Tq > 0 ? (size_t)(in.Bp * in.Tq) : 1);
+        out_o = malloc(in.o.bytes);
+        out_lse = in.has_lse ? malloc(in.lse.bytes) : NULL;
+        xattn_status st = xattn_reference_attention(ctx, &d, o_ref, lse_ref);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_reference_rows_written(ctx, &d, written);
+        if (st != XATTN_STATUS_OK) {
+            snprintf(err, sizeof err, "reference: %s: %s", xattn_status_name(st),
+                     xattn_last_error());
+            setup_ok = 0;
+        }
+    }
+    for (int a = 0; a < NALGO; a++) {
+        if (!(algo_mask & (1 << a)))
+            continue;
+        tally *t = &g_tally[be][a];
+        t->run++;
+        const char *an = xattn_algo_name(g_algos[a]);
+        if (!setup_ok) {
+            t->failed++;
+            w += snprintf(line + w, sizeof line - (size_t)w, " %s FAIL", an);
+            printf("FAIL %s %s %s: %s\n", xattn_backend_name(be), an, c->name, err);
+            printf("  rerun: %s -b %s -a %s -c %s -s %llu\n", g_prog, xattn_backend_name(be), an,
+                   c->name, (unsigned long long)seed);
+            continue;
+        }
+        d.algo = g_algos[a];
+        d.num_splits = g_algos[a] == XATTN_ALGO_SPLITKV ? c->splits : 0;
+        /* poison O and LSE (and keep the host copies poisoned too) */
+        fill_poison(in.o.host, in.o.dt, in.o.bytes);
+        xattn_status st = xattn_buffer_write(in.o.buf, 0, in.o.host, in.o.bytes);
+        if (st == XATTN_STATUS_OK && in.has_lse) {
+            fill_poison(in.lse.host, F32, in.lse.bytes);
+            st = xattn_buffer_write(in.lse.buf, 0, in.lse.host, in.lse.bytes);
+        }
+        xattn_run_info info;
+        memset(&info, 0, sizeof info);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_attention(ctx, &d, &info);
+        if (st == XATTN_STATUS_UNSUPPORTED) {
+            t->skipped++;
+            w += snprintf(line + w, sizeof line - (size_t)w, " %s unsupported", an);
+            printf("unsupported: %s %s %s: %s\n", xattn_backend_name(be), an, c->name,
+                   xattn_last_error());
+            continue;
+        }
+        cmp r;
+        memset(&r, 0, sizeof r);
+        if (st != XATTN_STATUS_OK) {
+            why(&r, "xattn_attention: %s: %s", xattn_status_name(st), xattn_last_error());
+        } else {
+            st = xattn_buffer_read(in.o.buf, 0, out_o, in.o.bytes);
+            if (st == XATTN_STATUS_OK && in.has_lse)
+                st = xattn_buffer_read(in.lse.buf, 0, out_lse, in.lse.bytes);
+            if (st != XATTN_STATUS_OK)
+                why(&r, "reading back: %s: %s", xattn_status_name(st), xattn_last_error());
+            else
+                compare(&in, out_o, out_lse, o_ref, lse_ref, written, &r);
+            if (g_algos[a] != XATTN_ALGO_AUTO && info.algo_chosen != g_algos[a])
+                why(&r, "run_info.algo_chosen = %s, asked for %s",
+                    xattn_algo_name(info.algo_chosen), an);
+            if (g_algos[a] == XATTN_ALGO_AUTO && (info.algo_chosen == XATTN_ALGO_AUTO ||
+                                                  (unsigned)info.algo_chosen >= XATTN_ALGO_COUNT))
+                why(&r, "run_info.algo_chosen = %d after AUTO", (int)info.algo_chosen);
+        }
+        if (r.fail) {
+            t->failed++;
+            w += snprintf(line + w, sizeof line - (size_t)w, " %s FAIL", an);
+            printf("FAIL %s %s %s: %s\n", xattn_backend_name(be), an, c->name, r.why);
+            printf("  errors: rel_l2 %.3e (rounded ref %.3e) max_abs %.3e (rounded ref %.3e) "
+                   "lse %.3e\n",
+                   r.rel_l2, r.rel_rnd, r.max_abs, r.max_rnd, r.lse_err);
+            printf("  rerun: %s -b %s -a %s -c %s -s %llu\n", g_prog, xattn_backend_name(be), an,
+                   c->name, (unsigned long long)seed);
+        } else {
+            t->passed++;
+            if (in.o.dt == F32) {
+                t->worst_f32 = fmax(t->worst_f32, r.rel_l2);
+            } else if (r.rel_rnd > 0) {
+                t->worst_rel = fmax(t->worst_rel, r.rel_l2 / r.rel_rnd);
+                if (r.max_rnd > 0)
+                    t->worst_abs = fmax(t->worst_abs, r.max_abs / r.max_rnd);
+            }
+            if (w < (int)sizeof line)
+                w += snprintf(line + w, sizeof line - (size_t)w, " %s ok(%.1e)", an, r.rel_l2);
+        }
+    }
+    if (g_verbose)
+        printf("%s\n", line);
+    fflush(stdout);
+    free(o_ref);
+    free(lse_ref);
+    free(written);
+    free(out_o);
+    free(out_lse);
+    inst_free(&in);
+}
+
+static void usage(void)
+{
+    printf("usage: %s [-b backend] [-a algo] [-c case] [-s seed] [-l] [--quick] [-v]\n"
+           "  -b  cpu | opencl | cuda (default: every available backend)\n"
+           "  -a  naive | flash | splitkv | auto (default: all four)\n"
+           "  -c  run the cases whose name contains this (an exact name runs that case)\n"
+           "  -s  seed (default: XATTN_TEST_SEED, else from the clock)\n"
+           "  -l  list the cases and exit\n"
+           "  --quick  a smaller matrix for slow backends\n"
+           "  -v  one line per case and backend\n",
+           g_prog);
+}
+
+int main(int argc, char **argv)
+{
+    const char *bfilter = NULL, *afilter = NULL, *cfilter = NULL;
+    int list = 0, quick = 0;
+    uint64_t seed = 0;
+    int have_seed = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-b") && i + 1 < argc)
+            bfilter = argv[++i];
+        else if (!strcmp(a, "-a") && i + 1 < argc)
+            afilter = argv[++i];
+        else if (!strcmp(a, "-c") && i + 1 < argc)
+            cfilter = argv[++i];
+        else if (!strcmp(a, "-s") && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 0);
+            have_seed = 1;
+        } else if (!strcmp(a, "-l"))
+            list = 1;
+        else if (!strcmp(a, "--quick"))
+            quick = 1;
+        else if (!strcmp(a, "-v"))
+            g_verbose = 1;
+        else {
+            usage();
+            return !strcmp(a, "-h") || !strcmp(a, "--help") ? 0 : 2;
+        }
+    }
+    if (!have_seed) {
+        const char *env = getenv("XATTN_TEST_SEED");
+        if (env && *env)
+            seed = strtoull(env, NULL, 0);
+        else
+            seed = ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)getpid();
+        seed &= 0xffffffffull; /* short enough to type */
+    }
+
+    build_cases();
+    int exact = 0;
+    if (cfilter)
+        for (int i = 0; i < g_ncases; i++)
+            if (!strcmp(g_cases[i].name, cfilter))
+                exact = 1;
+    if (list) {
+        int n = 0;
+        for (int i = 0; i < g_ncases; i++)
+            if (case_selected(&g_cases[i], cfilter, exact, quick)) {
+                printf("%s\n", g_cases[i].name);
+                n++;
+            }
+        printf("%d cases\n", n);
+        return 0;
+    }
+
+    int algo_mask = 0;
+    for (int a = 0; a < NALGO; a++)
+        if (!afilter || !strcmp(afilter, xattn_algo_name(g_algos[a])))
+            algo_mask |= 1 << a;
+    if (!algo_mask) {
+        fprintf(stderr, "unknown algorithm '%s'\n", afilter);
+        return 2;
+    }
+    if (bfilter) {
+        xattn_backend bb;
+        if (xattn_backend_from_name(bfilter, &bb) != XATTN_STATUS_OK ||
+            bb == XATTN_BACKEND_AUTO) {
+            fprintf(stderr, "unknown backend '%s'\n", bfilter);
+            return 2;
+        }
+    }
+    int nsel = 0;
+    for (int i = 0; i < g_ncases; i++)
+        nsel += case_selected(&g_cases[i], cfilter, exact, quick);
+    printf("test_backend_ops: xattn %s, seed %llu (reproduce with -s %llu or XATTN_TEST_SEED), "
+           "%d of %d cases%s\n",
+           xattn_version_string(), (unsigned long long)seed, (unsigned long long)seed, nsel,
+           g_ncases, quick ? " (--quick)" : "");
+    if (nsel == 0) {
+        fprintf(stderr, "no case matches '%s'\n", cfilter ? cfilter : "");
+        return 2;
+    }
+
+    int nalgos = 0;
+    for (int a = 0; a < NALGO; a++)
+        nalgos += (algo_mask >> a) & 1;
+    for (int be = 0; be < XATTN_BACKEND_COUNT; be++) {
+        const char *bn = xattn_backend_name((xattn_backend)be);
+        if (bfilter && strcmp(bfilter, bn))
+            continue;
+        xattn_status st = xattn_backend_available((xattn_backend)be);
+        xattn_ctx *ctx = NULL;
+        if (st == XATTN_STATUS_OK)
+            st = xattn_ctx_create((xattn_backend)be, 0, &ctx);
+        if (st != XATTN_STATUS_OK) {
+            printf("skipped: %s: %s\n", bn, xattn_last_error());
+            for (int a = 0; a < NALGO; a++)
+                if (algo_mask & (1 << a))
+                    g_tally[be][a].skipped += nsel;
+            continue;
+        }
+        xattn_ctx_set_option(ctx, XATTN_OPT_POISON, 1); /* NaN workspaces too */
+        xattn_device_info info;
+        memset(&info, 0, sizeof info);
+        xattn_ctx_device_info(ctx, &info);
+        printf("backend %s: device 0: %s (%d compute units)\n", bn, info.name,
+               info.compute_units);
+        fflush(stdout);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < g_ncases; i++)
+            if (case_selected(&g_cases[i], cfilter, exact, quick))
+                run_case(ctx, (xattn_backend)be, &g_cases[i], seed, algo_mask);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("backend %s: %d cases x %d algorithms in %.1f s\n", bn, nsel, nalgos,
+               (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        xattn_ctx_destroy(ctx);
+    }
+
+    int passed = 0, failed = 0, skipped = 0;
+    printf("\n%-8s %-8s %6s %6s %6s %7s  %s\n", "backend", "algo", "run", "passed", "failed",
+           "skipped", "worst f32 rel L2 | f16/bf16 error / rounding error (L2, max)");
+    for (int be = 0; be < XATTN_BACKEND_COUNT; be++)
+        for (int a = 0; a < NALGO; a++) {
+            tally *t = &g_tally[be][a];
+            if (!t->run && !t->skipped)
+                continue;
+            printf("%-8s %-8s %6d %6d %6d %7d  %.1e | %.2f, %.2f\n",
+                   xattn_backend_name((xattn_backend)be), xattn_algo_name(g_algos[a]), t->run,
+                   t->passed, t->failed, t->skipped, t->worst_f32, t->worst_rel, t->worst_abs);
+            passed += t->passed;
+            failed += t->failed;
+            skipped += t->skipped;
+        }
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    if (failed)
+        return 1;
+    return passed == 0 && skipped > 0 ? 77 : 0; /* 77: ctest's SKIP_RETURN_CODE */
+}

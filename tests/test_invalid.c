@@ -1,0 +1,387 @@
+/*
+ * test_invalid: one test per bad-input rule of the attention descriptor.
+ *
+ * Each test builds an otherwise valid descriptor, breaks one thing, and checks
+ * that xattn_attention_check and xattn_attention both return the exact status
+ * and that xattn_last_error() names the field ("q.shape[3]", "seqlens_k[1]").
+ * After every bad call a valid call on the same context must succeed (the
+ * context stays usable) and leave an empty error message.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn.h"
+
+static int g_passed, g_failed;
+
+#define EXPECT(cond, ...)                                                 \
+    do {                                                                  \
+        if (cond) {                                                       \
+            g_passed++;                                                   \
+        } else {                                                          \
+            g_failed++;                                                   \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
+            printf(__VA_ARGS__);                                          \
+            printf("\n");                                                 \
+        }                                                                 \
+    } while (0)
+
+/* The fixture: B=2, Sq=8, Sk=12, Hq=4, Hkv=2, D=Dv=16, f32, BSHD, with LSE.
+ * Buffers are large (1 MiB) so that reshaped views stay inside them and each
+ * test trips only the rule it is about. */
+enum { B = 2, SQ = 8, SK = 12, HQ = 4, HKV = 2, D = 16, DV = 16 };
+#define BUF_BYTES (1u << 20)
+
+typedef struct fixture {
+    xattn_ctx *ctx, *other;
+    xattn_buffer *q, *k, *v, *o, *lse, *bias, *foreign;
+    int32_t seqlens_q[B], seqlens_k[B];
+    int32_t cu_q[B + 1], cu_k[B + 1];
+    float slopes[HQ];
+} fixture;
+
+static xattn_tensor bshd(xattn_buffer *buf, xattn_dtype dt, int64_t b, int64_t s, int64_t h,
+                         int64_t d)
+{
+    return xattn_tensor_bshd(buf, 0, dt, b, s, h, d);
+}
+
+static void valid_desc(fixture *f, xattn_attn_desc *d)
+{
+    xattn_attn_desc_init(d);
+    d->q = bshd(f->q, XATTN_DTYPE_F32, B, SQ, HQ, D);
+    d->k = bshd(f->k, XATTN_DTYPE_F32, B, SK, HKV, D);
+    d->v = bshd(f->v, XATTN_DTYPE_F32, B, SK, HKV, DV);
+    d->o = bshd(f->o, XATTN_DTYPE_F32, B, SQ, HQ, DV);
+    xattn_tensor l = {f->lse, 0, XATTN_DTYPE_F32, {B, HQ, SQ, 1}, {HQ * SQ, SQ, 1, 1}};
+    d->lse = l;
+}
+
+/* Packed variant: 2 sequences in [1, T, H, D] tensors. */
+static void valid_varlen_desc(fixture *f, xattn_attn_desc *d)
+{
+    xattn_attn_desc_init(d);
+    f->cu_q[0] = 0, f->cu_q[1] = 5, f->cu_q[2] = 8;
+    f->cu_k[0] = 0, f->cu_k[1] = 7, f->cu_k[2] = 12;
+    d->q = bshd(f->q, XATTN_DTYPE_F32, 1, SQ, HQ, D);
+    d->k = bshd(f->k, XATTN_DTYPE_F32, 1, SK, HKV, D);
+    d->v = bshd(f->v, XATTN_DTYPE_F32, 1, SK, HKV, DV);
+    d->o = bshd(f->o, XATTN_DTYPE_F32, 1, SQ, HQ, DV);
+    d->cu_seqlens_q = f->cu_q;
+    d->cu_seqlens_k = f->cu_k;
+    d->num_seqs = B;
+}
+
+static void with_bias(fixture *f, xattn_attn_desc *d, xattn_dtype dt, int64_t b, int64_t h,
+                      int64_t sq, int64_t sk)
+{
+    xattn_tensor t = {f->bias, 0, dt, {b, h, sq, sk}, {h * sq * sk, sq * sk, sk, 1}};
+    d->bias = t;
+}
+
+/* A valid call must work on the context and clear the error message. */
+static void expect_usable(fixture *f, const char *after)
+{
+    xattn_attn_desc d;
+    valid_desc(f, &d);
+    d.algo = XATTN_ALGO_FLASH;
+    xattn_status st = xattn_attention(f->ctx, &d, NULL);
+    EXPECT(st == XATTN_STATUS_OK, "after '%s': a valid call returned %s: %s", after,
+           xattn_status_name(st), xattn_last_error());
+    if (st == XATTN_STATUS_OK)
+        EXPECT(xattn_last_error()[0] == '\0', "after '%s': error message left after success: %s",
+               after, xattn_last_error());
+}
+
+static void expect_bad(fixture *f, const char *name, const xattn_attn_desc *d,
+                       xattn_status want, const char *field)
+{
+    xattn_status st = xattn_attention_check(f->ctx, d);
+    EXPECT(st == want, "[%s] xattn_attention_check returned %s, expected %s (message: %s)", name,
+           xattn_status_name(st), xattn_status_name(want), xattn_last_error());
+    EXPECT(strstr(xattn_last_error(), field) != NULL,
+           "[%s] check: message does not name '%s': \"%s\"", name, field, xattn_last_error());
+    st = xattn_attention(f->ctx, d, NULL);
+    EXPECT(st == want, "[%s] xattn_attention returned %s, expected %s (message: %s)", name,
+           xattn_status_name(st), xattn_status_name(want), xattn_last_error());
+    EXPECT(strstr(xattn_last_error(), field) != NULL,
+           "[%s] attention: message does not name '%s': \"%s\"", name, field,
+           xattn_last_error());
+    xattn_run_info info;
+    st = xattn_attention(f->ctx, d, &info);
+    EXPECT(st == want, "[%s] xattn_attention with info returned %s", name, xattn_status_name(st));
+    expect_usable(f, name);
+}
+
+/* BAD(name, status, field, statements that break the descriptor `d`) */
+#define BAD(name, status, field, ...)                      \
+    do {                                                   \
+        xattn_attn_desc d;                                 \
+        valid_desc(&f, &d);                                \
+        __VA_ARGS__;                                       \
+        expect_bad(&f, name, &d, XATTN_STATUS_##status, field); \
+    } while (0)
+#define BAD_VARLEN(name, status, field, ...)               \
+    do {                                                   \
+        xattn_attn_desc d;                                 \
+        valid_varlen_desc(&f, &d);                         \
+        __VA_ARGS__;                                       \
+        expect_bad(&f, name, &d, XATTN_STATUS_##status, field); \
+    } while (0)
+/* GOOD(name, statements): edge cases that are valid. */
+#define GOOD(name, ...)                                                                      \
+    do {                                                                                     \
+        xattn_attn_desc d;                                                                   \
+        valid_desc(&f, &d);                                                                  \
+        __VA_ARGS__;                                                                         \
+        xattn_status st = xattn_attention_check(f.ctx, &d);                                  \
+        EXPECT(st == XATTN_STATUS_OK, "[%s] valid descriptor rejected: %s: %s", name,        \
+               xattn_status_name(st), xattn_last_error());                                   \
+        st = xattn_attention(f.ctx, &d, NULL);                                               \
+        EXPECT(st == XATTN_STATUS_OK, "[%s] valid call failed: %s: %s", name,                \
+               xattn_status_name(st), xattn_last_error());                                   \
+    } while (0)
+
+static int setup(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_CPU, 0, &f->ctx);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_ctx_create(XATTN_BACKEND_CPU, 0, &f->other);
+    xattn_buffer **bufs[7] = {&f->q, &f->k, &f->v, &f->o, &f->lse, &f->bias, &f->foreign};
+    float *fill = malloc(BUF_BYTES);
+    if (!fill)
+        return 0;
+    for (size_t i = 0; i < BUF_BYTES / sizeof(float); i++)
+        fill[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; i < 7 && st == XATTN_STATUS_OK; i++) {
+        st = xattn_buffer_alloc(i == 6 ? f->other : f->ctx, BUF_BYTES, bufs[i]);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_write(*bufs[i], 0, fill, BUF_BYTES);
+    }
+    free(fill);
+    if (st != XATTN_STATUS_OK) {
+        printf("setup failed: %s: %s\n", xattn_status_name(st), xattn_last_error());
+        return 0;
+    }
+    for (int b = 0; b < B; b++) {
+        f->seqlens_q[b] = SQ - b;
+        f->seqlens_k[b] = SK - 2 * b;
+    }
+    for (int h = 0; h < HQ; h++)
+        f->slopes[h] = 0.5f / (float)(h + 1);
+    return 1;
+}
+
+static void teardown(fixture *f)
+{
+    xattn_buffer *bufs[7] = {f->q, f->k, f->v, f->o, f->lse, f->bias, f->foreign};
+    for (int i = 0; i < 7; i++)
+        xattn_buffer_free(bufs[i]);
+    xattn_ctx_destroy(f->ctx);
+    xattn_ctx_destroy(f->other);
+}
+
+int main(void)
+{
+    fixture f;
+    if (!setup(&f)) {
+        printf("0 passed, 1 failed, 0 skipped\n");
+        return 1;
+    }
+    expect_usable(&f, "setup");
+
+    /* ---- NULL arguments ---- */
+    {
+        xattn_attn_desc d;
+        valid_desc(&f, &d);
+        xattn_status st = xattn_attention(NULL, &d, NULL);
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL ctx: %s", xattn_status_name(st));
+        EXPECT(strstr(xattn_last_error(), "ctx") != NULL, "NULL ctx message: %s",
+               xattn_last_error());
+        st = xattn_attention_check(NULL, &d);
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL ctx (check): %s",
+               xattn_status_name(st));
+        st = xattn_attention(f.ctx, NULL, NULL);
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL desc: %s", xattn_status_name(st));
+        EXPECT(strstr(xattn_last_error(), "desc") != NULL, "NULL desc message: %s",
+               xattn_last_error());
+        st = xattn_attention_check(f.ctx, NULL);
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL desc (check): %s",
+               xattn_status_name(st));
+        expect_usable(&f, "NULL ctx/desc");
+    }
+    BAD("q.buffer NULL", INVALID_ARGUMENT, "q.buffer", d.q.buffer = NULL);
+    BAD("k.buffer NULL", INVALID_ARGUMENT, "k.buffer", d.k.buffer = NULL);
+    BAD("v.buffer NULL", INVALID_ARGUMENT, "v.buffer", d.v.buffer = NULL);
+    BAD("o.buffer NULL", INVALID_ARGUMENT, "o.buffer", d.o.buffer = NULL);
+
+    /* ---- struct_size ---- */
+    BAD("struct_size 0", INVALID_ARGUMENT, "struct_size", d.struct_size = 0);
+    BAD("struct_size too large", INVALID_ARGUMENT, "struct_size",
+        d.struct_size = sizeof(xattn_attn_desc) + 8);
+
+    /* ---- dtypes ---- */
+    BAD("q.dtype invalid", INVALID_DTYPE, "q.dtype", d.q.dtype = (xattn_dtype)7);
+    BAD("k.dtype negative", INVALID_DTYPE, "k.dtype", d.k.dtype = (xattn_dtype)-1);
+    BAD("v.dtype = COUNT", INVALID_DTYPE, "v.dtype", d.v.dtype = XATTN_DTYPE_COUNT);
+    BAD("o.dtype != q.dtype", INVALID_DTYPE, "o.dtype", d.o.dtype = XATTN_DTYPE_F16);
+    BAD("v.dtype != k.dtype", INVALID_DTYPE, "v.dtype", d.v.dtype = XATTN_DTYPE_BF16);
+    BAD("bias bf16", INVALID_DTYPE, "bias.dtype",
+        with_bias(&f, &d, XATTN_DTYPE_BF16, 1, 1, SQ, SK));
+    BAD("bias invalid dtype", INVALID_DTYPE, "bias.dtype",
+        with_bias(&f, &d, (xattn_dtype)9, 1, 1, SQ, SK));
+    BAD("lse f16", INVALID_DTYPE, "lse.dtype", d.lse.dtype = XATTN_DTYPE_F16);
+
+    /* ---- shapes ---- */
+    BAD("B = 0", INVALID_SHAPE, "q.shape[0]", d.q.shape[0] = 0);
+    BAD("B < 0", INVALID_SHAPE, "q.shape[0]", d.q.shape[0] = -2);
+    BAD("Sq < 0", INVALID_SHAPE, "q.shape[1]", d.q.shape[1] = -1);
+    BAD("Hq = 0", INVALID_SHAPE, "q.shape[2]", d.q.shape[2] = 0);
+    BAD("Hkv = 0", INVALID_SHAPE, "k.shape[2]", d.k.shape[2] = 0; d.v.shape[2] = 0);
+    BAD("D = 0", INVALID_SHAPE, "q.shape[3]", d.q.shape[3] = 0; d.k.shape[3] = 0);
+    BAD("Dv = 0", INVALID_SHAPE, "v.shape[3]", d.v.shape[3] = 0; d.o.shape[3] = 0);
+    BAD("D = 257", INVALID_SHAPE, "q.shape[3]",
+        d.q = bshd(f.q, XATTN_DTYPE_F32, B, SQ, HQ, 257);
+        d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, HKV, 257));
+    BAD("Dv = 300", INVALID_SHAPE, "v.shape[3]",
+        d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, HKV, 300);
+        d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ, HQ, 300));
+    BAD("k.D != q.D", INVALID_SHAPE, "k.shape[3]",
+        d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, HKV, D + 1));
+    BAD("o.Dv != v.Dv", INVALID_SHAPE, "o.shape[3]",
+        d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ, HQ, DV + 8));
+    BAD("v heads != k heads", INVALID_SHAPE, "v.shape[2]",
+        d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, HKV + 1, DV));
+    BAD("o heads != q heads", INVALID_SHAPE, "o.shape[2]",
+        d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ, HQ * 2, DV));
+    BAD("Hq % Hkv != 0", INVALID_SHAPE, "k.shape[2]",
+        d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, 3, D);
+        d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, 3, DV));
+    BAD("Hkv > Hq", INVALID_SHAPE, "k.shape[2]",
+        d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, 8, D);
+        d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, 8, DV));
+    BAD("k batch mismatch", INVALID_SHAPE, "k.shape[0]",
+        d.k = bshd(f.k, XATTN_DTYPE_F32, B + 1, SK, HKV, D));
+    BAD("o batch mismatch", INVALID_SHAPE, "o.shape[0]",
+        d.o = bshd(f.o, XATTN_DTYPE_F32, 1, SQ, HQ, DV));
+    BAD("v length mismatch", INVALID_SHAPE, "v.shape[1]",
+        d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK - 1, HKV, DV));
+    BAD("o length mismatch", INVALID_SHAPE, "o.shape[1]",
+        d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ + 1, HQ, DV));
+
+    /* ---- strides, views, buffers ---- */
+    BAD("negative stride", INVALID_STRIDE, "k.strides[1]", d.k.strides[1] = -HKV * D);
+    BAD("negative stride (d)", INVALID_STRIDE, "q.strides[3]", d.q.strides[3] = -1);
+    BAD("view overruns buffer (offset)", OUT_OF_BOUNDS, "q.buffer",
+        d.q.offset = BUF_BYTES - 64);
+    BAD("view overruns buffer (strides)", OUT_OF_BOUNDS, "v.buffer",
+        d.v.strides[0] = BUF_BYTES / 4);
+    BAD("view overruns buffer (o)", OUT_OF_BOUNDS, "o.buffer",
+        d.o = bshd(f.o, XATTN_DTYPE_F32, B, 64, 64, 256));
+    BAD("misaligned offset f32", INVALID_ARGUMENT, "q.offset", d.q.offset = 2);
+    BAD("misaligned offset f16", INVALID_ARGUMENT, "k.offset",
+        d.k.dtype = XATTN_DTYPE_F16; d.v.dtype = XATTN_DTYPE_F16; d.k.offset = 3);
+    BAD("buffer of another context", WRONG_CONTEXT, "k.buffer", d.k.buffer = f.foreign);
+    BAD("o buffer of another context", WRONG_CONTEXT, "o.buffer", d.o.buffer = f.foreign);
+    BAD("shape 2^40 x 2^40", SIZE_OVERFLOW, "q.shape",
+        d.q.shape[0] = (int64_t)1 << 40; d.q.shape[1] = (int64_t)1 << 40;
+        d.q.strides[0] = 0; d.q.strides[1] = 0);
+    BAD("stride times extent overflows", SIZE_OVERFLOW, "k.strides[1]",
+        d.k.strides[1] = (int64_t)1 << 62);
+
+    /* ---- padded lengths ---- */
+    BAD("seqlens_q[1] > Sq", INVALID_LENGTHS, "seqlens_q[1]",
+        f.seqlens_q[1] = SQ + 1; d.seqlens_q = f.seqlens_q);
+    BAD("seqlens_q[0] < 0", INVALID_LENGTHS, "seqlens_q[0]",
+        f.seqlens_q[0] = -1; f.seqlens_q[1] = SQ; d.seqlens_q = f.seqlens_q);
+    BAD("seqlens_k[1] > Sk", INVALID_LENGTHS, "seqlens_k[1]",
+        f.seqlens_q[0] = SQ; f.seqlens_k[1] = SK + 5; d.seqlens_k = f.seqlens_k);
+    BAD("seqlens_k[1] < 0", INVALID_LENGTHS, "seqlens_k[1]",
+        f.seqlens_k[1] = -3; d.seqlens_k = f.seqlens_k);
+    f.seqlens_k[1] = SK;
+
+    /* ---- packed lengths ---- */
+    BAD_VARLEN("cu_seqlens_q[0] != 0", INVALID_LENGTHS, "cu_seqlens_q[0]", f.cu_q[0] = 1);
+    BAD_VARLEN("cu_seqlens_k decreasing", INVALID_LENGTHS, "cu_seqlens_k[2]", f.cu_k[2] = 6);
+    BAD_VARLEN("cu_seqlens_q beyond tokens", INVALID_LENGTHS, "cu_seqlens_q[2]",
+               f.cu_q[2] = SQ + 1);
+    BAD_VARLEN("cu_seqlens_k beyond tokens", INVALID_LENGTHS, "cu_seqlens_k[2]",
+               f.cu_k[2] = SK + 1);
+    BAD_VARLEN("only cu_seqlens_q", INVALID_ARGUMENT, "cu_seqlens_k", d.cu_seqlens_k = NULL);
+    BAD_VARLEN("only cu_seqlens_k", INVALID_ARGUMENT, "cu_seqlens_q", d.cu_seqlens_q = NULL);
+    BAD_VARLEN("seqlens and cu_seqlens", INVALID_ARGUMENT, "seqlens_q",
+               d.seqlens_q = f.seqlens_q);
+    BAD_VARLEN("num_seqs < 0", INVALID_ARGUMENT, "num_seqs", d.num_seqs = -1);
+    BAD_VARLEN("varlen batch != 1", INVALID_SHAPE, "q.shape[0]",
+               d.q = bshd(f.q, XATTN_DTYPE_F32, 2, SQ, HQ, D));
+    BAD_VARLEN("varlen bias batch", INVALID_SHAPE, "bias.shape[0]",
+               with_bias(&f, &d, XATTN_DTYPE_F32, 3, 1, SQ, SK));
+
+    /* ---- scalars ---- */
+    BAD("softcap < 0", INVALID_ARGUMENT, "softcap", d.softcap = -1.0f);
+    BAD("softcap NaN", INVALID_ARGUMENT, "softcap", d.softcap = NAN);
+    BAD("softcap inf", INVALID_ARGUMENT, "softcap", d.softcap = INFINITY);
+    BAD("scale NaN", INVALID_ARGUMENT, "scale", d.scale = NAN);
+    BAD("scale inf", INVALID_ARGUMENT, "scale", d.scale = -INFINITY);
+    BAD("alibi slope NaN", INVALID_ARGUMENT, "alibi_slopes[2]",
+        f.slopes[2] = NAN; d.alibi_slopes = f.slopes);
+    BAD("alibi slope inf", INVALID_ARGUMENT, "alibi_slopes[0]",
+        f.slopes[2] = 0.1f; f.slopes[0] = INFINITY; d.alibi_slopes = f.slopes);
+    f.slopes[0] = 0.5f;
+    BAD("causal = 2", INVALID_ARGUMENT, "causal", d.causal = 2);
+    BAD("align = 7", INVALID_ARGUMENT, "align", d.align = (xattn_align)7);
+    BAD("algo = COUNT", INVALID_ARGUMENT, "algo", d.algo = XATTN_ALGO_COUNT);
+    BAD("algo = -1", INVALID_ARGUMENT, "algo", d.algo = (xattn_algo)-1);
+    BAD("num_splits < 0", INVALID_ARGUMENT, "num_splits", d.num_splits = -1);
+
+    /* ---- bias and lse shapes ---- */
+    BAD("bias batch 3 of 2", INVALID_SHAPE, "bias.shape[0]",
+        with_bias(&f, &d, XATTN_DTYPE_F32, 3, 1, SQ, SK));
+    BAD("bias heads 2 of 4", INVALID_SHAPE, "bias.shape[1]",
+        with_bias(&f, &d, XATTN_DTYPE_F32, 1, 2, SQ, SK));
+    BAD("bias rows < Sq", INVALID_SHAPE, "bias.shape[2]",
+        with_bias(&f, &d, XATTN_DTYPE_F32, B, HQ, SQ - 1, SK));
+    BAD("bias cols < Sk", INVALID_SHAPE, "bias.shape[3]",
+        with_bias(&f, &d, XATTN_DTYPE_F16, 1, HQ, SQ, SK - 1));
+    BAD("bias overruns buffer", OUT_OF_BOUNDS, "bias.buffer",
+        with_bias(&f, &d, XATTN_DTYPE_F32, B, HQ, 4096, 4096));
+    BAD("lse batch", INVALID_SHAPE, "lse.shape[0]", d.lse.shape[0] = 1);
+    BAD("lse heads", INVALID_SHAPE, "lse.shape[1]", d.lse.shape[1] = HKV);
+    BAD("lse rows", INVALID_SHAPE, "lse.shape[2]", d.lse.shape[2] = SQ + 1);
+    BAD("lse last dim", INVALID_SHAPE, "lse.shape[3]", d.lse.shape[3] = 2);
+    BAD("lse negative stride", INVALID_STRIDE, "lse.strides[2]", d.lse.strides[2] = -1);
+    BAD("lse buffer of another context", WRONG_CONTEXT, "lse.buffer",
+        d.lse.buffer = f.foreign);
+
+    /* ---- valid edge cases (must not be rejected) ---- */
+    GOOD("Sq = 0", d.q.shape[1] = 0; d.o.shape[1] = 0; d.lse.shape[2] = 0);
+    GOOD("Sk = 0", d.k.shape[1] = 0; d.v.shape[1] = 0);
+    GOOD("zero-length sequences", f.seqlens_q[0] = 0; f.seqlens_k[1] = 0;
+         d.seqlens_q = f.seqlens_q; d.seqlens_k = f.seqlens_k);
+    f.seqlens_q[0] = SQ, f.seqlens_k[1] = SK;
+    GOOD("lse absent", d.lse.buffer = NULL);
+    GOOD("bias broadcast", with_bias(&f, &d, XATTN_DTYPE_F16, 1, HQ, SQ + 3, SK + 5));
+    GOOD("negative scale", d.scale = -0.25f);
+    GOOD("stride ignored where extent is 1",
+         d.q = bshd(f.q, XATTN_DTYPE_F32, B, 1, HQ, D); d.o = bshd(f.o, XATTN_DTYPE_F32, B, 1, HQ, DV);
+         d.q.strides[1] = 123456; d.lse.shape[2] = 1);
+    GOOD("window and causal", d.causal = 1; d.window_left = 0; d.window_right = 0);
+    {
+        xattn_attn_desc d;
+        valid_varlen_desc(&f, &d);
+        d.num_seqs = 0;
+        f.cu_q[0] = 0, f.cu_k[0] = 0;
+        xattn_status st = xattn_attention(f.ctx, &d, NULL);
+        EXPECT(st == XATTN_STATUS_OK, "[num_seqs = 0] valid call failed: %s: %s",
+               xattn_status_name(st), xattn_last_error());
+    }
+
+    teardown(&f);
+    printf("%d passed, %d failed, 0 skipped\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
