@@ -62,6 +62,7 @@ xattn_status xattn__ctx_alloc(const xattn_backend_iface *be, int device, struct 
     atomic_init(&ctx->mem_peak, 0);
     atomic_init(&ctx->alloc_count, 0);
     atomic_init(&ctx->busy, 0);
+    xattn__profiler_init(ctx);
     ctx->info.struct_size = sizeof ctx->info;
     ctx->info.backend = be->id;
     ctx->info.index = device;
@@ -69,7 +70,13 @@ xattn_status xattn__ctx_alloc(const xattn_backend_iface *be, int device, struct 
     return XATTN_STATUS_OK;
 }
 
-void xattn__ctx_free_shell(struct xattn_ctx *ctx) { free(ctx); }
+void xattn__ctx_free_shell(struct xattn_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    xattn__profiler_free(ctx);
+    free(ctx);
+}
 
 /* AUTO: CUDA, then an OpenCL GPU, then the CPU. */
 static xattn_status xattn__pick_backend(xattn_backend *backend, int *device)
@@ -123,6 +130,9 @@ xattn_status xattn_ctx_create(xattn_backend backend, int device, xattn_ctx **out
     ctx->info.struct_size = sizeof ctx->info;
     ctx->info.backend = backend;
     ctx->info.index = device;
+    /* The device's measured ceilings, if the on-disk cache has them (records
+     * then carry % of ceiling); the only file access a context makes itself. */
+    xattn__ceilings_load(ctx);
     *out = ctx;
     xattn__log(XATTN_LOG_INFO, "context created on %s device %d: %s", be->name, device,
                ctx->info.name);
@@ -140,6 +150,7 @@ void xattn_ctx_destroy(xattn_ctx *ctx)
                    "context destroyed with %llu bytes still allocated (buffers not freed "
                    "with xattn_buffer_free); their handles are now invalid",
                    (unsigned long long)left);
+    xattn__profiler_free(ctx);
     free(ctx);
 }
 
@@ -429,9 +440,19 @@ static xattn_algo xattn__choose_algo(const xattn_desc_summary *s, char *reason, 
     return XATTN_ALGO_FLASH;
 }
 
+/*
+ * With profiling on, every successful call leaves a record (xattn_profiler.c).
+ * Its host times come from xattn__now(): t_submit when the call is entered,
+ * t_done when the backend's (then synchronized) call has returned; the
+ * backend's device_ms is laid on the host timeline as ending at t_done. While
+ * profiling, calls are timed even when `info` is NULL, so that records always
+ * carry device times (backends with asynchronous queues then wait for each call).
+ */
 xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run_info *info)
 {
     xattn__clear_error();
+    const int prof = ctx != NULL && ctx->prof.on;
+    const double t_submit = prof ? xattn__now() : 0.0;
     xattn_run_info local;
     xattn_run_info *ri = info ? info : &local;
     memset(ri, 0, sizeof *ri);
@@ -447,17 +468,32 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
         snprintf(ri->reason, sizeof ri->reason, "%s: asked for by the caller",
                  xattn_algo_name(algo));
     ri->algo_chosen = algo;
-    if (sum.rows_total == 0)
-        return XATTN_STATUS_OK; /* Sq = 0 or no query tokens: a valid no-op */
+    if (sum.rows_total == 0) {
+        /* Sq = 0 or no query tokens: a valid no-op (recorded, with no work). */
+        if (prof) {
+            XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+            xattn__profiler_on_call(ctx, d, &sum, NULL, ri, t_submit, xattn__now(),
+                                    atomic_load(&ctx->mem_current));
+            xattn__ctx_leave(ctx);
+        }
+        return XATTN_STATUS_OK;
+    }
 
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    const uint64_t mem_before = prof ? atomic_load(&ctx->mem_current) : 0;
     xattn_problem p;
     int32_t *arrays = NULL;
     xattn_status st = xattn__problem_build(ctx, d, &sum, &p, &arrays);
     if (st == XATTN_STATUS_OK) {
         p.algo = algo;
-        st = ctx->be->attention(ctx, &p, ri, info != NULL);
+        st = ctx->be->attention(ctx, &p, ri, info != NULL || prof);
+        xattn_record *rec = NULL;
+        if (prof && st == XATTN_STATUS_OK)
+            rec = xattn__profiler_on_call(ctx, d, &sum, &p, ri, t_submit, xattn__now(),
+                                          mem_before);
         xattn__problem_free(ctx, &sum, arrays);
+        if (rec) /* the context's bytes once the call has given back what it took */
+            rec->mem_current_bytes = atomic_load(&ctx->mem_current);
     }
     xattn__ctx_leave(ctx);
     return st;

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/sysinfo.h>
+#endif
 
 #ifdef XATTN_HAVE_OPENMP
 #include <omp.h>
@@ -16,12 +19,18 @@
 #include <hwloc.h>
 #endif
 
+#include "xattn_cpu_ceilings.h"
 #include "xattn_cpu_kernels.h"
 #include "xattn_internal.h"
 
 typedef struct xattn_cpu_ctx {
     xattn_cpu_simd simd; /* path in use */
     int num_threads;     /* resolved from XATTN_OPT_NUM_THREADS */
+    int bound_threads;   /* thread count the workers were last placed for; 0 = none */
+#ifdef XATTN_HAVE_HWLOC
+    hwloc_topology_t topo; /* loaded on the first placement; NULL before */
+    int topo_failed;
+#endif
 } xattn_cpu_ctx;
 
 static int xattn__cpu_default_threads(void)
@@ -32,6 +41,29 @@ static int xattn__cpu_default_threads(void)
 #else
     return 1;
 #endif
+}
+
+/* MemAvailable from /proc/meminfo (free memory without evicting the page
+ * cache's clean pages), else the free pages; 0 when unknown. */
+static uint64_t xattn__cpu_free_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb = 0;
+        int found = 0;
+        while (!found && fgets(line, sizeof line, f))
+            found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+        fclose(f);
+        if (found)
+            return (uint64_t)kb * 1024u;
+    }
+#ifdef _SC_AVPHYS_PAGES
+    long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0)
+        return (uint64_t)pages * (uint64_t)psize;
+#endif
+    return 0;
 }
 
 static xattn_status xattn__cpu_probe(void) { return XATTN_STATUS_OK; }
@@ -159,6 +191,7 @@ static xattn_status xattn__cpu_ctx_create(struct xattn_ctx *ctx)
     xattn_cpu_ctx *c = xattn__host_alloc(ctx, sizeof *c, "CPU context", &st);
     if (!c)
         return st;
+    memset(c, 0, sizeof *c);
     c->simd = xattn_cpu_simd_detect();
     c->num_threads = xattn__cpu_default_threads();
     ctx->bctx = c;
@@ -167,6 +200,11 @@ static xattn_status xattn__cpu_ctx_create(struct xattn_ctx *ctx)
 
 static void xattn__cpu_ctx_destroy(struct xattn_ctx *ctx)
 {
+#ifdef XATTN_HAVE_HWLOC
+    xattn_cpu_ctx *c = ctx->bctx;
+    if (c && c->topo)
+        hwloc_topology_destroy(c->topo);
+#endif
     xattn__host_free(ctx, ctx->bctx, sizeof(xattn_cpu_ctx));
     ctx->bctx = NULL;
 }
@@ -250,6 +288,69 @@ static xattn_status xattn__cpu_buffer_read(struct xattn_ctx *ctx, struct xattn_b
     return XATTN_STATUS_OK;
 }
 
+/*
+ * Thread placement (hwloc): once per context and thread count, OpenMP thread
+ * t of the team is bound to core t of the topology (to PU t when there are
+ * more threads than cores, not at all when there are more than PUs), as
+ * OMP_PROC_BIND=close would do. Thread 0 is the calling thread: it is bound
+ * too, because a floating master that the scheduler puts on a worker's core
+ * makes every barrier wait a time slice (16 ms instead of 0.5 ms a call, seen
+ * on a 2-core VM). Runtimes keep their worker threads between parallel regions
+ * of the same size (libgomp, libomp), so the binding holds for later calls.
+ * Skipped when the user places threads himself (OMP_PROC_BIND, OMP_PLACES,
+ * GOMP_CPU_AFFINITY, KMP_AFFINITY) or sets XATTN_CPU_BIND=0 (for example on
+ * an oversubscribed machine, where letting the scheduler migrate threads wins).
+ */
+static void xattn__cpu_place_threads(xattn_cpu_ctx *c, int nt)
+{
+    if (c->bound_threads == nt)
+        return;
+    c->bound_threads = nt;
+#if defined(XATTN_HAVE_HWLOC) && defined(XATTN_HAVE_OPENMP)
+    static const char *const user_env[] = {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+                                           "KMP_AFFINITY"};
+    const char *e = getenv("XATTN_CPU_BIND");
+    if (nt < 2 || (e && !strcmp(e, "0")) || c->topo_failed)
+        return;
+    for (size_t i = 0; i < sizeof user_env / sizeof user_env[0]; i++)
+        if (getenv(user_env[i]))
+            return;
+    if (!c->topo) {
+        if (hwloc_topology_init(&c->topo) != 0) {
+            c->topo = NULL;
+            c->topo_failed = 1;
+            return;
+        }
+        if (hwloc_topology_load(c->topo) != 0) {
+            hwloc_topology_destroy(c->topo);
+            c->topo = NULL;
+            c->topo_failed = 1;
+            return;
+        }
+    }
+    const int cores = hwloc_get_nbobjs_by_type(c->topo, HWLOC_OBJ_CORE);
+    const int pus = hwloc_get_nbobjs_by_type(c->topo, HWLOC_OBJ_PU);
+    hwloc_obj_type_t type;
+    if (cores > 0 && nt <= cores)
+        type = HWLOC_OBJ_CORE;
+    else if (pus > 0 && nt <= pus)
+        type = HWLOC_OBJ_PU;
+    else
+        return;
+    hwloc_topology_t topo = c->topo;
+    int failed = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : failed)
+    {
+        int t = omp_get_thread_num();
+        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, (unsigned)t);
+        if (obj && obj->cpuset && hwloc_set_cpubind(topo, obj->cpuset, HWLOC_CPUBIND_THREAD))
+            failed++;
+    }
+    if (failed)
+        xattn__log(XATTN_LOG_DEBUG, "cpu: binding %d of %d worker threads failed", failed, nt - 1);
+#endif
+}
+
 static void xattn__cpu_phase(xattn_run_info *info, const char *name, double t0, double t1)
 {
     int k = info->num_phases++;
@@ -289,6 +390,7 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
     a.bias = p->has_bias ? p->bias.buf->host : NULL;
     a.num_threads = c->num_threads > 0 ? c->num_threads : 1;
     a.simd = c->simd;
+    xattn__cpu_place_threads(c, a.num_threads);
 
     xattn_status st = XATTN_STATUS_OK;
     if (p->algo == XATTN_ALGO_NAIVE) {
@@ -327,6 +429,8 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         double t2 = xattn__now();
         xattn__host_free(ctx, ws, bytes);
         xattn__cpu_phase(info, "flash", t1, t2);
+        xattn_cpu_tile_sizes(p, &info->tile_q, NULL);
+        info->tile_k = tile_k;
     } else if (p->algo == XATTN_ALGO_SPLITKV) {
         int splits = xattn_cpu_splitkv_num_splits(p, a.num_threads);
         uint64_t bytes = xattn_cpu_splitkv_workspace_bytes(p, splits, a.num_threads);
@@ -343,6 +447,7 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         xattn__host_free(ctx, ws, bytes);
         xattn__cpu_phase(info, "partial", t1, t2);
         xattn__cpu_phase(info, "combine", t2, t3);
+        xattn_cpu_tile_sizes(p, &info->tile_q, &info->tile_k);
     } else {
         return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CPU backend",
                             (int)p->algo);
@@ -350,6 +455,79 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
     /* The device time is the kernels' time; workspace allocation is not in it. */
     for (int i = 0; i < info->num_phases; i++)
         info->device_ms += info->phase_ms[i];
+    /* Free RAM from one sysinfo call (no file access on the call path; the page
+     * cache does not count as free here). */
+    info->device_mem_total = ctx->info.global_mem_bytes;
+#ifdef __linux__
+    struct sysinfo si;
+    if (sysinfo(&si) == 0)
+        info->device_mem_free = (uint64_t)si.freeram * (uint64_t)si.mem_unit;
+#endif
+    return XATTN_STATUS_OK;
+}
+
+/*
+ * Ceilings: FMA throughput (f32 on the best SIMD path; f16/bf16 where the CPU
+ * has AVX512-FP16 / AVX512-BF16) and read/copy bandwidth, on all the threads
+ * the backend sees (a context set to fewer threads reaches a lower share).
+ * Bandwidth arrays: max(4 x LLC, 256 MiB) each (32 MiB in quick mode), at most
+ * 2 GiB and a quarter of the free memory for both, through the allocator.
+ */
+static xattn_status xattn__cpu_measure_ceilings(struct xattn_ctx *ctx, xattn_ceilings *out)
+{
+    xattn_cpu_ctx *c = ctx->bctx;
+    const int quick = xattn__ceilings_quick();
+    const int nt = xattn__cpu_default_threads();
+    xattn__cpu_place_threads(c, nt);
+    const double secs = quick ? 0.02 : 0.2;
+    const int runs = quick ? 2 : 3;
+    out->fma_f32_gflops = xattn_cpu_ceiling_fma_f32(xattn_cpu_simd_detect(), nt, secs, runs);
+    out->fma_f16_gflops = xattn_cpu_ceiling_fma_f16(nt, secs, runs);
+    out->fma_bf16_gflops = xattn_cpu_ceiling_fma_bf16(nt, secs, runs);
+
+    const uint64_t mib = 1ull << 20;
+    uint64_t bytes = quick ? 32 * mib : 4 * ctx->info.cache_bytes;
+    if (!quick && bytes < 256 * mib)
+        bytes = 256 * mib;
+    if (bytes > 2048 * mib)
+        bytes = 2048 * mib;
+    const uint64_t avail = xattn__cpu_free_bytes();
+    if (avail && 2 * bytes > avail / 4)
+        bytes = avail / 8;
+    if (ctx->mem_limit) {
+        uint64_t cur = atomic_load(&ctx->mem_current);
+        uint64_t room = ctx->mem_limit > cur ? ctx->mem_limit - cur : 0;
+        if (2 * bytes > room)
+            bytes = room / 2;
+    }
+    bytes &= ~(uint64_t)4095;
+    if (bytes < 4 * mib)
+        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                            "ceilings: only %llu bytes are free for the bandwidth arrays (free "
+                            "memory or XATTN_OPT_MEMORY_LIMIT); 8 MiB at least are needed",
+                            (unsigned long long)(2 * bytes));
+    xattn_status st;
+    void *src = xattn__host_alloc(ctx, bytes, "ceilings: bandwidth array", &st);
+    if (!src)
+        return st;
+    void *dst = xattn__host_alloc(ctx, bytes, "ceilings: bandwidth array", &st);
+    if (!dst) {
+        xattn__host_free(ctx, src, bytes);
+        return st;
+    }
+    xattn_cpu_ceiling_touch(src, (size_t)bytes, nt);
+    xattn_cpu_ceiling_touch(dst, (size_t)bytes, nt);
+    const int bw_runs = quick ? 3 : 5;
+    out->read_gbps = xattn_cpu_ceiling_read(src, (size_t)bytes, nt, bw_runs);
+    out->copy_gbps = xattn_cpu_ceiling_copy(dst, src, (size_t)bytes, nt, bw_runs);
+    xattn__host_free(ctx, dst, bytes);
+    xattn__host_free(ctx, src, bytes);
+    xattn__log(XATTN_LOG_INFO,
+               "cpu ceilings (%d threads, %s, arrays of %llu MiB): fma f32 %.1f GFLOP/s, f16 "
+               "%.1f, bf16 %.1f; read %.1f GB/s, copy %.1f GB/s",
+               nt, xattn_cpu_simd_name(xattn_cpu_simd_detect()),
+               (unsigned long long)(bytes / mib), out->fma_f32_gflops, out->fma_f16_gflops,
+               out->fma_bf16_gflops, out->read_gbps, out->copy_gbps);
     return XATTN_STATUS_OK;
 }
 
@@ -369,4 +547,5 @@ const xattn_backend_iface xattn__backend_cpu = {
     .buffer_write = xattn__cpu_buffer_write,
     .buffer_read = xattn__cpu_buffer_read,
     .attention = xattn__cpu_attention,
+    .measure_ceilings = xattn__cpu_measure_ceilings,
 };

@@ -60,6 +60,49 @@ static inline int xattn__add_overflow(uint64_t a, uint64_t b, uint64_t *r)
 
 struct xattn_backend_iface;
 
+/* ---- profiler state (xattn_profiler.c) ------------------------------------ */
+
+/* Deepest nesting of user ranges (xattn_range_push beyond it is refused). */
+#define XATTN__RANGE_DEPTH 64
+#define XATTN__RANGE_NAME 64
+
+/* A user range as the trace shows it (stored only while profiling is on). */
+typedef struct xattn__range_event {
+    char name[XATTN__RANGE_NAME];
+    double start_us, end_us; /* host timeline; end_us < 0 while the range is open */
+    int depth;               /* 0 = outermost */
+} xattn__range_event;
+
+/* An open range: kept whether or not profiling is on, so that push/pop pair up
+ * across xattn_profiler_enable and xattn_profiler_reset. */
+typedef struct xattn__range_open {
+    char name[XATTN__RANGE_NAME];
+    double start_us;
+    size_t event; /* index into the events, or SIZE_MAX when not stored */
+} xattn__range_open;
+
+/* One stored record plus what only the exports need. */
+typedef struct xattn__prof_entry {
+    xattn_record rec;
+    uint64_t mem_before_bytes; /* the context's allocator when the call was entered */
+} xattn__prof_entry;
+
+typedef struct xattn__profiler {
+    int on;             /* xattn_profiler_enable */
+    double t0;          /* xattn__now() at context creation: origin of the host timeline */
+    uint64_t next_seq;  /* never reset */
+    uint64_t dropped;   /* records lost to a failed allocation */
+    xattn__prof_entry *recs;
+    size_t nrecs, cap_recs;
+    xattn__range_event *events;
+    size_t nevents, cap_events;
+    xattn__range_open open[XATTN__RANGE_DEPTH];
+    int depth;
+    /* Device ceilings: 0 = the cache was not looked at yet, 1 = known, 2 = none. */
+    int ceil_state;
+    xattn_ceilings ceil;
+} xattn__profiler;
+
 struct xattn_ctx {
     const struct xattn_backend_iface *be;
     int device;
@@ -77,6 +120,8 @@ struct xattn_ctx {
     int64_t opt_poison;
 
     atomic_int busy; /* one thread at a time; see xattn__ctx_enter */
+
+    xattn__profiler prof; /* records, user ranges, ceilings */
 };
 
 struct xattn_buffer {
@@ -166,6 +211,10 @@ typedef struct xattn_backend_iface {
      * caller wants times (the call may then synchronize). */
     xattn_status (*attention)(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
                               int timed);
+
+    /* Optional (NULL = no micro-benchmarks on this backend): measure the
+     * device's FMA throughput and memory bandwidth on ctx's device. */
+    xattn_status (*measure_ceilings)(struct xattn_ctx *ctx, xattn_ceilings *out);
 } xattn_backend_iface;
 
 /* The registry: the table of a backend compiled into this build, or NULL. */
@@ -207,5 +256,54 @@ void xattn__problem_free(struct xattn_ctx *ctx, const xattn_desc_summary *sum, i
 
 /* Monotonic clock in seconds. */
 double xattn__now(void);
+
+/* ---- measurement (xattn_profiler.c, xattn_work.c, xattn_ceilings.c) ------ */
+
+/* Profiler lifetime: init sets the timeline's origin (xattn__ctx_alloc calls
+ * it), free releases the records (xattn_ctx_destroy, xattn__ctx_free_shell). */
+void xattn__profiler_init(struct xattn_ctx *ctx);
+void xattn__profiler_free(struct xattn_ctx *ctx);
+
+/* Called by xattn_attention after a successful call while profiling is on
+ * (inside xattn__ctx_enter): appends the record built from the descriptor,
+ * the resolved problem (NULL for a no-op call: no query rows), the backend's
+ * run_info, the host times (xattn__now() values: entry of the call and return
+ * of the backend) and the allocator's bytes at entry. Returns the stored
+ * record, or NULL when it could not be stored (counted in prof.dropped). */
+xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                                      const xattn_desc_summary *sum, const xattn_problem *p,
+                                      const xattn_run_info *ri, double t_submit,
+                                      double t_done, uint64_t mem_before);
+
+/* Work accounting of one call (docs/measurement.md has the model). */
+typedef struct xattn__work {
+    double pairs_dense;    /* B*Hq*Sq*Sk (the padded rectangle) */
+    double pairs_useful;   /* (i, j) pairs not masked by steps 6-7, times Hq */
+    double pairs_executed; /* what the algorithm computed */
+    double kv_tile_keys;   /* FLASH/SPLITKV: keys loaded, summed over query tiles and heads */
+    double flops_dense, flops_useful, flops_executed;
+    double bytes_min, bytes_actual;
+    double padding_waste;  /* 1 - sum(Lq*Lk) / (B*Sq*Sk) */
+} xattn__work;
+
+/* Pairs of (query row, key) that the masks and lengths leave valid, summed
+ * over sequences and query heads; O(B), closed form per sequence. */
+double xattn__useful_pairs(const xattn_problem *p);
+/* Pairs in the tiles a tiled kernel (FLASH, SPLITKV) computes with query tiles
+ * of tile_q real rows and key tiles of tile_k keys aligned at multiples of
+ * tile_k: a tile runs when one of its rows has a valid key inside it; it counts
+ * its real rows times its keys below len_k. Summed over sequences and query
+ * heads; O(B * Sq / tile_q). tile_q or tile_k <= 0 count as 1. */
+double xattn__executed_pairs(const xattn_problem *p, int tile_q, int tile_k);
+/* Everything a record carries about work, for p as run (algorithm, tiles and
+ * splits from ri). */
+void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn__work *w);
+
+/* Device ceilings: looks the context's device up in the on-disk cache (once;
+ * sets prof.ceil_state). Never fails: a missing or corrupt entry just leaves
+ * the ceilings unknown. */
+void xattn__ceilings_load(struct xattn_ctx *ctx);
+/* 1 when XATTN_CEILINGS_QUICK=1 asks for short micro-benchmarks (tests). */
+int xattn__ceilings_quick(void);
 
 #endif /* XATTN_INTERNAL_H */

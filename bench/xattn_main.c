@@ -42,17 +42,66 @@ static void xattn__print_bytes(const char *label, uint64_t b)
         printf("    %-14s %.0f KiB\n", label, (double)b / 1024.0);
 }
 
+/* The device's ceilings: from the on-disk cache, or measured (and cached). */
+static int xattn__print_ceilings(xattn_backend be, int index, int force)
+{
+    xattn_ctx *ctx = NULL;
+    xattn_ceilings c;
+    xattn_status st = xattn_ctx_create(be, index, &ctx);
+    if (st == XATTN_STATUS_OK) {
+        printf("    %-14s %s\n", "ceilings", force ? "measuring..." : "looking up / measuring...");
+        fflush(stdout);
+        st = xattn_ceilings_measure(ctx, force, &c);
+    }
+    if (st != XATTN_STATUS_OK) {
+        printf("    %-14s not measured: %s\n", "ceilings", xattn_last_error());
+        xattn_ctx_destroy(ctx);
+        return st == XATTN_STATUS_UNSUPPORTED ? 0 : XATTN_EXIT_FAIL;
+    }
+    printf("    %-14s %.1f GFLOP/s", "fma f32", c.fma_f32_gflops);
+    if (c.fma_f16_gflops > 0)
+        printf(", f16 %.1f", c.fma_f16_gflops);
+    if (c.fma_bf16_gflops > 0)
+        printf(", bf16 %.1f", c.fma_bf16_gflops);
+    printf("\n    %-14s read %.1f GB/s, copy %.1f GB/s\n", "bandwidth", c.read_gbps, c.copy_gbps);
+    if (c.from_cache)
+        printf("    %-14s from the cache: %s\n", "source", c.cache_path);
+    else if (c.cache_path[0])
+        printf("    %-14s measured now; cached in %s\n", "source", c.cache_path);
+    else
+        printf("    %-14s measured now; not cached (no cache folder: set XATTN_CACHE_DIR)\n",
+               "source");
+    xattn_ctx_destroy(ctx);
+    return 0;
+}
+
 static int xattn__cmd_devices(int argc, char **argv)
 {
-    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int c;
+    enum { XATTN__DEV_MEASURE = 1, XATTN__DEV_FORCE };
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                         {"measure", no_argument, 0, XATTN__DEV_MEASURE},
+                                         {"force", no_argument, 0, XATTN__DEV_FORCE},
+                                         {0, 0, 0, 0}};
+    int c, measure = 0, force = 0, rc = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'h') {
-            printf("usage: %s devices\n  Lists every backend, whether it is usable here, and "
-                   "its devices.\n",
+            printf("usage: %s devices [--measure [--force]]\n  Lists every backend, whether it "
+                   "is usable here, and its devices.\n"
+                   "  --measure   also each device's ceilings (FMA throughput, read and copy\n"
+                   "              bandwidth): from the on-disk cache when it has them, else\n"
+                   "              measured by the built-in micro-benchmarks (seconds) and cached\n"
+                   "  --force     measure again even when the cache has them\n",
                    xattn__prog);
             return 0;
+        }
+        if (c == XATTN__DEV_MEASURE) {
+            measure = 1;
+            continue;
+        }
+        if (c == XATTN__DEV_FORCE) {
+            measure = force = 1;
+            continue;
         }
         return XATTN_EXIT_USAGE;
     }
@@ -95,9 +144,11 @@ static int xattn__cmd_devices(int argc, char **argv)
                 printf("    %-14s %d.%d\n", "compute cap.", info.compute_capability / 10,
                        info.compute_capability % 10);
             printf("    %-14s %s\n", "description", info.description);
+            if (measure && xattn__print_ceilings(be, i, force))
+                rc = XATTN_EXIT_FAIL;
         }
     }
-    return 0;
+    return rc;
 }
 
 /* ---- shared flags ------------------------------------------------------- */
@@ -119,7 +170,10 @@ enum {
     XATTN_OPT_SCALE,
     XATTN_OPT_NO_CHECK,
     XATTN_OPT_OUT,
-    XATTN_OPT_QUICK
+    XATTN_OPT_QUICK,
+    XATTN_OPT_JSON,
+    XATTN_OPT_TRACE,
+    XATTN_OPT_CSV
 };
 
 static int xattn__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -374,22 +428,57 @@ static xattn_status xattn__time_case(xattn_ctx *ctx, xattn_case_run *r, int reps
 
 /* ---- run ---------------------------------------------------------------- */
 
+/* Writes the context's records where --json / --trace / --csv asked. */
+static int xattn__export_records(xattn_ctx *ctx, const char *json, const char *trace,
+                                 const char *csv)
+{
+    const char *paths[] = {json, csv, trace};
+    const xattn_export_format fmts[] = {XATTN_EXPORT_JSON, XATTN_EXPORT_CSV, XATTN_EXPORT_TRACE};
+    const char *names[] = {"records (JSON)", "records (CSV)", "trace"};
+    int rc = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!paths[i])
+            continue;
+        if (xattn_profiler_export(ctx, fmts[i], paths[i]) != XATTN_STATUS_OK) {
+            fprintf(stderr, "%s: %s\n", xattn__prog, xattn_last_error());
+            rc = XATTN_EXIT_FAIL;
+        } else {
+            printf("written  %s: %s\n", names[i], paths[i]);
+        }
+    }
+    return rc;
+}
+
 static int xattn__cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {XATTN__CASE_LONGOPTS, {0, 0, 0, 0}};
+    static const struct option opts[] = {XATTN__CASE_LONGOPTS,
+                                         {"json", required_argument, 0, XATTN_OPT_JSON},
+                                         {"trace", required_argument, 0, XATTN_OPT_TRACE},
+                                         {"csv", required_argument, 0, XATTN_OPT_CSV},
+                                         {0, 0, 0, 0}};
     xattn_cli cli = {.backend = XATTN_BACKEND_AUTO, .reps = 5, .check = 1};
     xattn_case_defaults(&cli.c);
+    const char *json_path = NULL, *trace_path = NULL, *csv_path = NULL;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (opt == 'h') {
             printf("usage: %s run [options]\n  Runs one attention case and prints its time, "
-                   "work rate and error against the reference.\n\n%s",
+                   "work rate and error against the reference.\n\n%s"
+                   "  --json FILE                      the profiler's records (schema "
+                   "xattn.records/1)\n"
+                   "  --trace FILE                     a Chrome/Perfetto trace of the run\n"
+                   "  --csv FILE                       the records as CSV\n",
                    xattn__prog, xattn__case_help);
             return 0;
         }
         if (opt == '?')
             return XATTN_EXIT_USAGE;
+        if (opt == XATTN_OPT_JSON || opt == XATTN_OPT_TRACE || opt == XATTN_OPT_CSV) {
+            *(opt == XATTN_OPT_JSON ? &json_path : opt == XATTN_OPT_TRACE ? &trace_path
+                                                                           : &csv_path) = optarg;
+            continue;
+        }
         int rc = xattn__apply_case_opt(&cli, opt, optarg);
         if (rc)
             return rc;
@@ -412,6 +501,9 @@ static int xattn__cmd_run(int argc, char **argv)
     xattn_case_run r;
     xattn_timing t;
     int rc = 0;
+    /* Every call of the run is recorded (the warm-up too): the last record
+     * gives the work and roofline lines, the exports take them all. */
+    xattn_profiler_enable(ctx, 1);
     xattn_status st = xattn_case_setup(ctx, &cli.c, &r);
     if (st == XATTN_STATUS_OK)
         st = xattn__time_case(ctx, &r, cli.reps, 0, &t);
@@ -437,6 +529,24 @@ static int xattn__cmd_run(int argc, char **argv)
            (double)t.info.workspace_bytes / 1048576.0, (double)ms.peak_bytes / 1048576.0);
     if (t.info.num_splits)
         printf("splits   %d\n", t.info.num_splits);
+    size_t nrec = 0;
+    xattn_record rec;
+    if (xattn_profiler_count(ctx, &nrec) == XATTN_STATUS_OK && nrec &&
+        xattn_profiler_get(ctx, nrec - 1, &rec) == XATTN_STATUS_OK) {
+        printf("record   executed %.3f GFLOP (%.2f GFLOP/s), bytes min %.2f MB, est. actual "
+               "%.2f MB (%.2f GB/s), padding waste %.1f%%\n",
+               rec.flops_executed * 1e-9, rec.gflops_executed, rec.bytes_min * 1e-6,
+               rec.bytes_actual * 1e-6, rec.gbytes_per_s, 100.0 * rec.padding_waste);
+        if (rec.pct_fma_ceiling >= 0)
+            printf("roofline %.1f%% of the FMA ceiling, %.1f%% of the read bandwidth "
+                   "(last call)\n",
+                   rec.pct_fma_ceiling, rec.pct_bw_ceiling);
+        else
+            printf("roofline no ceilings known for this device (run '%s devices --measure')\n",
+                   xattn__prog);
+    }
+    if (xattn__export_records(ctx, json_path, trace_path, csv_path))
+        rc = XATTN_EXIT_FAIL;
     if (cli.check) {
         double *ref = NULL;
         xattn_case_error e;

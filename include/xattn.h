@@ -368,6 +368,13 @@ typedef struct xattn_run_info {
     int num_phases;
     char phase_names[4][16];    /* "qk", "softmax", "pv" | "partial", "combine" | "flash" */
     double phase_ms[4];
+    /* Appended for the measurement model; 0 where a backend does not know. */
+    double build_ms;            /* one-off costs paid in this call (program build, module
+                                 * load); never included in device_ms */
+    int tile_q, tile_k;         /* FLASH/SPLITKV tiles used, for executed-work accounting:
+                                 * query positions (of one head) and keys per tile */
+    uint64_t device_mem_total;  /* device memory, bytes, where the backend knows */
+    uint64_t device_mem_free;
 } xattn_run_info;
 
 /**
@@ -382,6 +389,124 @@ XATTN_API xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
 
 /** Validates d for ctx without running anything; same statuses as xattn_attention. */
 XATTN_API xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d);
+
+/* ---- measurement: records, user ranges, exports, ceilings -------------- */
+
+/**
+ * One attention call as the profiler saw it (DESIGN.md, "Measurement model").
+ * Times on the host timeline are microseconds on the monotonic clock since the
+ * context was created; device times come from the backend's own timer (CPU
+ * clock, OpenCL event profiling, CUDA events) and are placed on the host
+ * timeline. Grow-only: fields are only ever appended.
+ */
+typedef struct xattn_record {
+    size_t struct_size;
+    /* identity */
+    uint64_t seq;               /* 0, 1, 2, ... per context, never reused after a reset */
+    xattn_backend backend;
+    int device;
+    char device_name[128];
+    xattn_algo algo_requested, algo_chosen;
+    char reason[160];
+    xattn_dtype q_dtype, kv_dtype;
+    int64_t batch, heads, kv_heads, sq, sk, head_dim, head_dim_v; /* sq/sk: longest sequence */
+    int causal;
+    xattn_align align;
+    int64_t window_left, window_right;
+    float scale, softcap;
+    int has_bias, has_alibi, has_lse, varlen, padded, num_splits;
+    char range[64];             /* innermost user range open at submit; "" if none */
+    /* time */
+    double host_submit_us;      /* when xattn_attention was entered */
+    double host_return_us;      /* when it returned */
+    double device_start_us, device_end_us; /* the backend's timer, on the host timeline */
+    double device_ms;
+    int num_phases;
+    char phase_names[4][16];
+    double phase_ms[4];
+    double phase_start_us[4];   /* on the host timeline */
+    double build_ms;            /* one-off costs in this call, apart from device_ms */
+    /* memory */
+    uint64_t workspace_bytes;
+    uint64_t mem_current_bytes, mem_peak_bytes; /* the context's allocator after the call */
+    uint64_t device_mem_total, device_mem_free; /* 0 where unknown */
+    /* work */
+    double flops_dense;         /* 2*Hq*Sq*Sk*(D+Dv) per sequence, padded rectangle */
+    double flops_useful;        /* only the (i, j) pairs that masks and lengths allow */
+    double flops_executed;      /* what the algorithm computed (skipped tiles excluded) */
+    double bytes_min;           /* Q, K, V read once, O (and LSE) written once */
+    double bytes_actual;        /* the algorithm's estimated traffic (NAIVE: + scores) */
+    /* derived (negative where undefined, e.g. no ceiling measured) */
+    double gflops_useful, gflops_executed, gbytes_per_s;
+    double padding_waste;       /* share of the dense rectangle on padding rows/columns */
+    double pct_fma_ceiling;     /* executed GFLOP/s / the device's FMA ceiling, in % */
+    double pct_bw_ceiling;      /* actual GB/s / the device's read bandwidth, in % */
+    /* appended */
+    int tile_q, tile_k;         /* FLASH/SPLITKV tiles the executed work was counted with */
+} xattn_record;
+
+/**
+ * Turns recording on (1) or off (0) for the context; off by default. While on,
+ * every successful xattn_attention leaves a record, and calls are timed even
+ * when their `info` is NULL (on backends with asynchronous queues each call
+ * then waits for its completion). Costs < 1% of a call of 1 ms or more: no
+ * allocation beyond the amortized growth of the record array, no file access.
+ */
+XATTN_API xattn_status xattn_profiler_enable(xattn_ctx *ctx, int on);
+/** Number of records held. */
+XATTN_API xattn_status xattn_profiler_count(const xattn_ctx *ctx, size_t *count);
+/** Copies record `index` (0 = oldest held). */
+XATTN_API xattn_status xattn_profiler_get(const xattn_ctx *ctx, size_t index, xattn_record *rec);
+/** Drops every record and every closed user-range event (sequence numbers go
+ * on; ranges still open stay open and are closed by their pop). */
+XATTN_API xattn_status xattn_profiler_reset(xattn_ctx *ctx);
+/**
+ * Opens a named user range (the app's own phase) on the context's host track;
+ * records made while it is the innermost open range carry its name. Names are
+ * truncated to 63 bytes; at most 64 ranges can be open at once. Ranges nest
+ * whether profiling is on or off; their events are kept only while it is on.
+ */
+XATTN_API xattn_status xattn_range_push(xattn_ctx *ctx, const char *name);
+/** Closes the innermost open range; XATTN_STATUS_INVALID_ARGUMENT if none is open. */
+XATTN_API xattn_status xattn_range_pop(xattn_ctx *ctx);
+
+typedef enum xattn_export_format {
+    XATTN_EXPORT_JSON = 0,  /* versioned schema, docs/measurement.md */
+    XATTN_EXPORT_CSV = 1,   /* one row a record, a header row */
+    XATTN_EXPORT_TRACE = 2  /* Chrome / Perfetto trace event JSON */
+} xattn_export_format;
+
+/** Writes every record (and, for traces, ranges and memory counters) to `path`;
+ * XATTN_STATUS_IO when the file cannot be written. */
+XATTN_API xattn_status xattn_profiler_export(const xattn_ctx *ctx, xattn_export_format format,
+                                             const char *path);
+
+/** A device's measured ceilings, from the built-in micro-benchmarks. */
+typedef struct xattn_ceilings {
+    size_t struct_size;
+    double fma_f32_gflops;   /* peak f32 FMA throughput (2 FLOPs an FMA) */
+    double fma_f16_gflops;   /* 0 where the device has no faster 16-bit path */
+    double fma_bf16_gflops;
+    double read_gbps;        /* streaming read bandwidth */
+    double copy_gbps;        /* read + write bandwidth (bytes moved / s) */
+    int from_cache;          /* 1 when loaded from the on-disk cache */
+    char cache_path[512];
+} xattn_ceilings;
+
+/**
+ * The context's device ceilings: from the on-disk cache (keyed by device
+ * identity) unless `force` is 1 or no valid entry exists, in which case the
+ * micro-benchmarks run (seconds) and the cache is written. Records made
+ * afterwards carry % of ceiling. Cache folder: $XATTN_CACHE_DIR, else
+ * $XDG_CACHE_HOME/xattn, else ~/.cache/xattn; a cache that cannot be written
+ * is not an error (cache_path is then ""). XATTN_CEILINGS_QUICK=1 shortens the
+ * micro-benchmarks (tests; cached apart). XATTN_STATUS_UNSUPPORTED when the
+ * backend has no micro-benchmarks.
+ */
+XATTN_API xattn_status xattn_ceilings_measure(xattn_ctx *ctx, int force, xattn_ceilings *out);
+/** The ceilings known to the context (loaded from the cache at creation, or measured);
+ * XATTN_STATUS_UNSUPPORTED when none are known yet (run xattn_ceilings_measure). */
+XATTN_API xattn_status xattn_ceilings_get(const xattn_ctx *ctx, xattn_ceilings *out);
 
 /* ---- host-side conversion helpers ------------------------------------- */
 

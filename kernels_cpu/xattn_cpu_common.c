@@ -81,7 +81,7 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
     cx->p = p;
     cx->a = a;
     cx->uk = xattn__cpu_uk_get(a->simd);
-    cx->mods = p->softcap > 0.0f || p->alibi != NULL || p->has_bias;
+    cx->mods = p->alibi != NULL || p->has_bias;
     cx->Dvp = xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
     cx->ldk = p->D;
 }
@@ -110,6 +110,7 @@ void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b
     hi = xattn__cpu_min(hi, kmax);
     if (hi < lo)
         hi = lo;
+    rw->h = h;
     rw->i = i;
     rw->pos = pos;
     rw->lo = lo;
@@ -133,7 +134,6 @@ void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, floa
         s[t * stride] = -INFINITY;
     if (!cx->mods)
         return;
-    const float cap = p->softcap;
     const float slope = rw->slope;
     const int alibi = p->alibi != NULL, bias = p->has_bias;
     const void *bbase = cx->a->bias;
@@ -142,8 +142,6 @@ void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, floa
     for (int64_t t = a; t < e; t++) {
         int64_t j = j0 + t;
         float v = s[t * stride];
-        if (cap > 0.0f)
-            v = cap * tanhf(v / cap);
         if (alibi) {
             int64_t dist = rw->pos > j ? rw->pos - j : j - rw->pos;
             v += -slope * (float)dist;
@@ -255,19 +253,21 @@ static void xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, 
 }
 
 uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t h, int64_t i0, int R, int64_t kmin, int64_t kmax)
+                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax)
 {
     const xattn_problem *p = cx->p;
     const xattn__cpu_uk *uk = cx->uk;
     const int BQ = XATTN_CPU_BQ, BK = XATTN_CPU_BK;
     const int64_t D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
-    const int64_t hk = h / p->group;
+    const int64_t hk = h0 / p->group;
+    const int R = nh * np;
 
-    /* Rows, their valid keys, and the union that decides which tiles run. */
+    /* Rows, their valid keys, and the union that decides which tiles run
+     * (the masks depend on the position only, so the heads share intervals). */
     int64_t ulo = INT64_MAX, uhi = INT64_MIN;
     for (int r = 0; r < R; r++) {
         xattn__cpu_row *rw = &sc->rows[r];
-        xattn__cpu_row_init(cx, rw, b, h, i0 + r, kmin, kmax);
+        xattn__cpu_row_init(cx, rw, b, h0 + r / np, i0 + r % np, kmin, kmax);
         if (rw->lo < rw->hi) {
             ulo = xattn__cpu_min(ulo, rw->lo);
             uhi = xattn__cpu_max(uhi, rw->hi);
@@ -284,7 +284,8 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     /* Q tile, transposed, with the scale folded in (s = (scale*q) . k); lanes
      * R..BQ-1 are zero so that the vector kernels can run whole vectors. */
     for (int r = 0; r < R; r++) {
-        uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D,
+        const xattn__cpu_row *rw = &sc->rows[r];
+        uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, D,
                  p->q.dtype, p->scale);
         for (int64_t d = 0; d < D; d++)
             sc->qt[d * BQ + r] = sc->tmp[d];
@@ -312,7 +313,7 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
         }
         if (!any)
             continue;
-        tiles++;
+        tiles += (uint64_t)R;
 
         /* S = Q K^T for the tile; K rows beyond nc (up to a multiple of 16) are
          * zero so that the micro-kernel's key blocks need no tail. */
@@ -322,7 +323,11 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
         uk->qk_tile(sc->st, sc->qt, sc->kt, (int)ldk, (int)D, nc, R);
 
         /* Score modifications and masks; nothing to do for a tile that lies
-         * inside every row's interval when there are no modifications. */
+         * inside every row's interval when there are no modifications. The
+         * softcap runs on whole vectors of rows (lanes past R are junk, unused). */
+        if (p->softcap > 0.0f)
+            for (int c = 0; c < nc; c++)
+                uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);
         if (cx->mods || !full)
             for (int r = 0; r < R; r++)
                 xattn__cpu_mod_row(cx, &sc->rows[r], sc->st + r, BQ, ja, nc);

@@ -45,9 +45,12 @@
 #endif
 
 /* Tile sizes (tuning data: override with -D). BQ query rows per tile, BK keys
- * per tile. Both must be multiples of 16 (one AVX-512 vector of f32). */
+ * per tile. Both must be multiples of 16 (one AVX-512 vector of f32). Each
+ * converted K/V tile serves BQ rows: 64 rather than 32 halves the K/V traffic,
+ * which dominates with BSHD strides (one key row per 4 KiB page), at the price
+ * of coarser causal tile skipping. */
 #ifndef XATTN_CPU_BQ
-#define XATTN_CPU_BQ 32
+#define XATTN_CPU_BQ 64
 #endif
 #ifndef XATTN_CPU_BK
 #define XATTN_CPU_BK 64
@@ -197,6 +200,8 @@ typedef struct xattn__cpu_uk {
     float (*exp_sum)(float *x, int64_t n, float m);
     /* x *= a. */
     void (*scale)(float *x, int64_t n, float a);
+    /* x = cap * tanh(x / cap) (the softcap, step 2 of the semantics). */
+    void (*softcap)(float *x, int64_t n, float cap);
 } xattn__cpu_uk;
 
 extern const xattn__cpu_uk xattn__cpu_uk_portable;
@@ -214,7 +219,7 @@ typedef struct xattn__cpu_ctx {
     const xattn_problem *p;
     const xattn_cpu_args *a;
     const xattn__cpu_uk *uk;
-    int mods;     /* softcap, ALiBi or bias present: scores need xattn__cpu_mod_row */
+    int mods;     /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
     int64_t Dvp;  /* Dv rounded up to XATTN__CPU_PAD */
     int64_t ldk;  /* row pitch of the K tile (D) */
 } xattn__cpu_ctx;
@@ -223,6 +228,7 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a);
 
 /* One query row (b, h, i) of a real (non-padding) row. */
 typedef struct xattn__cpu_row {
+    int64_t h;        /* query head */
     int64_t i;        /* row within its sequence */
     int64_t pos;      /* aligned position p (DESIGN.md step 3) */
     int64_t lo, hi;   /* valid keys: lo <= j < hi (lo == hi: none) */
@@ -234,8 +240,10 @@ typedef struct xattn__cpu_row {
 void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b, int64_t h,
                          int64_t i, int64_t kmin, int64_t kmax);
 
-/* For the scores s[t*stride] of keys j0 + t (t < n) of row rw: softcap, ALiBi,
- * bias on the valid keys, -inf on the others (DESIGN.md steps 2-6). */
+/* For the scores s[t*stride] of keys j0 + t (t < n) of row rw: ALiBi and bias
+ * on the valid keys, -inf on the others (DESIGN.md steps 3-6). The softcap
+ * (step 2) comes before, vectorized: the callers run uk->softcap on the raw
+ * scores first (a masked score is overwritten with -inf here anyway). */
 void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, float *s,
                         int64_t stride, int64_t j0, int64_t n);
 
@@ -274,13 +282,38 @@ uint64_t xattn__cpu_scratch_bytes(const xattn_problem *p);
 void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p);
 
 /*
- * The tile loop for one query tile: real rows i0 .. i0+R-1 (R <= BQ) of
- * (b, h), keys restricted to [kmin, kmax). On return sc->acc holds the
- * unnormalized output rows, sc->m the running max (-inf: no valid key; NaN:
- * a NaN score) and sc->l the sum of exp(s - m). Returns the KV tiles computed.
+ * Query tiles pack the heads of a KV group (GQA/MQA): a tile holds rows
+ * (h, i) for nh heads h0 .. h0+nh-1 that share KV head h0 / group, times np
+ * positions i0 .. i0+np-1, so each converted K/V tile serves all of them
+ * (FlashAttention's "pack GQA"). With nh = min(group, BQ) heads, a tile spans
+ * BQ / nh positions: for decode (one position) the K/V traffic drops by the
+ * group size, and under causal masks tiles are skipped at a finer grain.
+ */
+typedef struct xattn__cpu_qtiling {
+    int64_t heads;   /* heads per tile (nh) */
+    int64_t pos;     /* positions per tile (np) */
+    int64_t hblocks; /* head blocks per KV head: ceil(group / heads) */
+} xattn__cpu_qtiling;
+
+static inline xattn__cpu_qtiling xattn__cpu_qtiling_of(const xattn_problem *p)
+{
+    xattn__cpu_qtiling t;
+    t.heads = xattn__cpu_min(p->group, XATTN_CPU_BQ);
+    t.pos = XATTN_CPU_BQ / t.heads;
+    t.hblocks = (p->group + t.heads - 1) / t.heads;
+    return t;
+}
+
+/*
+ * The tile loop for one query tile of (b): rows r = hh*np + ii for heads
+ * h0 + hh (hh < nh) and real positions i0 + ii (ii < np), nh*np <= BQ, keys
+ * restricted to [kmin, kmax). On return sc->rows[r] names each row, sc->acc
+ * holds the unnormalized output rows, sc->m the running max (-inf: no valid
+ * key; NaN: a NaN score) and sc->l the sum of exp(s - m). Returns the
+ * (query row, KV tile) pairs computed, for executed-work accounting.
  */
 uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t h, int64_t i0, int R, int64_t kmin, int64_t kmax);
+                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
 
 /* Fills bytes with NaN (workspace poisoning for tests). */
 void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads);

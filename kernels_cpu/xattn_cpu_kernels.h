@@ -55,9 +55,11 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs);
 /* Per-thread scratch bytes for FLASH (tiles of Q, K, V, S, the accumulator). */
 uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads);
 /* Runs FLASH; `ws` holds xattn_cpu_flash_workspace_bytes(p, a->num_threads) bytes.
- * Returns the number of KV tiles actually computed (for executed-FLOP
- * accounting) through *tiles_done and the tile size through *tile_k (both may
- * be NULL). */
+ * Returns, for executed-FLOP accounting, the number of (query row, KV tile)
+ * pairs actually computed through *tiles_done and the KV tile size through
+ * *tile_k (both may be NULL): executed FLOPs = tiles_done * tile_k * 2*(D+Dv).
+ * (A query tile packs the GQA group's heads with positions, so its row count
+ * varies; counting rows keeps the figure exact.) */
 void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, uint64_t *tiles_done, int *tile_k);
 
 /* ---- SPLITKV: partial O/LSE per KV chunk, then combine -------------------- */

@@ -97,8 +97,12 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                 xattn__cpu_srow(p, scores, b, h, i0 + r)[j] = dots[r];
         }
         /* Modifications on the valid keys, -inf on all others. */
-        for (int r = 0; r < R; r++)
-            xattn__cpu_mod_row(&cx, &rows[r], xattn__cpu_srow(p, scores, b, h, i0 + r), 1, 0, Sk);
+        for (int r = 0; r < R; r++) {
+            float *s = xattn__cpu_srow(p, scores, b, h, i0 + r);
+            if (p->softcap > 0.0f)
+                uk->softcap(s + rows[r].lo, rows[r].hi - rows[r].lo, p->softcap);
+            xattn__cpu_mod_row(&cx, &rows[r], s, 1, 0, Sk);
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 /*
  * SPLITKV (flash-decoding): the keys [0, Sk) are cut into `splits` chunks of
- * whole KV tiles. Phase 1 runs the flash tile loop of every (sequence, head,
- * chunk) on its own and writes a partial result per query row; phase 2 merges
- * the chunks of each row with the usual max-rescaling.
+ * whole KV tiles. Phase 1 runs the flash tile loop of every (query tile,
+ * chunk) on its own and writes a partial result per query row; phase 2
+ * merges the chunks of each row with the usual max-rescaling.
  *
  * Workspace: O_part [splits, B, Hq, Sq, Dv] f32, then LSE_part
  * [splits, B, Hq, Sq] f32, then one flash scratch per thread.
@@ -29,8 +29,12 @@ int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
         s = p->num_splits;
     } else {
         /* Enough work items for every thread (twice over, for balance), when
-         * B*Hq alone does not give them, in chunks of >= 256 keys. */
-        const int64_t units = p->B * p->Hq > 0 ? p->B * p->Hq : 1;
+         * the query tiles alone do not give them, in chunks of >= 256 keys.
+         * Partial work items are (sequence, KV head, head block): see
+         * xattn__cpu_qtiling. */
+        const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
+        const int64_t u0 = p->B * p->Hkv * qt.hblocks;
+        const int64_t units = u0 > 0 ? u0 : 1;
         const int64_t nt = num_threads > 0 ? num_threads : 1;
         const int64_t want = (2 * nt + units - 1) / units;
         const int64_t by_len = p->Sk / XATTN_CPU_SPLITKV_MIN_KEYS;
@@ -89,23 +93,31 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
     float *lpart = opart + nrows * (uint64_t)p->Dv;
     char *scratch = (char *)ws + part;
 
-    const int64_t units = p->B * p->Hq * (int64_t)splits;
+    /* Work items: (sequence, KV head, head block, chunk); each walks every
+     * query tile of its heads (GQA-packed, see xattn__cpu_qtiling). */
+    const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
+    const int64_t units = p->B * p->Hkv * qt.hblocks * (int64_t)splits;
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
 #endif
     for (int64_t u = 0; u < units; u++) {
-        const int64_t s = u % splits, h = (u / splits) % p->Hq, b = u / ((int64_t)splits * p->Hq);
+        const int64_t s = u % splits, hb = (u / splits) % qt.hblocks;
+        const int64_t hk = (u / (splits * qt.hblocks)) % p->Hkv;
+        const int64_t b = u / ((int64_t)splits * qt.hblocks * p->Hkv);
+        const int64_t h0 = hk * p->group + hb * qt.heads;
+        const int nh = (int)xattn__cpu_min(qt.heads, p->group - hb * qt.heads);
         int64_t k0, k1;
         xattn__cpu_skv_chunk(p, splits, s, &k0, &k1);
         /* Real rows only; padding rows are written by the combine phase. */
         const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
         xattn__cpu_scratch sc;
         xattn__cpu_scratch_map(&sc, scratch + (uint64_t)XATTN__CPU_TID() * per, p);
-        for (int64_t i0 = 0; i0 < R_all; i0 += XATTN_CPU_BQ) {
-            const int R = (int)xattn__cpu_min(XATTN_CPU_BQ, R_all - i0);
-            xattn__cpu_attend(&cx, &sc, b, h, i0, R, k0, k1);
-            for (int r = 0; r < R; r++) {
-                const uint64_t row = (((uint64_t)s * p->B + b) * p->Hq + h) * p->Sq + i0 + r;
+        for (int64_t i0 = 0; i0 < R_all; i0 += qt.pos) {
+            const int np = (int)xattn__cpu_min(qt.pos, R_all - i0);
+            xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, k0, k1);
+            for (int r = 0; r < nh * np; r++) {
+                const int64_t h = sc.rows[r].h, i = sc.rows[r].i;
+                const uint64_t row = (((uint64_t)s * p->B + b) * p->Hq + h) * p->Sq + i;
                 const float m = sc.m[r], l = sc.l[r];
                 if (m == -INFINITY) {
                     lpart[row] = -INFINITY;

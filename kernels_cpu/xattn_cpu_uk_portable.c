@@ -138,6 +138,12 @@ static void xattn__cpu_p_scale(float *x, int64_t n, float a)
         x[t] *= a;
 }
 
+static void xattn__cpu_p_softcap(float *x, int64_t n, float cap)
+{
+    for (int64_t t = 0; t < n; t++)
+        x[t] = cap * tanhf(x[t] / cap);
+}
+
 const xattn__cpu_uk xattn__cpu_uk_portable = {
     .simd = XATTN_CPU_SIMD_PORTABLE,
     .load = xattn__cpu_p_load,
@@ -151,4 +157,5 @@ const xattn__cpu_uk xattn__cpu_uk_portable = {
     .row_max = xattn__cpu_p_row_max,
     .exp_sum = xattn__cpu_p_exp_sum,
     .scale = xattn__cpu_p_scale,
+    .softcap = xattn__cpu_p_softcap,
 };
