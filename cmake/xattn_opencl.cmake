@@ -32,9 +32,20 @@ add_custom_command(
   COMMENT "Embedding the OpenCL kernel sources"
   VERBATIM)
 
+# The ceilings micro-benchmarks: their own program, built only when measured.
+set(XATTN_CL_CEIL_FILE ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_ceilings.cl)
+set(XATTN_CL_CEIL_GENERATED ${PROJECT_BINARY_DIR}/generated/xattn_cl_ceilings_source.c)
+add_custom_command(
+  OUTPUT ${XATTN_CL_CEIL_GENERATED}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${XATTN_CL_CEIL_GENERATED} -DSOURCES=${XATTN_CL_CEIL_FILE}
+          -DPREFIX=xattn__cl_ceil_source -P ${XATTN_CL_EMBED_SCRIPT}
+  DEPENDS ${XATTN_CL_CEIL_FILE} ${XATTN_CL_EMBED_SCRIPT}
+  COMMENT "Embedding the OpenCL ceilings kernels"
+  VERBATIM)
+
 target_sources(xattn_obj PRIVATE
   ${PROJECT_SOURCE_DIR}/backends/xattn_backend_opencl.c
-  ${XATTN_CL_GENERATED})
+  ${XATTN_CL_GENERATED} ${XATTN_CL_CEIL_GENERATED})
 target_compile_definitions(xattn_obj PRIVATE XATTN_HAVE_OPENCL CL_TARGET_OPENCL_VERSION=120)
 target_link_libraries(xattn_obj PRIVATE OpenCL::OpenCL)
 list(APPEND XATTN_LINK_LIBS OpenCL::OpenCL)

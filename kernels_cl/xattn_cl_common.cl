@@ -1,0 +1,274 @@
+/*
+ * xattn OpenCL kernels, part 1 of 4: build configuration, storage formats,
+ * the kernel arguments every kernel shares, and the score / mask /
+ * online-softmax helpers used by NAIVE, FLASH and SPLITKV.
+ *
+ * OpenCL C 1.2 only. f16 and bf16 are storage formats: f16 goes through
+ * vload_half / vstore_half_rte (core in 1.2, no cl_khr_fp16 needed), bf16
+ * through ushort bit operations; all arithmetic is f32.
+ *
+ * The host (backends/xattn_backend_opencl.c) concatenates the four sources
+ * (common, naive, flash, splitkv) into one program per configuration and builds
+ * it with -D options. Tuning values are data: the defaults below are only for
+ * reading the file alone; the host passes every one of them.
+ *
+ *   XATTN_QDT, XATTN_KDT     storage of q/o and of k/v: 0 f32, 1 f16, 2 bf16,
+ *                            or -1: from the flags argument at run time
+ *   XATTN_DMAX, XATTN_DVMAX  array sizes along D and Dv (>= the real D, Dv)
+ *   XATTN_DFIX, XATTN_DVFIX  D and Dv fixed at build time, or 0 to take them
+ *                            from the kernel arguments (the generic path)
+ *   XATTN_BQ                 FLASH/SPLITKV: query rows per work-group, one
+ *                            work-item per row
+ *   XATTN_BK                 FLASH/SPLITKV: keys per tile staged in local memory
+ *   XATTN_NT                 NAIVE qk and pv: NT x NT work-item tiles
+ *   XATTN_NAIVE_LOCAL        NAIVE qk and pv: 1 stage tiles in local memory,
+ *                            0 read global memory directly (xattn_cl_naive.cl)
+ *   XATTN_RWG                NAIVE softmax: work-items per row (a power of two)
+ *   XATTN_CWG                SPLITKV combine: work-items along Dv
+ *
+ * Semantics (DESIGN.md, "Exact semantics"): s = (q.k) * scale; softcap;
+ * ALiBi -slope*|p - j|; bias; masks set s = -inf; rows i >= Lq are padding
+ * (O = 0, LSE = -inf); a fully masked row gives O = 0, LSE = -inf; a NaN score
+ * makes its row NaN (the running max is sticky for NaN).
+ */
+
+#ifndef XATTN_QDT
+#define XATTN_QDT 0
+#endif
+#ifndef XATTN_KDT
+#define XATTN_KDT 0
+#endif
+#ifndef XATTN_DMAX
+#define XATTN_DMAX 64
+#endif
+#ifndef XATTN_DVMAX
+#define XATTN_DVMAX 64
+#endif
+#ifndef XATTN_DFIX
+#define XATTN_DFIX 0
+#endif
+#ifndef XATTN_DVFIX
+#define XATTN_DVFIX 0
+#endif
+#ifndef XATTN_BQ
+#define XATTN_BQ 16
+#endif
+#ifndef XATTN_BK
+#define XATTN_BK 16
+#endif
+#ifndef XATTN_NT
+#define XATTN_NT 16
+#endif
+#ifndef XATTN_RWG
+#define XATTN_RWG 64
+#endif
+#ifndef XATTN_CWG
+#define XATTN_CWG 32
+#endif
+
+/* flags argument (host: XATTN_CL_FLAG_*) */
+#define XATTN_F_CAUSAL 1
+#define XATTN_F_BOTTOM_RIGHT 2
+#define XATTN_F_VARLEN 4
+#define XATTN_F_LSE 8
+#define XATTN_F_BIAS 16
+#define XATTN_F_BIAS_F16 32
+#define XATTN_F_ALIBI 64
+/* bits 8-9: q/o dtype, bits 10-11: k/v dtype (used when XATTN_QDT/KDT = -1) */
+
+/* ---- storage formats ------------------------------------------------------ */
+
+inline float xattn_bf16_to_f32(ushort h) { return as_float((uint)h << 16); }
+
+/* Round to nearest even; a NaN stays a (quiet) NaN. */
+inline ushort xattn_f32_to_bf16(float x)
+{
+    uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (ushort)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (ushort)(u >> 16);
+}
+
+/* Storage formats: build-time constants on the fast path; -1 takes them from
+ * the flags argument at run time (the generic path: one program serves every
+ * dtype, for devices where building programs is what costs, such as PoCL). */
+#define XATTN_F_QDT(f) (((f) >> 8) & 3)
+#define XATTN_F_KDT(f) (((f) >> 10) & 3)
+
+inline float xattn_load_any(__global const uchar *p, long i, int dt)
+{
+    if (dt == 0)
+        return ((__global const float *)p)[i];
+    if (dt == 1)
+        return vload_half((size_t)i, (__global const half *)p);
+    return xattn_bf16_to_f32(((__global const ushort *)p)[i]);
+}
+
+inline void xattn_store_any(__global uchar *p, long i, int dt, float x)
+{
+    if (dt == 0)
+        ((__global float *)p)[i] = x;
+    else if (dt == 1)
+        vstore_half_rte(x, (size_t)i, (__global half *)p);
+    else
+        ((__global ushort *)p)[i] = xattn_f32_to_bf16(x);
+}
+
+#if XATTN_QDT == 0
+#define QT float
+#define XATTN_LOAD_Q(p, i) ((p)[(i)])
+#define XATTN_STORE_O(p, i, x) ((p)[(i)] = (x))
+#elif XATTN_QDT == 1
+#define QT half
+#define XATTN_LOAD_Q(p, i) vload_half((size_t)(i), (p))
+#define XATTN_STORE_O(p, i, x) vstore_half_rte((x), (size_t)(i), (p))
+#elif XATTN_QDT == 2
+#define QT ushort
+#define XATTN_LOAD_Q(p, i) xattn_bf16_to_f32((p)[(i)])
+#define XATTN_STORE_O(p, i, x) ((p)[(i)] = xattn_f32_to_bf16(x))
+#elif XATTN_QDT == -1
+#define QT uchar
+#define XATTN_LOAD_Q(p, i) xattn_load_any((p), (i), XATTN_F_QDT(flags))
+#define XATTN_STORE_O(p, i, x) xattn_store_any((p), (i), XATTN_F_QDT(flags), (x))
+#else
+#error "XATTN_QDT must be 0 (f32), 1 (f16), 2 (bf16) or -1 (at run time)"
+#endif
+
+#if XATTN_KDT == 0
+#define KT float
+#define XATTN_LOAD_KV(p, i) ((p)[(i)])
+#elif XATTN_KDT == 1
+#define KT half
+#define XATTN_LOAD_KV(p, i) vload_half((size_t)(i), (p))
+#elif XATTN_KDT == 2
+#define KT ushort
+#define XATTN_LOAD_KV(p, i) xattn_bf16_to_f32((p)[(i)])
+#elif XATTN_KDT == -1
+#define KT uchar
+#define XATTN_LOAD_KV(p, i) xattn_load_any((p), (i), XATTN_F_KDT(flags))
+#else
+#error "XATTN_KDT must be 0 (f32), 1 (f16), 2 (bf16) or -1 (at run time)"
+#endif
+
+/* Head dims: build-time constants on the fast path, arguments otherwise. */
+#if XATTN_DFIX > 0
+#define XATTN_HD XATTN_DFIX
+#else
+#define XATTN_HD D_arg
+#endif
+#if XATTN_DVFIX > 0
+#define XATTN_HDV XATTN_DVFIX
+#else
+#define XATTN_HDV Dv_arg
+#endif
+
+/* ---- the arguments every kernel starts with ------------------------------- */
+
+/*
+ * Views are element offsets and element strides (xattn_problem.h). meta holds
+ * [len_q B][len_k B][start_q B][start_k B][alibi slopes Hq, as float bits].
+ * lse and bias point at a dummy buffer when absent (flags say so).
+ */
+#define XATTN_KARGS                                                                     \
+    __global const QT *q, __global const KT *k, __global const KT *v, __global QT *o,   \
+        __global float *lse, __global const uchar *bias, __global const int *meta,      \
+        const long q_off, const long q_sb, const long q_ss, const long q_sh,            \
+        const long q_sd, const long k_off, const long k_sb, const long k_ss,            \
+        const long k_sh, const long k_sd, const long v_off, const long v_sb,            \
+        const long v_ss, const long v_sh, const long v_sd, const long o_off,            \
+        const long o_sb, const long o_ss, const long o_sh, const long o_sd,             \
+        const long l_off, const long l_sb, const long l_sh, const long l_ss,            \
+        const long b_off, const long b_sb, const long b_sh, const long b_ss,            \
+        const long b_sd, const long win_l, const long win_r, const int B, const int Hq, \
+        const int group, const int D_arg, const int Dv_arg, const int Sq, const int Sk, \
+        const int flags, const float scale, const float softcap
+
+#define XATTN_KARGS_PASS                                                                   \
+    q, k, v, o, lse, bias, meta, q_off, q_sb, q_ss, q_sh, q_sd, k_off, k_sb, k_ss, k_sh,   \
+        k_sd, v_off, v_sb, v_ss, v_sh, v_sd, o_off, o_sb, o_ss, o_sh, o_sd, l_off, l_sb,   \
+        l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, win_l, win_r, B, Hq, group, D_arg,      \
+        Dv_arg, Sq, Sk, flags, scale, softcap
+
+/* Element indices of the views (xattn_problem.h, "Addressing"). */
+#define XATTN_Q_AT(b, tok, h, d) (q_off + (long)(b)*q_sb + (long)(tok)*q_ss + (long)(h)*q_sh + (long)(d)*q_sd)
+#define XATTN_K_AT(b, tok, h, d) (k_off + (long)(b)*k_sb + (long)(tok)*k_ss + (long)(h)*k_sh + (long)(d)*k_sd)
+#define XATTN_V_AT(b, tok, h, d) (v_off + (long)(b)*v_sb + (long)(tok)*v_ss + (long)(h)*v_sh + (long)(d)*v_sd)
+#define XATTN_O_AT(b, tok, h, d) (o_off + (long)(b)*o_sb + (long)(tok)*o_ss + (long)(h)*o_sh + (long)(d)*o_sd)
+#define XATTN_LSE_AT(b, h, tok) (l_off + (long)(b)*l_sb + (long)(h)*l_sh + (long)(tok)*l_ss)
+#define XATTN_BIAS_AT(b, h, i, j) (b_off + (long)(b)*b_sb + (long)(h)*b_sh + (long)(i)*b_ss + (long)(j)*b_sd)
+
+/* ---- one sequence --------------------------------------------------------- */
+
+typedef struct xattn_seq {
+    int lq, lk;   /* lengths */
+    int sq, sk;   /* first token (packed batches; 0 when padded) */
+    int rows;     /* rows written: lq when packed, Sq when padded */
+    long poff;    /* p = i + poff (bottom-right: lk - lq) */
+} xattn_seq;
+
+inline xattn_seq xattn_seq_of(__global const int *meta, int B, int b, int flags, int Sq)
+{
+    xattn_seq s;
+    s.lq = meta[b];
+    s.lk = meta[B + b];
+    s.sq = meta[2 * B + b];
+    s.sk = meta[3 * B + b];
+    s.rows = (flags & XATTN_F_VARLEN) ? s.lq : Sq;
+    s.poff = (flags & XATTN_F_BOTTOM_RIGHT) ? (long)s.lk - (long)s.lq : 0;
+    return s;
+}
+
+inline float xattn_alibi_slope(__global const int *meta, int B, int h, int flags)
+{
+    return (flags & XATTN_F_ALIBI) ? as_float(meta[4 * B + h]) : 0.0f;
+}
+
+/* ---- masks and scores (the helpers of kernels_cpu, one score at a time) --- */
+
+/*
+ * The keys [*lo, *hi) that row i of a sequence can see, clipped to
+ * [kmin, kmax) (kernels_cpu: xattn__cpu_row_init). The masks of semantics step
+ * 6 (j >= Lk; causal j > p; window j < p - left, j > p + right) each cut the
+ * key axis at one point, so the visible keys are one interval, and both ends
+ * grow with i: the union over consecutive rows i0..i1 is [lo(i0), hi(i1)).
+ * The comparisons are written so that a huge window cannot overflow.
+ */
+inline void xattn_row_range(xattn_seq s, long i, int causal, long wl, long wr, long kmin,
+                            long kmax, long *lo, long *hi)
+{
+    const long pos = i + s.poff;
+    long a = 0, b = s.lk;
+    if (causal && pos < b - 1)
+        b = pos + 1;
+    if (wl >= 0 && pos - a > wl)
+        a = pos - wl;
+    if (wr >= 0 && b - 1 - pos > wr)
+        b = pos + 1 + wr;
+    a = max(a, kmin);
+    b = min(b, kmax);
+    *lo = a;
+    *hi = max(a, b);
+}
+
+/* Semantics steps 2-5 on an unmasked score s = (q . k) * scale: softcap,
+ * ALiBi, bias (kernels_cpu: xattn__cpu_mod_row). */
+inline float xattn_mod_score(float s, float softcap, float slope, long pos, long j,
+                             float bias_val)
+{
+    if (softcap > 0.0f)
+        s = softcap * tanh(s / softcap);
+    if (slope != 0.0f)
+        s -= slope * (float)(pos > j ? pos - j : j - pos);
+    return s + bias_val;
+}
+
+inline float xattn_bias_load(__global const uchar *bias, long idx, int flags)
+{
+    if (flags & XATTN_F_BIAS_F16)
+        return vload_half((size_t)idx, (__global const half *)bias);
+    return ((__global const float *)bias)[idx];
+}
+
+/* The running max with NaN sticky: once a NaN is seen it stays. */
+inline float xattn_max_sticky(float m, float s) { return (s > m || s != s) ? s : m; }

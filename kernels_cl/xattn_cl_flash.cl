@@ -1,0 +1,170 @@
+/*
+ * xattn OpenCL kernels, part 3 of 4: FLASH, tiled attention with an online
+ * softmax, in the structure of kernels_cpu's (xattn__cpu_attend): a
+ * work-group owns one (b, h) and XATTN_BQ consecutive query rows, one
+ * work-item per row. Each row knows its visible keys [lo, hi)
+ * (xattn_row_range); the work-group walks the union of its rows' keys in
+ * tiles of XATTN_BK, so tiles that the causal mask, the window or the length
+ * rule out for every row are never loaded. Per tile:
+ *   xattn_load_tile     K and V rows into local memory, converted to f32
+ *   scores              s = (q . k) * scale, xattn_mod_score, -inf outside [lo, hi)
+ *   xattn_softmax_tile  m' = max(m, max_j s_j) (NaN sticky); alpha = exp(m - m')
+ *                       (0 while m = -inf); l = l alpha + sum_j exp(s_j - m');
+ *                       acc = acc alpha + sum_j exp(s_j - m') v_j
+ * SPLITKV's partial phase runs the same loop (xattn_attend) on one chunk of
+ * the keys.
+ */
+
+/* A row's online-softmax state besides its accumulator. */
+typedef struct xattn_row_state {
+    float m, l;
+} xattn_row_state;
+
+/* Stages keys [j0, j0 + nk) of K and V in local memory, rows of XATTN_DMAX /
+ * XATTN_DVMAX floats; every work-item of the group takes a share
+ * (kernels_cpu: xattn__cpu_load_tile). */
+inline void xattn_load_tile(XATTN_KARGS, __local float *ks, __local float *vs, int b, int kh,
+                            xattn_seq s, long j0, int nk)
+{
+    const int lid = get_local_id(0);
+    for (int e = lid; e < nk * XATTN_HD; e += XATTN_BQ) {
+        const int r = e / XATTN_HD, d = e - r * XATTN_HD;
+        ks[r * XATTN_DMAX + d] = XATTN_LOAD_KV(k, XATTN_K_AT(b, s.sk + j0 + r, kh, d));
+    }
+    for (int e = lid; e < nk * XATTN_HDV; e += XATTN_BQ) {
+        const int r = e / XATTN_HDV, d = e - r * XATTN_HDV;
+        vs[r * XATTN_DVMAX + d] = XATTN_LOAD_KV(v, XATTN_V_AT(b, s.sk + j0 + r, kh, d));
+    }
+}
+
+/* The online-softmax update of one row with the scores sc[0..nk) of a tile
+ * and the tile's V rows. A masked key (-inf) adds nothing, not even 0 * NaN. */
+inline void xattn_softmax_tile(xattn_row_state *st, float *acc, const float *sc, int nk,
+                               __local const float *vs, int dv_n)
+{
+    float mt = st->m;
+    for (int jj = 0; jj < nk; jj++)
+        mt = xattn_max_sticky(mt, sc[jj]);
+    if (mt == -INFINITY)
+        return; /* every key so far masked: nothing to add */
+    const float alpha = exp(st->m - mt);
+    if (alpha != 1.0f) {
+        st->l *= alpha;
+        for (int c = 0; c < dv_n; c++)
+            acc[c] *= alpha;
+    }
+    for (int jj = 0; jj < nk; jj++) {
+        if (sc[jj] == -INFINITY)
+            continue;
+        const float pj = exp(sc[jj] - mt);
+        st->l += pj;
+        __local const float *vr = vs + jj * XATTN_DVMAX;
+        for (int c = 0; c < dv_n; c++)
+            acc[c] += pj * vr[c];
+    }
+    st->m = mt;
+}
+
+/*
+ * The tile loop for row i0 + lid of (b, h), over keys [kmin, kmax) of the
+ * sequence (kernels_cpu: xattn__cpu_attend). Every work-item of the group
+ * calls it: the loop bounds are the group's, so the barriers are uniform.
+ * Leaves this row's m, l and unnormalized acc; `valid` is 0 for a row past
+ * the sequence's length (it only helps load the tiles).
+ */
+inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local float *vs, int b,
+                                    int h, xattn_seq s, long i0, long kmin, long kmax, int valid,
+                                    float *acc)
+{
+    const int kh = h / group;
+    const int causal = flags & XATTN_F_CAUSAL;
+    const long i = i0 + get_local_id(0), pos = i + s.poff;
+    const float slope = xattn_alibi_slope(meta, B, h, flags);
+
+    /* This row's keys, and the union over the group's valid rows. */
+    long lo, hi, ulo, uhi, tmp;
+    xattn_row_range(s, i, causal, win_l, win_r, kmin, kmax, &lo, &hi);
+    const long i_last = min(i0 + XATTN_BQ, (long)s.lq) - 1;
+    xattn_row_range(s, i0, causal, win_l, win_r, kmin, kmax, &ulo, &tmp);
+    xattn_row_range(s, i_last, causal, win_l, win_r, kmin, kmax, &tmp, &uhi);
+    if (i_last < i0)
+        uhi = ulo;
+
+    float qv[XATTN_DMAX];
+    for (int d = 0; d < XATTN_HD; d++)
+        qv[d] = valid ? XATTN_LOAD_Q(q, XATTN_Q_AT(b, s.sq + i, h, d)) : 0.0f;
+    for (int c = 0; c < XATTN_HDV; c++)
+        acc[c] = 0.0f;
+    xattn_row_state st;
+    st.m = -INFINITY;
+    st.l = 0.0f;
+
+    float sc[XATTN_BK];
+    for (long j0 = ulo; j0 < uhi; j0 += XATTN_BK) {
+        const int nk = (int)min((long)XATTN_BK, uhi - j0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is no longer read */
+        xattn_load_tile(XATTN_KARGS_PASS, ks, vs, b, kh, s, j0, nk);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!valid || j0 >= hi || j0 + nk <= lo)
+            continue; /* no key of this tile is visible to this row */
+        for (int jj = 0; jj < nk; jj++) {
+            const long j = j0 + jj;
+            float x = -INFINITY;
+            if (j >= lo && j < hi) {
+                __local const float *kr = ks + jj * XATTN_DMAX;
+                float dot = 0.0f;
+                for (int d = 0; d < XATTN_HD; d++)
+                    dot += qv[d] * kr[d];
+                const float bv = (flags & XATTN_F_BIAS)
+                                     ? xattn_bias_load(bias, XATTN_BIAS_AT(b, h, i, j), flags)
+                                     : 0.0f;
+                x = xattn_mod_score(dot * scale, softcap, slope, pos, j, bv);
+            }
+            sc[jj] = x;
+        }
+        xattn_softmax_tile(&st, acc, sc, nk, vs, XATTN_HDV);
+    }
+    return st;
+}
+
+/* O = 0, LSE = -inf: padding and fully masked rows (kernels_cpu:
+ * xattn__cpu_write_empty_row). */
+inline void xattn_write_empty_row(XATTN_KARGS, int b, int h, xattn_seq s, long i)
+{
+    for (int c = 0; c < XATTN_HDV; c++)
+        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), 0.0f);
+    if (flags & XATTN_F_LSE)
+        lse[XATTN_LSE_AT(b, h, s.sq + i)] = -INFINITY;
+}
+
+/* FLASH. Work-group: BQ work-items; groups numbered (row tile, bh), row tile
+ * fastest, in one dimension (the only one every driver allows to be large). */
+__kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void xattn_flash(XATTN_KARGS)
+{
+    __local float ks[XATTN_BK * XATTN_DMAX];
+    __local float vs[XATTN_BK * XATTN_DVMAX];
+    const long nt = (Sq + XATTN_BQ - 1) / XATTN_BQ, g = get_group_id(0);
+    const int bh = (int)(g / nt);
+    const int b = bh / Hq, h = bh - b * Hq;
+    const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
+    const long i0 = (g % nt) * XATTN_BQ;
+    if (i0 >= s.rows)
+        return; /* the whole work-group: no row of this sequence */
+    const long i = i0 + get_local_id(0);
+    const int valid = i < s.lq;
+
+    float acc[XATTN_DVMAX];
+    const xattn_row_state st =
+        xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, 0, s.lk, valid, acc);
+    if (i >= s.rows)
+        return;
+    if (!valid || st.m == -INFINITY) {
+        xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
+        return;
+    }
+    const float inv = 1.0f / st.l;
+    for (int c = 0; c < XATTN_HDV; c++)
+        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
+    if (flags & XATTN_F_LSE)
+        lse[XATTN_LSE_AT(b, h, s.sq + i)] = st.m + log(st.l);
+}

@@ -1,0 +1,217 @@
+/*
+ * xattn OpenCL kernels, part 2 of 4: NAIVE, the "standard" attention in three
+ * phases over a materialized f32 score matrix S[B, Hq, Sq, Sk] (the workspace):
+ *   xattn_naive_qk       S = scores with every modifier, masked keys -inf
+ *   xattn_naive_softmax  row-wise softmax in place, LSE written
+ *   xattn_naive_pv       O = P V
+ * Rows i >= len_q are never scored; the softmax writes their LSE (-inf) and
+ * the PV phase their zeros (padded batches only: in packed batches those rows
+ * belong to the next sequence). Keys j >= len_k are neither written nor read.
+ *
+ * qk and pv come in two forms, chosen per device class by the host's tile
+ * table (XATTN_NAIVE_LOCAL): GPUs stage NT x NT tiles of the operands in local
+ * memory; CPUs (PoCL) run one output element per work-item straight from
+ * global memory, which their caches serve better than emulated local memory.
+ */
+
+#ifndef XATTN_NAIVE_LOCAL
+#define XATTN_NAIVE_LOCAL 1
+#endif
+
+/* Index of S[bh, i, j]. */
+#define XATTN_S_AT(bh, i, j) (((long)(bh) * Sq + (long)(i)) * (long)Sk + (long)(j))
+
+/* The score of (i, j) from its dot product; -inf outside the row's keys. */
+inline float xattn_naive_score(XATTN_KARGS, float dot, int b, int h, xattn_seq s, long i, long j)
+{
+    long lo, hi;
+    xattn_row_range(s, i, flags & XATTN_F_CAUSAL, win_l, win_r, 0, s.lk, &lo, &hi);
+    if (j < lo || j >= hi)
+        return -INFINITY;
+    const float bv =
+        (flags & XATTN_F_BIAS) ? xattn_bias_load(bias, XATTN_BIAS_AT(b, h, i, j), flags) : 0.0f;
+    return xattn_mod_score(dot * scale, softcap, xattn_alibi_slope(meta, B, h, flags),
+                           i + s.poff, j, bv);
+}
+
+/* The grids are one-dimensional (dimension 0 is the only one every driver
+ * allows to be large): a work-group number is split into its tile numbers. */
+
+/* Phase 1. Work-group: NT x NT work-items on NT rows x NT keys of one (b, h);
+ * groups numbered (key tile, row tile, bh), key tile fastest. */
+__kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
+xattn_naive_qk(XATTN_KARGS, __global float *S)
+{
+    const long nj = (Sk + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
+    long g = get_group_id(0);
+    const long jt = g % nj;
+    g /= nj;
+    const long it = g % ni;
+    const int bh = (int)(g / ni);
+    const int b = bh / Hq, h = bh - b * Hq, kh = h / group;
+    const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
+    const int tj = get_local_id(0) % XATTN_NT, ti = get_local_id(0) / XATTN_NT;
+    const long i0 = it * XATTN_NT, j0 = jt * XATTN_NT;
+    const long i = i0 + ti, j = j0 + tj;
+#if XATTN_NAIVE_LOCAL
+    /* Q and K staged through local memory, NT columns of D at a time. */
+    __local float qs[XATTN_NT][XATTN_NT + 1];
+    __local float ks[XATTN_NT][XATTN_NT + 1];
+    if (i0 >= s.lq || j0 >= s.lk)
+        return; /* the whole work-group: nothing to score */
+    const long jl = j0 + ti; /* the key this work-item loads */
+    float dot = 0.0f;
+    for (int d0 = 0; d0 < XATTN_HD; d0 += XATTN_NT) {
+        const int d = d0 + tj;
+        qs[ti][tj] = (i < s.lq && d < XATTN_HD)
+                         ? XATTN_LOAD_Q(q, XATTN_Q_AT(b, s.sq + i, h, d)) : 0.0f;
+        ks[ti][tj] = (jl < s.lk && d < XATTN_HD)
+                         ? XATTN_LOAD_KV(k, XATTN_K_AT(b, s.sk + jl, kh, d)) : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int dd = 0; dd < XATTN_NT; dd++)
+            dot += qs[ti][dd] * ks[tj][dd];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i < s.lq && j < s.lk)
+        S[XATTN_S_AT(bh, i, j)] = xattn_naive_score(XATTN_KARGS_PASS, dot, b, h, s, i, j);
+#else
+    if (i >= s.lq || j >= s.lk)
+        return;
+    const long qa = XATTN_Q_AT(b, s.sq + i, h, 0), ka = XATTN_K_AT(b, s.sk + j, kh, 0);
+    float dot = 0.0f;
+    for (int d = 0; d < XATTN_HD; d++)
+        dot += XATTN_LOAD_Q(q, qa + d * q_sd) * XATTN_LOAD_KV(k, ka + d * k_sd);
+    S[XATTN_S_AT(bh, i, j)] = xattn_naive_score(XATTN_KARGS_PASS, dot, b, h, s, i, j);
+#endif
+}
+
+/* Tree reductions over the work-group (XATTN_RWG is a power of two). */
+inline float xattn_wg_max_sticky(__local float *red, float x)
+{
+    const int lid = get_local_id(0);
+    red[lid] = x;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int n = XATTN_RWG / 2; n > 0; n >>= 1) {
+        if (lid < n)
+            red[lid] = xattn_max_sticky(red[lid], red[lid + n]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    x = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return x;
+}
+
+inline float xattn_wg_sum(__local float *red, float x)
+{
+    const int lid = get_local_id(0);
+    red[lid] = x;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int n = XATTN_RWG / 2; n > 0; n >>= 1) {
+        if (lid < n)
+            red[lid] += red[lid + n];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    x = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return x;
+}
+
+/* Phase 2. Work-group: XATTN_RWG work-items on one row; groups numbered
+ * (row, bh), row fastest. */
+__kernel __attribute__((reqd_work_group_size(XATTN_RWG, 1, 1))) void
+xattn_naive_softmax(XATTN_KARGS, __global float *S)
+{
+    __local float red[XATTN_RWG];
+    const int lid = get_local_id(0);
+    const long g = get_group_id(0);
+    const int i = (int)(g % Sq), bh = (int)(g / Sq);
+    const int b = bh / Hq, h = bh - b * Hq;
+    const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
+    if (i >= s.rows)
+        return;
+    const long lse_at = XATTN_LSE_AT(b, h, s.sq + i);
+    if (i >= s.lq) { /* padding row */
+        if (lid == 0 && (flags & XATTN_F_LSE))
+            lse[lse_at] = -INFINITY;
+        return;
+    }
+    __global float *row = S + XATTN_S_AT(bh, i, 0);
+    float m = -INFINITY;
+    for (int j = lid; j < s.lk; j += XATTN_RWG)
+        m = xattn_max_sticky(m, row[j]);
+    m = xattn_wg_max_sticky(red, m);
+    float sum = 0.0f;
+    if (m != -INFINITY) {
+        for (int j = lid; j < s.lk; j += XATTN_RWG) {
+            const float e = exp(row[j] - m);
+            row[j] = e;
+            sum += e;
+        }
+    }
+    sum = xattn_wg_sum(red, sum);
+    if (m == -INFINITY) { /* fully masked: P = 0, LSE = -inf */
+        for (int j = lid; j < s.lk; j += XATTN_RWG)
+            row[j] = 0.0f;
+        if (lid == 0 && (flags & XATTN_F_LSE))
+            lse[lse_at] = -INFINITY;
+        return;
+    }
+    const float inv = 1.0f / sum;
+    for (int j = lid; j < s.lk; j += XATTN_RWG)
+        row[j] *= inv;
+    if (lid == 0 && (flags & XATTN_F_LSE))
+        lse[lse_at] = m + log(sum);
+}
+
+/* Phase 3. Work-group: NT x NT work-items on NT rows x NT columns of Dv of
+ * one (b, h); groups numbered (column tile, row tile, bh). A key with P = 0
+ * (masked) adds nothing, not even 0 * NaN. */
+__kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
+xattn_naive_pv(XATTN_KARGS, __global const float *P)
+{
+    const long nc = (XATTN_HDV + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
+    long g = get_group_id(0);
+    const long ct = g % nc;
+    g /= nc;
+    const long it = g % ni;
+    const int bh = (int)(g / ni);
+    const int b = bh / Hq, h = bh - b * Hq, kh = h / group;
+    const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
+    const int tc = get_local_id(0) % XATTN_NT, ti = get_local_id(0) / XATTN_NT;
+    const long i0 = it * XATTN_NT, i = i0 + ti;
+    const int c = (int)(ct * XATTN_NT) + tc;
+    float acc = 0.0f;
+#if XATTN_NAIVE_LOCAL
+    /* P and V staged through local memory, NT keys at a time. */
+    __local float ps[XATTN_NT][XATTN_NT + 1];
+    __local float vs[XATTN_NT][XATTN_NT + 1];
+    if (i0 >= s.rows)
+        return;
+    const long jend = i0 < s.lq ? s.lk : 0; /* padding blocks read nothing */
+    for (long j0 = 0; j0 < jend; j0 += XATTN_NT) {
+        ps[ti][tc] = (i < s.lq && j0 + tc < s.lk) ? P[XATTN_S_AT(bh, i, j0 + tc)] : 0.0f;
+        vs[ti][tc] = (j0 + ti < s.lk && c < XATTN_HDV)
+                         ? XATTN_LOAD_KV(v, XATTN_V_AT(b, s.sk + j0 + ti, kh, c)) : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int jj = 0; jj < XATTN_NT; jj++) {
+            const float pj = ps[ti][jj];
+            acc += pj != 0.0f ? pj * vs[jj][tc] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#else
+    if (i < s.lq && c < XATTN_HDV) {
+        long lo, hi; /* P is 0 outside the row's keys */
+        xattn_row_range(s, i, flags & XATTN_F_CAUSAL, win_l, win_r, 0, s.lk, &lo, &hi);
+        __global const float *pr = P + XATTN_S_AT(bh, i, 0);
+        const long va = XATTN_V_AT(b, s.sk, kh, c);
+        for (long j = lo; j < hi; j++) {
+            const float pj = pr[j];
+            if (pj != 0.0f)
+                acc += pj * XATTN_LOAD_KV(v, va + j * v_ss);
+        }
+    }
+#endif
+    if (i < s.rows && c < XATTN_HDV)
+        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), i < s.lq ? acc : 0.0f);
+}

@@ -1,0 +1,756 @@
+/*
+ * test_opencl: what only the OpenCL backend has. The kernels' agreement with
+ * the reference is tests/test_backend_ops' job; here:
+ *   devices       every device is described (name, vendor, driver, memory, limits)
+ *   build_fail    a broken kernel source gives XATTN_STATUS_BUILD_FAILED with the
+ *                 build log in the message; a missing source file gives IO
+ *   mem_cache     the second call of a configuration builds nothing (build time 0,
+ *                 a memory-cache hit), and the build is not in the call's times
+ *   disk_cache    a second context loads the binary from the disk cache; a corrupt
+ *                 or foreign cache file falls back to a source build, never fails
+ *   interop       the caller's cl_context / queue / cl_mem, results read back with
+ *                 the caller's own OpenCL calls; wrong objects give errors that
+ *                 carry the OpenCL error's name
+ *   tiles         XATTN_CL_TILE overrides the tile (results still right); a bad
+ *                 value is refused with the variable's name
+ *   run_info      phases, device times and workspace bytes of every algorithm
+ *
+ * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
+ * device is available (ctest: skipped).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "xattn.h"
+#include "xattn_backend_opencl.h"
+#include "xattn_opencl.h"
+#include "xattn_reference.h"
+
+static int g_passed, g_failed;
+
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_passed++;                                                                            \
+        } else {                                                                                   \
+            g_failed++;                                                                            \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* ---- a small problem ----------------------------------------------------- */
+
+enum { B = 2, SQ = 5, SK = 37, HQ = 2, HKV = 1, D = 16, DV = 16 };
+
+typedef struct problem {
+    xattn_ctx *ctx;
+    xattn_buffer *q, *k, *v, *o, *lse;
+    xattn_attn_desc d;
+    float hq[B * SQ * HQ * D], hk[B * SK * HKV * D], hv[B * SK * HKV * DV];
+} problem;
+
+static void fill(float *x, size_t n, unsigned seed)
+{
+    uint32_t s = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
+    }
+}
+
+static void desc_init(problem *p, xattn_algo algo)
+{
+    xattn_attn_desc_init(&p->d);
+    p->d.q = xattn_tensor_bshd(p->q, 0, XATTN_DTYPE_F32, B, SQ, HQ, D);
+    p->d.k = xattn_tensor_bshd(p->k, 0, XATTN_DTYPE_F32, B, SK, HKV, D);
+    p->d.v = xattn_tensor_bshd(p->v, 0, XATTN_DTYPE_F32, B, SK, HKV, DV);
+    p->d.o = xattn_tensor_bshd(p->o, 0, XATTN_DTYPE_F32, B, SQ, HQ, DV);
+    xattn_tensor l = {p->lse, 0, XATTN_DTYPE_F32, {B, HQ, SQ, 1}, {HQ * SQ, SQ, 1, 1}};
+    p->d.lse = l;
+    p->d.causal = 1;
+    p->d.algo = algo;
+}
+
+/* Buffers of ctx filled with fixed data; 0 on success. */
+static int problem_setup(problem *p, xattn_ctx *ctx, xattn_algo algo)
+{
+    memset(p, 0, sizeof *p);
+    p->ctx = ctx;
+    fill(p->hq, sizeof p->hq / 4, 1);
+    fill(p->hk, sizeof p->hk / 4, 2);
+    fill(p->hv, sizeof p->hv / 4, 3);
+    if (xattn_buffer_alloc(ctx, sizeof p->hq, &p->q) ||
+        xattn_buffer_alloc(ctx, sizeof p->hk, &p->k) ||
+        xattn_buffer_alloc(ctx, sizeof p->hv, &p->v) ||
+        xattn_buffer_alloc(ctx, (size_t)B * SQ * HQ * DV * 4, &p->o) ||
+        xattn_buffer_alloc(ctx, (size_t)B * HQ * SQ * 4, &p->lse) ||
+        xattn_buffer_write(p->q, 0, p->hq, sizeof p->hq) ||
+        xattn_buffer_write(p->k, 0, p->hk, sizeof p->hk) ||
+        xattn_buffer_write(p->v, 0, p->hv, sizeof p->hv)) {
+        printf("FAIL setup: %s\n", xattn_last_error());
+        g_failed++;
+        return -1;
+    }
+    desc_init(p, algo);
+    return 0;
+}
+
+static void problem_free(problem *p)
+{
+    xattn_buffer_free(p->q);
+    xattn_buffer_free(p->k);
+    xattn_buffer_free(p->v);
+    xattn_buffer_free(p->o);
+    xattn_buffer_free(p->lse);
+    memset(p, 0, sizeof *p);
+}
+
+/* Max |O - reference| of the last run (1e30 when anything fails). */
+static double problem_error(problem *p)
+{
+    static double ref[B * SQ * HQ * DV];
+    static float out[B * SQ * HQ * DV];
+    if (xattn_reference_attention(p->ctx, &p->d, ref, NULL) != XATTN_STATUS_OK ||
+        xattn_buffer_read(p->d.o.buffer, 0, out, sizeof out) != XATTN_STATUS_OK)
+        return 1e30;
+    double m = 0.0;
+    for (size_t i = 0; i < sizeof out / 4; i++) {
+        double e = fabs((double)out[i] - ref[i]);
+        if (!(e <= m))
+            m = e; /* NaN too */
+    }
+    return m;
+}
+
+static xattn_ctx *cl_ctx(void)
+{
+    xattn_ctx *ctx = NULL;
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &ctx);
+    EXPECT(st == XATTN_STATUS_OK, "xattn_ctx_create: %s: %s", xattn_status_name(st),
+           xattn_last_error());
+    return st == XATTN_STATUS_OK ? ctx : NULL;
+}
+
+/* A fresh temporary folder (removed by rm_tree). */
+static void temp_dir(char *out, size_t n, const char *tag)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(out, n, "%s/xattn-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+    if (!mkdtemp(out))
+        out[0] = '\0';
+}
+
+static void rm_tree(const char *path)
+{
+    DIR *dir = opendir(path);
+    if (dir) {
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char sub[1024];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            struct stat sb;
+            if (stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+                rm_tree(sub);
+            else
+                remove(sub);
+        }
+        closedir(dir);
+    }
+    rmdir(path);
+}
+
+/* Number of files ending in .clbin in dir; the first one's path in first. */
+static int count_bins(const char *dir, char *first, size_t n)
+{
+    int count = 0;
+    DIR *dd = opendir(dir);
+    if (!dd)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(dd))) {
+        size_t len = strlen(e->d_name);
+        if (len > 6 && !strcmp(e->d_name + len - 6, ".clbin")) {
+            if (!count && first)
+                snprintf(first, n, "%s/%s", dir, e->d_name);
+            count++;
+        }
+    }
+    closedir(dd);
+    return count;
+}
+
+static xattn_opencl_cache_stats stats_of(xattn_ctx *ctx)
+{
+    xattn_opencl_cache_stats s;
+    memset(&s, 0, sizeof s);
+    xattn_status st = xattn__opencl_cache_stats(ctx, &s);
+    EXPECT(st == XATTN_STATUS_OK, "xattn__opencl_cache_stats: %s", xattn_last_error());
+    return s;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_devices(void)
+{
+    int n = 0;
+    EXPECT(xattn_device_count(XATTN_BACKEND_OPENCL, &n) == XATTN_STATUS_OK && n >= 1, "n=%d", n);
+    for (int i = 0; i < n; i++) {
+        xattn_device_info info;
+        xattn_status st = xattn_device_get_info(XATTN_BACKEND_OPENCL, i, &info);
+        EXPECT(st == XATTN_STATUS_OK, "device %d: %s", i, xattn_last_error());
+        if (st != XATTN_STATUS_OK)
+            continue;
+        printf("  opencl device %d: %s\n", i, info.description);
+        EXPECT(info.backend == XATTN_BACKEND_OPENCL && info.index == i, "backend/index");
+        EXPECT(info.name[0] && info.vendor[0] && info.driver_version[0] && info.platform[0],
+               "name '%s' vendor '%s' driver '%s' platform '%s'", info.name, info.vendor,
+               info.driver_version, info.platform);
+        EXPECT(strstr(info.description, info.name) != NULL, "description: %s", info.description);
+        EXPECT(info.compute_units > 0 && info.global_mem_bytes > 0 && info.local_mem_bytes > 0 &&
+                   info.max_work_group_size > 0,
+               "CUs %d global %llu local %llu max wg %zu", info.compute_units,
+               (unsigned long long)info.global_mem_bytes, (unsigned long long)info.local_mem_bytes,
+               info.max_work_group_size);
+        EXPECT(info.device_type >= XATTN_DEVICE_TYPE_OTHER &&
+                   info.device_type <= XATTN_DEVICE_TYPE_ACCELERATOR,
+               "device_type %d", info.device_type);
+        EXPECT(info.fp16_supported == 0 || info.fp16_supported == 1, "fp16 flag");
+    }
+    xattn_ctx *ctx = cl_ctx();
+    if (ctx) {
+        xattn_device_info info;
+        EXPECT(xattn_ctx_device_info(ctx, &info) == XATTN_STATUS_OK && info.name[0],
+               "ctx device info");
+        EXPECT(xattn_opencl_ctx_queue(ctx) != NULL && xattn_opencl_ctx_context(ctx) != NULL,
+               "queue/context accessors");
+    }
+    xattn_ctx_destroy(ctx);
+}
+
+static void write_text(const char *path, const char *text, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(text, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void test_build_fail(void)
+{
+    char dir[512], cache[512];
+    temp_dir(dir, sizeof dir, "clsrc");
+    temp_dir(cache, sizeof cache, "clcache");
+    EXPECT(dir[0] && cache[0], "mkdtemp");
+    /* The real sources, the last one with an #error a compiler must report. */
+    for (int i = 0; i < xattn__cl_source_count; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, xattn__cl_source_names[i]);
+        write_text(path, (const char *)xattn__cl_source_data[i], xattn__cl_source_sizes[i]);
+        if (i == xattn__cl_source_count - 1) {
+            FILE *f = fopen(path, "ab");
+            if (f) {
+                fputs("\n#error xattn_broken_source_marker\n", f);
+                fclose(f);
+            }
+        }
+    }
+    setenv("XATTN_CL_SOURCE_DIR", dir, 1);
+    setenv("XATTN_CACHE_DIR", cache, 1);
+    xattn_ctx *ctx = cl_ctx();
+    problem p;
+    if (ctx && problem_setup(&p, ctx, XATTN_ALGO_FLASH) == 0) {
+        xattn_status st = xattn_attention(ctx, &p.d, NULL);
+        const char *msg = xattn_last_error();
+        EXPECT(st == XATTN_STATUS_BUILD_FAILED, "status %s", xattn_status_name(st));
+        EXPECT(strstr(msg, "clBuildProgram failed") && strstr(msg, "CL_BUILD_PROGRAM_FAILURE") &&
+                   strstr(msg, "build log"),
+               "message: %.300s", msg);
+        EXPECT(strstr(msg, "xattn_broken_source_marker") != NULL,
+               "the build log names the #error: %.600s", msg);
+        EXPECT(strstr(msg, "XATTN_CL_SOURCE_DIR") != NULL, "message names the source folder");
+        /* The context stays usable: buffers still read back. */
+        float x;
+        EXPECT(xattn_buffer_read(p.q, 0, &x, sizeof x) == XATTN_STATUS_OK && x == p.hq[0],
+               "context usable after a build failure");
+        EXPECT(count_bins(cache, NULL, 0) == 0, "nothing cached for a failed build");
+        problem_free(&p);
+    }
+    xattn_ctx_destroy(ctx);
+
+    /* A folder that lacks the sources: IO at context creation, naming the file. */
+    char empty[512];
+    temp_dir(empty, sizeof empty, "clempty");
+    setenv("XATTN_CL_SOURCE_DIR", empty, 1);
+    xattn_ctx *bad = NULL;
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &bad);
+    EXPECT(st == XATTN_STATUS_IO && bad == NULL &&
+               strstr(xattn_last_error(), xattn__cl_source_names[0]),
+           "status %s: %s", xattn_status_name(st), xattn_last_error());
+    xattn_ctx_destroy(bad);
+    unsetenv("XATTN_CL_SOURCE_DIR");
+    unsetenv("XATTN_CACHE_DIR");
+    rm_tree(dir);
+    rm_tree(cache);
+    rm_tree(empty);
+}
+
+static void test_mem_cache(void)
+{
+    setenv("XATTN_CACHE_DIR", "", 1); /* no disk cache: the first build is a source build */
+    xattn_ctx *ctx = cl_ctx();
+    unsetenv("XATTN_CACHE_DIR");
+    problem p;
+    if (!ctx || problem_setup(&p, ctx, XATTN_ALGO_FLASH)) {
+        xattn_ctx_destroy(ctx);
+        return;
+    }
+    EXPECT(xattn__opencl_cache_dir(ctx)[0] == '\0', "disk cache disabled by XATTN_CACHE_DIR=''");
+    xattn_run_info info;
+    xattn_status st = xattn_attention(ctx, &p.d, &info);
+    EXPECT(st == XATTN_STATUS_OK, "%s", xattn_last_error());
+    double first = xattn__opencl_last_build_ms(ctx);
+    xattn_opencl_cache_stats s1 = stats_of(ctx);
+    EXPECT(first > 0.0, "first call built a program: %.3f ms", first);
+    EXPECT(s1.source_builds == 1 && s1.memory_hits == 0 && s1.disk_hits == 0,
+           "source %llu memory %llu disk %llu", (unsigned long long)s1.source_builds,
+           (unsigned long long)s1.memory_hits, (unsigned long long)s1.disk_hits);
+    EXPECT(info.device_ms > 0.0 && info.device_ms < first,
+           "the build (%.1f ms) is not in the "
+           "device time (%.3f ms)",
+           first, info.device_ms);
+    EXPECT(problem_error(&p) < 1e-5, "error %g", problem_error(&p));
+
+    st = xattn_attention(ctx, &p.d, &info);
+    EXPECT(st == XATTN_STATUS_OK, "%s", xattn_last_error());
+    double second = xattn__opencl_last_build_ms(ctx);
+    xattn_opencl_cache_stats s2 = stats_of(ctx);
+    EXPECT(second == 0.0, "second call built nothing: %.3f ms", second);
+    EXPECT(s2.memory_hits == 1 && s2.source_builds == 1, "memory hits %llu, source builds %llu",
+           (unsigned long long)s2.memory_hits, (unsigned long long)s2.source_builds);
+    EXPECT(s2.build_ms_total == s1.build_ms_total, "no build time added");
+    printf("  source build %.1f ms, then %.3f ms (memory cache); run %.3f ms\n", first, second,
+           info.device_ms);
+
+    /* Another algorithm of the same configuration is in the same program. */
+    p.d.algo = XATTN_ALGO_NAIVE;
+    st = xattn_attention(ctx, &p.d, NULL);
+    EXPECT(st == XATTN_STATUS_OK && xattn__opencl_last_build_ms(ctx) == 0.0,
+           "NAIVE reuses the program: %s", xattn_last_error());
+    problem_free(&p);
+    xattn_ctx_destroy(ctx);
+}
+
+static void test_disk_cache(void)
+{
+    char cache[512], sub[600], bin[1200];
+    temp_dir(cache, sizeof cache, "cldisk");
+    snprintf(sub, sizeof sub, "%s/opencl", cache);
+    setenv("XATTN_CACHE_DIR", cache, 1);
+    setenv("XATTN_CL_BINARY_CACHE", "on", 1);
+
+    /* 1: a source build, stored. */
+    double ms[4] = {0, 0, 0, 0};
+    xattn_opencl_cache_stats s[4];
+    for (int round = 0; round < 4; round++) {
+        if (round == 2 && count_bins(sub, bin, sizeof bin) == 1) {
+            /* 3: a corrupt file (one byte of the binary flipped) */
+            FILE *f = fopen(bin, "r+b");
+            if (f) {
+                fseek(f, -20, SEEK_END);
+                int ch = fgetc(f);
+                fseek(f, -20, SEEK_END);
+                fputc(ch ^ 0x5a, f);
+                fclose(f);
+            }
+        } else if (round == 3) {
+            /* 4: a file that is not a cache file at all */
+            write_text(bin, "not a program binary", 20);
+        }
+        xattn_ctx *ctx = cl_ctx();
+        problem p;
+        if (!ctx || problem_setup(&p, ctx, XATTN_ALGO_FLASH)) {
+            xattn_ctx_destroy(ctx);
+            break;
+        }
+        EXPECT(!strcmp(xattn__opencl_cache_dir(ctx), sub), "cache dir %s",
+               xattn__opencl_cache_dir(ctx));
+        xattn_status st = xattn_attention(ctx, &p.d, NULL);
+        EXPECT(st == XATTN_STATUS_OK, "round %d: %s", round, xattn_last_error());
+        EXPECT(xattn_last_error()[0] == '\0',
+               "round %d: a recovered cache problem leaves no "
+               "error message: %s",
+               round, xattn_last_error());
+        EXPECT(problem_error(&p) < 1e-5, "round %d: error %g", round, problem_error(&p));
+        ms[round] = xattn__opencl_last_build_ms(ctx);
+        s[round] = stats_of(ctx);
+        problem_free(&p);
+        xattn_ctx_destroy(ctx);
+    }
+    EXPECT(s[0].source_builds == 1 && s[0].disk_writes == 1 && s[0].disk_hits == 0,
+           "round 0: source %llu writes %llu hits %llu", (unsigned long long)s[0].source_builds,
+           (unsigned long long)s[0].disk_writes, (unsigned long long)s[0].disk_hits);
+    EXPECT(count_bins(sub, NULL, 0) == 1, "one cache file");
+    EXPECT(s[1].disk_hits == 1 && s[1].source_builds == 0 && s[1].disk_rejects == 0,
+           "round 1 (second context): disk hits %llu, source builds %llu",
+           (unsigned long long)s[1].disk_hits, (unsigned long long)s[1].source_builds);
+    EXPECT(ms[1] > 0.0 && ms[1] < ms[0], "loading (%.1f ms) is faster than building (%.1f ms)",
+           ms[1], ms[0]);
+    for (int r = 2; r < 4; r++)
+        EXPECT(s[r].disk_rejects == 1 && s[r].source_builds == 1 && s[r].disk_hits == 0,
+               "round %d (bad file): rejects %llu, source builds %llu, hits %llu", r,
+               (unsigned long long)s[r].disk_rejects, (unsigned long long)s[r].source_builds,
+               (unsigned long long)s[r].disk_hits);
+    printf("  source build + store %.1f ms; load from disk %.1f ms; after a corrupt file %.1f ms\n",
+           ms[0], ms[1], ms[2]);
+
+    /* off: the cache is neither read nor written */
+    setenv("XATTN_CL_BINARY_CACHE", "off", 1);
+    xattn_ctx *ctx = cl_ctx();
+    EXPECT(ctx && xattn__opencl_cache_dir(ctx)[0] == '\0', "XATTN_CL_BINARY_CACHE=off");
+    xattn_ctx_destroy(ctx);
+    setenv("XATTN_CL_BINARY_CACHE", "sometimes", 1);
+    xattn_ctx *bad = NULL;
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &bad);
+    EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT &&
+               strstr(xattn_last_error(), "XATTN_CL_BINARY_CACHE"),
+           "%s: %s", xattn_status_name(st), xattn_last_error());
+    xattn_ctx_destroy(bad);
+    unsetenv("XATTN_CL_BINARY_CACHE");
+    unsetenv("XATTN_CACHE_DIR");
+    rm_tree(cache);
+}
+
+/* The first device of the first platform that has one, as the app would pick it. */
+static int app_device(cl_platform_id *plat, cl_device_id *dev)
+{
+    cl_platform_id plats[16];
+    cl_uint np = 0;
+    if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS)
+        return -1;
+    for (cl_uint i = 0; i < np && i < 16; i++)
+        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 1, dev, NULL) == CL_SUCCESS) {
+            *plat = plats[i];
+            return 0;
+        }
+    return -1;
+}
+
+static void test_interop(void)
+{
+    cl_platform_id plat;
+    cl_device_id dev;
+    if (app_device(&plat, &dev)) {
+        EXPECT(0, "no OpenCL device for the app");
+        return;
+    }
+    cl_int e;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+    cl_context cctx = clCreateContext(props, 1, &dev, NULL, NULL, &e);
+    EXPECT(e == CL_SUCCESS, "clCreateContext %d", e);
+    /* No profiling on the app's queue: timed calls use the host clock. */
+    cl_command_queue queue = clCreateCommandQueue(cctx, dev, 0, &e);
+    EXPECT(e == CL_SUCCESS, "clCreateCommandQueue %d", e);
+
+    xattn_ctx *ctx = NULL;
+    xattn_status st = xattn_opencl_ctx_create(cctx, dev, queue, &ctx);
+    EXPECT(st == XATTN_STATUS_OK, "%s", xattn_last_error());
+    if (st != XATTN_STATUS_OK) {
+        clReleaseCommandQueue(queue);
+        clReleaseContext(cctx);
+        return;
+    }
+    EXPECT(xattn_ctx_backend(ctx) == XATTN_BACKEND_OPENCL, "backend");
+    EXPECT(xattn_opencl_ctx_queue(ctx) == queue && xattn_opencl_ctx_context(ctx) == cctx,
+           "the context runs on the app's queue");
+
+    /* The app's buffers, filled by the app on its queue. */
+    problem p;
+    memset(&p, 0, sizeof p);
+    p.ctx = ctx;
+    fill(p.hq, sizeof p.hq / 4, 11);
+    fill(p.hk, sizeof p.hk / 4, 12);
+    fill(p.hv, sizeof p.hv / 4, 13);
+    size_t obytes = (size_t)B * SQ * HQ * DV * 4, lbytes = (size_t)B * HQ * SQ * 4;
+    cl_mem mq =
+        clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof p.hq, p.hq, &e);
+    cl_mem mk =
+        clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof p.hk, p.hk, &e);
+    cl_mem mv =
+        clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof p.hv, p.hv, &e);
+    cl_mem mo = clCreateBuffer(cctx, CL_MEM_READ_WRITE, obytes, NULL, &e);
+    cl_mem ml = clCreateBuffer(cctx, CL_MEM_READ_WRITE, lbytes, NULL, &e);
+    EXPECT(mq && mk && mv && mo && ml, "clCreateBuffer");
+
+    xattn_mem_stats m0, m1;
+    xattn_ctx_mem_stats(ctx, &m0);
+    st = xattn_opencl_buffer_wrap(ctx, mq, &p.q);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_opencl_buffer_wrap(ctx, mk, &p.k);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_opencl_buffer_wrap(ctx, mv, &p.v);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_opencl_buffer_wrap(ctx, mo, &p.o);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_opencl_buffer_wrap(ctx, ml, &p.lse);
+    EXPECT(st == XATTN_STATUS_OK, "wrap: %s", xattn_last_error());
+    xattn_ctx_mem_stats(ctx, &m1);
+    EXPECT(m1.current_bytes == m0.current_bytes, "wrapped memory is the app's, not counted");
+    if (st == XATTN_STATUS_OK) {
+        EXPECT(xattn_buffer_size(p.o) == obytes && xattn_opencl_buffer_mem(p.o) == mo,
+               "size %zu, mem", xattn_buffer_size(p.o));
+        for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+            desc_init(&p, (xattn_algo)a);
+            xattn_run_info info;
+            st = xattn_attention(ctx, &p.d, &info);
+            EXPECT(st == XATTN_STATUS_OK, "%s: %s", xattn_algo_name((xattn_algo)a),
+                   xattn_last_error());
+            EXPECT(info.device_ms > 0.0 && info.num_phases >= 1 && info.phase_ms[0] > 0.0,
+                   "%s: host-clock times %.3f ms", xattn_algo_name((xattn_algo)a), info.device_ms);
+            /* The app reads the result itself, ordered after attention on its queue. */
+            float out[B * SQ * HQ * DV];
+            e = clEnqueueReadBuffer(queue, mo, CL_TRUE, 0, obytes, out, 0, NULL, NULL);
+            EXPECT(e == CL_SUCCESS, "clEnqueueReadBuffer %d", e);
+            static double ref[B * SQ * HQ * DV];
+            st = xattn_reference_attention(ctx, &p.d, ref, NULL);
+            double m = 0;
+            for (size_t i = 0; i < sizeof out / 4; i++) {
+                double d = fabs((double)out[i] - ref[i]);
+                if (!(d <= m))
+                    m = d;
+            }
+            EXPECT(st == XATTN_STATUS_OK && m < 1e-5, "%s: error %g",
+                   xattn_algo_name((xattn_algo)a), m);
+            /* Async use: no info, then the app's clFinish orders the work. */
+            float zero = 0.0f;
+            clEnqueueFillBuffer(queue, mo, &zero, sizeof zero, 0, obytes, 0, NULL, NULL);
+            st = xattn_attention(ctx, &p.d, NULL);
+            EXPECT(st == XATTN_STATUS_OK, "async: %s", xattn_last_error());
+            EXPECT(clFinish(queue) == CL_SUCCESS, "clFinish");
+            float out2[B * SQ * HQ * DV];
+            clEnqueueReadBuffer(queue, mo, CL_TRUE, 0, obytes, out2, 0, NULL, NULL);
+            EXPECT(!memcmp(out, out2, sizeof out), "async result on the app's queue");
+        }
+    }
+
+    /* Wrong objects. */
+    xattn_buffer *bad = NULL;
+    st = xattn_opencl_buffer_wrap(ctx, NULL, &bad);
+    EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT && bad == NULL &&
+               strstr(xattn_last_error(), "CL_INVALID_MEM_OBJECT") &&
+               strstr(xattn_last_error(), "-38"),
+           "NULL cl_mem: %s: %s", xattn_status_name(st), xattn_last_error());
+    cl_context other = clCreateContext(props, 1, &dev, NULL, NULL, &e);
+    cl_mem foreign = clCreateBuffer(other, CL_MEM_READ_WRITE, 64, NULL, &e);
+    st = xattn_opencl_buffer_wrap(ctx, foreign, &bad);
+    EXPECT(st == XATTN_STATUS_WRONG_CONTEXT && bad == NULL, "foreign cl_mem: %s: %s",
+           xattn_status_name(st), xattn_last_error());
+    cl_command_queue foreign_q = clCreateCommandQueue(other, dev, 0, &e);
+    xattn_ctx *ctx2 = NULL;
+    st = xattn_opencl_ctx_create(cctx, dev, foreign_q, &ctx2);
+    EXPECT(st == XATTN_STATUS_WRONG_CONTEXT && ctx2 == NULL, "queue of another context: %s: %s",
+           xattn_status_name(st), xattn_last_error());
+    st = xattn_opencl_ctx_create(NULL, dev, NULL, &ctx2);
+    EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT && ctx2 == NULL, "NULL context: %s",
+           xattn_status_name(st));
+    cl_command_queue ooo =
+        clCreateCommandQueue(cctx, dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &e);
+    if (e == CL_SUCCESS) {
+        st = xattn_opencl_ctx_create(cctx, dev, ooo, &ctx2);
+        EXPECT(st == XATTN_STATUS_UNSUPPORTED && ctx2 == NULL &&
+                   strstr(xattn_last_error(), "out-of-order"),
+               "out-of-order queue: %s: %s", xattn_status_name(st), xattn_last_error());
+        clReleaseCommandQueue(ooo);
+    }
+    /* No queue: the library makes its own on the app's context. */
+    st = xattn_opencl_ctx_create(cctx, dev, NULL, &ctx2);
+    EXPECT(st == XATTN_STATUS_OK && xattn_opencl_ctx_queue(ctx2) != NULL &&
+               xattn_opencl_ctx_queue(ctx2) != queue,
+           "own queue: %s", xattn_last_error());
+    if (ctx2) {
+        /* A buffer of the app's context wraps into either xattn context. */
+        xattn_buffer *w = NULL;
+        EXPECT(xattn_opencl_buffer_wrap(ctx2, mq, &w) == XATTN_STATUS_OK, "%s", xattn_last_error());
+        xattn_buffer_free(w);
+    }
+    xattn_ctx_destroy(ctx2);
+    xattn_ctx *cpu = NULL;
+    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu) == XATTN_STATUS_OK) {
+        st = xattn_opencl_buffer_wrap(cpu, mq, &bad);
+        EXPECT(st == XATTN_STATUS_WRONG_CONTEXT, "cl_mem into a CPU context: %s",
+               xattn_status_name(st));
+        EXPECT(xattn_opencl_ctx_queue(cpu) == NULL, "CPU context has no queue");
+        xattn_ctx_destroy(cpu);
+    }
+
+    const float hq0 = p.hq[0];
+    problem_free(&p);
+    xattn_ctx_destroy(ctx);
+    /* The app's objects outlive the xattn context. */
+    float x = 0;
+    e = clEnqueueReadBuffer(queue, mq, CL_TRUE, 0, sizeof x, &x, 0, NULL, NULL);
+    EXPECT(e == CL_SUCCESS && x == hq0, "app queue and buffer alive after destroy: %d", e);
+    clReleaseMemObject(foreign);
+    clReleaseCommandQueue(foreign_q);
+    clReleaseContext(other);
+    clReleaseMemObject(mq);
+    clReleaseMemObject(mk);
+    clReleaseMemObject(mv);
+    clReleaseMemObject(mo);
+    clReleaseMemObject(ml);
+    clReleaseCommandQueue(queue);
+    clReleaseContext(cctx);
+}
+
+static void test_tiles(void)
+{
+    /* Small tiles: several key tiles per work-group, several row tiles. */
+    setenv("XATTN_CL_TILE", "bq=4,bk=8,nt=4,rwg=8,cwg=8", 1);
+    xattn_ctx *ctx = cl_ctx();
+    problem p;
+    if (ctx && problem_setup(&p, ctx, XATTN_ALGO_NAIVE) == 0) {
+        for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+            p.d.algo = (xattn_algo)a;
+            p.d.num_splits = a == XATTN_ALGO_SPLITKV ? 3 : 0;
+            xattn_run_info info;
+            xattn_status st = xattn_attention(ctx, &p.d, &info);
+            EXPECT(st == XATTN_STATUS_OK, "%s: %s", xattn_algo_name((xattn_algo)a),
+                   xattn_last_error());
+            double err = problem_error(&p);
+            EXPECT(err < 1e-5, "%s with small tiles: error %g", xattn_algo_name((xattn_algo)a),
+                   err);
+            if (a == XATTN_ALGO_SPLITKV)
+                EXPECT(info.num_splits == 3, "splits %d", info.num_splits);
+        }
+        problem_free(&p);
+    }
+    xattn_ctx_destroy(ctx);
+    const char *bad[] = {"bq=abc", "bq=0", "rwg=24", "tile=4", "bq"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("XATTN_CL_TILE", bad[i], 1);
+        xattn_ctx *b = NULL;
+        xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &b);
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT && b == NULL &&
+                   strstr(xattn_last_error(), "XATTN_CL_TILE"),
+               "'%s': %s: %s", bad[i], xattn_status_name(st), xattn_last_error());
+        xattn_ctx_destroy(b);
+    }
+    unsetenv("XATTN_CL_TILE");
+}
+
+static void test_run_info(void)
+{
+    xattn_ctx *ctx = cl_ctx();
+    problem p;
+    if (!ctx || problem_setup(&p, ctx, XATTN_ALGO_NAIVE)) {
+        xattn_ctx_destroy(ctx);
+        return;
+    }
+    static const char *phases[4][3] = {
+        {0}, {"qk", "softmax", "pv"}, {"flash"}, {"partial", "combine"}};
+    static const int nph[4] = {0, 3, 1, 2};
+    for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+        p.d.algo = (xattn_algo)a;
+        p.d.num_splits = 0;
+        xattn_mem_stats before, after;
+        xattn_ctx_mem_stats(ctx, &before);
+        xattn_ctx_reset_peak(ctx);
+        xattn_ctx_mem_stats(ctx, &before);
+        xattn_run_info info;
+        xattn_status st = xattn_attention(ctx, &p.d, &info);
+        xattn_ctx_mem_stats(ctx, &after);
+        EXPECT(st == XATTN_STATUS_OK, "%s", xattn_last_error());
+        const char *name = xattn_algo_name((xattn_algo)a);
+        EXPECT(info.num_phases == nph[a], "%s: %d phases", name, info.num_phases);
+        double sum = 0.0;
+        for (int i = 0; i < info.num_phases && i < 3; i++) {
+            EXPECT(!strcmp(info.phase_names[i], phases[a][i]), "%s: phase %d is '%s'", name, i,
+                   info.phase_names[i]);
+            EXPECT(info.phase_ms[i] > 0.0, "%s: phase %s %.4f ms", name, info.phase_names[i],
+                   info.phase_ms[i]);
+            sum += info.phase_ms[i];
+        }
+        EXPECT(info.device_ms > 0.0 && info.device_ms >= sum * 0.999,
+               "%s: device %.4f ms, phases %.4f ms", name, info.device_ms, sum);
+        EXPECT(after.current_bytes == before.current_bytes, "%s: workspace released", name);
+        /* The peak holds the workspace (and the dispatch's small host arrays). */
+        EXPECT(after.peak_bytes - before.current_bytes >= info.workspace_bytes &&
+                   after.peak_bytes - before.current_bytes <= info.workspace_bytes + 4096,
+               "%s: peak grew by %llu, workspace %llu", name,
+               (unsigned long long)(after.peak_bytes - before.current_bytes),
+               (unsigned long long)info.workspace_bytes);
+        if (a == XATTN_ALGO_NAIVE)
+            EXPECT(info.workspace_bytes >= (uint64_t)B * HQ * SQ * SK * 4, "NAIVE scores %llu",
+                   (unsigned long long)info.workspace_bytes);
+        if (a == XATTN_ALGO_FLASH)
+            EXPECT(info.workspace_bytes < (uint64_t)B * HQ * SQ * SK * 4,
+                   "FLASH needs no score matrix: %llu", (unsigned long long)info.workspace_bytes);
+        if (a == XATTN_ALGO_SPLITKV)
+            EXPECT(info.num_splits >= 1, "splits %d", info.num_splits);
+        EXPECT(problem_error(&p) < 1e-5, "%s: error %g", name, problem_error(&p));
+    }
+    /* A memory limit that the NAIVE score matrix passes: OUT_OF_MEMORY, usable after. */
+    xattn_mem_stats cur;
+    xattn_ctx_mem_stats(ctx, &cur);
+    xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, (int64_t)cur.current_bytes + 256);
+    p.d.algo = XATTN_ALGO_NAIVE;
+    xattn_status st = xattn_attention(ctx, &p.d, NULL);
+    EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY && strstr(xattn_last_error(), "NAIVE"), "%s: %s",
+           xattn_status_name(st), xattn_last_error());
+    xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, 0);
+    EXPECT(xattn_attention(ctx, &p.d, NULL) == XATTN_STATUS_OK, "usable after OUT_OF_MEMORY: %s",
+           xattn_last_error());
+    problem_free(&p);
+    xattn_ctx_destroy(ctx);
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+typedef struct test_entry {
+    const char *name;
+    void (*fn)(void);
+} test_entry;
+
+static const test_entry tests[] = {
+    {"devices", test_devices},       {"build_fail", test_build_fail}, {"mem_cache", test_mem_cache},
+    {"disk_cache", test_disk_cache}, {"interop", test_interop},       {"tiles", test_tiles},
+    {"run_info", test_run_info},
+};
+
+int main(int argc, char **argv)
+{
+    if (xattn_backend_available(XATTN_BACKEND_OPENCL) != XATTN_STATUS_OK) {
+        printf("SKIP: OpenCL backend unavailable: %s\n", xattn_last_error());
+        return 77;
+    }
+    int ran = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], tests[i].name))
+            continue;
+        int before = g_failed;
+        printf("%s\n", tests[i].name);
+        tests[i].fn();
+        printf("%s: %s\n", tests[i].name, g_failed == before ? "ok" : "FAILED");
+        ran++;
+    }
+    if (!ran) {
+        printf("unknown test '%s'; tests:", argc > 1 ? argv[1] : "");
+        for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+            printf(" %s", tests[i].name);
+        printf("\n");
+        return 2;
+    }
+    printf("%d checks passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
