@@ -70,7 +70,8 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
     if (xattn__add_overflow(last, 1, &end) || xattn__mul_overflow(end, esize, &end) ||
         xattn__add_overflow(end, (uint64_t)t->offset, &end))
         return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
-                            "%s: the view's byte range overflows 64 bits", name);
+                            "%s.offset: %zu plus the view's byte extent overflows 64 bits", name,
+                            t->offset);
     if (end > t->buffer->size)
         return xattn__error(XATTN_STATUS_OUT_OF_BOUNDS,
                             "%s: the view reaches byte %llu but %s.buffer holds %zu bytes "
@@ -81,6 +82,76 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                             (long long)t->shape[2], (long long)t->shape[3],
                             (long long)t->strides[0], (long long)t->strides[1],
                             (long long)t->strides[2], (long long)t->strides[3]);
+    return XATTN_STATUS_OK;
+}
+
+/* An output view must not name one element twice (a zero or too small
+ * stride would make the kernels race on it): sorted by stride, each dimension's
+ * stride must step past everything the smaller dimensions span. Extents of 1
+ * and empty views are exempt. */
+static xattn_status xattn__check_distinct(const xattn_tensor *t, const char *name, int ndims)
+{
+    int idx[4];
+    int n = 0;
+    for (int i = 0; i < ndims; i++) {
+        if (t->shape[i] == 0)
+            return XATTN_STATUS_OK;
+        if (t->shape[i] > 1)
+            idx[n++] = i;
+    }
+    for (int a = 1; a < n; a++) /* insertion sort by stride, n <= 4 */
+        for (int b = a; b > 0 && t->strides[idx[b]] < t->strides[idx[b - 1]]; b--) {
+            int tmp = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = tmp;
+        }
+    uint64_t span = 0; /* highest offset the smaller dimensions reach */
+    for (int a = 0; a < n; a++) {
+        int i = idx[a];
+        if ((uint64_t)t->strides[i] <= span)
+            return xattn__error(XATTN_STATUS_INVALID_STRIDE,
+                                "%s.strides[%d]: %lld makes the output view write some elements "
+                                "more than once (an output's stride must exceed %llu, the span of "
+                                "its smaller dimensions)",
+                                name, i, (long long)t->strides[i], (unsigned long long)span);
+        span += (uint64_t)t->strides[i] * (uint64_t)(t->shape[i] - 1);
+    }
+    return XATTN_STATUS_OK;
+}
+
+/* Byte range [lo, hi) a validated view touches; empty for an empty view. */
+static void xattn__view_range(const xattn_tensor *t, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t last = 0;
+    for (int i = 0; i < 4; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = t->offset;
+            return;
+        }
+        last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
+    }
+    *lo = t->offset;
+    *hi = t->offset + (last + 1) * xattn_dtype_size(t->dtype);
+}
+
+/* An output must not share bytes with an input or with the other output:
+ * the kernels read inputs while they write, in no promised order. The check is
+ * on byte ranges, so two views interleaved in one buffer are refused too;
+ * give outputs their own buffer (or disjoint regions of one). */
+static xattn_status xattn__check_disjoint(const xattn_tensor *out, const char *oname,
+                                          const xattn_tensor *other, const char *name)
+{
+    if (!other->buffer || other->buffer != out->buffer)
+        return XATTN_STATUS_OK;
+    uint64_t a0, a1, b0, b1;
+    xattn__view_range(out, &a0, &a1);
+    xattn__view_range(other, &b0, &b1);
+    if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "%s: bytes [%llu, %llu) of its buffer overlap %s's bytes [%llu, %llu) "
+                            "(an output may not share memory with an input or another output)",
+                            oname, (unsigned long long)a0, (unsigned long long)a1, name,
+                            (unsigned long long)b0, (unsigned long long)b1);
     return XATTN_STATUS_OK;
 }
 
@@ -284,6 +355,21 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
                                                                   : d->bias.shape[3]),
                                 d->bias.shape[2] < Sq ? "query" : "key",
                                 (long long)(d->bias.shape[2] < Sq ? Sq : Sk));
+    }
+
+    /* Outputs: each element written once, and no memory shared with inputs. */
+    XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->o, "o", 4));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->q, "q"));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->k, "k"));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->v, "v"));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->bias, "bias"));
+    if (d->lse.buffer) {
+        XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->lse, "lse", 3));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->o, "o"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->q, "q"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->k, "k"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->v, "v"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->bias, "bias"));
     }
 
     /* Scalars and flags. */

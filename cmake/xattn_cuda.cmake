@@ -48,10 +48,12 @@ set_target_properties(xattn_obj PROPERTIES
   CUDA_STANDARD 17
   CUDA_STANDARD_REQUIRED ON
   CUDA_EXTENSIONS OFF
-  CUDA_RUNTIME_LIBRARY Static)
-# Host-side warnings of the .cu files follow the C flags; no exceptions or RTTI
-# in the kernels' host code, so the final link needs no C++ runtime.
-set(XATTN_CUDA_FLAGS -Xcompiler=-Wall,-Wextra,-fno-exceptions,-fno-rtti)
+  CUDA_RUNTIME_LIBRARY Static
+  CUDA_VISIBILITY_PRESET hidden)
+# Host-side warnings of the .cu files follow the C flags. No exceptions, RTTI or
+# thread-safe static guards in the kernels' host code: the static library then
+# needs no C++ runtime (a C program links it with the C linker).
+set(XATTN_CUDA_FLAGS -Xcompiler=-Wall,-Wextra,-fno-exceptions,-fno-rtti,-fno-threadsafe-statics)
 if(XATTN_WERROR)
   list(APPEND XATTN_CUDA_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
 endif()

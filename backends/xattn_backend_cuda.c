@@ -1,0 +1,771 @@
+/*
+ * The CUDA backend's host module: device discovery through the CUDA runtime
+ * (linked statically, so that a machine without a driver gets "unavailable"
+ * with the driver's message instead of a loader error), one stream per context
+ * (its own, or the caller's through xattn_cuda.h), device buffers, workspaces
+ * through the tracking allocator, and the three algorithms timed with CUDA
+ * events phase by phase. The kernels live in kernels_cuda/ and are reached
+ * through the C entry points of xattn_cuda_kernels.h.
+ *
+ * Every CUDA failure comes back as XATTN_STATUS_BACKEND (OUT_OF_MEMORY for a
+ * failed allocation) with "cudaXxx failed: <CUDA's text> (<code>)". Calls
+ * that change the calling thread's current device restore it before returning.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "xattn_cuda.h"
+#include "xattn_cuda_kernels.h"
+#include "xattn_internal.h"
+
+#define XATTN__CUDA_MAX_DEVICES 64
+#define XATTN__CUDA_MIN_CC 75 /* the oldest architecture the kernels are built for */
+#define XATTN__CUDA_EVENTS 5
+
+/* Usable devices (compute capability >= 7.5), as CUDA ordinals; set by probe. */
+static int xattn__cuda_ndev;
+static int xattn__cuda_ordinal[XATTN__CUDA_MAX_DEVICES];
+
+/* Tests: the next attention call launches its first kernel with an invalid
+ * configuration, to exercise the launch-error path on a real GPU. */
+static atomic_int xattn__cuda_fail_next;
+
+typedef struct xattn_cuda_ctx {
+    int ordinal;                        /* CUDA device */
+    cudaStream_t stream;                /* where everything is submitted */
+    int own_stream;                     /* 0: the caller's (interop) */
+    cudaEvent_t ev[XATTN__CUDA_EVENTS]; /* phase boundaries */
+    int cc, sm_count;
+    size_t smem_optin;
+    int pools;      /* cudaMallocAsync usable */
+    int force_simt; /* XATTN_CUDA_FORCE_SIMT set */
+    int ready;      /* fully initialized */
+    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi): a host staging
+     * copy and a device copy, both grown on demand and accounted. */
+    void *meta_host;
+    uint64_t meta_host_cap;
+    void *meta_dev;
+    uint64_t meta_dev_cap;
+} xattn_cuda_ctx;
+
+static xattn_status xattn__cuda_fail(xattn_status st, const char *call, cudaError_t e)
+{
+    (void)cudaGetLastError(); /* clear a non-sticky error: it is reported here */
+    return xattn__error(st, "%s failed: %s (%d)", call, cudaGetErrorString(e), (int)e);
+}
+
+#define XATTN__CUDA_CALL(call, name)                                                               \
+    do {                                                                                           \
+        cudaError_t xattn__e = (call);                                                             \
+        if (xattn__e != cudaSuccess)                                                               \
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, name, xattn__e);                         \
+    } while (0)
+
+/* Makes `ordinal` the thread's current device; *prev receives the old one. */
+static xattn_status xattn__cuda_dev_enter(int ordinal, int *prev)
+{
+    *prev = -1;
+    XATTN__CUDA_CALL(cudaGetDevice(prev), "cudaGetDevice");
+    if (*prev != ordinal)
+        XATTN__CUDA_CALL(cudaSetDevice(ordinal), "cudaSetDevice");
+    return XATTN_STATUS_OK;
+}
+
+static void xattn__cuda_dev_leave(int ordinal, int prev)
+{
+    if (prev >= 0 && prev != ordinal)
+        (void)cudaSetDevice(prev);
+}
+
+/* ---- probe and devices ---------------------------------------------------- */
+
+static xattn_status xattn__cuda_probe(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE, "cudaGetDeviceCount failed: %s (%d)",
+                            cudaGetErrorString(e), (int)e);
+    }
+    xattn__cuda_ndev = 0;
+    int older = 0;
+    for (int d = 0; d < n && xattn__cuda_ndev < XATTN__CUDA_MAX_DEVICES; d++) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        if (major * 10 + minor >= XATTN__CUDA_MIN_CC)
+            xattn__cuda_ordinal[xattn__cuda_ndev++] = d;
+        else
+            older++;
+    }
+    if (xattn__cuda_ndev == 0) {
+        if (n == 0)
+            return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE, "no CUDA device");
+        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE,
+                            "%d CUDA device%s, none with compute capability 7.5 or newer "
+                            "(the kernels are built for sm_75..sm_90)",
+                            n, n == 1 ? "" : "s");
+    }
+    if (older)
+        xattn__log(XATTN_LOG_INFO, "cuda: %d device%s older than compute capability 7.5 ignored",
+                   older, older == 1 ? "" : "s");
+    return XATTN_STATUS_OK;
+}
+
+static int xattn__cuda_device_count(void)
+{
+    return xattn__cuda_ndev;
+}
+
+static int xattn__cuda_attr(enum cudaDeviceAttr attr, int dev)
+{
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v = 0;
+    }
+    return v;
+}
+
+static xattn_status xattn__cuda_device_info(int index, xattn_device_info *info)
+{
+    const int dev = xattn__cuda_ordinal[index];
+    struct cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    cudaError_t e = cudaGetDeviceProperties(&prop, dev);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaGetDeviceProperties", e);
+    /* CUDA 13 removed the clock and L2 fields from cudaDeviceProp. */
+    const int clock_khz = xattn__cuda_attr(cudaDevAttrClockRate, dev);
+    const int mem_khz = xattn__cuda_attr(cudaDevAttrMemoryClockRate, dev);
+    const int bus_bits = xattn__cuda_attr(cudaDevAttrGlobalMemoryBusWidth, dev);
+    const int l2 = xattn__cuda_attr(cudaDevAttrL2CacheSize, dev);
+    int drv = 0, rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess || cudaRuntimeGetVersion(&rt) != cudaSuccess)
+        (void)cudaGetLastError();
+
+    info->backend = XATTN_BACKEND_CUDA;
+    info->index = index;
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    snprintf(info->vendor, sizeof info->vendor, "NVIDIA");
+    snprintf(info->driver_version, sizeof info->driver_version, "%d.%d", drv / 1000,
+             (drv % 1000) / 10);
+    snprintf(info->platform, sizeof info->platform, "CUDA runtime %d.%d", rt / 1000,
+             (rt % 1000) / 10);
+    snprintf(info->description, sizeof info->description,
+             "%s, sm_%d%d, %d SMs at %d MHz, %.1f GiB at %d MHz x %d bit, L2 %d KiB, "
+             "%zu KiB shared/block, CUDA device %d",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount, clock_khz / 1000,
+             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), mem_khz / 1000, bus_bits,
+             l2 / 1024, prop.sharedMemPerBlockOptin / 1024, dev);
+    info->compute_units = prop.multiProcessorCount;
+    info->global_mem_bytes = (uint64_t)prop.totalGlobalMem;
+    info->local_mem_bytes = (uint64_t)(prop.sharedMemPerBlockOptin ? prop.sharedMemPerBlockOptin
+                                                                   : prop.sharedMemPerBlock);
+    info->cache_bytes = (uint64_t)(l2 > 0 ? l2 : 0);
+    info->max_work_group_size = (size_t)prop.maxThreadsPerBlock;
+    info->fp16_supported = 1; /* every sm_75+ device has native half arithmetic */
+    info->fp64_supported = 1;
+    info->compute_capability = prop.major * 10 + prop.minor;
+    info->device_type = XATTN_DEVICE_TYPE_GPU;
+    return XATTN_STATUS_OK;
+}
+
+/* ---- contexts ------------------------------------------------------------- */
+
+static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
+{
+    if (c->ready) /* the caller's stream is synchronized too, not destroyed */
+        (void)cudaStreamSynchronize(c->stream);
+    if (c->meta_dev) {
+        (void)cudaFree(c->meta_dev);
+        xattn__mem_release(ctx, c->meta_dev_cap);
+    }
+    xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
+    for (int i = 0; i < XATTN__CUDA_EVENTS; i++)
+        if (c->ev[i])
+            (void)cudaEventDestroy(c->ev[i]);
+    if (c->own_stream && c->stream)
+        (void)cudaStreamDestroy(c->stream);
+    (void)cudaGetLastError();
+    xattn__host_free(ctx, c, sizeof *c);
+}
+
+/* The backend state of ctx on its device: the caller's stream when
+ * `own_stream` is 0, else a new non-blocking stream. */
+static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t stream,
+                                           int own_stream)
+{
+    xattn_status st;
+    xattn_cuda_ctx *c = xattn__host_alloc(ctx, sizeof *c, "CUDA context state", &st);
+    if (!c)
+        return st;
+    memset(c, 0, sizeof *c);
+    c->ordinal = xattn__cuda_ordinal[ctx->device];
+    c->stream = stream;
+    int prev;
+    st = xattn__cuda_dev_enter(c->ordinal, &prev);
+    if (st != XATTN_STATUS_OK) {
+        xattn__host_free(ctx, c, sizeof *c);
+        return st;
+    }
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, c->ordinal);
+    const char *call = "cudaGetDeviceProperties";
+    if (e == cudaSuccess) {
+        c->cc = prop.major * 10 + prop.minor;
+        c->sm_count = prop.multiProcessorCount;
+        c->smem_optin =
+            prop.sharedMemPerBlockOptin ? prop.sharedMemPerBlockOptin : prop.sharedMemPerBlock;
+        c->pools = xattn__cuda_attr(cudaDevAttrMemoryPoolsSupported, c->ordinal);
+        if (own_stream) {
+            call = "cudaStreamCreateWithFlags";
+            e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+            if (e == cudaSuccess)
+                c->own_stream = 1;
+        }
+    }
+    for (int i = 0; i < XATTN__CUDA_EVENTS && e == cudaSuccess; i++) {
+        call = "cudaEventCreate";
+        e = cudaEventCreate(&c->ev[i]);
+    }
+    if (e != cudaSuccess) {
+        st = xattn__cuda_fail(XATTN_STATUS_BACKEND, call, e);
+        const int ordinal = c->ordinal;
+        xattn__cuda_state_free(ctx, c);
+        xattn__cuda_dev_leave(ordinal, prev);
+        return st;
+    }
+    const char *env = getenv("XATTN_CUDA_FORCE_SIMT");
+    c->force_simt = env && *env && strcmp(env, "0") != 0;
+    c->ready = 1;
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    ctx->bctx = c;
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cuda_ctx_create(struct xattn_ctx *ctx)
+{
+    return xattn__cuda_state_init(ctx, NULL, 1);
+}
+
+static void xattn__cuda_ctx_destroy(struct xattn_ctx *ctx)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    if (!c)
+        return;
+    int prev;
+    const int ordinal = c->ordinal;
+    if (xattn__cuda_dev_enter(ordinal, &prev) != XATTN_STATUS_OK)
+        xattn__clear_error(); /* destroy goes on: free what can be freed */
+    xattn__cuda_state_free(ctx, c);
+    xattn__cuda_dev_leave(ordinal, prev);
+    ctx->bctx = NULL;
+}
+
+static xattn_status xattn__cuda_sync(struct xattn_ctx *ctx)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    /* The legacy default stream (interop with NULL) is the current device's. */
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaStreamSynchronize", e);
+    return XATTN_STATUS_OK;
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+static xattn_status xattn__cuda_buffer_alloc(struct xattn_ctx *ctx, struct xattn_buffer *buf,
+                                             size_t bytes)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    void *ptr = NULL;
+    cudaError_t e = cudaMalloc(&ptr, bytes ? bytes : 1);
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return xattn__error(
+            e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY : XATTN_STATUS_BACKEND,
+            "cudaMalloc of %zu bytes failed: %s (%d)", bytes, cudaGetErrorString(e), (int)e);
+    }
+    buf->native = ptr;
+    buf->host = NULL;
+    return XATTN_STATUS_OK;
+}
+
+static void xattn__cuda_buffer_release(struct xattn_ctx *ctx, struct xattn_buffer *buf)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    if (!buf->owned || !buf->native)
+        return; /* wrapped caller memory stays the caller's */
+    int prev;
+    if (xattn__cuda_dev_enter(c->ordinal, &prev) != XATTN_STATUS_OK)
+        xattn__clear_error();
+    /* cudaFree waits for the work in flight on the device. */
+    if (cudaFree(buf->native) != cudaSuccess)
+        (void)cudaGetLastError();
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    buf->native = NULL;
+}
+
+static xattn_status xattn__cuda_copy(struct xattn_ctx *ctx, void *dst, const void *src,
+                                     size_t bytes, enum cudaMemcpyKind kind)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    /* On the context's stream, so that the copy is ordered with its kernels. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, c->stream);
+    const char *call = "cudaMemcpyAsync";
+    if (e == cudaSuccess) {
+        e = cudaStreamSynchronize(c->stream);
+        call = "cudaStreamSynchronize";
+    }
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, call, e);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cuda_buffer_write(struct xattn_ctx *ctx, struct xattn_buffer *buf,
+                                             size_t offset, const void *src, size_t bytes)
+{
+    return xattn__cuda_copy(ctx, (char *)buf->native + offset, src, bytes, cudaMemcpyHostToDevice);
+}
+
+static xattn_status xattn__cuda_buffer_read(struct xattn_ctx *ctx, struct xattn_buffer *buf,
+                                            size_t offset, void *dst, size_t bytes)
+{
+    return xattn__cuda_copy(ctx, dst, (const char *)buf->native + offset, bytes,
+                            cudaMemcpyDeviceToHost);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+/* Uploads the per-sequence arrays (and ALiBi slopes) of p on the stream and
+ * points a's device arrays at them. The host staging copy is pageable: a
+ * cudaMemcpyAsync from pageable memory has consumed it when it returns. */
+static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
+                                            const xattn_problem *p, xattn_cuda_args *a)
+{
+    const uint64_t B = (uint64_t)p->B;
+    const uint64_t n_int = 4 * B, n_alibi = p->alibi ? (uint64_t)p->Hq : 0;
+    const uint64_t bytes = (n_int + n_alibi) * 4u; /* B and Hq are bounded by the views */
+    if (bytes == 0)
+        return XATTN_STATUS_OK;
+    xattn_status st;
+    if (bytes > c->meta_host_cap) {
+        xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
+        c->meta_host = NULL;
+        c->meta_host_cap = 0;
+        c->meta_host = xattn__host_alloc(ctx, bytes, "CUDA per-call arrays (host)", &st);
+        if (!c->meta_host)
+            return st;
+        c->meta_host_cap = bytes;
+    }
+    if (bytes > c->meta_dev_cap) {
+        if (c->meta_dev) {
+            /* cudaFree waits for the kernels that may still read the old copy. */
+            if (cudaFree(c->meta_dev) != cudaSuccess)
+                (void)cudaGetLastError();
+            xattn__mem_release(ctx, c->meta_dev_cap);
+            c->meta_dev = NULL;
+            c->meta_dev_cap = 0;
+        }
+        uint64_t cap = bytes < 4096 ? 4096 : bytes;
+        XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, cap, "CUDA per-call arrays (device)"));
+        cudaError_t e = cudaMalloc(&c->meta_dev, cap);
+        if (e != cudaSuccess) {
+            xattn__mem_release(ctx, cap);
+            c->meta_dev = NULL;
+            return xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
+                                                                   : XATTN_STATUS_BACKEND,
+                                    "cudaMalloc", e);
+        }
+        c->meta_dev_cap = cap;
+    }
+    int32_t *h = c->meta_host;
+    memcpy(h, p->len_q, B * 4);
+    memcpy(h + B, p->len_k, B * 4);
+    memcpy(h + 2 * B, p->start_q, B * 4);
+    memcpy(h + 3 * B, p->start_k, B * 4);
+    if (p->alibi)
+        memcpy(h + 4 * B, p->alibi, n_alibi * 4);
+    XATTN__CUDA_CALL(cudaMemcpyAsync(c->meta_dev, h, bytes, cudaMemcpyHostToDevice, c->stream),
+                     "cudaMemcpyAsync");
+    const int32_t *d = c->meta_dev;
+    a->len_q = d;
+    a->len_k = d + B;
+    a->start_q = d + 2 * B;
+    a->start_k = d + 3 * B;
+    a->alibi = p->alibi ? (const float *)(d + 4 * B) : NULL;
+    return XATTN_STATUS_OK;
+}
+
+/* A workspace of `bytes`, accounted, stream-ordered when the device has
+ * memory pools. */
+static xattn_status xattn__cuda_ws_alloc(struct xattn_ctx *ctx, xattn_cuda_ctx *c, uint64_t bytes,
+                                         const char *what, void **out)
+{
+    *out = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, bytes, what));
+    cudaError_t e =
+        c->pools ? cudaMallocAsync(out, (size_t)bytes, c->stream) : cudaMalloc(out, (size_t)bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        xattn__mem_release(ctx, bytes);
+        *out = NULL;
+        return xattn__error(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
+                                                           : XATTN_STATUS_BACKEND,
+                            "%s: %s of %llu bytes failed: %s (%d)", what,
+                            c->pools ? "cudaMallocAsync" : "cudaMalloc", (unsigned long long)bytes,
+                            cudaGetErrorString(e), (int)e);
+    }
+    return XATTN_STATUS_OK;
+}
+
+static void xattn__cuda_ws_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c, void *ptr, uint64_t bytes)
+{
+    if (!ptr)
+        return;
+    cudaError_t e = c->pools ? cudaFreeAsync(ptr, c->stream) : cudaFree(ptr);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    xattn__mem_release(ctx, bytes);
+}
+
+static void xattn__cuda_phase(xattn_run_info *info, const char *name)
+{
+    int k = info->num_phases++;
+    snprintf(info->phase_names[k], sizeof info->phase_names[k], "%s", name);
+    info->phase_ms[k] = 0.0;
+}
+
+/* A failed kernel launch: its CUDA text, and which kernel. */
+static xattn_status xattn__cuda_launch_failed(const char *kernel, const char *path, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return xattn__error(XATTN_STATUS_BACKEND, "%s kernel (%s path) launch failed: %s (%d)", kernel,
+                        path, cudaGetErrorString(e), (int)e);
+}
+
+static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
+                                    const xattn_problem *p, xattn_run_info *info, int timed)
+{
+    xattn_cuda_args a;
+    memset(&a, 0, sizeof a);
+    a.p = p;
+    a.q = p->q.buf->native;
+    a.k = p->k.buf->native;
+    a.v = p->v.buf->native;
+    a.o = p->o.buf->native;
+    a.lse = p->has_lse ? (float *)p->lse.buf->native : NULL;
+    a.bias = p->has_bias ? p->bias.buf->native : NULL;
+    a.stream = c->stream;
+    a.cc = c->cc;
+    a.sm_count = c->sm_count;
+    a.smem_optin = c->smem_optin;
+    a.force_simt = c->force_simt;
+
+    if (p->algo != XATTN_ALGO_NAIVE && p->algo != XATTN_ALGO_FLASH && p->algo != XATTN_ALGO_SPLITKV)
+        return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CUDA backend",
+                            (int)p->algo);
+    const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
+    char why[256];
+    if (xattn_cuda_check_limits(&a, splits, why, sizeof why))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED, "cuda: %s", why);
+
+    /* Workspace: NAIVE's score matrix, SPLITKV's partials; FLASH needs none. */
+    uint64_t elems = 0;
+    int overflow = 0;
+    const char *what = NULL;
+    if (p->algo == XATTN_ALGO_NAIVE) {
+        elems = xattn_cuda_naive_workspace_elems(p, &overflow);
+        what = "NAIVE score matrix";
+    } else if (p->algo == XATTN_ALGO_SPLITKV) {
+        elems = xattn_cuda_splitkv_workspace_elems(p, splits, &overflow);
+        what = "SPLITKV partials";
+    }
+    if (overflow)
+        return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                            "%s: the workspace size overflows 64 bits%s", what,
+                            p->algo == XATTN_ALGO_NAIVE ? "; use XATTN_ALGO_FLASH" : "");
+    const uint64_t ws_bytes = elems * 4u;
+
+    XATTN_RETURN_IF_ERROR(xattn__cuda_upload_meta(ctx, c, p, &a));
+    void *ws = NULL;
+    if (ws_bytes) {
+        xattn_status st = xattn__cuda_ws_alloc(ctx, c, ws_bytes, what, &ws);
+        if (st == XATTN_STATUS_OUT_OF_MEMORY && p->algo == XATTN_ALGO_NAIVE) {
+            char msg[512]; /* xattn__error must not read the buffer it writes */
+            snprintf(msg, sizeof msg, "%s", xattn_last_error());
+            return xattn__error(st,
+                                "%s; NAIVE materializes B*Hq*Sq*Sk f32 scores: use "
+                                "XATTN_ALGO_FLASH, whose memory does not grow with Sq*Sk",
+                                msg);
+        }
+        XATTN_RETURN_IF_ERROR(st);
+        if (p->poison) {
+            cudaError_t e = cudaMemsetAsync(ws, 0xff, (size_t)ws_bytes, c->stream);
+            if (e != cudaSuccess) {
+                xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
+                return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemsetAsync", e);
+            }
+        }
+    }
+    info->workspace_bytes = ws_bytes;
+    info->num_splits = splits;
+    a.inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
+
+    /* Events around the kernels only: the device time excludes the uploads
+     * and the workspace, as on the CPU backend. */
+    xattn_status st = XATTN_STATUS_OK;
+    cudaError_t e = cudaSuccess;
+    int nev = 0;
+    const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
+    const char *failed = NULL;
+#define XATTN__CUDA_MARK()                                                                         \
+    do {                                                                                           \
+        if (timed && e == cudaSuccess && !failed) {                                                \
+            e = cudaEventRecord(c->ev[nev++], c->stream);                                          \
+            if (e != cudaSuccess)                                                                  \
+                failed = "cudaEventRecord";                                                        \
+        }                                                                                          \
+    } while (0)
+#define XATTN__CUDA_LAUNCH(call, name)                                                             \
+    do {                                                                                           \
+        if (e == cudaSuccess && !failed) {                                                         \
+            e = (call);                                                                            \
+            if (e != cudaSuccess)                                                                  \
+                failed = name;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+    XATTN__CUDA_MARK();
+    if (p->algo == XATTN_ALGO_NAIVE) {
+        XATTN__CUDA_LAUNCH(xattn_cuda_naive_qk(&a, ws), "qk");
+        XATTN__CUDA_MARK();
+        XATTN__CUDA_LAUNCH(xattn_cuda_naive_softmax(&a, ws), "softmax");
+        XATTN__CUDA_MARK();
+        XATTN__CUDA_LAUNCH(xattn_cuda_naive_pv(&a, ws), "pv");
+        XATTN__CUDA_MARK();
+        xattn__cuda_phase(info, "qk");
+        xattn__cuda_phase(info, "softmax");
+        xattn__cuda_phase(info, "pv");
+    } else if (p->algo == XATTN_ALGO_FLASH) {
+        XATTN__CUDA_LAUNCH(xattn_cuda_flash(&a), "flash");
+        XATTN__CUDA_MARK();
+        xattn__cuda_phase(info, "flash");
+    } else {
+        XATTN__CUDA_LAUNCH(xattn_cuda_splitkv_partial(&a, splits, ws), "splitkv partial");
+        XATTN__CUDA_MARK();
+        XATTN__CUDA_LAUNCH(xattn_cuda_splitkv_combine(&a, splits, ws), "splitkv combine");
+        XATTN__CUDA_MARK();
+        xattn__cuda_phase(info, "partial");
+        xattn__cuda_phase(info, "combine");
+    }
+#undef XATTN__CUDA_MARK
+#undef XATTN__CUDA_LAUNCH
+
+    if (failed) {
+        st = !strcmp(failed, "cudaEventRecord") ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
+                                                : xattn__cuda_launch_failed(failed, path, e);
+    }
+    xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
+    if (st != XATTN_STATUS_OK || !timed)
+        return st;
+
+    /* Timed: wait for the last event; a kernel that faulted reports here. */
+    e = cudaEventSynchronize(c->ev[nev - 1]);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "kernel execution (cudaEventSynchronize)", e);
+    for (int k = 0; k + 1 < nev && k < info->num_phases; k++) {
+        float ms = 0.0f;
+        e = cudaEventElapsedTime(&ms, c->ev[k], c->ev[k + 1]);
+        if (e != cudaSuccess)
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
+        info->phase_ms[k] = ms;
+    }
+    float total = 0.0f;
+    e = cudaEventElapsedTime(&total, c->ev[0], c->ev[nev - 1]);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
+    info->device_ms = total;
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cuda_attention(struct xattn_ctx *ctx, const xattn_problem *p,
+                                          xattn_run_info *info, int timed)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    xattn_status st = xattn__cuda_run(ctx, c, p, info, timed);
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    return st;
+}
+
+const xattn_backend_iface xattn__backend_cuda = {
+    .id = XATTN_BACKEND_CUDA,
+    .name = "cuda",
+    .probe = xattn__cuda_probe,
+    .device_count = xattn__cuda_device_count,
+    .device_info = xattn__cuda_device_info,
+    .ctx_create = xattn__cuda_ctx_create,
+    .ctx_destroy = xattn__cuda_ctx_destroy,
+    .sync = xattn__cuda_sync,
+    .set_option = NULL,
+    .buffer_alloc = xattn__cuda_buffer_alloc,
+    .buffer_wrap_host = NULL, /* host memory: use xattn_buffer_write (see xattn_cuda.h) */
+    .buffer_release = xattn__cuda_buffer_release,
+    .buffer_write = xattn__cuda_buffer_write,
+    .buffer_read = xattn__cuda_buffer_read,
+    .attention = xattn__cuda_attention,
+};
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* Makes the next attention call on any CUDA context fail at its first launch
+ * (an invalid block size), so that tests see a real CUDA launch error come
+ * back as a status. Not part of the public API. */
+void xattn__cuda_test_fail_next_launch(void);
+void xattn__cuda_test_fail_next_launch(void)
+{
+    atomic_store(&xattn__cuda_fail_next, 1);
+}
+
+/* ---- interop (xattn_cuda.h) ----------------------------------------------- */
+
+static int xattn__cuda_is_ctx(const xattn_ctx *ctx)
+{
+    return ctx && ctx->be == &xattn__backend_cuda && ctx->bctx;
+}
+
+xattn_status xattn_cuda_ctx_create_on_stream(int device, void *stream, xattn_ctx **out)
+{
+    xattn__clear_error();
+    if (!out)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "out: NULL pointer");
+    *out = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__backend_require(XATTN_BACKEND_CUDA));
+    if (device < 0 || device >= xattn__cuda_ndev)
+        return xattn__error(XATTN_STATUS_DEVICE_NOT_FOUND,
+                            "device: index %d out of range (the cuda backend has %d device%s)",
+                            device, xattn__cuda_ndev, xattn__cuda_ndev == 1 ? "" : "s");
+    const int ordinal = xattn__cuda_ordinal[device];
+    if (stream) {
+        int sdev = -1;
+        cudaError_t e = cudaStreamGetDevice((cudaStream_t)stream, &sdev);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "stream: not a usable CUDA stream (cudaStreamGetDevice failed: "
+                                "%s (%d))",
+                                cudaGetErrorString(e), (int)e);
+        }
+        if (sdev != ordinal)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "stream: belongs to CUDA device %d, but backend device %d is "
+                                "CUDA device %d",
+                                sdev, device, ordinal);
+    }
+    struct xattn_ctx *ctx;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_alloc(&xattn__backend_cuda, device, &ctx));
+    xattn_status st = xattn__cuda_device_info(device, &ctx->info);
+    if (st == XATTN_STATUS_OK)
+        st = xattn__cuda_state_init(ctx, (cudaStream_t)stream, 0);
+    if (st != XATTN_STATUS_OK) {
+        xattn__ctx_free_shell(ctx);
+        return st;
+    }
+    ctx->info.struct_size = sizeof ctx->info;
+    *out = ctx;
+    xattn__log(XATTN_LOG_INFO, "context created on cuda device %d (%s) on the caller's stream %p",
+               device, ctx->info.name, stream);
+    return XATTN_STATUS_OK;
+}
+
+void *xattn_cuda_ctx_stream(const xattn_ctx *ctx)
+{
+    if (!xattn__cuda_is_ctx(ctx))
+        return NULL;
+    return (void *)((const xattn_cuda_ctx *)ctx->bctx)->stream;
+}
+
+int xattn_cuda_ctx_device_ordinal(const xattn_ctx *ctx)
+{
+    if (!xattn__cuda_is_ctx(ctx))
+        return -1;
+    return ((const xattn_cuda_ctx *)ctx->bctx)->ordinal;
+}
+
+xattn_status xattn_cuda_buffer_wrap(xattn_ctx *ctx, void *device_ptr, size_t bytes,
+                                    xattn_buffer **out)
+{
+    xattn__clear_error();
+    if (!ctx || !out || !device_ptr)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL",
+                            !ctx   ? "ctx"
+                            : !out ? "out"
+                                   : "device_ptr");
+    *out = NULL;
+    if (!xattn__cuda_is_ctx(ctx))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "ctx: a %s context; xattn_cuda_buffer_wrap needs a CUDA context",
+                            ctx->be->name);
+    if (bytes == 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "bytes: 0 (a buffer needs a size)");
+    const xattn_cuda_ctx *c = ctx->bctx;
+    struct cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    cudaError_t e = cudaPointerGetAttributes(&attr, device_ptr);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "device_ptr: %p is not CUDA memory (cudaPointerGetAttributes failed: "
+                            "%s (%d))",
+                            device_ptr, cudaGetErrorString(e), (int)e);
+    }
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "device_ptr: %p is %s memory, not CUDA device memory (copy host data "
+                            "in with xattn_buffer_write)",
+                            device_ptr,
+                            attr.type == cudaMemoryTypeHost ? "pinned host" : "unregistered host");
+    if (attr.type == cudaMemoryTypeDevice && attr.device != c->ordinal)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "device_ptr: %p is memory of CUDA device %d; the context is on CUDA "
+                            "device %d",
+                            device_ptr, attr.device, c->ordinal);
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    struct xattn_buffer *b = NULL;
+    xattn_status st = xattn__buffer_new(ctx, bytes, 0, &b);
+    if (st == XATTN_STATUS_OK) {
+        b->native = device_ptr;
+        b->host = NULL;
+        b->aux = NULL;
+    }
+    xattn__ctx_leave(ctx);
+    *out = b;
+    return st;
+}
+
+void *xattn_cuda_buffer_device_ptr(const xattn_buffer *buf)
+{
+    if (!buf || !xattn__cuda_is_ctx(buf->ctx))
+        return NULL;
+    return buf->native;
+}

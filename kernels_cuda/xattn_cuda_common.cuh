@@ -1,0 +1,433 @@
+/*
+ * Private to kernels_cuda/: what NAIVE, FLASH (simt and mma) and SPLITKV share.
+ *
+ * - xattn_cuda_kparams: the problem flattened into one by-value kernel
+ *   parameter (device pointers with the view offsets applied, strides, flags);
+ * - scalar dtype load/store (f16/bf16 are storage only: f32 arithmetic,
+ *   round-to-nearest-even on store);
+ * - the masking helpers, named after kernels_cpu/'s: xattn_cuda_row_init
+ *   gives one query row's interval of valid keys [lo, hi) (causal, window,
+ *   len_k and the split's chunk always leave one contiguous interval, which is
+ *   what lets whole tiles be skipped), xattn_cuda_mod_score applies softcap,
+ *   ALiBi, bias and the mask to one score;
+ * - the online-softmax update (xattn_cuda_softmax_rescale) with the NaN rule:
+ *   the running max is sticky for NaN, and a -inf max is used as 0 so that a
+ *   still fully masked row keeps p = 0 without producing NaN;
+ * - the block decode of the flat grid and the packed query rows (see
+ *   xattn_cuda_kernels.h).
+ */
+#ifndef XATTN_CUDA_COMMON_CUH
+#define XATTN_CUDA_COMMON_CUH
+
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "xattn_cuda_kernels.h"
+
+#define XATTN_CUDA_INF __int_as_float(0x7f800000)
+
+/* Kernel launches and the dynamic shared memory declaration go through these
+ * two macros, so that tests/cuda/xattn_cuda_emu.h can run the very same
+ * kernels on the CPU (XATTN_CUDA_EMULATE; it defines both first). */
+#ifndef XATTN_CUDA_LAUNCH
+#define XATTN_CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
+    (kernel)<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#endif
+#ifndef XATTN_CUDA_DYN_SMEM
+#define XATTN_CUDA_DYN_SMEM(type, name) extern __shared__ __align__(16) type name[]
+#endif
+
+/* One tensor view: ptr is the address of the view's element 0 (buffer + off). */
+struct xattn_cuda_kview {
+    const char *ptr;
+    long long sb, ss, sh, sd;
+    int dt;
+};
+
+struct xattn_cuda_kparams {
+    xattn_cuda_kview q, k, v, o, lse, bias;
+    const int32_t *len_q, *len_k, *start_q, *start_k; /* device [B] */
+    const float *alibi;                               /* device [Hq] or NULL */
+    int B, Hq, Hkv, group, D, Dv, Sq, Sk;
+    int varlen, has_lse, has_bias, has_alibi, causal, bottom_right, has_mods;
+    long long wl, wr; /* < 0 = unbounded; clamped so that p +- w never overflows */
+    float scale, softcap;
+    /* FLASH / SPLITKV */
+    int nrb;    /* row blocks per (sequence, KV head) */
+    int splits; /* 0 = FLASH (write O); > 0 = SPLITKV partial (write part_*) */
+    int chunk;  /* keys per split, a multiple of XATTN_CUDA_SPLIT_UNIT */
+    float *part_o, *part_lse;
+    int vec; /* mma path: every q/k/v row is 16-byte aligned and dense */
+};
+
+/* ---- host side: the parameters of a call ---------------------------------- */
+
+static inline size_t xattn_cuda_dtype_size(int dt)
+{
+    return dt == XATTN_DTYPE_F32 ? 4 : 2;
+}
+
+static inline xattn_cuda_kview xattn_cuda_make_view(const void *base, const xattn_view &v)
+{
+    xattn_cuda_kview kv;
+    kv.ptr = base ? (const char *)base + v.off * (long long)xattn_cuda_dtype_size(v.dtype) : NULL;
+    kv.sb = v.sb;
+    kv.ss = v.ss;
+    kv.sh = v.sh;
+    kv.sd = v.sd;
+    kv.dt = (int)v.dtype;
+    return kv;
+}
+
+/* A window wider than Sq + Sk masks nothing: -1 keeps p +- w within 64 bits. */
+static inline long long xattn_cuda_clamp_window(int64_t w, int64_t Sq, int64_t Sk)
+{
+    return (w < 0 || w >= Sq + Sk + 1) ? -1 : (long long)w;
+}
+
+static inline xattn_cuda_kparams xattn_cuda_make_params(const xattn_cuda_args *a)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_kparams P;
+    P.q = xattn_cuda_make_view(a->q, p->q);
+    P.k = xattn_cuda_make_view(a->k, p->k);
+    P.v = xattn_cuda_make_view(a->v, p->v);
+    P.o = xattn_cuda_make_view(a->o, p->o);
+    P.lse = xattn_cuda_make_view(p->has_lse ? a->lse : NULL, p->lse);
+    P.bias = xattn_cuda_make_view(p->has_bias ? a->bias : NULL, p->bias);
+    P.len_q = a->len_q;
+    P.len_k = a->len_k;
+    P.start_q = a->start_q;
+    P.start_k = a->start_k;
+    P.alibi = p->alibi ? a->alibi : NULL;
+    P.B = (int)p->B;
+    P.Hq = (int)p->Hq;
+    P.Hkv = (int)p->Hkv;
+    P.group = (int)p->group;
+    P.D = (int)p->D;
+    P.Dv = (int)p->Dv;
+    P.Sq = (int)p->Sq;
+    P.Sk = (int)p->Sk;
+    P.varlen = p->varlen;
+    P.has_lse = p->has_lse && a->lse;
+    P.has_bias = p->has_bias && a->bias;
+    P.has_alibi = P.alibi != NULL;
+    P.causal = p->causal;
+    P.bottom_right = p->bottom_right;
+    P.softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
+    P.has_mods = P.softcap > 0.0f || P.has_alibi || P.has_bias;
+    P.wl = xattn_cuda_clamp_window(p->window_left, p->Sq, p->Sk);
+    P.wr = xattn_cuda_clamp_window(p->window_right, p->Sq, p->Sk);
+    P.scale = p->scale;
+    P.nrb = 0;
+    P.splits = 0;
+    P.chunk = 0;
+    P.part_o = NULL;
+    P.part_lse = NULL;
+    P.vec = 0;
+    return P;
+}
+
+static inline long long xattn_cuda_cdiv(long long a, long long b)
+{
+    return (a + b - 1) / b;
+}
+
+/* Keys per split for `splits` splits (the same on host and device). */
+static inline int xattn_cuda_split_chunk(int Sk, int splits)
+{
+    long long units = xattn_cuda_cdiv(Sk, XATTN_CUDA_SPLIT_UNIT);
+    if (units < 1)
+        units = 1;
+    return (int)(xattn_cuda_cdiv(units, splits) * XATTN_CUDA_SPLIT_UNIT);
+}
+
+/* ---- device side ---------------------------------------------------------- */
+
+__device__ __forceinline__ float xattn_cuda_load(const char *base, int dt, long long idx)
+{
+    if (dt == XATTN_DTYPE_F32)
+        return ((const float *)base)[idx];
+    unsigned short u = ((const unsigned short *)base)[idx];
+    if (dt == XATTN_DTYPE_F16)
+        return __half2float(__ushort_as_half(u));
+    return __uint_as_float((unsigned)u << 16);
+}
+
+__device__ __forceinline__ void xattn_cuda_store(const char *cbase, int dt, long long idx, float x)
+{
+    char *base = (char *)cbase;
+    if (dt == XATTN_DTYPE_F32)
+        ((float *)base)[idx] = x;
+    else if (dt == XATTN_DTYPE_F16)
+        ((unsigned short *)base)[idx] = __half_as_ushort(__float2half_rn(x));
+    else
+        ((unsigned short *)base)[idx] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+/* max with NaN sticky: once m is NaN it stays NaN; a NaN x makes it NaN. */
+__device__ __forceinline__ float xattn_cuda_sticky_max(float m, float x)
+{
+    return (x > m || x != x) ? x : m;
+}
+
+/*
+ * The online-softmax update of one row for a new tile whose (sticky) max is
+ * tile_max: m becomes max(m, tile_max); returns the value to subtract from the
+ * tile's scores before exp (m, or 0 while m is still -inf), and *alpha, the
+ * factor for the old l and accumulator (exp(m_old - m_new): 0 when m_old was
+ * -inf, NaN once a NaN was seen).
+ */
+__device__ __forceinline__ float xattn_cuda_softmax_rescale(float *m, float tile_max, float *alpha)
+{
+    float m_old = *m;
+    float m_new = xattn_cuda_sticky_max(m_old, tile_max);
+    float m_use = m_new == -XATTN_CUDA_INF ? 0.0f : m_new;
+    *alpha = expf(m_old - m_use);
+    *m = m_new;
+    return m_use;
+}
+
+/* One sequence of the batch. */
+struct xattn_cuda_seq {
+    int Lq, Lk; /* lengths */
+    int q0, k0; /* first token in the tensors (start_q / start_k) */
+    int rows;   /* query rows written: Sq (padded) or Lq (varlen) */
+};
+
+__device__ __forceinline__ xattn_cuda_seq xattn_cuda_seq_load(const xattn_cuda_kparams &P, int b)
+{
+    xattn_cuda_seq s;
+    s.Lq = P.len_q[b];
+    s.Lk = P.len_k[b];
+    s.q0 = P.start_q[b];
+    s.k0 = P.start_k[b];
+    s.rows = P.varlen ? s.Lq : P.Sq;
+    return s;
+}
+
+/* One query row (b, h, i); lo == hi: no valid key (padding rows included). */
+struct xattn_cuda_row {
+    int lo, hi;         /* valid keys: lo <= j < hi */
+    long long pos;      /* aligned position p (DESIGN.md step 3) */
+    float slope;        /* ALiBi slope of head h (when P.has_alibi) */
+    long long bias_idx; /* element index of bias[b, h, i, 0] (when P.has_bias) */
+};
+
+/*
+ * The valid keys of row i of sequence s, clipped to [kmin, kmax): DESIGN.md
+ * step 6 (j >= Lk, causal, window) as one interval. Both ends are
+ * non-decreasing in i for the real rows (i < Lq), so the union of the
+ * intervals of rows i0..i1 is within [lo(i0), hi(i1)) and their intersection
+ * is [lo(i1), hi(i0)): the tile loop's bounds and its "no mask" test.
+ */
+__device__ __forceinline__ void xattn_cuda_row_range(const xattn_cuda_kparams &P,
+                                                     const xattn_cuda_seq &s, int i, int kmin,
+                                                     int kmax, int *lo, int *hi)
+{
+    if (i >= s.Lq) { /* padding row */
+        *lo = 0;
+        *hi = 0;
+        return;
+    }
+    long long cap = kmax < s.Lk ? kmax : s.Lk;
+    long long p = P.bottom_right ? (long long)i + s.Lk - s.Lq : (long long)i;
+    long long l = kmin, h = cap;
+    if (P.causal && p + 1 < h)
+        h = p + 1;
+    if (P.wr >= 0 && p + P.wr + 1 < h)
+        h = p + P.wr + 1;
+    if (P.wl >= 0 && p - P.wl > l)
+        l = p - P.wl;
+    if (l > cap)
+        l = cap;
+    if (h < l)
+        h = l;
+    *lo = (int)l;
+    *hi = (int)h;
+}
+
+__device__ __forceinline__ void xattn_cuda_row_init(const xattn_cuda_kparams &P,
+                                                    const xattn_cuda_seq &s, int b, int h, int i,
+                                                    int kmin, int kmax, xattn_cuda_row *rw)
+{
+    xattn_cuda_row_range(P, s, i, kmin, kmax, &rw->lo, &rw->hi);
+    rw->pos = P.bottom_right ? (long long)i + s.Lk - s.Lq : (long long)i;
+    rw->slope = P.has_alibi ? P.alibi[h] : 0.0f;
+    rw->bias_idx =
+        P.has_bias ? (long long)b * P.bias.sb + (long long)h * P.bias.sh + (long long)i * P.bias.ss
+                   : 0;
+}
+
+/* DESIGN.md steps 2-6 for the scaled score s of key j of row rw. The mask is
+ * tested first, so nothing is read for a masked key. */
+__device__ __forceinline__ float xattn_cuda_mod_score(const xattn_cuda_kparams &P,
+                                                      const xattn_cuda_row &rw, float s, int j)
+{
+    if (j < rw.lo || j >= rw.hi)
+        return -XATTN_CUDA_INF;
+    if (P.softcap > 0.0f)
+        s = P.softcap * tanhf(s / P.softcap);
+    if (P.has_alibi)
+        s -= rw.slope * fabsf((float)(rw.pos - j));
+    if (P.has_bias)
+        s += xattn_cuda_load(P.bias.ptr, P.bias.dt, rw.bias_idx + (long long)j * P.bias.sd);
+    return s;
+}
+
+/* Flat grid: block x = ((b * splits + split) * Hkv + hk) * nrb + rb', row block
+ * rb = nrb - 1 - rb' (the longest causal rows start first). */
+struct xattn_cuda_blk {
+    int rb, hk, split, b;
+};
+
+__device__ __forceinline__ xattn_cuda_blk xattn_cuda_block_decode(const xattn_cuda_kparams &P)
+{
+    unsigned x = blockIdx.x;
+    unsigned nrb = (unsigned)P.nrb, hkv = (unsigned)P.Hkv;
+    unsigned ns = P.splits > 0 ? (unsigned)P.splits : 1u;
+    xattn_cuda_blk k;
+    k.rb = (int)(nrb - 1u - x % nrb);
+    x /= nrb;
+    k.hk = (int)(x % hkv);
+    x /= hkv;
+    k.split = (int)(x % ns);
+    k.b = (int)(x / ns);
+    return k;
+}
+
+/* Element index of Q/O row (token t, head h) and of K/V row (token t, KV head hk). */
+__device__ __forceinline__ long long xattn_cuda_row_index(const xattn_cuda_kview &v, int b, int t,
+                                                          int h)
+{
+    return (long long)b * v.sb + (long long)t * v.ss + (long long)h * v.sh;
+}
+
+/* Element index of LSE[b, h, token t]. */
+__device__ __forceinline__ long long xattn_cuda_lse_index(const xattn_cuda_kparams &P, int b, int h,
+                                                          int t)
+{
+    return (long long)b * P.lse.sb + (long long)h * P.lse.sh + (long long)t * P.lse.ss;
+}
+
+/* Partial O / LSE of split `sp` of row (b, h, i) in the SPLITKV workspace. */
+__device__ __forceinline__ long long xattn_cuda_part_row(const xattn_cuda_kparams &P, int sp, int b,
+                                                         int h, int i)
+{
+    return (((long long)sp * P.B + b) * P.Hq + h) * P.Sq + i;
+}
+
+/* The key range [kmin, kmax) of a block: its split's chunk, or all keys. */
+__device__ __forceinline__ void xattn_cuda_split_range(const xattn_cuda_kparams &P,
+                                                       const xattn_cuda_seq &s, int split,
+                                                       int *kmin, int *kmax)
+{
+    if (P.splits > 0) {
+        long long lo = (long long)split * P.chunk;
+        long long hi = lo + P.chunk;
+        *kmin = (int)(lo < s.Lk ? lo : s.Lk);
+        *kmax = (int)(hi < s.Lk ? hi : s.Lk);
+    } else {
+        *kmin = 0;
+        *kmax = s.Lk;
+    }
+}
+
+/* Merges the softmax state (m2, l2) into (m, l): the max is NaN-sticky, and
+ * a -inf side contributes nothing. */
+__device__ __forceinline__ void xattn_cuda_softmax_merge(float *m, float *l, float m2, float l2)
+{
+    float mn = xattn_cuda_sticky_max(*m, m2);
+    float mu = mn == -XATTN_CUDA_INF ? 0.0f : mn;
+    *l = *l * expf(*m - mu) + l2 * expf(m2 - mu);
+    *m = mn;
+}
+
+/* ---- internal launchers (C++ linkage; one per kernel family) ------------- */
+
+/* Row blocks of the simt flash kernel. */
+#define XATTN_CUDA_SIMT_BM 64
+
+/* Tile configuration of the mma flash kernel per padded head dim DP:
+ * MT m16 tiles per warp, NW warps, BN keys per KV tile (a divisor of
+ * XATTN_CUDA_SPLIT_UNIT). Rows per block: 16 * MT * NW. */
+template <int DP> struct xattn_cuda_mma_cfg;
+template <> struct xattn_cuda_mma_cfg<64> {
+    enum { MT = 1, NW = 4, BN = 64 };
+};
+template <> struct xattn_cuda_mma_cfg<80> {
+    enum { MT = 1, NW = 4, BN = 64 };
+};
+template <> struct xattn_cuda_mma_cfg<96> {
+    enum { MT = 1, NW = 4, BN = 64 };
+};
+template <> struct xattn_cuda_mma_cfg<128> {
+    enum { MT = 1, NW = 4, BN = 64 };
+};
+template <> struct xattn_cuda_mma_cfg<256> {
+    enum { MT = 1, NW = 4, BN = 32 };
+};
+
+template <int DP> struct xattn_cuda_mma_shape {
+    enum {
+        BM = 16 * xattn_cuda_mma_cfg<DP>::MT * xattn_cuda_mma_cfg<DP>::NW,
+        LDS = DP + 8, /* shared row pitch in elements: 16-byte rows, odd in 16-byte units */
+        SMEM = (BM + 2 * xattn_cuda_mma_cfg<DP>::BN) * LDS * 2
+    };
+};
+
+/* The padded head dims with an mma instantiation. */
+static inline int xattn_cuda_mma_dp(int64_t D, int64_t Dv)
+{
+    int64_t d = D > Dv ? D : Dv;
+    return d <= 64 ? 64 : d <= 80 ? 80 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
+}
+
+static inline int xattn_cuda_mma_bm(int dp)
+{
+    switch (dp) {
+    case 64: return xattn_cuda_mma_shape<64>::BM;
+    case 80: return xattn_cuda_mma_shape<80>::BM;
+    case 96: return xattn_cuda_mma_shape<96>::BM;
+    case 128: return xattn_cuda_mma_shape<128>::BM;
+    default: return xattn_cuda_mma_shape<256>::BM;
+    }
+}
+
+static inline size_t xattn_cuda_mma_smem(int dp)
+{
+    switch (dp) {
+    case 64: return xattn_cuda_mma_shape<64>::SMEM;
+    case 80: return xattn_cuda_mma_shape<80>::SMEM;
+    case 96: return xattn_cuda_mma_shape<96>::SMEM;
+    case 128: return xattn_cuda_mma_shape<128>::SMEM;
+    default: return xattn_cuda_mma_shape<256>::SMEM;
+    }
+}
+
+/* Launch the flash tile loop (FLASH when P.splits == 0, SPLITKV partial
+ * otherwise) on nblocks blocks; P.nrb is already set for the kernel's BM. */
+cudaError_t xattn_cuda_flash_simt_launch(const xattn_cuda_kparams &P, const xattn_cuda_args *a,
+                                         unsigned nblocks);
+cudaError_t xattn_cuda_flash_mma_d64(const xattn_cuda_kparams &P, const xattn_cuda_args *a,
+                                     unsigned nblocks);
+cudaError_t xattn_cuda_flash_mma_d80(const xattn_cuda_kparams &P, const xattn_cuda_args *a,
+                                     unsigned nblocks);
+cudaError_t xattn_cuda_flash_mma_d96(const xattn_cuda_kparams &P, const xattn_cuda_args *a,
+                                     unsigned nblocks);
+cudaError_t xattn_cuda_flash_mma_d128(const xattn_cuda_kparams &P, const xattn_cuda_args *a,
+                                      unsigned nblocks);
+cudaError_t xattn_cuda_flash_mma_d256(const xattn_cuda_kparams &P, const xattn_cuda_args *a,
+                                      unsigned nblocks);
+
+/* Threads per block of a launch: `threads`, or an invalid count when a test
+ * asked for a failing launch. */
+static inline unsigned xattn_cuda_threads(const xattn_cuda_args *a, unsigned threads)
+{
+    return a->inject_failure ? 4096u : threads;
+}
+
+#endif /* XATTN_CUDA_COMMON_CUH */

@@ -1,0 +1,280 @@
+/*
+ * FLASH and SPLITKV entry points: the choice between the mma and simt tile
+ * loops (a table of head-dim instantiations, not #ifdefs), the split count,
+ * the kernel-side limits, and SPLITKV's combine kernel.
+ */
+#include <limits.h>
+#include <stdio.h>
+
+#include "xattn_cuda_common.cuh"
+
+/* ---- path choice ---------------------------------------------------------- */
+
+typedef cudaError_t (*xattn_cuda_mma_fn)(const xattn_cuda_kparams &, const xattn_cuda_args *,
+                                         unsigned);
+
+struct xattn_cuda_plan {
+    int mma;              /* 1: tensor-core path */
+    int dp;               /* padded head dim of the mma instantiation */
+    int bm;               /* packed query rows per block */
+    xattn_cuda_mma_fn fn; /* mma launcher */
+    const char *name;
+};
+
+static const struct {
+    int dp;
+    xattn_cuda_mma_fn fn;
+    const char *name_f16, *name_bf16;
+} xattn_cuda_mma_table[] = {
+    {64, xattn_cuda_flash_mma_d64, "mma-d64-f16", "mma-d64-bf16"},
+    {80, xattn_cuda_flash_mma_d80, "mma-d80-f16", "mma-d80-bf16"},
+    {96, xattn_cuda_flash_mma_d96, "mma-d96-f16", "mma-d96-bf16"},
+    {128, xattn_cuda_flash_mma_d128, "mma-d128-f16", "mma-d128-bf16"},
+    {256, xattn_cuda_flash_mma_d256, "mma-d256-f16", "mma-d256-bf16"},
+};
+
+static xattn_cuda_plan xattn_cuda_plan_of(const xattn_cuda_args *a)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_plan pl;
+    pl.mma = 0;
+    pl.dp = 0;
+    pl.bm = XATTN_CUDA_SIMT_BM;
+    pl.fn = NULL;
+    pl.name = "simt";
+    if (a->force_simt || a->cc < 80 || p->q.dtype != p->k.dtype || p->q.dtype == XATTN_DTYPE_F32)
+        return pl;
+    const int dp = xattn_cuda_mma_dp(p->D, p->Dv);
+    /* Dynamic tile memory plus the static row table (40 bytes a row). */
+    const int bm = xattn_cuda_mma_bm(dp);
+    if (xattn_cuda_mma_smem(dp) + (size_t)bm * 40 > a->smem_optin)
+        return pl;
+    for (size_t t = 0; t < sizeof xattn_cuda_mma_table / sizeof xattn_cuda_mma_table[0]; t++) {
+        if (xattn_cuda_mma_table[t].dp != dp)
+            continue;
+        pl.mma = 1;
+        pl.dp = dp;
+        pl.bm = bm;
+        pl.fn = xattn_cuda_mma_table[t].fn;
+        pl.name = p->q.dtype == XATTN_DTYPE_BF16 ? xattn_cuda_mma_table[t].name_bf16
+                                                 : xattn_cuda_mma_table[t].name_f16;
+    }
+    return pl;
+}
+
+/* 16-byte cp.async allowed: unit dim stride, 16-byte aligned rows, D and Dv
+ * multiples of 8 (a stride over an extent of 1 does not matter). */
+static int xattn_cuda_view_vec_ok(const void *base, const xattn_view *v, int64_t nb, int64_t ns,
+                                  int64_t nh)
+{
+    const uintptr_t addr = (uintptr_t)base + (uintptr_t)(v->off * 2);
+    return v->sd == 1 && addr % 16 == 0 && (nb <= 1 || v->sb % 8 == 0) &&
+           (ns <= 1 || v->ss % 8 == 0) && (nh <= 1 || v->sh % 8 == 0);
+}
+
+static int xattn_cuda_vec_ok(const xattn_cuda_args *a)
+{
+    const xattn_problem *p = a->p;
+    if (p->D % 8 != 0 || p->Dv % 8 != 0)
+        return 0;
+    /* Packed batches: rows are tokens of one tensor; any token may be a start. */
+    const int64_t nb = p->varlen ? 1 : p->B;
+    const int64_t nsq = p->varlen ? 2 : p->Sq, nsk = p->varlen ? 2 : p->Sk;
+    return xattn_cuda_view_vec_ok(a->q, &p->q, nb, nsq, p->Hq) &&
+           xattn_cuda_view_vec_ok(a->k, &p->k, nb, nsk, p->Hkv) &&
+           xattn_cuda_view_vec_ok(a->v, &p->v, nb, nsk, p->Hkv);
+}
+
+extern "C" const char *xattn_cuda_flash_path(const xattn_cuda_args *a)
+{
+    return xattn_cuda_plan_of(a).name;
+}
+
+static xattn_cuda_kparams xattn_cuda_flash_params(const xattn_cuda_args *a,
+                                                  const xattn_cuda_plan &pl, long long *blocks)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    P.nrb = (int)xattn_cuda_cdiv(p->Sq * p->group, pl.bm);
+    P.vec = pl.mma ? xattn_cuda_vec_ok(a) : 0;
+    *blocks = (long long)P.nrb * p->Hkv * p->B;
+    return P;
+}
+
+extern "C" cudaError_t xattn_cuda_flash(const xattn_cuda_args *a)
+{
+    const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
+    long long blocks;
+    const xattn_cuda_kparams P = xattn_cuda_flash_params(a, pl, &blocks);
+    if (pl.mma)
+        return pl.fn(P, a, (unsigned)blocks);
+    return xattn_cuda_flash_simt_launch(P, a, (unsigned)blocks);
+}
+
+/* ---- limits --------------------------------------------------------------- */
+
+extern "C" int xattn_cuda_check_limits(const xattn_cuda_args *a, int splits, char *why, size_t n)
+{
+    const xattn_problem *p = a->p;
+    const long long big = INT_MAX - 4096; /* positions + a tile stay in int */
+    if (p->Sq > big || p->Sk > big || p->B > INT_MAX || p->Hq > INT_MAX) {
+        snprintf(why, n, "Sq %lld, Sk %lld, B %lld, Hq %lld: the CUDA kernels take at most %lld",
+                 (long long)p->Sq, (long long)p->Sk, (long long)p->B, (long long)p->Hq, big);
+        return 1;
+    }
+    /* Every grid is one-dimensional: at most INT_MAX blocks. Sizes are bounded
+     * by the validated views, so these products stay far from overflowing. */
+    const long long rows = p->B * p->Hq * p->Sq;
+    long long blocks = 0;
+    const char *what = "";
+    if (p->algo == XATTN_ALGO_NAIVE) {
+        const long long nrb = xattn_cuda_cdiv(p->Sq * p->group, 64);
+        const long long qk = nrb * xattn_cuda_cdiv(p->Sk, 64) * p->Hkv * p->B;
+        const long long pv = nrb * xattn_cuda_cdiv(p->Dv, 64) * p->Hkv * p->B;
+        blocks = qk > pv ? qk : pv;
+        if (xattn_cuda_cdiv(rows, 8) > blocks)
+            blocks = xattn_cuda_cdiv(rows, 8);
+        what = "naive";
+    } else {
+        const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
+        blocks =
+            xattn_cuda_cdiv(p->Sq * p->group, pl.bm) * p->Hkv * p->B * (splits > 0 ? splits : 1);
+        if (splits > 0 && xattn_cuda_cdiv(rows, 4) > blocks)
+            blocks = xattn_cuda_cdiv(rows, 4);
+        what = p->algo == XATTN_ALGO_SPLITKV ? "splitkv" : "flash";
+    }
+    if (blocks > INT_MAX) {
+        snprintf(why, n, "%s would need %lld thread blocks in one grid (at most %d)", what, blocks,
+                 INT_MAX);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- SPLITKV -------------------------------------------------------------- */
+
+extern "C" int xattn_cuda_splitkv_num_splits(const xattn_cuda_args *a)
+{
+    const xattn_problem *p = a->p;
+    const long long units = p->Sk > 0 ? xattn_cuda_cdiv(p->Sk, XATTN_CUDA_SPLIT_UNIT) : 1;
+    long long s;
+    if (p->num_splits > 0) {
+        s = p->num_splits;
+    } else {
+        /* Enough blocks for two waves over the SMs. */
+        const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
+        const long long base = xattn_cuda_cdiv(p->Sq * p->group, pl.bm) * p->Hkv * p->B;
+        const long long target = 2LL * (a->sm_count > 0 ? a->sm_count : 1);
+        s = base >= target ? 1 : xattn_cuda_cdiv(target, base > 0 ? base : 1);
+    }
+    if (s > units)
+        s = units;
+    if (s > XATTN_CUDA_MAX_SPLITS)
+        s = XATTN_CUDA_MAX_SPLITS;
+    if (s < 1)
+        s = 1;
+    /* Whole chunks of XATTN_CUDA_SPLIT_UNIT keys: trailing splits that would
+     * be empty are dropped. */
+    const int chunk = xattn_cuda_split_chunk((int)p->Sk, (int)s);
+    s = p->Sk > 0 ? xattn_cuda_cdiv(p->Sk, chunk) : 1;
+    return (int)s;
+}
+
+extern "C" uint64_t xattn_cuda_splitkv_workspace_elems(const xattn_problem *p, int splits,
+                                                       int *overflow)
+{
+    uint64_t n = 1;
+    *overflow = __builtin_mul_overflow(n, (uint64_t)splits, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->B, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->Hq, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->Sq, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->Dv + 1u, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)sizeof(float), &n);
+    return *overflow ? 0 : n / sizeof(float);
+}
+
+extern "C" cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int splits, float *ws)
+{
+    const xattn_problem *p = a->p;
+    const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
+    long long blocks;
+    xattn_cuda_kparams P = xattn_cuda_flash_params(a, pl, &blocks);
+    P.splits = splits;
+    P.chunk = xattn_cuda_split_chunk(P.Sk, splits);
+    P.part_o = ws;
+    P.part_lse = ws + (long long)splits * p->B * p->Hq * p->Sq * p->Dv;
+    blocks *= splits;
+    if (pl.mma)
+        return pl.fn(P, a, (unsigned)blocks);
+    return xattn_cuda_flash_simt_launch(P, a, (unsigned)blocks);
+}
+
+/* One warp per row (b, h, i): O = sum_s w_s O_s / sum_s w_s with
+ * w_s = exp(LSE_s - max LSE), LSE = max + log sum w_s; the max is NaN-sticky
+ * and an all -inf row is empty (O = 0, LSE = -inf). */
+__global__ void __launch_bounds__(128)
+    xattn_cuda_splitkv_combine_kernel(const xattn_cuda_kparams P, const float *part_o,
+                                      const float *part_lse)
+{
+    __shared__ float wsh[4][XATTN_CUDA_MAX_SPLITS];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * 4 + w;
+    if (row >= (long long)P.B * P.Hq * P.Sq)
+        return;
+    const int i = (int)(row % P.Sq);
+    const int h = (int)((row / P.Sq) % P.Hq);
+    const int b = (int)(row / ((long long)P.Sq * P.Hq));
+    const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
+    if (i >= s.rows)
+        return;
+    const int ns = P.splits;
+
+    float M = -XATTN_CUDA_INF;
+    for (int sp = lane; sp < ns; sp += 32)
+        M = xattn_cuda_sticky_max(M, part_lse[xattn_cuda_part_row(P, sp, b, h, i)]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        M = xattn_cuda_sticky_max(M, __shfl_xor_sync(0xffffffffu, M, off));
+    const bool empty = M == -XATTN_CUDA_INF;
+    float W = 0.0f;
+    for (int sp = lane; sp < ns; sp += 32) {
+        const float wt = empty ? 0.0f : expf(part_lse[xattn_cuda_part_row(P, sp, b, h, i)] - M);
+        wsh[w][sp] = wt;
+        W += wt;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        W += __shfl_xor_sync(0xffffffffu, W, off);
+    __syncwarp();
+
+    const float inv = empty ? 0.0f : 1.0f / W;
+    const long long oi = xattn_cuda_row_index(P.o, b, s.q0 + i, h);
+    const long long stride = (long long)P.B * P.Hq * P.Sq * P.Dv; /* between splits */
+    const float *po = part_o + xattn_cuda_part_row(P, 0, b, h, i) * P.Dv;
+    for (int d = lane; d < P.Dv; d += 32) {
+        float acc = 0.0f;
+        if (!empty)
+            for (int sp = 0; sp < ns; sp++)
+                acc = fmaf(wsh[w][sp], po[sp * stride + d], acc);
+        xattn_cuda_store(P.o.ptr, P.o.dt, oi + (long long)d * P.o.sd, acc * inv);
+    }
+    if (lane == 0 && P.has_lse)
+        ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, b, h, s.q0 + i)] =
+            empty ? -XATTN_CUDA_INF : M + logf(W);
+}
+
+extern "C" cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int splits,
+                                                  const float *ws)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    P.splits = splits;
+    const long long rows = p->B * p->Hq * p->Sq;
+    const long long blocks = xattn_cuda_cdiv(rows, 4);
+    if (blocks == 0)
+        return cudaSuccess;
+    const float *part_lse = ws + (long long)splits * rows * p->Dv;
+    XATTN_CUDA_LAUNCH(xattn_cuda_splitkv_combine_kernel, (unsigned)blocks,
+                      xattn_cuda_threads(a, 128), 0, a->stream, P, ws, part_lse);
+    return cudaGetLastError();
+}

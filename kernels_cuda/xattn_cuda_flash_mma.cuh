@@ -1,0 +1,508 @@
+/*
+ * FLASH / SPLITKV partial, tensor-core path (sm_80+): q and k/v of one 16-bit
+ * dtype T (__half or __nv_bfloat16), head dims padded to DP (D, Dv <= DP).
+ *
+ * One block = BM = 16*MT*NW packed query rows of one (sequence, KV head
+ * [, split]); warp w owns rows [16*MT*w, 16*MT*(w+1)). Shared memory holds the
+ * Q tile [BM][DP] (loaded once) and one K and one V tile [BN][DP], rows padded
+ * to LDS = DP + 8 elements so that ldmatrix is free of bank conflicts. The
+ * tile loop is the same as the simt path's and the CPU's:
+ *
+ *   for each KV tile the rows' valid-key intervals reach:
+ *     S = Q K^T          mma.sync m16n8k16, f32 accumulators in registers
+ *     (K of the next tile starts loading: cp.async overlaps the rest)
+ *     scale, softcap / ALiBi / bias / masks (skipped for a tile every row
+ *     sees whole when there are no score mods)
+ *     online softmax on the accumulators (a row lives in a quad of lanes)
+ *     O += P V           P re-packed from the S accumulators as A fragments
+ *     (V of the next tile starts loading)
+ *
+ * Fragment layouts (PTX ISA, mma.m16n8k16, .f16/.bf16 -> .f32): lane l,
+ * g = l / 4, c = l % 4. A (16x16, row): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..),
+ * a2 = (g, 2c+8..), a3 = (g+8, 2c+8..). B (16x8, col): b0 = (k 2c..2c+1, n g),
+ * b1 = (k 2c+8.., n g). C (16x8): c0,c1 = (g, 2c..2c+1), c2,c3 = (g+8, 2c..).
+ * ldmatrix.x4 gives lane l row l/4, columns 2(l%4).. of each of four 8x8
+ * matrices whose row addresses lanes 8m..8m+7 supply; .trans transposes each.
+ *
+ * Global -> shared: 16-byte cp.async.cg per 8 elements when P.vec (every row
+ * 16-byte aligned, unit dim stride, D and Dv multiples of 8); otherwise plain
+ * 2-byte loads (any strides). Rows and keys outside the valid ranges and dims
+ * past D / Dv are written as zeros, never read from global memory.
+ */
+#ifndef XATTN_CUDA_FLASH_MMA_CUH
+#define XATTN_CUDA_FLASH_MMA_CUH
+
+#include "xattn_cuda_common.cuh"
+
+#if defined(XATTN_CUDA_EMULATE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+#define XATTN_CUDA_MMA_ARCH 1
+#else
+#define XATTN_CUDA_MMA_ARCH 0
+#endif
+
+#if XATTN_CUDA_MMA_ARCH
+/* The PTX wrappers (the emulator brings its own). */
+#ifndef XATTN_CUDA_EMULATE
+
+__device__ __forceinline__ unsigned xattn_cuda_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void xattn_cuda_cp_async16(void *smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(xattn_cuda_smem_addr(smem)),
+                 "l"(__cvta_generic_to_global(gmem))
+                 : "memory");
+}
+
+__device__ __forceinline__ void xattn_cuda_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void xattn_cuda_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void xattn_cuda_ldsm_x4(unsigned (&r)[4], const void *smem)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(xattn_cuda_smem_addr(smem)));
+}
+
+__device__ __forceinline__ void xattn_cuda_ldsm_x4_trans(unsigned (&r)[4], const void *smem)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(xattn_cuda_smem_addr(smem)));
+}
+
+/* c += a * b for one m16n8k16 tile. */
+template <typename T>
+__device__ __forceinline__ void xattn_cuda_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1);
+
+template <>
+__device__ __forceinline__ void xattn_cuda_mma<__half>(float (&c)[4], const unsigned (&a)[4],
+                                                       unsigned b0, unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void xattn_cuda_mma<__nv_bfloat16>(float (&c)[4], const unsigned (&a)[4],
+                                                              unsigned b0, unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+#endif /* XATTN_CUDA_EMULATE */
+
+/* Two f32 as one register of two T, `lo` in the low half (the lower k index). */
+template <typename T> __device__ __forceinline__ unsigned xattn_cuda_pack2(float lo, float hi);
+
+template <> __device__ __forceinline__ unsigned xattn_cuda_pack2<__half>(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    unsigned u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+template <> __device__ __forceinline__ unsigned xattn_cuda_pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    unsigned u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+/*
+ * Stages `nrows` rows of `width` valid dims into a shared tile [nrows][LDS] of
+ * DP columns. gidx(rr) gives row rr's element index (d = 0), or -1 for a row
+ * that reads nothing. Vector path: 16-byte cp.async (the caller commits);
+ * else 2-byte loads with element stride sd. Zeros everywhere else.
+ */
+template <int DP, int NT, typename IdxFn>
+__device__ __forceinline__ void xattn_cuda_mma_stage(unsigned short *tile, int nrows,
+                                                     const char *base, long long sd, int width,
+                                                     int vec, IdxFn gidx)
+{
+    constexpr int LDS = DP + 8, CH = DP / 8;
+    const int tid = threadIdx.x;
+    if (vec) {
+        for (int e = tid; e < nrows * CH; e += NT) {
+            const int rr = e / CH, d0 = (e % CH) * 8;
+            unsigned short *dst = tile + rr * LDS + d0;
+            const long long gi = gidx(rr);
+            if (gi >= 0 && d0 < width)
+                xattn_cuda_cp_async16(dst, base + (gi + d0) * 2);
+            else
+                *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        }
+    } else {
+        const unsigned short *src = reinterpret_cast<const unsigned short *>(base);
+        for (int e = tid; e < nrows * DP; e += NT) {
+            const int rr = e / DP, d = e % DP;
+            const long long gi = gidx(rr);
+            tile[rr * LDS + d] =
+                (gi >= 0 && d < width) ? src[gi + (long long)d * sd] : (unsigned short)0;
+        }
+    }
+}
+
+#endif /* XATTN_CUDA_MMA_ARCH */
+
+template <int DP, typename T>
+__global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
+    xattn_cuda_flash_mma_kernel(const xattn_cuda_kparams P)
+{
+#if XATTN_CUDA_MMA_ARCH
+    constexpr int MT = xattn_cuda_mma_cfg<DP>::MT, NW = xattn_cuda_mma_cfg<DP>::NW;
+    constexpr int BN = xattn_cuda_mma_cfg<DP>::BN, NT = 32 * NW;
+    constexpr int BM = xattn_cuda_mma_shape<DP>::BM, LDS = xattn_cuda_mma_shape<DP>::LDS;
+    constexpr int NS = BN / 8; /* n8 tiles of S per m16 tile */
+    constexpr int NO = DP / 8; /* n8 tiles of O per m16 tile */
+    constexpr float LOG2E = 1.4426950408889634f;
+    static_assert(DP % 16 == 0 && BN % 16 == 0 && XATTN_CUDA_SPLIT_UNIT % BN == 0, "tile shape");
+    static_assert(BM <= NT, "one thread per row for the row setup");
+
+    XATTN_CUDA_DYN_SMEM(unsigned char, xattn_cuda_dyn_smem);
+    unsigned short *qs = reinterpret_cast<unsigned short *>(xattn_cuda_dyn_smem);
+    unsigned short *ks = qs + BM * LDS;
+    unsigned short *vs = ks + BN * LDS;
+    __shared__ xattn_cuda_row rows[BM];
+    __shared__ long long qidx[BM];
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int gq = lane >> 2, cq = lane & 3; /* fragment row group, column pair */
+    const xattn_cuda_blk blk = xattn_cuda_block_decode(P);
+    const xattn_cuda_seq s = xattn_cuda_seq_load(P, blk.b);
+    const int g = P.group;
+    const long long R = (long long)s.rows * g;
+    const long long r0 = (long long)blk.rb * BM;
+    if (r0 >= R)
+        return;
+    int kmin, kmax;
+    xattn_cuda_split_range(P, s, blk.split, &kmin, &kmax);
+
+    if (tid < BM) {
+        const long long r = r0 + tid;
+        xattn_cuda_row rw;
+        rw.lo = rw.hi = 0;
+        rw.pos = 0;
+        rw.slope = 0.0f;
+        rw.bias_idx = 0;
+        long long qi = -1;
+        if (r < R) {
+            const int i = (int)(r / g), h = blk.hk * g + (int)(r % g);
+            xattn_cuda_row_init(P, s, blk.b, h, i, kmin, kmax, &rw);
+            if (i < s.Lq)
+                qi = xattn_cuda_row_index(P.q, blk.b, s.q0 + i, h);
+        }
+        rows[tid] = rw;
+        qidx[tid] = qi;
+    }
+
+    /* Union of the rows' intervals [lo_u, hi_u) (the tiles to visit), and
+     * their intersection [lo_all, hi_all) when every row of the block is a
+     * real row (a tile inside it needs no mask). */
+    int lo_u = 0, hi_u = 0, lo_all = 0, hi_all = 0;
+    {
+        const long long rend = r0 + BM < R ? r0 + BM : R;
+        const int i_first = (int)(r0 / g);
+        const int i_lastrow = (int)((rend - 1) / g);
+        const int i_last = min(i_lastrow, s.Lq - 1);
+        if (i_first <= i_last) {
+            xattn_cuda_row_range(P, s, i_first, kmin, kmax, &lo_u, &hi_all);
+            xattn_cuda_row_range(P, s, i_last, kmin, kmax, &lo_all, &hi_u);
+            if (rend != r0 + BM || i_lastrow != i_last)
+                lo_all = hi_all = 0; /* rows past R or padding rows: always mask */
+        }
+    }
+    __syncthreads();
+
+    float o[MT][NO][4];
+    float m[MT][2], l[MT][2];
+    int rlo[MT][2], rhi[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[mt][n][e] = 0.0f;
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            m[mt][hr] = -XATTN_CUDA_INF;
+            l[mt][hr] = 0.0f;
+            const xattn_cuda_row &rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
+            rlo[mt][hr] = rw.lo;
+            rhi[mt][hr] = rw.hi;
+        }
+    }
+
+    const long long kbase = (long long)blk.b * P.k.sb + (long long)blk.hk * P.k.sh;
+    const long long vbase = (long long)blk.b * P.v.sb + (long long)blk.hk * P.v.sh;
+    const int k0 = s.k0;
+    auto qrow = [&](int rr) -> long long { return qidx[rr]; };
+    auto load_k = [&](int t) {
+        xattn_cuda_mma_stage<DP, NT>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec, [&](int cc) -> long long {
+            const int j = t + cc;
+            return (j >= lo_u && j < hi_u) ? kbase + (long long)(k0 + j) * P.k.ss : -1;
+        });
+    };
+    auto load_v = [&](int t) {
+        xattn_cuda_mma_stage<DP, NT>(
+            vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec, [&](int cc) -> long long {
+                const int j = t + cc;
+                return (j >= lo_u && j < hi_u) ? vbase + (long long)(k0 + j) * P.v.ss : -1;
+            });
+    };
+
+    const int t_begin = lo_u / BN * BN;
+    if (t_begin < hi_u) {
+        xattn_cuda_mma_stage<DP, NT>(qs, BM, P.q.ptr, P.q.sd, P.D, P.vec, qrow);
+        load_k(t_begin);
+        xattn_cuda_cp_async_commit(); /* group: Q + K(t_begin) */
+        load_v(t_begin);
+        xattn_cuda_cp_async_commit(); /* group: V(t_begin) */
+    }
+
+    /* A warp whose rows all lie past R (decode, short groups) only helps
+     * load the tiles. */
+    const bool live = r0 + warp * 16 * MT < R;
+    for (int t = t_begin; t < hi_u; t += BN) {
+        const bool more = t + BN < hi_u;
+        float sacc[MT][NS][4];
+        xattn_cuda_cp_async_wait<1>(); /* Q and K(t) have landed; V(t) may be in flight */
+        __syncthreads();
+
+        /* S = Q K^T */
+        if (live) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        sacc[mt][n][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < DP / 16; kk++) {
+                unsigned a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    xattn_cuda_ldsm_x4(a[mt], qs + (warp * 16 * MT + mt * 16 + (lane & 15)) * LDS +
+                                                  kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+                for (int nn = 0; nn < BN / 16; nn++) {
+                    unsigned b[4];
+                    xattn_cuda_ldsm_x4(b, ks + (nn * 16 + (lane & 7) + (lane >> 4) * 8) * LDS +
+                                              kk * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        xattn_cuda_mma<T>(sacc[mt][2 * nn], a[mt], b[0], b[1]);
+                        xattn_cuda_mma<T>(sacc[mt][2 * nn + 1], a[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with K(t) */
+        if (more)
+            load_k(t + BN);
+        xattn_cuda_cp_async_commit(); /* group: K(t + BN) (maybe empty) */
+
+        if (live) {
+            /* Scale, score mods, masks. */
+            const bool full = t >= lo_all && t + BN <= hi_all && !P.has_mods;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    if (full) {
+#pragma unroll
+                        for (int n = 0; n < NS; n++) {
+                            sacc[mt][n][2 * hr] *= P.scale;
+                            sacc[mt][n][2 * hr + 1] *= P.scale;
+                        }
+                    } else if (!P.has_mods) {
+                        const int lo = rlo[mt][hr], hi = rhi[mt][hr];
+#pragma unroll
+                        for (int n = 0; n < NS; n++)
+#pragma unroll
+                            for (int e2 = 0; e2 < 2; e2++) {
+                                const int j = t + n * 8 + cq * 2 + e2;
+                                float &x = sacc[mt][n][2 * hr + e2];
+                                x = (j >= lo && j < hi) ? x * P.scale : -XATTN_CUDA_INF;
+                            }
+                    } else {
+                        const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
+#pragma unroll
+                        for (int n = 0; n < NS; n++)
+#pragma unroll
+                            for (int e2 = 0; e2 < 2; e2++) {
+                                const int j = t + n * 8 + cq * 2 + e2;
+                                float &x = sacc[mt][n][2 * hr + e2];
+                                x = xattn_cuda_mod_score(P, rw, x * P.scale, j);
+                            }
+                    }
+                }
+            }
+
+            /* Online softmax: a row's BN scores are spread over the 4 lanes of a quad. */
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    float tmax = -XATTN_CUDA_INF;
+#pragma unroll
+                    for (int n = 0; n < NS; n++) {
+                        tmax = xattn_cuda_sticky_max(tmax, sacc[mt][n][2 * hr]);
+                        tmax = xattn_cuda_sticky_max(tmax, sacc[mt][n][2 * hr + 1]);
+                    }
+                    tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+                    tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+                    float alpha;
+                    const float mu = xattn_cuda_softmax_rescale(&m[mt][hr], tmax, &alpha);
+                    const float mul = mu * LOG2E;
+                    float rs = 0.0f;
+#pragma unroll
+                    for (int n = 0; n < NS; n++)
+#pragma unroll
+                        for (int e2 = 0; e2 < 2; e2++) {
+                            float &x = sacc[mt][n][2 * hr + e2];
+                            x = exp2f(fmaf(x, LOG2E, -mul));
+                            rs += x;
+                        }
+                    l[mt][hr] = l[mt][hr] * alpha + rs; /* this lane's part of the row sum */
+#pragma unroll
+                    for (int n = 0; n < NO; n++) {
+                        o[mt][n][2 * hr] *= alpha;
+                        o[mt][n][2 * hr + 1] *= alpha;
+                    }
+                }
+            }
+        }
+
+        xattn_cuda_cp_async_wait<1>(); /* V(t) has landed; K(t + BN) may be in flight */
+        __syncthreads();
+
+        /* O += P V */
+        if (live) {
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                unsigned a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    a[mt][0] = xattn_cuda_pack2<T>(sacc[mt][2 * kk][0], sacc[mt][2 * kk][1]);
+                    a[mt][1] = xattn_cuda_pack2<T>(sacc[mt][2 * kk][2], sacc[mt][2 * kk][3]);
+                    a[mt][2] =
+                        xattn_cuda_pack2<T>(sacc[mt][2 * kk + 1][0], sacc[mt][2 * kk + 1][1]);
+                    a[mt][3] =
+                        xattn_cuda_pack2<T>(sacc[mt][2 * kk + 1][2], sacc[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < DP / 16; dp++) {
+                    unsigned b[4];
+                    xattn_cuda_ldsm_x4_trans(
+                        b, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 +
+                               (lane >> 4) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        xattn_cuda_mma<T>(o[mt][2 * dp], a[mt], b[0], b[1]);
+                        xattn_cuda_mma<T>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with V(t) */
+        if (more)
+            load_v(t + BN);
+        xattn_cuda_cp_async_commit(); /* group: V(t + BN) (maybe empty) */
+    }
+    xattn_cuda_cp_async_wait<0>();
+
+    /* Row sums over the quad, then O = acc / l, LSE = m + log l. */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            l[mt][hr] += __shfl_xor_sync(0xffffffffu, l[mt][hr], 1);
+            l[mt][hr] += __shfl_xor_sync(0xffffffffu, l[mt][hr], 2);
+        }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const long long r = r0 + warp * 16 * MT + mt * 16 + gq + 8 * hr;
+            if (r >= R)
+                continue;
+            const int i = (int)(r / g), h = blk.hk * g + (int)(r % g);
+            const float mm = m[mt][hr], ll = l[mt][hr];
+            const bool empty = mm == -XATTN_CUDA_INF;
+            const float inv = empty ? 0.0f : 1.0f / ll;
+            const float lse = empty ? -XATTN_CUDA_INF : mm + logf(ll);
+            if (P.splits > 0) {
+                const long long pr = xattn_cuda_part_row(P, blk.split, blk.b, h, i);
+                float *po = P.part_o + pr * P.Dv;
+#pragma unroll
+                for (int n = 0; n < NO; n++)
+#pragma unroll
+                    for (int e2 = 0; e2 < 2; e2++) {
+                        const int d = n * 8 + cq * 2 + e2;
+                        if (d < P.Dv)
+                            po[d] = empty ? 0.0f : o[mt][n][2 * hr + e2] * inv;
+                    }
+                if (cq == 0)
+                    P.part_lse[pr] = lse;
+            } else {
+                const long long oi = xattn_cuda_row_index(P.o, blk.b, s.q0 + i, h);
+#pragma unroll
+                for (int n = 0; n < NO; n++)
+#pragma unroll
+                    for (int e2 = 0; e2 < 2; e2++) {
+                        const int d = n * 8 + cq * 2 + e2;
+                        if (d < P.Dv)
+                            xattn_cuda_store(P.o.ptr, P.o.dt, oi + (long long)d * P.o.sd,
+                                             empty ? 0.0f : o[mt][n][2 * hr + e2] * inv);
+                    }
+                if (cq == 0 && P.has_lse)
+                    ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, blk.b, h, s.q0 + i)] = lse;
+            }
+        }
+    }
+#endif /* XATTN_CUDA_MMA_ARCH */
+}
+
+/* Host launcher of one head-dim instantiation (f16 or bf16 from P.q.dt). */
+template <int DP>
+static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
+                                               const xattn_cuda_args *a, unsigned nblocks)
+{
+    if (nblocks == 0)
+        return cudaSuccess;
+    const int smem = xattn_cuda_mma_shape<DP>::SMEM;
+    const unsigned threads = xattn_cuda_threads(a, 32 * xattn_cuda_mma_cfg<DP>::NW);
+    void (*kernel)(const xattn_cuda_kparams) = P.q.dt == XATTN_DTYPE_BF16
+                                                   ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16>
+                                                   : xattn_cuda_flash_mma_kernel<DP, __half>;
+    if (smem > 48 * 1024) {
+        cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    XATTN_CUDA_LAUNCH(kernel, nblocks, threads, smem, a->stream, P);
+    return cudaGetLastError();
+}
+
+#endif /* XATTN_CUDA_FLASH_MMA_CUH */

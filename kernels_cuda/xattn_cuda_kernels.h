@@ -1,0 +1,104 @@
+/*
+ * CUDA kernels: C-callable launch entry points, called by the CUDA backend's
+ * host module (backends/xattn_backend_cuda.c). The kernels see only the
+ * resolved problem (xattn_problem.h) plus device pointers; they never validate
+ * user input. Every entry enqueues on a->stream and returns the launch status
+ * (cudaGetLastError after the launch); nothing here synchronizes.
+ *
+ * Structure (the same as kernels_cpu/): NAIVE runs three kernels over a
+ * materialized f32 score matrix; FLASH is a tile loop over KV tiles with an
+ * online softmax and per-row valid-key intervals that let whole tiles be
+ * skipped; SPLITKV runs the FLASH tile loop on a chunk of keys per split
+ * (partial O and LSE in f32), then a combine kernel merges the chunks.
+ *
+ * FLASH / SPLITKV paths:
+ *   - "mma": q and k/v of one 16-bit dtype (f16 or bf16), sm_80 or newer.
+ *     Tensor cores (mma.sync m16n8k16, f32 accumulation), tiles staged in
+ *     shared memory with cp.async when the rows are 16-byte aligned (plain
+ *     loads otherwise); instantiated for padded head dims 64, 80, 96, 128 and
+ *     256 (D and Dv up to the padded dim, zero-filled above them).
+ *   - "simt": everything else (f32, mixed dtypes, sm_75), any D/Dv <= 256.
+ *
+ * Query rows of one KV head are packed: within a block, row r of sequence b
+ * and KV head hk is query position r / group of head hk*group + r % group, so
+ * the heads that share a KV head (GQA/MQA) share every K/V tile load.
+ */
+#ifndef XATTN_CUDA_KERNELS_H
+#define XATTN_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "xattn_problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Keys per split-KV chunk are a multiple of this (every path's KV tile divides it). */
+#define XATTN_CUDA_SPLIT_UNIT 64
+/* Most splits SPLITKV uses (an explicit p->num_splits is clamped to it). */
+#define XATTN_CUDA_MAX_SPLITS 256
+
+typedef struct xattn_cuda_args {
+    const xattn_problem *p; /* host; its len/start/alibi arrays are host arrays */
+    /* Device addresses of byte 0 of each view's buffer (add p->x.off elements). */
+    const void *q, *k, *v;
+    void *o;
+    float *lse;       /* NULL when !p->has_lse */
+    const void *bias; /* NULL when !p->has_bias */
+    /* Device copies of p->len_q, len_k, start_q, start_k ([B] each) and of
+     * p->alibi ([Hq], NULL when p->alibi is NULL). */
+    const int32_t *len_q, *len_k, *start_q, *start_k;
+    const float *alibi;
+    cudaStream_t stream;
+    int cc;             /* compute capability, major*10 + minor */
+    int sm_count;       /* streaming multiprocessors */
+    size_t smem_optin;  /* most dynamic shared memory a block may opt in to */
+    int force_simt;     /* 1: never take the mma path (tests, comparisons) */
+    int inject_failure; /* tests: launch with an invalid configuration */
+} xattn_cuda_args;
+
+/* Kernel-side limits the host checks before calling anything here: Sq, Sk,
+ * rows * group and every grid stay within these, or the host returns
+ * XATTN_STATUS_UNSUPPORTED. 0 = OK, else a short reason is written to why. */
+int xattn_cuda_check_limits(const xattn_cuda_args *a, int splits, char *why, size_t n);
+
+/* ---- NAIVE: three phases over a materialized f32 score matrix ------------ */
+
+/* Elements of the score workspace: B*Hq*Sq*Sk; 0 with *overflow = 1 when it
+ * does not fit in 64 bits. */
+uint64_t xattn_cuda_naive_workspace_elems(const xattn_problem *p, int *overflow);
+/* Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */
+cudaError_t xattn_cuda_naive_qk(const xattn_cuda_args *a, float *scores);
+/* Phase 2: row-wise softmax in place; writes LSE; fully masked rows become 0s. */
+cudaError_t xattn_cuda_naive_softmax(const xattn_cuda_args *a, float *scores);
+/* Phase 3: O = P V (padding rows and fully masked rows get 0). */
+cudaError_t xattn_cuda_naive_pv(const xattn_cuda_args *a, const float *probs);
+
+/* ---- FLASH: tiled, online softmax ---------------------------------------- */
+
+/* "mma-d128-f16", "simt", ...: the kernel FLASH and SPLITKV would use. */
+const char *xattn_cuda_flash_path(const xattn_cuda_args *a);
+cudaError_t xattn_cuda_flash(const xattn_cuda_args *a);
+
+/* ---- SPLITKV: partial O/LSE per KV chunk, then combine ------------------- */
+
+/* Splits the kernels use: p->num_splits when > 0 (clamped to the number of
+ * XATTN_CUDA_SPLIT_UNIT chunks and XATTN_CUDA_MAX_SPLITS), else chosen from
+ * the SM count, the blocks one split already has, and Sk. */
+int xattn_cuda_splitkv_num_splits(const xattn_cuda_args *a);
+/* Floats of the workspace: partial O [splits, B, Hq, Sq, Dv] and partial LSE
+ * [splits, B, Hq, Sq]; 0 with *overflow = 1 when it does not fit. */
+uint64_t xattn_cuda_splitkv_workspace_elems(const xattn_problem *p, int splits, int *overflow);
+/* Phase 1: each (b, KV head, row block, split) writes its partial O and LSE. */
+cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int splits, float *ws);
+/* Phase 2: merge the partials into O and LSE. */
+cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int splits, const float *ws);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XATTN_CUDA_KERNELS_H */

@@ -1,0 +1,272 @@
+/*
+ * NAIVE: the "standard" attention in three kernels over a materialized f32
+ * score matrix S[B, Hq, Sq, Sk] (Sq/Sk: tensor extents, or the longest
+ * sequence in packed mode).
+ *   qk:      S = scores with softcap, ALiBi, bias and masks (-inf), for every
+ *            key j < Sk of every written row (the whole rectangle: NAIVE skips
+ *            nothing; padding rows and keys are -inf).
+ *   softmax: in place, one warp per row: P = exp(S - m) / l, LSE = m + log l;
+ *            a fully masked row becomes zeros with LSE = -inf; NaN is sticky.
+ *   pv:      O = P V, a 64-row x 64-dim tile per block.
+ */
+#include "xattn_cuda_simt.cuh"
+
+/* ---- phase 1: scores ------------------------------------------------------ */
+
+/* Block x = ((b * Hkv + hk) * nkb + kb) * nrb + rb: 64 packed rows x 64 keys. */
+__global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
+    xattn_cuda_naive_qk_kernel(const xattn_cuda_kparams P, float *S, int nkb)
+{
+    __shared__ float qs[XATTN_CUDA_SIMT_TILE * XATTN_CUDA_SIMT_LD];
+    __shared__ float ks[XATTN_CUDA_SIMT_TILE * XATTN_CUDA_SIMT_LD];
+    __shared__ xattn_cuda_row rows[XATTN_CUDA_SIMT_TILE];
+    __shared__ long long qidx[XATTN_CUDA_SIMT_TILE];
+
+    unsigned x = blockIdx.x;
+    const int rb = (int)(x % (unsigned)P.nrb);
+    x /= (unsigned)P.nrb;
+    const int kb = (int)(x % (unsigned)nkb);
+    x /= (unsigned)nkb;
+    const int hk = (int)(x % (unsigned)P.Hkv);
+    const int b = (int)(x / (unsigned)P.Hkv);
+
+    const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
+    const long long R = (long long)s.rows * P.group;
+    const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
+    if (r0 >= R)
+        return;
+    xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
+    /* (xattn_cuda_simt_qk starts with a barrier: rows/qidx are visible) */
+
+    const int t0 = kb * XATTN_CUDA_SIMT_TILE;
+    const long long kbase = (long long)b * P.k.sb + (long long)hk * P.k.sh;
+    float sc[4][4];
+    xattn_cuda_simt_qk(P, qidx, kbase, s.k0, t0, 0, s.Lk, qs, ks, sc);
+
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int rr = ty + 16 * a;
+        const long long r = r0 + rr;
+        if (r >= R)
+            continue;
+        const int i = (int)(r / P.group), h = hk * P.group + (int)(r % P.group);
+        const xattn_cuda_row rw = rows[rr];
+        float *srow = S + (((long long)b * P.Hq + h) * P.Sq + i) * P.Sk;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int j = t0 + tx + 16 * c;
+            if (j < P.Sk)
+                srow[j] = xattn_cuda_mod_score(P, rw, sc[a][c] * P.scale, j);
+        }
+    }
+}
+
+/* ---- phase 2: softmax ----------------------------------------------------- */
+
+/* One warp per row (b, h, i), rows enumerated over B * Hq * Sq. */
+__global__ void __launch_bounds__(256)
+    xattn_cuda_naive_softmax_kernel(const xattn_cuda_kparams P, float *S)
+{
+    const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= (long long)P.B * P.Hq * P.Sq)
+        return;
+    const int i = (int)(row % P.Sq);
+    const int h = (int)((row / P.Sq) % P.Hq);
+    const int b = (int)(row / ((long long)P.Sq * P.Hq));
+    const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
+    if (i >= s.rows)
+        return;
+    float *srow = S + row * P.Sk;
+
+    /* Pass 1: this lane's running max and sum, one exp per score. */
+    float m = -XATTN_CUDA_INF, l = 0.0f;
+    for (int j = lane; j < P.Sk; j += 32) {
+        const float x = srow[j];
+        if (x != x || m != m) {
+            m = x != x ? x : m; /* NaN: sticky from here on */
+            l = m;
+        } else if (x == -XATTN_CUDA_INF) {
+            /* masked: contributes nothing */
+        } else if (x > m) {
+            l = l * expf(m - x) + 1.0f;
+            m = x;
+        } else {
+            l += expf(x - m);
+        }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        xattn_cuda_softmax_merge(&m, &l, m2, l2);
+    }
+
+    /* Pass 2: probabilities (zeros for a fully masked row). */
+    const bool empty = m == -XATTN_CUDA_INF;
+    const float inv = empty ? 0.0f : 1.0f / l;
+    for (int j = lane; j < P.Sk; j += 32)
+        srow[j] = empty ? 0.0f : expf(srow[j] - m) * inv;
+    if (lane == 0 && P.has_lse)
+        ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, b, h, s.q0 + i)] =
+            empty ? -XATTN_CUDA_INF : m + logf(l);
+}
+
+/* ---- phase 3: O = P V ----------------------------------------------------- */
+
+#define XATTN_CUDA_PV_KC 32 /* keys per staged chunk */
+
+/* Block x = ((b * Hkv + hk) * ndb + db) * nrb + rb: 64 packed rows x 64 dims. */
+__global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
+    xattn_cuda_naive_pv_kernel(const xattn_cuda_kparams P, const float *S, int ndb)
+{
+    __shared__ float ps[XATTN_CUDA_SIMT_TILE][XATTN_CUDA_PV_KC + 1];
+    __shared__ float vs[XATTN_CUDA_PV_KC][XATTN_CUDA_SIMT_TILE + 1];
+    __shared__ long long prow[XATTN_CUDA_SIMT_TILE];
+
+    unsigned x = blockIdx.x;
+    const int rb = (int)(x % (unsigned)P.nrb);
+    x /= (unsigned)P.nrb;
+    const int db = (int)(x % (unsigned)ndb);
+    x /= (unsigned)ndb;
+    const int hk = (int)(x % (unsigned)P.Hkv);
+    const int b = (int)(x / (unsigned)P.Hkv);
+
+    const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
+    const long long R = (long long)s.rows * P.group;
+    const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
+    if (r0 >= R)
+        return;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    if (tid < XATTN_CUDA_SIMT_TILE) {
+        const long long r = r0 + tid;
+        long long pr = -1;
+        if (r < R) {
+            const int i = (int)(r / P.group), h = hk * P.group + (int)(r % P.group);
+            pr = (((long long)b * P.Hq + h) * P.Sq + i) * P.Sk;
+        }
+        prow[tid] = pr;
+    }
+    const int d0 = db * XATTN_CUDA_SIMT_TILE;
+    const long long vbase = (long long)b * P.v.sb + (long long)hk * P.v.sh;
+
+    float acc[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            acc[a][c] = 0.0f;
+
+    /* Keys j >= Lk have p = 0 and their V rows are never read. */
+    for (int j0 = 0; j0 < s.Lk; j0 += XATTN_CUDA_PV_KC) {
+        __syncthreads();
+        for (int e = tid; e < XATTN_CUDA_SIMT_TILE * XATTN_CUDA_PV_KC;
+             e += XATTN_CUDA_SIMT_THREADS) {
+            const int rr = e / XATTN_CUDA_PV_KC, jj = e % XATTN_CUDA_PV_KC, j = j0 + jj;
+            const long long pr = prow[rr];
+            ps[rr][jj] = (pr >= 0 && j < s.Lk) ? S[pr + j] : 0.0f;
+        }
+        for (int e = tid; e < XATTN_CUDA_PV_KC * XATTN_CUDA_SIMT_TILE;
+             e += XATTN_CUDA_SIMT_THREADS) {
+            const int jj = e / XATTN_CUDA_SIMT_TILE, dd = e % XATTN_CUDA_SIMT_TILE;
+            const int j = j0 + jj, d = d0 + dd;
+            vs[jj][dd] = (j < s.Lk && d < P.Dv)
+                             ? xattn_cuda_load(P.v.ptr, P.v.dt,
+                                               vbase + (long long)(s.k0 + j) * P.v.ss +
+                                                   (long long)d * P.v.sd)
+                             : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int jj = 0; jj < XATTN_CUDA_PV_KC; jj++) {
+            float pa[4], vb[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+                pa[a] = ps[ty + 16 * a][jj];
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                vb[c] = vs[jj][tx + 16 * c];
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    acc[a][c] = fmaf(pa[a], vb[c], acc[a][c]);
+        }
+    }
+
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const long long r = r0 + ty + 16 * a;
+        if (r >= R)
+            continue;
+        const int i = (int)(r / P.group), h = hk * P.group + (int)(r % P.group);
+        const long long oi = xattn_cuda_row_index(P.o, b, s.q0 + i, h);
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int d = d0 + tx + 16 * c;
+            if (d < P.Dv)
+                xattn_cuda_store(P.o.ptr, P.o.dt, oi + (long long)d * P.o.sd, acc[a][c]);
+        }
+    }
+}
+
+/* ---- launchers ------------------------------------------------------------ */
+
+static long long xattn_cuda_naive_nrb(const xattn_problem *p)
+{
+    return xattn_cuda_cdiv(p->Sq * p->group, XATTN_CUDA_SIMT_TILE);
+}
+
+extern "C" uint64_t xattn_cuda_naive_workspace_elems(const xattn_problem *p, int *overflow)
+{
+    uint64_t n = 1;
+    *overflow = __builtin_mul_overflow(n, (uint64_t)p->B, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->Hq, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->Sq, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)p->Sk, &n) ||
+                __builtin_mul_overflow(n, (uint64_t)sizeof(float), &n);
+    return *overflow ? 0 : n / sizeof(float);
+}
+
+extern "C" cudaError_t xattn_cuda_naive_qk(const xattn_cuda_args *a, float *scores)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    P.nrb = (int)xattn_cuda_naive_nrb(p);
+    const long long nkb = xattn_cuda_cdiv(p->Sk, XATTN_CUDA_SIMT_TILE);
+    const long long blocks = (long long)P.nrb * nkb * p->Hkv * p->B;
+    if (blocks == 0)
+        return cudaSuccess;
+    XATTN_CUDA_LAUNCH(xattn_cuda_naive_qk_kernel, (unsigned)blocks,
+                      xattn_cuda_threads(a, XATTN_CUDA_SIMT_THREADS), 0, a->stream, P, scores,
+                      (int)nkb);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t xattn_cuda_naive_softmax(const xattn_cuda_args *a, float *scores)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    const long long blocks = xattn_cuda_cdiv(p->B * p->Hq * p->Sq, 8);
+    if (blocks == 0)
+        return cudaSuccess;
+    XATTN_CUDA_LAUNCH(xattn_cuda_naive_softmax_kernel, (unsigned)blocks, xattn_cuda_threads(a, 256),
+                      0, a->stream, P, scores);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t xattn_cuda_naive_pv(const xattn_cuda_args *a, const float *probs)
+{
+    const xattn_problem *p = a->p;
+    xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    P.nrb = (int)xattn_cuda_naive_nrb(p);
+    const long long ndb = xattn_cuda_cdiv(p->Dv, XATTN_CUDA_SIMT_TILE);
+    const long long blocks = (long long)P.nrb * ndb * p->Hkv * p->B;
+    if (blocks == 0)
+        return cudaSuccess;
+    XATTN_CUDA_LAUNCH(xattn_cuda_naive_pv_kernel, (unsigned)blocks,
+                      xattn_cuda_threads(a, XATTN_CUDA_SIMT_THREADS), 0, a->stream, P, probs,
+                      (int)ndb);
+    return cudaGetLastError();
+}

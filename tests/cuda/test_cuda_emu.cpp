@@ -1,0 +1,723 @@
+/*
+ * test_cuda_emu: the CUDA kernels of kernels_cuda/ (the same sources nvcc
+ * builds, compiled as C++ for the CPU emulator of xattn_cuda_emu.h) against a
+ * double-precision reference written here from DESIGN.md's semantics, on the
+ * mma (tensor-core) and simt paths, for NAIVE, FLASH and SPLITKV and every
+ * feature of the problem. Runs without a GPU: it checks the kernels' logic
+ * (indexing, masking, tile skipping, the online softmax, fragment layouts, the
+ * cp.async pipeline, split/combine), not the hardware.
+ *
+ * Inputs: random values in the views, NaN everywhere else in their buffers
+ * (a read at a wrong address shows). Outputs: a NaN poison pattern first; every
+ * element the kernels must write is compared, every other one must still hold
+ * the poison. Acceptance as in test_backend_ops: e <= 3r + 1e-5 and
+ * m <= 3mr + 1e-4 (r, mr: the reference rounded to the output dtype), NaN
+ * positions equal, exact zeros where the reference is exactly 0; LSE within
+ * 1e-4 relative, -inf and NaN equal.
+ *
+ * Usage: test_cuda_emu [case-substring] [-v]
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "xattn_cuda_kernels.h"
+
+static int verbose;
+
+/* ---- dtypes ----------------------------------------------------------------- */
+
+static size_t dsz(xattn_dtype dt)
+{
+    return dt == XATTN_DTYPE_F32 ? 4 : 2;
+}
+
+static float to_f32(const unsigned char *base, xattn_dtype dt, int64_t i)
+{
+    if (dt == XATTN_DTYPE_F32) {
+        float f;
+        memcpy(&f, base + 4 * i, 4);
+        return f;
+    }
+    uint16_t b;
+    memcpy(&b, base + 2 * i, 2);
+    if (dt == XATTN_DTYPE_F16)
+        return __half2float(__ushort_as_half(b));
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void from_f32(unsigned char *base, xattn_dtype dt, int64_t i, float x)
+{
+    if (dt == XATTN_DTYPE_F32) {
+        memcpy(base + 4 * i, &x, 4);
+        return;
+    }
+    uint16_t b = dt == XATTN_DTYPE_F16 ? __half_as_ushort(__float2half_rn(x))
+                                       : __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    memcpy(base + 2 * i, &b, 2);
+}
+
+static double round_to(double x, xattn_dtype dt)
+{
+    unsigned char tmp[4];
+    from_f32(tmp, dt, 0, (float)x);
+    return to_f32(tmp, dt, 0);
+}
+
+/* Poison: a quiet NaN with a payload no arithmetic produces. */
+static void poison(unsigned char *base, xattn_dtype dt, int64_t i)
+{
+    if (dt == XATTN_DTYPE_F32) {
+        uint32_t u = 0x7fc0deadu;
+        memcpy(base + 4 * i, &u, 4);
+    } else {
+        uint16_t u = dt == XATTN_DTYPE_F16 ? 0x7e5a : 0x7fda;
+        memcpy(base + 2 * i, &u, 2);
+    }
+}
+
+static bool is_poison(const unsigned char *base, xattn_dtype dt, int64_t i)
+{
+    unsigned char tmp[4];
+    poison(tmp, dt, 0);
+    return memcmp(base + dsz(dt) * i, tmp, dsz(dt)) == 0;
+}
+
+/* ---- random numbers ------------------------------------------------------- */
+
+static uint64_t rs;
+static uint64_t rnext(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
+static double runif(void)
+{
+    return (double)(rnext() >> 11) * (1.0 / 9007199254740992.0);
+}
+static int rint_(int lo, int hi)
+{
+    return lo + (int)(rnext() % (uint64_t)(hi - lo + 1));
+}
+
+/* ---- cases ------------------------------------------------------------------ */
+
+enum { L_BSHD, L_BHSD, L_PADDED, L_STRIDED, L_MISALIGNED };
+enum { LENS_FULL, LENS_PADDED, LENS_VARLEN };
+enum { BIAS_NONE, BIAS_11, BIAS_BH, BIAS_1H, BIAS_B1 };
+
+struct Case {
+    std::string name;
+    int B = 1, Sq = 17, Sk = 70, Hq = 2, Hkv = 1, D = 64, Dv = 64;
+    xattn_dtype dq = XATTN_DTYPE_F16, dkv = XATTN_DTYPE_F16;
+    xattn_algo algo = XATTN_ALGO_FLASH;
+    int cc = 80, simt = 0, splits = 0, sms = 4;
+    int causal = 0, bottom_right = 1;
+    long long wl = -1, wr = -1;
+    float softcap = 0.0f, scale = 0.0f;
+    int alibi = 0, bias = BIAS_NONE, bias_f16 = 0, bias_ninf = 0;
+    int lens = LENS_FULL, layout = L_BSHD, lse = 1;
+    int nan = 0; /* 1: one NaN in q, 2: in k, 3: in v */
+};
+
+struct Tensor {
+    std::vector<unsigned char> mem;
+    xattn_view v;
+    int64_t n[4]; /* extents: batch, tokens, heads, dims */
+};
+
+static void view_make(Tensor *t, xattn_dtype dt, int64_t nb, int64_t ns, int64_t nh, int64_t nd,
+                      int layout, bool fill_nan)
+{
+    xattn_view &v = t->v;
+    memset(&v, 0, sizeof v);
+    v.dtype = dt;
+    t->n[0] = nb;
+    t->n[1] = ns;
+    t->n[2] = nh;
+    t->n[3] = nd;
+    switch (layout) {
+    case L_BHSD: v.sd = 1, v.ss = nd, v.sh = ns * nd, v.sb = nh * ns * nd, v.off = 0; break;
+    case L_PADDED:
+        v.sd = 1, v.sh = nd + 8, v.ss = nh * (nd + 8) + 8, v.sb = ns * v.ss + 16, v.off = 8;
+        break;
+    case L_STRIDED:
+        v.sd = 2, v.sh = 2 * nd + 1, v.ss = nh * v.sh + 3, v.sb = ns * v.ss, v.off = 5;
+        break;
+    case L_MISALIGNED: v.sd = 1, v.sh = nd, v.ss = nh * nd, v.sb = ns * nh * nd, v.off = 3; break;
+    default: v.sd = 1, v.sh = nd, v.ss = nh * nd, v.sb = ns * nh * nd, v.off = 0;
+    }
+    if (nb == 1)
+        v.sb = 0;
+    int64_t last =
+        v.off + (nb - 1) * v.sb + (ns > 0 ? ns - 1 : 0) * v.ss + (nh - 1) * v.sh + (nd - 1) * v.sd;
+    t->mem.assign((size_t)(last + 9) * dsz(dt), 0);
+    for (int64_t i = 0; i < last + 9; i++) {
+        if (fill_nan)
+            from_f32(t->mem.data(), dt, i, NAN);
+        else
+            poison(t->mem.data(), dt, i);
+    }
+}
+
+static int64_t vidx(const xattn_view &v, int64_t b, int64_t s, int64_t h, int64_t d)
+{
+    return v.off + b * v.sb + s * v.ss + h * v.sh + d * v.sd;
+}
+
+struct Prob {
+    Case c;
+    int64_t B, Sq, Sk, Bt, Tq, Tk;
+    std::vector<int32_t> lq, lk, q0, k0;
+    std::vector<float> alibi;
+    Tensor q, k, v, o, lse, bias;
+    xattn_problem p;
+};
+
+static void prob_build(Prob *P, const Case &c)
+{
+    P->c = c;
+    const int B = c.B;
+    P->B = B;
+    P->lq.assign(B, c.Sq);
+    P->lk.assign(B, c.Sk);
+    P->q0.assign(B, 0);
+    P->k0.assign(B, 0);
+    if (c.lens != LENS_FULL) {
+        for (int b = 0; b < B; b++) {
+            P->lq[b] = rint_(0, c.Sq);
+            P->lk[b] = rint_(0, c.Sk);
+        }
+        if (B >= 3) { /* a full sequence, an empty query, an empty key set */
+            P->lq[0] = c.Sq;
+            P->lk[0] = c.Sk;
+            P->lq[1] = 0;
+            P->lk[2] = 0;
+        }
+        if (B >= 4) { /* padding rows next to real rows that see every key */
+            P->lq[3] = c.Sq / 2;
+            P->lk[3] = c.Sk;
+        }
+    }
+    if (c.lens == LENS_VARLEN) {
+        int64_t tq = 0, tk = 0, mq = 0, mk = 0;
+        for (int b = 0; b < B; b++) {
+            P->q0[b] = (int32_t)tq;
+            P->k0[b] = (int32_t)tk;
+            tq += P->lq[b];
+            tk += P->lk[b];
+            mq = P->lq[b] > mq ? P->lq[b] : mq;
+            mk = P->lk[b] > mk ? P->lk[b] : mk;
+        }
+        P->Bt = 1, P->Tq = tq > 0 ? tq : 1, P->Tk = tk > 0 ? tk : 1, P->Sq = mq, P->Sk = mk;
+    } else {
+        P->Bt = B, P->Tq = c.Sq, P->Tk = c.Sk, P->Sq = c.Sq, P->Sk = c.Sk;
+    }
+    view_make(&P->q, c.dq, P->Bt, P->Tq, c.Hq, c.D, c.layout, true);
+    view_make(&P->k, c.dkv, P->Bt, P->Tk, c.Hkv, c.D, c.layout, true);
+    view_make(&P->v, c.dkv, P->Bt, P->Tk, c.Hkv, c.Dv, c.layout, true);
+    view_make(&P->o, c.dq, P->Bt, P->Tq, c.Hq, c.Dv, c.layout, false);
+    for (int64_t b = 0; b < P->Bt; b++) {
+        for (int64_t s = 0; s < P->Tq; s++)
+            for (int64_t h = 0; h < c.Hq; h++)
+                for (int64_t d = 0; d < c.D; d++)
+                    from_f32(P->q.mem.data(), c.dq, vidx(P->q.v, b, s, h, d),
+                             (float)(2 * runif() - 1));
+        for (int64_t s = 0; s < P->Tk; s++)
+            for (int64_t h = 0; h < c.Hkv; h++) {
+                for (int64_t d = 0; d < c.D; d++)
+                    from_f32(P->k.mem.data(), c.dkv, vidx(P->k.v, b, s, h, d),
+                             (float)(2 * runif() - 1));
+                for (int64_t d = 0; d < c.Dv; d++)
+                    from_f32(P->v.mem.data(), c.dkv, vidx(P->v.v, b, s, h, d),
+                             (float)(2 * runif() - 1));
+            }
+    }
+    /* Padding tokens of padded batches hold NaN: the kernels must not read them. */
+    if (c.lens == LENS_PADDED) {
+        for (int b = 0; b < B; b++) {
+            for (int64_t s = P->lq[b]; s < P->Tq; s++)
+                for (int64_t h = 0; h < c.Hq; h++)
+                    for (int64_t d = 0; d < c.D; d++)
+                        from_f32(P->q.mem.data(), c.dq, vidx(P->q.v, b, s, h, d), NAN);
+            for (int64_t s = P->lk[b]; s < P->Tk; s++)
+                for (int64_t h = 0; h < c.Hkv; h++) {
+                    for (int64_t d = 0; d < c.D; d++)
+                        from_f32(P->k.mem.data(), c.dkv, vidx(P->k.v, b, s, h, d), NAN);
+                    for (int64_t d = 0; d < c.Dv; d++)
+                        from_f32(P->v.mem.data(), c.dkv, vidx(P->v.v, b, s, h, d), NAN);
+                }
+        }
+    }
+    if (c.nan) {
+        int b = 0;
+        while (b < B - 1 && (P->lq[b] == 0 || P->lk[b] == 0))
+            b++;
+        int64_t tb = c.lens == LENS_VARLEN ? 0 : b;
+        if (c.nan == 1 && P->lq[b] > 0)
+            from_f32(P->q.mem.data(), c.dq,
+                     vidx(P->q.v, tb, P->q0[b] + rint_(0, P->lq[b] - 1), rint_(0, c.Hq - 1),
+                          rint_(0, c.D - 1)),
+                     NAN);
+        if (c.nan >= 2 && P->lk[b] > 0) {
+            Tensor &t = c.nan == 2 ? P->k : P->v;
+            from_f32(t.mem.data(), c.dkv,
+                     vidx(t.v, tb, P->k0[b] + rint_(0, P->lk[b] - 1), rint_(0, c.Hkv - 1),
+                          rint_(0, (c.nan == 2 ? c.D : c.Dv) - 1)),
+                     NAN);
+        }
+    }
+    /* LSE [B, Hq, Sq] (varlen: [1, Hq, Tq]), f32, with a gap between heads. */
+    {
+        xattn_view &l = P->lse.v;
+        memset(&l, 0, sizeof l);
+        l.dtype = XATTN_DTYPE_F32;
+        l.ss = 1;
+        l.sh = P->Tq + 3;
+        l.sb = P->Bt > 1 ? c.Hq * l.sh : 0;
+        l.off = 2;
+        int64_t n = l.off + (P->Bt - 1) * l.sb + (c.Hq - 1) * l.sh + P->Tq + 4;
+        P->lse.mem.assign((size_t)n * 4, 0);
+        for (int64_t i = 0; i < n; i++)
+            poison(P->lse.mem.data(), XATTN_DTYPE_F32, i);
+    }
+    /* Bias [Bb, Hb, Sq + 1, Sk + 3] broadcast by zero strides. */
+    if (c.bias) {
+        xattn_view &bv = P->bias.v;
+        memset(&bv, 0, sizeof bv);
+        bv.dtype = c.bias_f16 ? XATTN_DTYPE_F16 : XATTN_DTYPE_F32;
+        const int64_t Bb = (c.bias == BIAS_BH || c.bias == BIAS_B1) ? B : 1;
+        const int64_t Hb = (c.bias == BIAS_BH || c.bias == BIAS_1H) ? c.Hq : 1;
+        const int64_t sq = P->Sq + 1, sk = P->Sk + 3;
+        bv.off = 1;
+        bv.sd = 1;
+        bv.ss = sk;
+        bv.sh = Hb > 1 ? sq * sk : 0;
+        bv.sb = Bb > 1 ? Hb * sq * sk : 0;
+        const int64_t n = 1 + Bb * Hb * sq * sk + 2;
+        P->bias.mem.assign((size_t)n * dsz(bv.dtype), 0);
+        for (int64_t i = 0; i < n; i++)
+            from_f32(P->bias.mem.data(), bv.dtype, i, NAN);
+        for (int64_t b = 0; b < Bb; b++)
+            for (int64_t h = 0; h < Hb; h++)
+                for (int64_t i = 0; i < sq; i++) {
+                    const bool row_ninf = c.bias_ninf == 2 && rint_(0, 5) == 0;
+                    for (int64_t j = 0; j < sk; j++) {
+                        float x = (float)(4 * runif() - 2);
+                        if (row_ninf || (c.bias_ninf && rint_(0, 9) == 0))
+                            x = -INFINITY;
+                        from_f32(P->bias.mem.data(), bv.dtype,
+                                 bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j, x);
+                    }
+                }
+    }
+    if (c.alibi) {
+        P->alibi.resize(c.Hq);
+        for (int h = 0; h < c.Hq; h++)
+            P->alibi[h] = (float)pow(2.0, -8.0 * (h + 1) / c.Hq);
+    }
+
+    xattn_problem &p = P->p;
+    memset(&p, 0, sizeof p);
+    p.B = B;
+    p.Hq = c.Hq;
+    p.Hkv = c.Hkv;
+    p.group = c.Hq / c.Hkv;
+    p.D = c.D;
+    p.Dv = c.Dv;
+    p.Sq = P->Sq;
+    p.Sk = P->Sk;
+    p.q = P->q.v;
+    p.k = P->k.v;
+    p.v = P->v.v;
+    p.o = P->o.v;
+    p.has_lse = c.lse;
+    p.lse = P->lse.v;
+    p.has_bias = c.bias != BIAS_NONE;
+    if (p.has_bias)
+        p.bias = P->bias.v;
+    p.alibi = c.alibi ? P->alibi.data() : NULL;
+    p.scale = c.scale != 0.0f ? c.scale : (float)(1.0 / sqrt((double)c.D));
+    p.softcap = c.softcap;
+    p.causal = c.causal;
+    p.bottom_right = c.bottom_right;
+    p.window_left = c.wl;
+    p.window_right = c.wr;
+    p.varlen = c.lens == LENS_VARLEN;
+    p.len_q = P->lq.data();
+    p.len_k = P->lk.data();
+    p.start_q = P->q0.data();
+    p.start_k = P->k0.data();
+    p.algo = c.algo;
+    p.num_splits = c.splits;
+    p.poison = 1;
+}
+
+/* ---- reference (DESIGN.md, "Exact semantics"), in double ------------------ */
+
+static void reference(const Prob &P, std::vector<double> &O, std::vector<double> &L)
+{
+    const Case &c = P.c;
+    const xattn_problem &p = P.p;
+    O.assign((size_t)(P.B * P.Sq * c.Hq * c.Dv), 0.0);
+    L.assign((size_t)(P.B * P.Sq * c.Hq), -INFINITY);
+    std::vector<double> s(P.Sk > 0 ? P.Sk : 1);
+    for (int64_t b = 0; b < P.B; b++) {
+        const int64_t Lq = P.lq[b], Lk = P.lk[b];
+        const int64_t tb = p.varlen ? 0 : b;
+        for (int64_t h = 0; h < c.Hq; h++) {
+            const int64_t hk = h / (c.Hq / c.Hkv);
+            for (int64_t i = 0; i < Lq; i++) {
+                const int64_t pos = c.bottom_right ? i + Lk - Lq : i;
+                double m = -INFINITY;
+                bool nan = false;
+                for (int64_t j = 0; j < Lk; j++) {
+                    bool masked = (c.causal && j > pos) || (c.wl >= 0 && j < pos - c.wl) ||
+                                  (c.wr >= 0 && j > pos + c.wr);
+                    if (masked) {
+                        s[j] = -INFINITY;
+                        continue;
+                    }
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < c.D; d++)
+                        dot +=
+                            (double)to_f32(P.q.mem.data(), c.dq, vidx(p.q, tb, P.q0[b] + i, h, d)) *
+                            (double)to_f32(P.k.mem.data(), c.dkv,
+                                           vidx(p.k, tb, P.k0[b] + j, hk, d));
+                    double x = dot * p.scale;
+                    if (c.softcap > 0)
+                        x = c.softcap * tanh(x / c.softcap);
+                    if (c.alibi)
+                        x += -(double)P.alibi[h] * fabs((double)(pos - j));
+                    if (c.bias)
+                        x += to_f32(P.bias.mem.data(), p.bias.dtype,
+                                    p.bias.off + b * p.bias.sb + h * p.bias.sh + i * p.bias.ss +
+                                        j * p.bias.sd);
+                    s[j] = x;
+                    if (isnan(x))
+                        nan = true;
+                    else if (x > m)
+                        m = x;
+                }
+                double *orow = &O[(size_t)(((b * P.Sq + i) * c.Hq + h) * c.Dv)];
+                double &lse = L[(size_t)((b * c.Hq + h) * P.Sq + i)];
+                if (nan) {
+                    for (int64_t d = 0; d < c.Dv; d++)
+                        orow[d] = NAN;
+                    lse = NAN;
+                    continue;
+                }
+                if (m == -INFINITY)
+                    continue;
+                double sum = 0.0;
+                for (int64_t j = 0; j < Lk; j++) {
+                    if (s[j] == -INFINITY)
+                        continue;
+                    double w = exp(s[j] - m);
+                    sum += w;
+                    for (int64_t d = 0; d < c.Dv; d++)
+                        orow[d] +=
+                            w * to_f32(P.v.mem.data(), c.dkv, vidx(p.v, tb, P.k0[b] + j, hk, d));
+                }
+                for (int64_t d = 0; d < c.Dv; d++)
+                    orow[d] /= sum;
+                lse = m + log(sum);
+            }
+        }
+    }
+}
+
+/* ---- running the kernels as the host module does --------------------------- */
+
+static cudaError_t run(Prob &P, std::string &path, int &splits_used)
+{
+    const Case &c = P.c;
+    xattn_cuda_args a;
+    memset(&a, 0, sizeof a);
+    a.p = &P.p;
+    a.q = P.q.mem.data();
+    a.k = P.k.mem.data();
+    a.v = P.v.mem.data();
+    a.o = P.o.mem.data();
+    a.lse = c.lse ? (float *)P.lse.mem.data() : NULL;
+    a.bias = c.bias ? P.bias.mem.data() : NULL;
+    a.len_q = P.lq.data();
+    a.len_k = P.lk.data();
+    a.start_q = P.q0.data();
+    a.start_k = P.k0.data();
+    a.alibi = c.alibi ? P.alibi.data() : NULL;
+    a.stream = 0;
+    a.cc = c.cc;
+    a.sm_count = c.sms;
+    a.smem_optin = c.cc >= 90 ? 227 * 1024 : c.cc >= 80 ? 99 * 1024 : 64 * 1024;
+    a.force_simt = c.simt;
+    const int splits = c.algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
+    splits_used = splits;
+    char why[256];
+    if (xattn_cuda_check_limits(&a, splits, why, sizeof why)) {
+        fprintf(stderr, "limits: %s\n", why);
+        return cudaErrorInvalidValue;
+    }
+    path = c.algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
+    std::vector<float> ws;
+    int ovf = 0;
+    if (c.algo == XATTN_ALGO_NAIVE) {
+        ws.assign(xattn_cuda_naive_workspace_elems(&P.p, &ovf) + 1, NAN);
+        cudaError_t e = xattn_cuda_naive_qk(&a, ws.data());
+        if (e == cudaSuccess)
+            e = xattn_cuda_naive_softmax(&a, ws.data());
+        if (e == cudaSuccess)
+            e = xattn_cuda_naive_pv(&a, ws.data());
+        return e;
+    }
+    if (c.algo == XATTN_ALGO_FLASH)
+        return xattn_cuda_flash(&a);
+    ws.assign(xattn_cuda_splitkv_workspace_elems(&P.p, splits, &ovf) + 1, NAN);
+    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data());
+    if (e == cudaSuccess)
+        e = xattn_cuda_splitkv_combine(&a, splits, ws.data());
+    return e;
+}
+
+/* ---- comparison ------------------------------------------------------------ */
+
+static bool check(Prob &P, const std::vector<double> &O, const std::vector<double> &L,
+                  std::string &msg)
+{
+    const Case &c = P.c;
+    const xattn_problem &p = P.p;
+    double num = 0, den = 0, rnum = 0, mx = 0, rmx = 0, lerr = 0;
+    long bad_nan = 0, bad_zero = 0, bad_lse = 0, bad_outside = 0;
+    const int64_t no = (int64_t)(P.o.mem.size() / dsz(c.dq));
+    std::vector<char> written((size_t)no, 0);
+    const int64_t nl = (int64_t)(P.lse.mem.size() / 4);
+    std::vector<char> lwritten((size_t)nl, 0);
+    for (int64_t b = 0; b < P.B; b++) {
+        const int64_t rows = p.varlen ? P.lq[b] : P.Sq, tb = p.varlen ? 0 : b;
+        for (int64_t h = 0; h < c.Hq; h++)
+            for (int64_t i = 0; i < rows; i++) {
+                for (int64_t d = 0; d < c.Dv; d++) {
+                    const int64_t oi = vidx(p.o, tb, P.q0[b] + i, h, d);
+                    written[(size_t)oi] = 1;
+                    const double out = to_f32(P.o.mem.data(), c.dq, oi);
+                    const double ref = O[(size_t)(((b * P.Sq + i) * c.Hq + h) * c.Dv + d)];
+                    if (isnan(ref) || isnan(out)) {
+                        bad_nan += isnan(ref) != isnan(out);
+                        continue;
+                    }
+                    if (ref == 0.0 && out != 0.0) {
+                        bad_zero++;
+                        continue;
+                    }
+                    const double rr = round_to(ref, c.dq);
+                    num += (out - ref) * (out - ref);
+                    den += ref * ref;
+                    rnum += (rr - ref) * (rr - ref);
+                    mx = fmax(mx, fabs(out - ref));
+                    rmx = fmax(rmx, fabs(rr - ref));
+                }
+                if (!c.lse)
+                    continue;
+                const int64_t li =
+                    p.lse.off + tb * p.lse.sb + h * p.lse.sh + (P.q0[b] + i) * p.lse.ss;
+                lwritten[(size_t)li] = 1;
+                const float out = ((const float *)P.lse.mem.data())[li];
+                const double ref = L[(size_t)((b * c.Hq + h) * P.Sq + i)];
+                if (isnan(ref) || isnan(out) || isinf(ref) || isinf(out)) {
+                    const bool same = (isnan(ref) && isnan(out)) || (double)out == ref;
+                    bad_lse += !same;
+                } else {
+                    const double e = fabs(out - ref) / fmax(1.0, fabs(ref));
+                    lerr = fmax(lerr, e);
+                    bad_lse += e > 1e-4;
+                }
+            }
+    }
+    for (int64_t i = 0; i < no; i++)
+        if (!written[(size_t)i] && !is_poison(P.o.mem.data(), c.dq, i))
+            bad_outside++;
+    for (int64_t i = 0; i < nl; i++)
+        if (!lwritten[(size_t)i] && !is_poison(P.lse.mem.data(), XATTN_DTYPE_F32, i))
+            bad_outside++;
+    const double e = den > 0 ? sqrt(num / den) : sqrt(num),
+                 r = den > 0 ? sqrt(rnum / den) : sqrt(rnum);
+    const bool ok = e <= 3 * r + 1e-5 && mx <= 3 * rmx + 1e-4 && !bad_nan && !bad_zero &&
+                    !bad_lse && !bad_outside;
+    char buf[320];
+    snprintf(buf, sizeof buf,
+             "e %.2e (3r+1e-5 = %.2e) m %.2e (3mr+1e-4 = %.2e) lse %.1e; nan %ld zero %ld "
+             "lse %ld outside %ld",
+             e, 3 * r + 1e-5, mx, 3 * rmx + 1e-4, lerr, bad_nan, bad_zero, bad_lse, bad_outside);
+    msg = buf;
+    return ok;
+}
+
+/* ---- the case list ---------------------------------------------------------- */
+
+static std::vector<Case> cases(void)
+{
+    std::vector<Case> v;
+    auto add = [&](Case c, const char *name) {
+        static const char *an[] = {"auto", "naive", "flash", "splitkv"};
+        static const char *dn[] = {"f32", "f16", "bf16"};
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s_%s_%s%s_q%s_kv%s_D%dDv%d", name, an[c.algo],
+                 c.simt ? "simt" : "auto", c.cc < 80 ? "75" : "", dn[c.dq], dn[c.dkv], c.D, c.Dv);
+        c.name = buf;
+        v.push_back(c);
+    };
+    const xattn_algo algos[] = {XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV, XATTN_ALGO_NAIVE};
+    /* Every mma head dim, both 16-bit dtypes, vector and plain loads. */
+    for (int dp : {64, 80, 96, 128, 256}) {
+        Case c;
+        c.D = c.Dv = dp;
+        c.Sq = 20;
+        c.Sk = 75;
+        c.causal = 1;
+        c.Hq = 2;
+        add(c, "mma_dims");
+        c.dq = c.dkv = XATTN_DTYPE_BF16;
+        c.layout = L_MISALIGNED;
+        c.causal = 0;
+        add(c, "mma_dims_plain");
+    }
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            Case c;
+            c.algo = al;
+            c.simt = simt;
+            /* GQA, causal top-left with Sq > Sk (empty rows), padded lengths. */
+            c.B = 3, c.Sq = 40, c.Sk = 33, c.Hq = 4, c.Hkv = 2, c.D = 64, c.Dv = 64;
+            c.causal = 1, c.bottom_right = 0, c.lens = LENS_PADDED;
+            add(c, "gqa_padded_causal_tl");
+            /* Bottom-right, window, ALiBi, softcap, f16 bias broadcast over B. */
+            Case d;
+            d.algo = al, d.simt = simt;
+            d.B = 2, d.Sq = 23, d.Sk = 90, d.Hq = 4, d.Hkv = 1, d.D = 80, d.Dv = 80;
+            d.causal = 1, d.wl = 20, d.wr = 3, d.alibi = 1, d.softcap = 3.0f;
+            d.bias = BIAS_1H, d.bias_f16 = 1, d.bias_ninf = 1;
+            add(d, "mqa_window_alibi_softcap_bias");
+            /* Packed varlen, bias rows of -inf, D != Dv, BHSD. */
+            Case e;
+            e.algo = al, e.simt = simt;
+            e.B = 4, e.Sq = 30, e.Sk = 70, e.Hq = 2, e.Hkv = 2, e.D = 96, e.Dv = 40;
+            e.lens = LENS_VARLEN, e.bias = BIAS_BH, e.bias_ninf = 2, e.layout = L_BHSD;
+            add(e, "varlen_bias_dv");
+            /* Decode shape with many keys, padded strides (vector loads). */
+            Case f;
+            f.algo = al, f.simt = simt;
+            f.B = 2, f.Sq = 1, f.Sk = 300, f.Hq = 8, f.Hkv = 2, f.D = 128, f.Dv = 128;
+            f.layout = L_PADDED, f.dq = f.dkv = XATTN_DTYPE_BF16, f.sms = 8;
+            add(f, "decode");
+            /* NaN in q / k / v. */
+            for (int n = 1; n <= 3; n++) {
+                Case g;
+                g.algo = al, g.simt = simt, g.nan = n, g.Sq = 9, g.Sk = 50, g.causal = n == 2;
+                add(g, n == 1 ? "nan_q" : n == 2 ? "nan_k" : "nan_v");
+            }
+        }
+        /* The simt path's own dtypes: f32, mixed, tiny and odd head dims, strides. */
+        Case h;
+        h.algo = al, h.dq = XATTN_DTYPE_F32, h.dkv = XATTN_DTYPE_F32, h.D = 3, h.Dv = 5;
+        h.Sq = 19, h.Sk = 65, h.Hq = 3, h.Hkv = 1, h.causal = 1, h.bottom_right = 1;
+        h.layout = L_STRIDED, h.bias = BIAS_B1, h.B = 2;
+        add(h, "f32_odd_strided");
+        Case m;
+        m.algo = al, m.dq = XATTN_DTYPE_F16, m.dkv = XATTN_DTYPE_BF16, m.D = 200, m.Dv = 256;
+        m.Sq = 10, m.Sk = 40, m.wl = 5, m.wr = 5, m.scale = 0.3f;
+        add(m, "mixed_d200");
+        Case s;
+        s.algo = al, s.dq = s.dkv = XATTN_DTYPE_F16, s.cc = 75, s.D = 64, s.Dv = 64, s.causal = 1;
+        add(s, "sm75");
+        Case f1;
+        f1.algo = al, f1.dq = XATTN_DTYPE_F32, f1.dkv = XATTN_DTYPE_F16, f1.D = 1, f1.Dv = 1;
+        f1.Sq = 5, f1.Sk = 129, f1.lse = 0;
+        add(f1, "d1_nolse");
+    }
+    /* Whole tiles without masks (the no-mask fast path) next to masked ones:
+     * a left window without score mods, padded rows in a block of full
+     * tiles, long causal rows over several row blocks, a group of 8 heads. */
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            Case c;
+            c.algo = al, c.simt = simt, c.Sq = 64, c.Sk = 256, c.wl = 30, c.D = c.Dv = 64;
+            add(c, "window_nomods");
+            Case d;
+            d.algo = al, d.simt = simt, d.B = 4, d.lens = LENS_PADDED, d.Sq = 40, d.Sk = 150;
+            d.D = d.Dv = 128, d.Hq = 2, d.Hkv = 2;
+            add(d, "padded_nomods");
+            Case e;
+            e.algo = al, e.simt = simt, e.Sq = 200, e.Sk = 200, e.causal = 1, e.Hq = 1;
+            e.dq = e.dkv = XATTN_DTYPE_BF16;
+            add(e, "causal_long");
+            Case f;
+            f.algo = al, f.simt = simt, f.Sq = 20, f.Sk = 100, f.Hq = 8, f.Hkv = 1, f.causal = 1;
+            f.bottom_right = 0, f.wr = 2, f.D = f.Dv = 96;
+            add(f, "gqa8_window_right");
+        }
+    }
+    /* SPLITKV with explicit split counts, including more than the keys allow. */
+    for (int sp : {1, 3, 7, 50}) {
+        Case c;
+        c.algo = XATTN_ALGO_SPLITKV, c.splits = sp, c.Sq = 3, c.Sk = 200, c.Hq = 4, c.Hkv = 2;
+        c.causal = 1;
+        add(c, sp == 1 ? "splits1" : sp == 3 ? "splits3" : sp == 7 ? "splits7" : "splits50");
+    }
+    /* Sk = 0 and fully masked rows everywhere (window right < 0 of the diagonal). */
+    Case z;
+    z.Sk = 0, z.Sq = 4;
+    add(z, "sk0");
+    Case w;
+    w.causal = 1, w.bottom_right = 0, w.Sq = 70, w.Sk = 10;
+    add(w, "causal_tl_sq_gt_sk");
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-v"))
+            verbose = 1;
+        else
+            filter = argv[i];
+    }
+    int pass = 0, fail = 0;
+    for (const Case &c : cases()) {
+        if (filter && !strstr(c.name.c_str(), filter))
+            continue;
+        rs = 0x2545F4914F6CDD1Dull ^ std::hash<std::string>()(c.name);
+        Prob P;
+        prob_build(&P, c);
+        std::vector<double> O, L;
+        reference(P, O, L);
+        std::string path, msg;
+        int splits = 0;
+        cudaError_t e = run(P, path, splits);
+        bool ok = e == cudaSuccess && check(P, O, L, msg);
+        if (e != cudaSuccess)
+            msg = "launch failed";
+        printf("%s %-64s [%s%s] %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), path.c_str(),
+               splits ? (", " + std::to_string(splits) + " splits").c_str() : "", msg.c_str());
+        fflush(stdout);
+        if (ok)
+            pass++;
+        else
+            fail++;
+    }
+    printf("%d passed, %d failed, 0 skipped\n", pass, fail);
+    return fail ? 1 : 0;
+}
