@@ -99,9 +99,7 @@ static xattn_status xattn_ref__view_read(const xattn_tensor *t, const char *name
         const unsigned char *p = raw + (size_t)e * esize;
         uint16_t h;
         switch (t->dtype) {
-        case XATTN_DTYPE_F32:
-            out->data[e] = xattn_ref__f32_bits_to_double(p);
-            break;
+        case XATTN_DTYPE_F32: out->data[e] = xattn_ref__f32_bits_to_double(p); break;
         case XATTN_DTYPE_F16:
             memcpy(&h, p, 2);
             out->data[e] = xattn_ref__f16_bits_to_double(h);
@@ -116,11 +114,9 @@ static xattn_status xattn_ref__view_read(const xattn_tensor *t, const char *name
     return XATTN_STATUS_OK;
 }
 
-static double xattn_ref__at(const xattn_ref_view *v, int64_t i0, int64_t i1, int64_t i2,
-                            int64_t i3)
+static double xattn_ref__at(const xattn_ref_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
 {
-    return v->data[i0 * v->stride[0] + i1 * v->stride[1] + i2 * v->stride[2] +
-                   i3 * v->stride[3]];
+    return v->data[i0 * v->stride[0] + i1 * v->stride[1] + i2 * v->stride[2] + i3 * v->stride[3]];
 }
 
 /* ---- the descriptor, resolved -------------------------------------------- */
@@ -242,9 +238,9 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
     scores = malloc((size_t)max_k * sizeof(double));
     acc = malloc((size_t)Dv * sizeof(double));
     if (!scores || !acc) {
-        st = xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
-                          "reference: cannot allocate %lld scores of host memory",
-                          (long long)max_k);
+        st =
+            xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                         "reference: cannot allocate %lld scores of host memory", (long long)max_k);
         goto done;
     }
 

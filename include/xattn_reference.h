@@ -52,8 +52,7 @@ XATTN_API xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_att
  * cu_seqlens_q[num_seqs]; in padded mode every row is written, padding rows as
  * zeros). Validates d like xattn_reference_attention.
  */
-XATTN_API xattn_status xattn_reference_rows_written(const xattn_ctx *ctx,
-                                                    const xattn_attn_desc *d,
+XATTN_API xattn_status xattn_reference_rows_written(const xattn_ctx *ctx, const xattn_attn_desc *d,
                                                     unsigned char *written);
 
 #ifdef __cplusplus

@@ -17,22 +17,22 @@
 
 static int g_passed, g_failed, g_skipped;
 
-#define EXPECT(cond, ...)                                                 \
-    do {                                                                  \
-        if (cond) {                                                       \
-            g_passed++;                                                   \
-        } else {                                                          \
-            g_failed++;                                                   \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_passed++;                                                                            \
+        } else {                                                                                   \
+            g_failed++;                                                                            \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
-#define EXPECT_OK(expr)                                                                  \
-    do {                                                                                 \
-        xattn_status st_ = (expr);                                                       \
-        EXPECT(st_ == XATTN_STATUS_OK, "%s returned %s: %s", #expr, xattn_status_name(st_), \
-               xattn_last_error());                                                      \
+#define EXPECT_OK(expr)                                                                            \
+    do {                                                                                           \
+        xattn_status st_ = (expr);                                                                 \
+        EXPECT(st_ == XATTN_STATUS_OK, "%s returned %s: %s", #expr, xattn_status_name(st_),        \
+               xattn_last_error());                                                                \
     } while (0)
 
 /* ---- version, statuses, names ---------------------------------------------- */
@@ -75,8 +75,7 @@ static void test_status_strings(void)
                    "%s and %s share a code or text", all[i].name, all[j].name);
     }
     EXPECT(xattn_status_string(XATTN_STATUS_OUT_OF_MEMORY) != NULL &&
-               !strcmp(xattn_status_name(XATTN_STATUS_OUT_OF_MEMORY),
-                       "XATTN_STATUS_OUT_OF_MEMORY"),
+               !strcmp(xattn_status_name(XATTN_STATUS_OUT_OF_MEMORY), "XATTN_STATUS_OUT_OF_MEMORY"),
            "OUT_OF_MEMORY");
     const char *u = xattn_status_string((xattn_status)-999);
     const char *un = xattn_status_name((xattn_status)12345);
@@ -108,8 +107,7 @@ static void test_names(void)
     }
     EXPECT(!strcmp(xattn_backend_name((xattn_backend)9), "?"), "invalid backend name");
     xattn_backend b;
-    EXPECT(xattn_backend_from_name("vulkan", &b) == XATTN_STATUS_INVALID_ARGUMENT,
-           "vulkan parsed");
+    EXPECT(xattn_backend_from_name("vulkan", &b) == XATTN_STATUS_INVALID_ARGUMENT, "vulkan parsed");
     EXPECT(strstr(xattn_last_error(), "vulkan") != NULL, "message: %s", xattn_last_error());
     EXPECT(xattn_backend_from_name(NULL, &b) == XATTN_STATUS_INVALID_ARGUMENT, "NULL name");
     EXPECT(xattn_backend_from_name("cpu", NULL) == XATTN_STATUS_INVALID_ARGUMENT, "NULL out");
@@ -162,8 +160,7 @@ static void test_devices(void)
             EXPECT(info.backend == (xattn_backend)be && info.index == i, "identity");
             EXPECT(info.name[0] != '\0' && memchr(info.name, 0, sizeof info.name),
                    "empty or unterminated name");
-            EXPECT(info.compute_units >= 1, "%s compute units %d", info.name,
-                   info.compute_units);
+            EXPECT(info.compute_units >= 1, "%s compute units %d", info.name, info.compute_units);
             EXPECT(info.global_mem_bytes > 0, "%s memory 0", info.name);
             printf("device %s %d: %s (%d compute units, %llu MiB)\n", xattn_backend_name(be), i,
                    info.name, info.compute_units,
@@ -173,11 +170,9 @@ static void test_devices(void)
         EXPECT(xattn_device_get_info((xattn_backend)be, count, &info) ==
                    XATTN_STATUS_DEVICE_NOT_FOUND,
                "device %d of %s found", count, xattn_backend_name(be));
-        EXPECT(xattn_device_get_info((xattn_backend)be, -1, &info) ==
-                   XATTN_STATUS_DEVICE_NOT_FOUND,
+        EXPECT(xattn_device_get_info((xattn_backend)be, -1, &info) == XATTN_STATUS_DEVICE_NOT_FOUND,
                "device -1 found");
-        EXPECT(xattn_device_get_info((xattn_backend)be, 0, NULL) ==
-                   XATTN_STATUS_INVALID_ARGUMENT,
+        EXPECT(xattn_device_get_info((xattn_backend)be, 0, NULL) == XATTN_STATUS_INVALID_ARGUMENT,
                "NULL info accepted");
     }
     EXPECT(xattn_device_count(XATTN_BACKEND_CPU, NULL) == XATTN_STATUS_INVALID_ARGUMENT,
@@ -223,8 +218,7 @@ static void test_contexts(void)
     for (int be = 1; be < XATTN_BACKEND_COUNT; be++)
         if (xattn_backend_available((xattn_backend)be) != XATTN_STATUS_OK) {
             xattn_ctx *c = NULL;
-            EXPECT(xattn_ctx_create((xattn_backend)be, 0, &c) ==
-                       XATTN_STATUS_BACKEND_UNAVAILABLE,
+            EXPECT(xattn_ctx_create((xattn_backend)be, 0, &c) == XATTN_STATUS_BACKEND_UNAVAILABLE,
                    "creating an unavailable %s context", xattn_backend_name(be));
         }
 }
@@ -306,8 +300,7 @@ static void test_buffers(void)
                "offset past the end");
         EXPECT(xattn_buffer_write(buf, SIZE_MAX, src, 2) == XATTN_STATUS_OUT_OF_BOUNDS,
                "offset overflowing");
-        EXPECT(xattn_buffer_read(buf, 0, NULL, 4) == XATTN_STATUS_INVALID_ARGUMENT,
-               "NULL dst");
+        EXPECT(xattn_buffer_read(buf, 0, NULL, 4) == XATTN_STATUS_INVALID_ARGUMENT, "NULL dst");
         EXPECT_OK(xattn_buffer_write(buf, N, src, 0)); /* empty at the end: fine */
         xattn_buffer_free(buf);
     }
@@ -468,19 +461,17 @@ static void test_memory(void)
                (unsigned long long)info.workspace_bytes);
 
         /* memory limit: the workspace no longer fits -> OUT_OF_MEMORY, ctx usable */
-        EXPECT_OK(xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT,
-                                       (int64_t)after.current_bytes + 4096));
+        EXPECT_OK(
+            xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, (int64_t)after.current_bytes + 4096));
         int64_t lim = 0;
         EXPECT_OK(xattn_ctx_get_option(ctx, XATTN_OPT_MEMORY_LIMIT, &lim));
-        EXPECT(lim == (int64_t)after.current_bytes + 4096, "limit read back %lld",
-               (long long)lim);
+        EXPECT(lim == (int64_t)after.current_bytes + 4096, "limit read back %lld", (long long)lim);
         xattn_mem_stats ls;
         EXPECT_OK(xattn_ctx_mem_stats(ctx, &ls));
         EXPECT(ls.limit_bytes == (uint64_t)lim, "stats limit %llu",
                (unsigned long long)ls.limit_bytes);
         xattn_status st = xattn_attention(ctx, &d, NULL);
-        EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY, "NAIVE over the limit: %s",
-               xattn_status_name(st));
+        EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY, "NAIVE over the limit: %s", xattn_status_name(st));
         EXPECT(strstr(xattn_last_error(), "limit") != NULL, "message: %s", xattn_last_error());
         xattn_buffer *big = NULL;
         st = xattn_buffer_alloc(ctx, 1 << 20, &big);
@@ -505,6 +496,215 @@ static void test_memory(void)
     EXPECT(s3.current_bytes == s0.current_bytes, "after freeing all: %llu bytes, started at %llu",
            (unsigned long long)s3.current_bytes, (unsigned long long)s0.current_bytes);
     xattn_ctx_destroy(ctx);
+}
+
+/* ---- the reference on hand-computed values ------------------------------------ */
+
+/* Two queries, two keys, one head, D = Dv = 2, scale 1:
+ *   q0 = [1, 0], q1 = [0, 1]; k0 = [1, 0], k1 = [0, 1]; v0 = [1, 2], v1 = [3, 5]
+ * so that s = [[1, 0], [0, 1]] before any modification. */
+typedef struct ref_fixture {
+    xattn_ctx *ctx;
+    xattn_buffer *q, *k, *v, *o, *lse, *bias;
+} ref_fixture;
+
+static void ref_desc(ref_fixture *f, xattn_attn_desc *d)
+{
+    xattn_attn_desc_init(d);
+    d->q = xattn_tensor_bshd(f->q, 0, XATTN_DTYPE_F32, 1, 2, 1, 2);
+    d->k = xattn_tensor_bshd(f->k, 0, XATTN_DTYPE_F32, 1, 2, 1, 2);
+    d->v = xattn_tensor_bshd(f->v, 0, XATTN_DTYPE_F32, 1, 2, 1, 2);
+    d->o = xattn_tensor_bshd(f->o, 0, XATTN_DTYPE_F32, 1, 2, 1, 2);
+    xattn_tensor l = {f->lse, 0, XATTN_DTYPE_F32, {1, 1, 2, 1}, {2, 2, 1, 1}};
+    d->lse = l;
+    d->scale = 1.0f;
+}
+
+/* o_want: 2 rows x 2; lse_want: 2 rows. NaN means "must be NaN". */
+static void expect_ref(ref_fixture *f, const xattn_attn_desc *d, const char *what,
+                       const double o_want[4], const double lse_want[2])
+{
+    double o[4], lse[2];
+    xattn_status st = xattn_reference_attention(f->ctx, d, o, lse);
+    EXPECT(st == XATTN_STATUS_OK, "[%s] reference: %s: %s", what, xattn_status_name(st),
+           xattn_last_error());
+    if (st != XATTN_STATUS_OK)
+        return;
+    for (int i = 0; i < 4; i++)
+        EXPECT(isnan(o_want[i]) ? isnan(o[i]) : fabs(o[i] - o_want[i]) < 1e-12,
+               "[%s] O[%d] = %.15g, expected %.15g", what, i, o[i], o_want[i]);
+    for (int i = 0; i < 2; i++)
+        EXPECT(isnan(lse_want[i])   ? isnan(lse[i])
+               : isinf(lse_want[i]) ? lse[i] == lse_want[i]
+                                    : fabs(lse[i] - lse_want[i]) < 1e-12,
+               "[%s] LSE[%d] = %.15g, expected %.15g", what, i, lse[i], lse_want[i]);
+}
+
+/* O and LSE of a row with scores s0, s1 over v0 = [1, 2], v1 = [3, 5]. */
+static void softmax_row(double s0, double s1, double *o, double *lse)
+{
+    double m = fmax(s0, s1), e0 = exp(s0 - m), e1 = exp(s1 - m), l = e0 + e1;
+    o[0] = (e0 * 1 + e1 * 3) / l;
+    o[1] = (e0 * 2 + e1 * 5) / l;
+    *lse = m + log(l);
+}
+
+static void test_reference(void)
+{
+    ref_fixture f;
+    memset(&f, 0, sizeof f);
+    EXPECT_OK(xattn_ctx_create(XATTN_BACKEND_CPU, 0, &f.ctx));
+    if (!f.ctx)
+        return;
+    const float q[4] = {1, 0, 0, 1}, k[4] = {1, 0, 0, 1}, v[4] = {1, 2, 3, 5};
+    xattn_buffer **bufs[6] = {&f.q, &f.k, &f.v, &f.o, &f.lse, &f.bias};
+    for (int i = 0; i < 6; i++)
+        EXPECT_OK(xattn_buffer_alloc(f.ctx, 64, bufs[i]));
+    if (!f.q || !f.k || !f.v || !f.o || !f.lse || !f.bias)
+        return;
+    EXPECT_OK(xattn_buffer_write(f.q, 0, q, sizeof q));
+    EXPECT_OK(xattn_buffer_write(f.k, 0, k, sizeof k));
+    EXPECT_OK(xattn_buffer_write(f.v, 0, v, sizeof v));
+
+    xattn_attn_desc d;
+    double o[4], lse[2];
+    const double ninf = -INFINITY;
+
+    ref_desc(&f, &d); /* plain */
+    softmax_row(1, 0, o, lse);
+    softmax_row(0, 1, o + 2, lse + 1);
+    expect_ref(&f, &d, "plain", o, lse);
+
+    d.causal = 1; /* row 0 sees k0 only */
+    {
+        double ow[4] = {1, 2, o[2], o[3]}, lw[2] = {1, lse[1]};
+        expect_ref(&f, &d, "causal", ow, lw);
+        d.align = XATTN_ALIGN_TOP_LEFT;
+        expect_ref(&f, &d, "causal top-left", ow, lw);
+    }
+
+    ref_desc(&f, &d); /* default scale 1/sqrt(2) */
+    d.scale = 0.0f;
+    softmax_row(1 / sqrt(2.0), 0, o, lse);
+    softmax_row(0, 1 / sqrt(2.0), o + 2, lse + 1);
+    expect_ref(&f, &d, "default scale", o, lse);
+
+    ref_desc(&f, &d); /* softcap 0.5: s = 0.5 tanh(s / 0.5) */
+    d.softcap = 0.5f;
+    softmax_row(0.5 * tanh(2.0), 0, o, lse);
+    softmax_row(0, 0.5 * tanh(2.0), o + 2, lse + 1);
+    expect_ref(&f, &d, "softcap", o, lse);
+
+    ref_desc(&f, &d); /* ALiBi slope 0.75: s -= 0.75 |i - j| */
+    const float slope[1] = {0.75f};
+    d.alibi_slopes = slope;
+    softmax_row(1, -0.75, o, lse);
+    softmax_row(-0.75, 1, o + 2, lse + 1);
+    expect_ref(&f, &d, "alibi", o, lse);
+
+    ref_desc(&f, &d); /* window (0, 0): the diagonal only */
+    d.window_left = 0;
+    d.window_right = 0;
+    {
+        double ow[4] = {1, 2, 3, 5}, lw[2] = {1, 1};
+        expect_ref(&f, &d, "window 0,0", ow, lw);
+    }
+
+    ref_desc(&f, &d); /* bias [[0.5, -inf], [-inf, -inf]]: row 1 fully masked */
+    const float bias[4] = {0.5f, -INFINITY, -INFINITY, -INFINITY};
+    EXPECT_OK(xattn_buffer_write(f.bias, 0, bias, sizeof bias));
+    xattn_tensor bt = {f.bias, 0, XATTN_DTYPE_F32, {1, 1, 2, 2}, {4, 4, 2, 1}};
+    d.bias = bt;
+    {
+        double ow[4] = {1, 2, 0, 0}, lw[2] = {1.5, ninf};
+        expect_ref(&f, &d, "bias", ow, lw);
+    }
+
+    ref_desc(&f, &d); /* padding: seqlens_q = 1 -> row 1 is O = 0, LSE = -inf */
+    const int32_t lq[1] = {1}, lk0[1] = {0};
+    d.seqlens_q = lq;
+    softmax_row(1, 0, o, lse);
+    {
+        double ow[4] = {o[0], o[1], 0, 0}, lw[2] = {lse[0], ninf};
+        expect_ref(&f, &d, "padded query", ow, lw);
+    }
+    ref_desc(&f, &d); /* no keys: every row fully masked */
+    d.seqlens_k = lk0;
+    {
+        double ow[4] = {0, 0, 0, 0}, lw[2] = {ninf, ninf};
+        expect_ref(&f, &d, "no keys", ow, lw);
+    }
+
+    ref_desc(&f, &d); /* f16 and bf16 inputs decode to the same values */
+    const uint16_t qh[4] = {0x3c00, 0, 0, 0x3c00}, vh[4] = {0x3c00, 0x4000, 0x4200, 0x4500};
+    const uint16_t kb[4] = {0x3f80, 0, 0, 0x3f80}, vb[4] = {0x3f80, 0x4000, 0x4040, 0x40a0};
+    xattn_buffer *hq = NULL, *hk = NULL, *hv = NULL;
+    EXPECT_OK(xattn_buffer_alloc(f.ctx, 64, &hq));
+    EXPECT_OK(xattn_buffer_alloc(f.ctx, 64, &hk));
+    EXPECT_OK(xattn_buffer_alloc(f.ctx, 64, &hv));
+    if (hq && hk && hv) {
+        xattn_buffer_write(hq, 0, qh, sizeof qh);
+        xattn_buffer_write(hk, 0, kb, sizeof kb);
+        xattn_buffer_write(hv, 0, vb, sizeof vb);
+        d.q = xattn_tensor_bshd(hq, 0, XATTN_DTYPE_F16, 1, 2, 1, 2);
+        d.o = xattn_tensor_bshd(f.o, 0, XATTN_DTYPE_F16, 1, 2, 1, 2);
+        d.k = xattn_tensor_bshd(hk, 0, XATTN_DTYPE_BF16, 1, 2, 1, 2);
+        d.v = xattn_tensor_bshd(hv, 0, XATTN_DTYPE_BF16, 1, 2, 1, 2);
+        softmax_row(1, 0, o, lse);
+        softmax_row(0, 1, o + 2, lse + 1);
+        expect_ref(&f, &d, "f16 q, bf16 k/v", o, lse);
+        /* f16 v as well (through a separate descriptor: k and v share a dtype) */
+        xattn_buffer_write(hv, 0, vh, sizeof vh);
+        xattn_buffer_write(hk, 0, qh, sizeof qh);
+        d.k.dtype = XATTN_DTYPE_F16;
+        d.v.dtype = XATTN_DTYPE_F16;
+        expect_ref(&f, &d, "f16 everywhere", o, lse);
+    }
+    xattn_buffer_free(hq);
+    xattn_buffer_free(hk);
+    xattn_buffer_free(hv);
+
+    ref_desc(&f, &d); /* NaN in q1 -> row 1 NaN, row 0 untouched */
+    const float qn[4] = {1, 0, NAN, 1};
+    EXPECT_OK(xattn_buffer_write(f.q, 0, qn, sizeof qn));
+    softmax_row(1, 0, o, lse);
+    {
+        double ow[4] = {o[0], o[1], NAN, NAN}, lw[2] = {lse[0], NAN};
+        expect_ref(&f, &d, "NaN query", ow, lw);
+    }
+    /* ... unless the NaN sits where the row is masked: causal row 0 never sees k1 */
+    EXPECT_OK(xattn_buffer_write(f.q, 0, q, sizeof q));
+    const float kn[4] = {1, 0, NAN, 1}, vn[4] = {1, 2, NAN, 5};
+    EXPECT_OK(xattn_buffer_write(f.k, 0, kn, sizeof kn));
+    EXPECT_OK(xattn_buffer_write(f.v, 0, vn, sizeof vn));
+    d.causal = 1;
+    {
+        double ow[4] = {1, 2, NAN, NAN}, lw[2] = {1, NAN};
+        expect_ref(&f, &d, "masked NaN key", ow, lw);
+    }
+
+    /* argument checks */
+    EXPECT(xattn_reference_attention(f.ctx, &d, NULL, NULL) == XATTN_STATUS_INVALID_ARGUMENT,
+           "NULL o_ref");
+    d.q.dtype = (xattn_dtype)9;
+    EXPECT(xattn_reference_attention(f.ctx, &d, o, NULL) == XATTN_STATUS_INVALID_DTYPE,
+           "the reference validates the descriptor");
+    unsigned char w[2];
+    ref_desc(&f, &d);
+    EXPECT_OK(xattn_reference_rows_written(f.ctx, &d, w));
+    EXPECT(w[0] == 1 && w[1] == 1, "padded mode writes every row");
+    const int32_t cu_q[2] = {0, 1}, cu_k[2] = {0, 2};
+    d.q = xattn_tensor_bshd(f.q, 0, XATTN_DTYPE_F32, 1, 2, 1, 2);
+    d.lse.buffer = NULL;
+    d.cu_seqlens_q = cu_q;
+    d.cu_seqlens_k = cu_k;
+    d.num_seqs = 1;
+    EXPECT_OK(xattn_reference_rows_written(f.ctx, &d, w));
+    EXPECT(w[0] == 1 && w[1] == 0, "packed: token 1 is past cu_seqlens_q[1] (%d %d)", w[0], w[1]);
+
+    for (int i = 0; i < 6; i++)
+        xattn_buffer_free(*bufs[i]);
+    xattn_ctx_destroy(f.ctx);
 }
 
 /* ---- logging ----------------------------------------------------------------- */
@@ -534,8 +734,7 @@ static void test_log(void)
     xattn_buffer *b = NULL;
     xattn_status st = xattn_buffer_alloc(ctx, 0, &b);
     EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "alloc 0: %s", xattn_status_name(st));
-    EXPECT(cap.count == before + 1, "callback called %d times for one error",
-           cap.count - before);
+    EXPECT(cap.count == before + 1, "callback called %d times for one error", cap.count - before);
     EXPECT(cap.level == XATTN_LOG_ERROR, "level %d", cap.level);
     EXPECT(strstr(cap.last, xattn_last_error()) != NULL,
            "logged '%s' does not carry the error '%s'", cap.last, xattn_last_error());
@@ -617,22 +816,22 @@ static void test_f16(void)
         {65520.0f, 0x7c00}, /* ties to even away to inf */
         {1e9f, 0x7c00},
         {-1e9f, 0xfc00},
-        {0x1p-14f, 0x0400},           /* smallest normal */
-        {0x1p-24f, 0x0001},           /* smallest subnormal */
-        {0x1p-25f, 0x0000},           /* tie -> even (0) */
-        {0x1.8p-25f, 0x0001},         /* above the tie */
-        {0x3p-24f, 0x0003},           /* subnormal */
-        {0x1.ffcp-15f, 0x0400},       /* 1023.5 subnormal ulps: tie -> even (the smallest normal) */
-        {0x1.ff8p-15f, 0x03ff},       /* the largest subnormal */
-        {1.0f + 0x1p-11f, 0x3c00},    /* tie -> even (down) */
-        {1.0f + 0x3p-11f, 0x3c02},    /* tie -> even (up) */
+        {0x1p-14f, 0x0400},        /* smallest normal */
+        {0x1p-24f, 0x0001},        /* smallest subnormal */
+        {0x1p-25f, 0x0000},        /* tie -> even (0) */
+        {0x1.8p-25f, 0x0001},      /* above the tie */
+        {0x3p-24f, 0x0003},        /* subnormal */
+        {0x1.ffcp-15f, 0x0400},    /* 1023.5 subnormal ulps: tie -> even (the smallest normal) */
+        {0x1.ff8p-15f, 0x03ff},    /* the largest subnormal */
+        {1.0f + 0x1p-11f, 0x3c00}, /* tie -> even (down) */
+        {1.0f + 0x3p-11f, 0x3c02}, /* tie -> even (up) */
         {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01},
         {0.333333343f, 0x3555},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint16_t h = xattn_f32_to_f16(cases[i].x);
-        EXPECT(h == cases[i].h, "f32_to_f16(%a) = 0x%04x, expected 0x%04x", (double)cases[i].x,
-               h, cases[i].h);
+        EXPECT(h == cases[i].h, "f32_to_f16(%a) = 0x%04x, expected 0x%04x", (double)cases[i].x, h,
+               cases[i].h);
     }
     EXPECT(xattn_f32_to_f16(INFINITY) == 0x7c00, "inf");
     EXPECT(xattn_f32_to_f16(-INFINITY) == 0xfc00, "-inf");
@@ -744,6 +943,7 @@ int main(void)
     test_wrap_host();
     test_memory();
     test_log();
+    test_reference();
     test_f16();
     test_bf16();
     printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);

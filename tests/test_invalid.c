@@ -18,16 +18,16 @@
 
 static int g_passed, g_failed;
 
-#define EXPECT(cond, ...)                                                 \
-    do {                                                                  \
-        if (cond) {                                                       \
-            g_passed++;                                                   \
-        } else {                                                          \
-            g_failed++;                                                   \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_passed++;                                                                            \
+        } else {                                                                                   \
+            g_failed++;                                                                            \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
 
 /* The fixture: B=2, Sq=8, Sk=12, Hq=4, Hkv=2, D=Dv=16, f32, BSHD, with LSE.
@@ -97,8 +97,8 @@ static void expect_usable(fixture *f, const char *after)
                after, xattn_last_error());
 }
 
-static void expect_bad(fixture *f, const char *name, const xattn_attn_desc *d,
-                       xattn_status want, const char *field)
+static void expect_bad(fixture *f, const char *name, const xattn_attn_desc *d, xattn_status want,
+                       const char *field)
 {
     xattn_status st = xattn_attention_check(f->ctx, d);
     EXPECT(st == want, "[%s] xattn_attention_check returned %s, expected %s (message: %s)", name,
@@ -109,8 +109,7 @@ static void expect_bad(fixture *f, const char *name, const xattn_attn_desc *d,
     EXPECT(st == want, "[%s] xattn_attention returned %s, expected %s (message: %s)", name,
            xattn_status_name(st), xattn_status_name(want), xattn_last_error());
     EXPECT(strstr(xattn_last_error(), field) != NULL,
-           "[%s] attention: message does not name '%s': \"%s\"", name, field,
-           xattn_last_error());
+           "[%s] attention: message does not name '%s': \"%s\"", name, field, xattn_last_error());
     xattn_run_info info;
     st = xattn_attention(f->ctx, d, &info);
     EXPECT(st == want, "[%s] xattn_attention with info returned %s", name, xattn_status_name(st));
@@ -118,32 +117,32 @@ static void expect_bad(fixture *f, const char *name, const xattn_attn_desc *d,
 }
 
 /* BAD(name, status, field, statements that break the descriptor `d`) */
-#define BAD(name, status, field, ...)                      \
-    do {                                                   \
-        xattn_attn_desc d;                                 \
-        valid_desc(&f, &d);                                \
-        __VA_ARGS__;                                       \
-        expect_bad(&f, name, &d, XATTN_STATUS_##status, field); \
+#define BAD(name, status, field, ...)                                                              \
+    do {                                                                                           \
+        xattn_attn_desc d;                                                                         \
+        valid_desc(&f, &d);                                                                        \
+        __VA_ARGS__;                                                                               \
+        expect_bad(&f, name, &d, XATTN_STATUS_##status, field);                                    \
     } while (0)
-#define BAD_VARLEN(name, status, field, ...)               \
-    do {                                                   \
-        xattn_attn_desc d;                                 \
-        valid_varlen_desc(&f, &d);                         \
-        __VA_ARGS__;                                       \
-        expect_bad(&f, name, &d, XATTN_STATUS_##status, field); \
+#define BAD_VARLEN(name, status, field, ...)                                                       \
+    do {                                                                                           \
+        xattn_attn_desc d;                                                                         \
+        valid_varlen_desc(&f, &d);                                                                 \
+        __VA_ARGS__;                                                                               \
+        expect_bad(&f, name, &d, XATTN_STATUS_##status, field);                                    \
     } while (0)
 /* GOOD(name, statements): edge cases that are valid. */
-#define GOOD(name, ...)                                                                      \
-    do {                                                                                     \
-        xattn_attn_desc d;                                                                   \
-        valid_desc(&f, &d);                                                                  \
-        __VA_ARGS__;                                                                         \
-        xattn_status st = xattn_attention_check(f.ctx, &d);                                  \
-        EXPECT(st == XATTN_STATUS_OK, "[%s] valid descriptor rejected: %s: %s", name,        \
-               xattn_status_name(st), xattn_last_error());                                   \
-        st = xattn_attention(f.ctx, &d, NULL);                                               \
-        EXPECT(st == XATTN_STATUS_OK, "[%s] valid call failed: %s: %s", name,                \
-               xattn_status_name(st), xattn_last_error());                                   \
+#define GOOD(name, ...)                                                                            \
+    do {                                                                                           \
+        xattn_attn_desc d;                                                                         \
+        valid_desc(&f, &d);                                                                        \
+        __VA_ARGS__;                                                                               \
+        xattn_status st = xattn_attention_check(f.ctx, &d);                                        \
+        EXPECT(st == XATTN_STATUS_OK, "[%s] valid descriptor rejected: %s: %s", name,              \
+               xattn_status_name(st), xattn_last_error());                                         \
+        st = xattn_attention(f.ctx, &d, NULL);                                                     \
+        EXPECT(st == XATTN_STATUS_OK, "[%s] valid call failed: %s: %s", name,                      \
+               xattn_status_name(st), xattn_last_error());                                         \
     } while (0)
 
 static int setup(fixture *f)
@@ -204,15 +203,13 @@ int main(void)
         EXPECT(strstr(xattn_last_error(), "ctx") != NULL, "NULL ctx message: %s",
                xattn_last_error());
         st = xattn_attention_check(NULL, &d);
-        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL ctx (check): %s",
-               xattn_status_name(st));
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL ctx (check): %s", xattn_status_name(st));
         st = xattn_attention(f.ctx, NULL, NULL);
         EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL desc: %s", xattn_status_name(st));
         EXPECT(strstr(xattn_last_error(), "desc") != NULL, "NULL desc message: %s",
                xattn_last_error());
         st = xattn_attention_check(f.ctx, NULL);
-        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL desc (check): %s",
-               xattn_status_name(st));
+        EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT, "NULL desc (check): %s", xattn_status_name(st));
         expect_usable(&f, "NULL ctx/desc");
     }
     BAD("q.buffer NULL", INVALID_ARGUMENT, "q.buffer", d.q.buffer = NULL);
@@ -245,11 +242,9 @@ int main(void)
     BAD("Hkv = 0", INVALID_SHAPE, "k.shape[2]", d.k.shape[2] = 0; d.v.shape[2] = 0);
     BAD("D = 0", INVALID_SHAPE, "q.shape[3]", d.q.shape[3] = 0; d.k.shape[3] = 0);
     BAD("Dv = 0", INVALID_SHAPE, "v.shape[3]", d.v.shape[3] = 0; d.o.shape[3] = 0);
-    BAD("D = 257", INVALID_SHAPE, "q.shape[3]",
-        d.q = bshd(f.q, XATTN_DTYPE_F32, B, SQ, HQ, 257);
+    BAD("D = 257", INVALID_SHAPE, "q.shape[3]", d.q = bshd(f.q, XATTN_DTYPE_F32, B, SQ, HQ, 257);
         d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, HKV, 257));
-    BAD("Dv = 300", INVALID_SHAPE, "v.shape[3]",
-        d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, HKV, 300);
+    BAD("Dv = 300", INVALID_SHAPE, "v.shape[3]", d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, HKV, 300);
         d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ, HQ, 300));
     BAD("k.D != q.D", INVALID_SHAPE, "k.shape[3]",
         d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, HKV, D + 1));
@@ -259,11 +254,9 @@ int main(void)
         d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, HKV + 1, DV));
     BAD("o heads != q heads", INVALID_SHAPE, "o.shape[2]",
         d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ, HQ * 2, DV));
-    BAD("Hq % Hkv != 0", INVALID_SHAPE, "k.shape[2]",
-        d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, 3, D);
+    BAD("Hq % Hkv != 0", INVALID_SHAPE, "k.shape[2]", d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, 3, D);
         d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, 3, DV));
-    BAD("Hkv > Hq", INVALID_SHAPE, "k.shape[2]",
-        d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, 8, D);
+    BAD("Hkv > Hq", INVALID_SHAPE, "k.shape[2]", d.k = bshd(f.k, XATTN_DTYPE_F32, B, SK, 8, D);
         d.v = bshd(f.v, XATTN_DTYPE_F32, B, SK, 8, DV));
     BAD("k batch mismatch", INVALID_SHAPE, "k.shape[0]",
         d.k = bshd(f.k, XATTN_DTYPE_F32, B + 1, SK, HKV, D));
@@ -277,32 +270,30 @@ int main(void)
     /* ---- strides, views, buffers ---- */
     BAD("negative stride", INVALID_STRIDE, "k.strides[1]", d.k.strides[1] = -HKV * D);
     BAD("negative stride (d)", INVALID_STRIDE, "q.strides[3]", d.q.strides[3] = -1);
-    BAD("view overruns buffer (offset)", OUT_OF_BOUNDS, "q.buffer",
-        d.q.offset = BUF_BYTES - 64);
+    BAD("view overruns buffer (offset)", OUT_OF_BOUNDS, "q.buffer", d.q.offset = BUF_BYTES - 64);
     BAD("view overruns buffer (strides)", OUT_OF_BOUNDS, "v.buffer",
         d.v.strides[0] = BUF_BYTES / 4);
     BAD("view overruns buffer (o)", OUT_OF_BOUNDS, "o.buffer",
         d.o = bshd(f.o, XATTN_DTYPE_F32, B, 64, 64, 256));
     BAD("misaligned offset f32", INVALID_ARGUMENT, "q.offset", d.q.offset = 2);
-    BAD("misaligned offset f16", INVALID_ARGUMENT, "k.offset",
-        d.k.dtype = XATTN_DTYPE_F16; d.v.dtype = XATTN_DTYPE_F16; d.k.offset = 3);
+    BAD("misaligned offset f16", INVALID_ARGUMENT, "k.offset", d.k.dtype = XATTN_DTYPE_F16;
+        d.v.dtype = XATTN_DTYPE_F16; d.k.offset = 3);
     BAD("buffer of another context", WRONG_CONTEXT, "k.buffer", d.k.buffer = f.foreign);
     BAD("o buffer of another context", WRONG_CONTEXT, "o.buffer", d.o.buffer = f.foreign);
-    BAD("shape 2^40 x 2^40", SIZE_OVERFLOW, "q.shape",
-        d.q.shape[0] = (int64_t)1 << 40; d.q.shape[1] = (int64_t)1 << 40;
-        d.q.strides[0] = 0; d.q.strides[1] = 0);
+    BAD("shape 2^40 x 2^40", SIZE_OVERFLOW, "q.shape", d.q.shape[0] = (int64_t)1 << 40;
+        d.q.shape[1] = (int64_t)1 << 40; d.q.strides[0] = 0; d.q.strides[1] = 0);
     BAD("stride times extent overflows", SIZE_OVERFLOW, "k.strides[1]",
         d.k.strides[1] = (int64_t)1 << 62);
 
     /* ---- padded lengths ---- */
-    BAD("seqlens_q[1] > Sq", INVALID_LENGTHS, "seqlens_q[1]",
-        f.seqlens_q[1] = SQ + 1; d.seqlens_q = f.seqlens_q);
-    BAD("seqlens_q[0] < 0", INVALID_LENGTHS, "seqlens_q[0]",
-        f.seqlens_q[0] = -1; f.seqlens_q[1] = SQ; d.seqlens_q = f.seqlens_q);
-    BAD("seqlens_k[1] > Sk", INVALID_LENGTHS, "seqlens_k[1]",
-        f.seqlens_q[0] = SQ; f.seqlens_k[1] = SK + 5; d.seqlens_k = f.seqlens_k);
-    BAD("seqlens_k[1] < 0", INVALID_LENGTHS, "seqlens_k[1]",
-        f.seqlens_k[1] = -3; d.seqlens_k = f.seqlens_k);
+    BAD("seqlens_q[1] > Sq", INVALID_LENGTHS, "seqlens_q[1]", f.seqlens_q[1] = SQ + 1;
+        d.seqlens_q = f.seqlens_q);
+    BAD("seqlens_q[0] < 0", INVALID_LENGTHS, "seqlens_q[0]", f.seqlens_q[0] = -1;
+        f.seqlens_q[1] = SQ; d.seqlens_q = f.seqlens_q);
+    BAD("seqlens_k[1] > Sk", INVALID_LENGTHS, "seqlens_k[1]", f.seqlens_q[0] = SQ;
+        f.seqlens_k[1] = SK + 5; d.seqlens_k = f.seqlens_k);
+    BAD("seqlens_k[1] < 0", INVALID_LENGTHS, "seqlens_k[1]", f.seqlens_k[1] = -3;
+        d.seqlens_k = f.seqlens_k);
     f.seqlens_k[1] = SK;
 
     /* ---- packed lengths ---- */
@@ -314,8 +305,7 @@ int main(void)
                f.cu_k[2] = SK + 1);
     BAD_VARLEN("only cu_seqlens_q", INVALID_ARGUMENT, "cu_seqlens_k", d.cu_seqlens_k = NULL);
     BAD_VARLEN("only cu_seqlens_k", INVALID_ARGUMENT, "cu_seqlens_q", d.cu_seqlens_q = NULL);
-    BAD_VARLEN("seqlens and cu_seqlens", INVALID_ARGUMENT, "seqlens_q",
-               d.seqlens_q = f.seqlens_q);
+    BAD_VARLEN("seqlens and cu_seqlens", INVALID_ARGUMENT, "seqlens_q", d.seqlens_q = f.seqlens_q);
     BAD_VARLEN("num_seqs < 0", INVALID_ARGUMENT, "num_seqs", d.num_seqs = -1);
     BAD_VARLEN("varlen batch != 1", INVALID_SHAPE, "q.shape[0]",
                d.q = bshd(f.q, XATTN_DTYPE_F32, 2, SQ, HQ, D));
@@ -328,10 +318,10 @@ int main(void)
     BAD("softcap inf", INVALID_ARGUMENT, "softcap", d.softcap = INFINITY);
     BAD("scale NaN", INVALID_ARGUMENT, "scale", d.scale = NAN);
     BAD("scale inf", INVALID_ARGUMENT, "scale", d.scale = -INFINITY);
-    BAD("alibi slope NaN", INVALID_ARGUMENT, "alibi_slopes[2]",
-        f.slopes[2] = NAN; d.alibi_slopes = f.slopes);
-    BAD("alibi slope inf", INVALID_ARGUMENT, "alibi_slopes[0]",
-        f.slopes[2] = 0.1f; f.slopes[0] = INFINITY; d.alibi_slopes = f.slopes);
+    BAD("alibi slope NaN", INVALID_ARGUMENT, "alibi_slopes[2]", f.slopes[2] = NAN;
+        d.alibi_slopes = f.slopes);
+    BAD("alibi slope inf", INVALID_ARGUMENT, "alibi_slopes[0]", f.slopes[2] = 0.1f;
+        f.slopes[0] = INFINITY; d.alibi_slopes = f.slopes);
     f.slopes[0] = 0.5f;
     BAD("causal = 2", INVALID_ARGUMENT, "causal", d.causal = 2);
     BAD("align = 7", INVALID_ARGUMENT, "align", d.align = (xattn_align)7);
@@ -355,21 +345,20 @@ int main(void)
     BAD("lse rows", INVALID_SHAPE, "lse.shape[2]", d.lse.shape[2] = SQ + 1);
     BAD("lse last dim", INVALID_SHAPE, "lse.shape[3]", d.lse.shape[3] = 2);
     BAD("lse negative stride", INVALID_STRIDE, "lse.strides[2]", d.lse.strides[2] = -1);
-    BAD("lse buffer of another context", WRONG_CONTEXT, "lse.buffer",
-        d.lse.buffer = f.foreign);
+    BAD("lse buffer of another context", WRONG_CONTEXT, "lse.buffer", d.lse.buffer = f.foreign);
 
     /* ---- valid edge cases (must not be rejected) ---- */
     GOOD("Sq = 0", d.q.shape[1] = 0; d.o.shape[1] = 0; d.lse.shape[2] = 0);
     GOOD("Sk = 0", d.k.shape[1] = 0; d.v.shape[1] = 0);
-    GOOD("zero-length sequences", f.seqlens_q[0] = 0; f.seqlens_k[1] = 0;
-         d.seqlens_q = f.seqlens_q; d.seqlens_k = f.seqlens_k);
+    GOOD("zero-length sequences", f.seqlens_q[0] = 0; f.seqlens_k[1] = 0; d.seqlens_q = f.seqlens_q;
+         d.seqlens_k = f.seqlens_k);
     f.seqlens_q[0] = SQ, f.seqlens_k[1] = SK;
     GOOD("lse absent", d.lse.buffer = NULL);
     GOOD("bias broadcast", with_bias(&f, &d, XATTN_DTYPE_F16, 1, HQ, SQ + 3, SK + 5));
     GOOD("negative scale", d.scale = -0.25f);
-    GOOD("stride ignored where extent is 1",
-         d.q = bshd(f.q, XATTN_DTYPE_F32, B, 1, HQ, D); d.o = bshd(f.o, XATTN_DTYPE_F32, B, 1, HQ, DV);
-         d.q.strides[1] = 123456; d.lse.shape[2] = 1);
+    GOOD("stride ignored where extent is 1", d.q = bshd(f.q, XATTN_DTYPE_F32, B, 1, HQ, D);
+         d.o = bshd(f.o, XATTN_DTYPE_F32, B, 1, HQ, DV); d.q.strides[1] = 123456;
+         d.lse.shape[2] = 1);
     GOOD("window and causal", d.causal = 1; d.window_left = 0; d.window_right = 0);
     {
         xattn_attn_desc d;
