@@ -21,34 +21,86 @@ void xattn_case_defaults(xattn_case *c)
     c->seed = 42;
 }
 
+/* The options part of the description (" causal-br win..."), shared by the key and the family. */
+static void xattn__describe_opts(const xattn_case *c, char *extra, size_t n)
+{
+    size_t k = 0;
+    extra[0] = '\0';
+#define XATTN__ADD(...)                                                                            \
+    do {                                                                                           \
+        if (k < n)                                                                                 \
+            k += (size_t)snprintf(extra + k, n - k, __VA_ARGS__);                                  \
+    } while (0)
+    if (c->bhsd)
+        XATTN__ADD(" bhsd");
+    if (c->causal)
+        XATTN__ADD(" causal-%s", c->align == XATTN_ALIGN_TOP_LEFT ? "tl" : "br");
+    else if ((c->window_left >= 0 || c->window_right >= 0 || c->alibi) &&
+             c->align == XATTN_ALIGN_TOP_LEFT)
+        XATTN__ADD(" align-tl");
+    if (c->window_left >= 0 || c->window_right >= 0)
+        XATTN__ADD(" win%lld,%lld", (long long)c->window_left, (long long)c->window_right);
+    if (c->softcap > 0)
+        XATTN__ADD(" cap%g", (double)c->softcap);
+    if (c->scale != 0)
+        XATTN__ADD(" scale%g", (double)c->scale);
+    if (c->alibi)
+        XATTN__ADD(" alibi");
+    if (c->bias)
+        XATTN__ADD(" bias");
+    if (c->lse)
+        XATTN__ADD(" lse");
+    if (c->num_splits)
+        XATTN__ADD(" splits%d", c->num_splits);
+    if (c->seqlens_q || c->seqlens_k) {
+        /* A short fingerprint of the lengths: the same batch gets the same key. */
+        uint64_t h = 1469598103934665603ull;
+        int64_t tq = 0, tk = 0;
+        for (int64_t b = 0; b < c->batch; b++) {
+            int32_t lq = c->seqlens_q ? c->seqlens_q[b] : (int32_t)c->sq;
+            int32_t lk = c->seqlens_k ? c->seqlens_k[b] : (int32_t)c->sk;
+            tq += lq;
+            tk += lk;
+            h = (h ^ (uint64_t)(uint32_t)lq) * 1099511628211ull;
+            h = (h ^ (uint64_t)(uint32_t)lk) * 1099511628211ull;
+        }
+        XATTN__ADD(" %s%lld/%lld#%04x", c->varlen ? "varlen" : "padded", (long long)tq,
+                   (long long)tk, (unsigned)(h & 0xffff));
+    }
+#undef XATTN__ADD
+}
+
+static void xattn__describe_types(const xattn_case *c, char *dv, size_t ndv, char *kv, size_t nkv)
+{
+    dv[0] = kv[0] = '\0';
+    if (c->head_dim_v != c->head_dim)
+        snprintf(dv, ndv, "/%lld", (long long)c->head_dim_v);
+    if (c->kv_dtype != c->dtype)
+        snprintf(kv, nkv, "/%s", xattn_dtype_name(c->kv_dtype));
+}
+
 void xattn_case_describe(const xattn_case *c, char *out, size_t n)
 {
-    char extra[128] = "";
-    size_t k = 0;
-    if (c->causal)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " causal-%s",
-                              c->align == XATTN_ALIGN_TOP_LEFT ? "tl" : "br");
-    if (c->window_left >= 0 || c->window_right >= 0)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " win%lld,%lld",
-                              (long long)c->window_left, (long long)c->window_right);
-    if (c->softcap > 0)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " cap%g", (double)c->softcap);
-    if (c->alibi)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " alibi");
-    if (c->bias)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " bias");
-    if (c->seqlens_k)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " padded");
-    char dv[32] = "";
-    if (c->head_dim_v != c->head_dim)
-        snprintf(dv, sizeof dv, "/%lld", (long long)c->head_dim_v);
-    char kv[16] = "";
-    if (c->kv_dtype != c->dtype)
-        snprintf(kv, sizeof kv, "/%s", xattn_dtype_name(c->kv_dtype));
-    snprintf(out, n, "B%lld H%lld/%lld Sq%lld Sk%lld D%lld%s %s%s%s%s", (long long)c->batch,
+    char extra[192], dv[32], kv[16];
+    xattn__describe_opts(c, extra, sizeof extra);
+    xattn__describe_types(c, dv, sizeof dv, kv, sizeof kv);
+    snprintf(out, n, "B%lld H%lld/%lld Sq%lld Sk%lld D%lld%s %s%s%s", (long long)c->batch,
              (long long)c->heads, (long long)c->kv_heads, (long long)c->sq, (long long)c->sk,
-             (long long)c->head_dim, dv, xattn_dtype_name(c->dtype), kv, c->bhsd ? " bhsd" : "",
-             extra);
+             (long long)c->head_dim, dv, xattn_dtype_name(c->dtype), kv, extra);
+}
+
+void xattn_case_family(const xattn_case *c, char *out, size_t n)
+{
+    char extra[192], dv[32], kv[16];
+    xattn_case cc = *c;
+    cc.seqlens_q = cc.seqlens_k = NULL; /* the lengths vary along the family */
+    xattn__describe_opts(&cc, extra, sizeof extra);
+    xattn__describe_types(c, dv, sizeof dv, kv, sizeof kv);
+    const char *kind = c->sq == 1 ? " decode" : c->sq == c->sk ? "" : " Sq!=Sk";
+    const char *lens = c->seqlens_q || c->seqlens_k ? (c->varlen ? " varlen" : " padded") : "";
+    snprintf(out, n, "B%lld H%lld/%lld D%lld%s %s%s%s%s%s", (long long)c->batch,
+             (long long)c->heads, (long long)c->kv_heads, (long long)c->head_dim, dv,
+             xattn_dtype_name(c->dtype), kv, kind, extra, lens);
 }
 
 /* splitmix64: a small, well-mixed generator, so that a seed reproduces a case. */
@@ -86,11 +138,11 @@ static xattn_status xattn__fill(xattn_buffer *buf, size_t n, xattn_dtype dt, uin
     return st;
 }
 
-static xattn_tensor xattn__view(const xattn_case *c, xattn_buffer *b, xattn_dtype dt, int64_t s,
-                                int64_t h, int64_t d)
+static xattn_tensor xattn__view(const xattn_case *c, xattn_buffer *b, xattn_dtype dt, int64_t bs,
+                                int64_t s, int64_t h, int64_t d)
 {
-    return c->bhsd ? xattn_tensor_bhsd(b, 0, dt, c->batch, s, h, d)
-                   : xattn_tensor_bshd(b, 0, dt, c->batch, s, h, d);
+    return c->bhsd ? xattn_tensor_bhsd(b, 0, dt, bs, s, h, d)
+                   : xattn_tensor_bshd(b, 0, dt, bs, s, h, d);
 }
 
 xattn_status xattn_case_setup(xattn_ctx *ctx, const xattn_case *c, xattn_case_run *r)
@@ -98,20 +150,46 @@ xattn_status xattn_case_setup(xattn_ctx *ctx, const xattn_case *c, xattn_case_ru
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
     uint64_t rng = c->seed;
-    size_t qs = xattn_dtype_size(c->dtype), ks = xattn_dtype_size(c->kv_dtype);
-    size_t nq = (size_t)(c->batch * c->sq * c->heads * c->head_dim);
-    size_t nk = (size_t)(c->batch * c->sk * c->kv_heads * c->head_dim);
-    size_t nv = (size_t)(c->batch * c->sk * c->kv_heads * c->head_dim_v);
-    size_t no = (size_t)(c->batch * c->sq * c->heads * c->head_dim_v);
     xattn_status st;
-#define XATTN__TRY(x)                  \
-    do {                               \
-        st = (x);                      \
-        if (st != XATTN_STATUS_OK) {   \
-            xattn_case_teardown(r);    \
-            return st;                 \
-        }                              \
+#define XATTN__TRY(x)                                                                              \
+    do {                                                                                           \
+        st = (x);                                                                                  \
+        if (st != XATTN_STATUS_OK) {                                                               \
+            xattn_case_teardown(r);                                                                \
+            return st;                                                                             \
+        }                                                                                          \
     } while (0)
+    /* Tensor extents: padded [B, S, H, D], or packed [1, T, H, D]. */
+    int64_t bs = c->batch, tq = c->sq, tk = c->sk;
+    int64_t bias_sq = c->sq, bias_sk = c->sk;
+    if (c->varlen) {
+        if (!c->seqlens_q || !c->seqlens_k)
+            return XATTN_STATUS_INVALID_ARGUMENT;
+        r->cu_q = malloc((size_t)(c->batch + 1) * sizeof *r->cu_q);
+        r->cu_k = malloc((size_t)(c->batch + 1) * sizeof *r->cu_k);
+        if (!r->cu_q || !r->cu_k) {
+            xattn_case_teardown(r);
+            return XATTN_STATUS_OUT_OF_MEMORY;
+        }
+        r->cu_q[0] = r->cu_k[0] = 0;
+        bias_sq = bias_sk = 0;
+        for (int64_t b = 0; b < c->batch; b++) {
+            r->cu_q[b + 1] = r->cu_q[b] + c->seqlens_q[b];
+            r->cu_k[b + 1] = r->cu_k[b] + c->seqlens_k[b];
+            if (c->seqlens_q[b] > bias_sq)
+                bias_sq = c->seqlens_q[b];
+            if (c->seqlens_k[b] > bias_sk)
+                bias_sk = c->seqlens_k[b];
+        }
+        bs = 1;
+        tq = r->cu_q[c->batch];
+        tk = r->cu_k[c->batch];
+    }
+    size_t qs = xattn_dtype_size(c->dtype), ks = xattn_dtype_size(c->kv_dtype);
+    size_t nq = (size_t)(bs * tq * c->heads * c->head_dim);
+    size_t nk = (size_t)(bs * tk * c->kv_heads * c->head_dim);
+    size_t nv = (size_t)(bs * tk * c->kv_heads * c->head_dim_v);
+    size_t no = (size_t)(bs * tq * c->heads * c->head_dim_v);
     /* Buffers of at least one byte: Sq or Sk may be 0. */
     XATTN__TRY(xattn_buffer_alloc(ctx, nq ? nq * qs : 1, &r->q));
     XATTN__TRY(xattn_buffer_alloc(ctx, nk ? nk * ks : 1, &r->k));
@@ -126,21 +204,21 @@ xattn_status xattn_case_setup(xattn_ctx *ctx, const xattn_case *c, xattn_case_ru
 
     xattn_attn_desc *d = &r->desc;
     xattn_attn_desc_init(d);
-    d->q = xattn__view(c, r->q, c->dtype, c->sq, c->heads, c->head_dim);
-    d->k = xattn__view(c, r->k, c->kv_dtype, c->sk, c->kv_heads, c->head_dim);
-    d->v = xattn__view(c, r->v, c->kv_dtype, c->sk, c->kv_heads, c->head_dim_v);
-    d->o = xattn__view(c, r->o, c->dtype, c->sq, c->heads, c->head_dim_v);
+    d->q = xattn__view(c, r->q, c->dtype, bs, tq, c->heads, c->head_dim);
+    d->k = xattn__view(c, r->k, c->kv_dtype, bs, tk, c->kv_heads, c->head_dim);
+    d->v = xattn__view(c, r->v, c->kv_dtype, bs, tk, c->kv_heads, c->head_dim_v);
+    d->o = xattn__view(c, r->o, c->dtype, bs, tq, c->heads, c->head_dim_v);
     if (c->lse) {
-        size_t n = (size_t)(c->batch * c->heads * c->sq);
+        size_t n = (size_t)(bs * c->heads * tq);
         XATTN__TRY(xattn_buffer_alloc(ctx, n ? n * 4 : 4, &r->lse));
-        d->lse = xattn_tensor_bshd(r->lse, 0, XATTN_DTYPE_F32, c->batch, c->heads, c->sq, 1);
+        d->lse = xattn_tensor_bshd(r->lse, 0, XATTN_DTYPE_F32, bs, c->heads, tq, 1);
     }
     if (c->bias) { /* [1, Hq, Sq, Sk] f32, broadcast over the batch */
-        size_t n = (size_t)(c->heads * c->sq * c->sk);
+        size_t n = (size_t)(c->heads * bias_sq * bias_sk);
         XATTN__TRY(xattn_buffer_alloc(ctx, n ? n * 4 : 4, &r->bias));
         if (n)
             XATTN__TRY(xattn__fill(r->bias, n, XATTN_DTYPE_F32, &rng, 0.5f));
-        d->bias = xattn_tensor_bshd(r->bias, 0, XATTN_DTYPE_F32, 1, c->heads, c->sq, c->sk);
+        d->bias = xattn_tensor_bshd(r->bias, 0, XATTN_DTYPE_F32, 1, c->heads, bias_sq, bias_sk);
     }
     if (c->alibi) { /* the ALiBi paper's geometric slopes */
         r->alibi = malloc((size_t)c->heads * sizeof(float));
@@ -158,7 +236,14 @@ xattn_status xattn_case_setup(xattn_ctx *ctx, const xattn_case *c, xattn_case_ru
     d->align = c->align;
     d->window_left = c->window_left;
     d->window_right = c->window_right;
-    d->seqlens_k = c->seqlens_k;
+    if (c->varlen) {
+        d->cu_seqlens_q = r->cu_q;
+        d->cu_seqlens_k = r->cu_k;
+        d->num_seqs = c->batch;
+    } else {
+        d->seqlens_q = c->seqlens_q;
+        d->seqlens_k = c->seqlens_k;
+    }
     d->algo = c->algo;
     d->num_splits = c->num_splits;
     return XATTN_STATUS_OK;
@@ -174,7 +259,114 @@ void xattn_case_teardown(xattn_case_run *r)
     xattn_buffer_free(r->lse);
     xattn_buffer_free(r->bias);
     free(r->alibi);
+    free(r->cu_q);
+    free(r->cu_k);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+/* Query-key pairs of sequence b of the descriptor (its rectangle: lengths, not masks). */
+static double xattn__pairs(const xattn_attn_desc *d, int64_t b)
+{
+    if (d->cu_seqlens_q)
+        return (double)(d->cu_seqlens_q[b + 1] - d->cu_seqlens_q[b]) *
+               (double)(d->cu_seqlens_k[b + 1] - d->cu_seqlens_k[b]);
+    double lq = d->seqlens_q ? d->seqlens_q[b] : (double)d->q.shape[1];
+    double lk = d->seqlens_k ? d->seqlens_k[b] : (double)d->k.shape[1];
+    return lq * lk;
+}
+
+/* The descriptor of the sub-batch: sequence 0 and the g = Hq/Hkv query heads
+ * that read KV head 0. Views keep their strides (offset 0 is where both start). */
+static void xattn__sub_desc(const xattn_attn_desc *d, xattn_attn_desc *s)
+{
+    *s = *d;
+    int64_t g = d->q.shape[2] / (d->k.shape[2] ? d->k.shape[2] : 1);
+    s->q.shape[2] = s->o.shape[2] = g;
+    s->k.shape[2] = s->v.shape[2] = 1;
+    if (s->lse.buffer)
+        s->lse.shape[1] = g;
+    if (s->bias.buffer && s->bias.shape[1] != 1)
+        s->bias.shape[1] = g;
+    if (s->bias.buffer)
+        s->bias.shape[0] = 1;
+    if (d->cu_seqlens_q) {
+        s->num_seqs = d->num_seqs > 0 ? 1 : 0;
+        int64_t tq = d->num_seqs > 0 ? d->cu_seqlens_q[1] : 0;
+        int64_t tk = d->num_seqs > 0 ? d->cu_seqlens_k[1] : 0;
+        s->q.shape[1] = s->o.shape[1] = tq;
+        s->k.shape[1] = s->v.shape[1] = tk;
+        if (s->lse.buffer)
+            s->lse.shape[2] = tq;
+    } else {
+        s->q.shape[0] = s->k.shape[0] = s->v.shape[0] = s->o.shape[0] = 1;
+        if (s->lse.buffer)
+            s->lse.shape[0] = 1;
+    }
+}
+
+static double xattn__ref_cost(const xattn_attn_desc *d)
+{
+    int64_t nb = d->cu_seqlens_q ? d->num_seqs : d->q.shape[0];
+    double pairs = 0;
+    for (int64_t b = 0; b < nb; b++)
+        pairs += xattn__pairs(d, b);
+    return 2.0 * pairs * (double)d->q.shape[2] * (double)(d->q.shape[3] + d->v.shape[3]);
+}
+
+static size_t xattn__count(const xattn_tensor *t)
+{
+    return (size_t)(t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]);
+}
+
+xattn_status xattn_case_ref_compute(xattn_case_run *r, double limit, xattn_case_ref *ref)
+{
+    memset(ref, 0, sizeof *ref);
+    xattn_attn_desc sub;
+    xattn__sub_desc(&r->desc, &sub);
+    double full = xattn__ref_cost(&r->desc), part = xattn__ref_cost(&sub);
+    const xattn_attn_desc *d = &r->desc;
+    if (full <= limit) {
+        ref->mode = XATTN_REF_FULL;
+        ref->cost_flops = full;
+    } else if (part <= limit && part < full) {
+        ref->mode = XATTN_REF_SUB;
+        ref->cost_flops = part;
+        snprintf(
+            ref->note, sizeof ref->note,
+            "checked sequence 0 x KV head 0 (%.2g of %.2g reference FLOPs; --check-limit %.2g)",
+            part, full, limit);
+        d = &sub;
+    } else {
+        ref->mode = XATTN_REF_SKIPPED;
+        ref->cost_flops = 0;
+        snprintf(ref->note, sizeof ref->note,
+                 "not checked: the reference needs %.2g FLOPs even for one sequence and KV head "
+                 "(--check-limit %.2g)",
+                 part < full ? part : full, limit);
+        return XATTN_STATUS_OK;
+    }
+    size_t n = xattn__count(&d->o);
+    size_t nl = (size_t)(d->q.shape[0] * d->q.shape[1] * d->q.shape[2]);
+    ref->o = malloc((n ? n : 1) * sizeof *ref->o);
+    if (d->lse.buffer)
+        ref->lse = malloc((nl ? nl : 1) * sizeof *ref->lse);
+    if (!ref->o || (d->lse.buffer && !ref->lse)) {
+        xattn_case_ref_free(ref);
+        return XATTN_STATUS_OUT_OF_MEMORY;
+    }
+    xattn_status st = n ? xattn_reference_attention(r->ctx, d, ref->o, ref->lse) : XATTN_STATUS_OK;
+    if (st != XATTN_STATUS_OK)
+        xattn_case_ref_free(ref);
+    return st;
+}
+
+void xattn_case_ref_free(xattn_case_ref *ref)
+{
+    free(ref->o);
+    free(ref->lse);
+    ref->o = ref->lse = NULL;
 }
 
 static double xattn__round_to(double x, xattn_dtype dt)
@@ -186,39 +378,42 @@ static double xattn__round_to(double x, xattn_dtype dt)
     return (float)x;
 }
 
-static size_t xattn__out_count(const xattn_attn_desc *d)
+static double xattn__load(const unsigned char *raw, xattn_dtype dt, size_t at)
 {
-    return (size_t)(d->o.shape[0] * d->o.shape[1] * d->o.shape[2] * d->o.shape[3]);
-}
-
-xattn_status xattn_case_reference(xattn_case_run *r, double **ref)
-{
-    size_t n = xattn__out_count(&r->desc);
-    *ref = malloc((n ? n : 1) * sizeof **ref);
-    if (!*ref)
-        return XATTN_STATUS_OUT_OF_MEMORY;
-    xattn_status st = n ? xattn_reference_attention(r->ctx, &r->desc, *ref, NULL) : XATTN_STATUS_OK;
-    if (st != XATTN_STATUS_OK) {
-        free(*ref);
-        *ref = NULL;
+    if (dt == XATTN_DTYPE_F32) {
+        float f;
+        memcpy(&f, raw + at * 4, 4);
+        return f;
     }
-    return st;
+    uint16_t h;
+    memcpy(&h, raw + at * 2, 2);
+    return dt == XATTN_DTYPE_F16 ? xattn_f16_to_f32(h) : xattn_bf16_to_f32(h);
 }
 
-xattn_status xattn_case_compare(xattn_case_run *r, const double *ref, xattn_case_error *e)
+xattn_status xattn_case_check(xattn_case_run *r, const xattn_case_ref *ref, xattn_case_error *e)
 {
     memset(e, 0, sizeof *e);
+    if (ref->mode == XATTN_REF_SKIPPED) {
+        e->pass = 1;
+        return XATTN_STATUS_OK;
+    }
+    e->checked = 1;
+    xattn_attn_desc sub;
     const xattn_attn_desc *d = &r->desc;
-    size_t n = xattn__out_count(d);
+    if (ref->mode == XATTN_REF_SUB) {
+        xattn__sub_desc(&r->desc, &sub);
+        d = &sub;
+    }
+    size_t n = xattn__count(&d->o);
     if (n == 0) {
         e->pass = 1;
         return XATTN_STATUS_OK;
     }
-    size_t es = xattn_dtype_size(d->o.dtype);
-    unsigned char *raw = malloc(n * es);
+    size_t bytes = xattn_buffer_size(r->o);
+    unsigned char *raw = malloc(bytes);
     if (!raw)
         return XATTN_STATUS_OUT_OF_MEMORY;
-    xattn_status st = xattn_buffer_read(r->o, 0, raw, n * es);
+    xattn_status st = xattn_buffer_read(r->o, 0, raw, bytes);
     if (st == XATTN_STATUS_OK) {
         double num = 0, den = 0, numr = 0;
         const int64_t *sh = d->o.shape, *sd = d->o.strides;
@@ -228,14 +423,7 @@ xattn_status xattn_case_compare(xattn_case_run *r, const double *ref, xattn_case
                 for (int64_t h = 0; h < sh[2]; h++)
                     for (int64_t x = 0; x < sh[3]; x++, idx++) {
                         size_t at = (size_t)(b * sd[0] + s * sd[1] + h * sd[2] + x * sd[3]);
-                        double out;
-                        if (d->o.dtype == XATTN_DTYPE_F32)
-                            out = ((float *)raw)[at];
-                        else if (d->o.dtype == XATTN_DTYPE_F16)
-                            out = xattn_f16_to_f32(((uint16_t *)raw)[at]);
-                        else
-                            out = xattn_bf16_to_f32(((uint16_t *)raw)[at]);
-                        double rv = ref[idx];
+                        double out = xattn__load(raw, d->o.dtype, at), rv = ref->o[idx];
                         if (isnan(rv) || isnan(out)) {
                             e->nan_mismatch += isnan(rv) != isnan(out);
                             continue;
@@ -249,12 +437,40 @@ xattn_status xattn_case_compare(xattn_case_run *r, const double *ref, xattn_case
                     }
         e->rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
         e->rel_l2_rounded = den > 0 ? sqrt(numr / den) : sqrt(numr);
-        double bound = d->o.dtype == XATTN_DTYPE_F32 && d->k.dtype == XATTN_DTYPE_F32
-                           ? 1e-5
-                           : 3.0 * e->rel_l2_rounded + 1e-5;
-        e->pass = !e->nan_mismatch && e->rel_l2 <= bound;
+        e->bound = d->o.dtype == XATTN_DTYPE_F32 ? 1e-5 : 3.0 * e->rel_l2_rounded + 1e-5;
+        e->pass = !e->nan_mismatch && e->rel_l2 <= e->bound;
     }
     free(raw);
+    if (st == XATTN_STATUS_OK && ref->lse && d->lse.buffer) {
+        bytes = xattn_buffer_size(r->lse);
+        raw = malloc(bytes);
+        if (!raw)
+            return XATTN_STATUS_OUT_OF_MEMORY;
+        st = xattn_buffer_read(r->lse, 0, raw, bytes);
+        const int64_t *sh = d->lse.shape, *sd = d->lse.strides;
+        size_t idx = 0;
+        for (int64_t b = 0; st == XATTN_STATUS_OK && b < sh[0]; b++)
+            for (int64_t h = 0; h < sh[1]; h++)
+                for (int64_t s = 0; s < sh[2]; s++, idx++) {
+                    double out = xattn__load(raw, XATTN_DTYPE_F32,
+                                             (size_t)(b * sd[0] + h * sd[1] + s * sd[2]));
+                    double rv = ref->lse[idx];
+                    if (isnan(rv) || isnan(out) || isinf(rv) || isinf(out)) {
+                        int same = (isnan(rv) && isnan(out)) ||
+                                   (isinf(rv) && isinf(out) && (rv > 0) == (out > 0));
+                        e->lse_mismatch += !same;
+                        continue;
+                    }
+                    double err = fabs(out - rv) / (1.0 + fabs(rv));
+                    if (err > e->lse_max_err)
+                        e->lse_max_err = err;
+                }
+        free(raw);
+        if (e->lse_max_err > 1e-4)
+            e->lse_mismatch++;
+        if (e->lse_mismatch)
+            e->pass = 0;
+    }
     return st;
 }
 
@@ -262,25 +478,4 @@ double xattn_case_dense_flops(const xattn_case *c)
 {
     return 2.0 * (double)c->batch * (double)c->heads * (double)c->sq * (double)c->sk *
            (double)(c->head_dim + c->head_dim_v);
-}
-
-double xattn_case_useful_flops(const xattn_case *c)
-{
-    double pairs = 0;
-    for (int64_t b = 0; b < c->batch; b++) {
-        int64_t lk = c->seqlens_k ? c->seqlens_k[b] : c->sk, lq = c->sq;
-        for (int64_t i = 0; i < lq; i++) {
-            int64_t p = c->align == XATTN_ALIGN_BOTTOM_RIGHT ? i + lk - lq : i;
-            int64_t lo = 0, hi = lk - 1;
-            if (c->causal && p < hi)
-                hi = p;
-            if (c->window_right >= 0 && p + c->window_right < hi)
-                hi = p + c->window_right;
-            if (c->window_left >= 0 && p - c->window_left > lo)
-                lo = p - c->window_left;
-            if (hi >= lo)
-                pairs += (double)(hi - lo + 1);
-        }
-    }
-    return 2.0 * (double)c->heads * pairs * (double)(c->head_dim + c->head_dim_v);
 }

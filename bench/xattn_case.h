@@ -1,9 +1,11 @@
 /* One attention case of the xattn tool: its shape and options, the buffers it
  * needs on a context, random inputs from a seed, and its error against the
- * double-precision reference. Shared by `run` and `bench`. */
+ * double-precision reference (whole, or a sub-batch when the whole would be
+ * too slow). Shared by run, bench, check and advise. */
 #ifndef XATTN_CASE_H
 #define XATTN_CASE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "xattn.h"
@@ -11,50 +13,81 @@
 typedef struct xattn_case {
     xattn_dtype dtype, kv_dtype;
     int64_t batch, heads, kv_heads, sq, sk, head_dim, head_dim_v;
-    int bhsd;          /* layout: 0 = BSHD, 1 = BHSD */
+    int bhsd; /* layout: 0 = BSHD, 1 = BHSD */
     int causal;
     xattn_align align;
     int64_t window_left, window_right;
     float softcap, scale;
     int alibi, bias, lse;
-    int32_t *seqlens_k; /* optional [batch] (owned by the caller) */
+    /* Per-sequence lengths, [batch] each, owned by the caller; NULL = full
+     * length. With varlen = 1 the batch is packed (cu_seqlens) from them
+     * instead of padded: both must then be set. */
+    const int32_t *seqlens_q;
+    const int32_t *seqlens_k;
+    int varlen;
     xattn_algo algo;
     int num_splits;
     uint64_t seed;
 } xattn_case;
 
-/* Defaults: a small f32 non-causal case. */
+/* Defaults: a small f32 non-causal case (B1 H8/8 Sq256 Sk256 D64). */
 void xattn_case_defaults(xattn_case *c);
-/* "B1 H8/8 Sq128 Sk128 D64 f32 causal-br" */
+/* "B1 H8/8 Sq128 Sk128 D64 f32 causal-br": the case key of bench results
+ * (every option that changes the problem, never the algorithm). */
 void xattn_case_describe(const xattn_case *c, char *out, size_t n);
+/* The same with the lengths (Sq, Sk) left out: the family that a chart draws
+ * as one set of lines against the sequence length. */
+void xattn_case_family(const xattn_case *c, char *out, size_t n);
 
 typedef struct xattn_case_run {
     xattn_ctx *ctx;
     xattn_attn_desc desc;
     xattn_buffer *q, *k, *v, *o, *lse, *bias;
     float *alibi;
+    int32_t *cu_q, *cu_k; /* packed batches */
 } xattn_case_run;
 
-/* Allocates the case's buffers on ctx and fills them with random data. */
+/* Allocates the case's buffers on ctx and fills them with random data from
+ * c->seed (the same data on every backend). */
 xattn_status xattn_case_setup(xattn_ctx *ctx, const xattn_case *c, xattn_case_run *r);
 void xattn_case_teardown(xattn_case_run *r);
 
+/* How much of the case the reference checks. */
+typedef enum xattn_ref_mode {
+    XATTN_REF_SKIPPED = -1, /* too costly even for a sub-batch (see note) */
+    XATTN_REF_FULL = 0,     /* every output element */
+    XATTN_REF_SUB = 1       /* sequence 0 and the query heads of KV head 0 */
+} xattn_ref_mode;
+
+typedef struct xattn_case_ref {
+    xattn_ref_mode mode;
+    double cost_flops; /* what the chosen reference costs (2*pairs*(D+Dv)*heads) */
+    char note[160];    /* why a sub-batch or nothing was checked */
+    double *o, *lse;   /* dense reference outputs of the checked part (malloc'd) */
+} xattn_case_ref;
+
+/* Computes the reference of the case held in r: whole when it costs at most
+ * `limit` FLOPs, else a sub-batch when that does, else nothing (mode
+ * SKIPPED; not an error). The LSE reference is computed when the case has an LSE. */
+xattn_status xattn_case_ref_compute(xattn_case_run *r, double limit, xattn_case_ref *ref);
+void xattn_case_ref_free(xattn_case_ref *ref);
+
 typedef struct xattn_case_error {
-    double rel_l2, max_abs;           /* the kernel's error against the reference */
-    double rel_l2_rounded;            /* the reference rounded to the output dtype */
-    int nan_mismatch;                 /* NaN in one and not the other */
+    double rel_l2, max_abs; /* the kernel's O against the reference */
+    double rel_l2_rounded;  /* the reference rounded to the output dtype */
+    double bound;           /* the pass bound on rel_l2 */
+    int nan_mismatch;       /* NaN in one and not the other */
+    double lse_max_err;     /* LSE: max |out - ref| / (1 + |ref|), 0 without LSE */
+    int lse_mismatch;       /* LSE: -inf or NaN in one and not the other, or beyond 1e-4 */
+    int checked;            /* 0 when the reference was skipped */
     int pass;
 } xattn_case_error;
 
-/* The reference output of the case (dense [B, Sq, Hq, Dv] doubles, malloc'd;
- * the caller frees it). Slow on purpose: the plain double-precision loop. */
-xattn_status xattn_case_reference(xattn_case_run *r, double **ref);
-/* Reads O back and compares it with `ref` from xattn_case_reference of the
- * same case (same seed, so any backend's run of it). */
-xattn_status xattn_case_compare(xattn_case_run *r, const double *ref, xattn_case_error *e);
+/* Reads O (and LSE) back from r and compares the part that ref checked. The
+ * reference may come from another backend's run of the same case. */
+xattn_status xattn_case_check(xattn_case_run *r, const xattn_case_ref *ref, xattn_case_error *e);
 
-/* Dense (2*Hq*Sq*Sk*(D+Dv)*B) and useful FLOPs (unmasked pairs only). */
+/* Dense (2*B*Hq*Sq*Sk*(D+Dv)) FLOPs of the case's rectangle. */
 double xattn_case_dense_flops(const xattn_case *c);
-double xattn_case_useful_flops(const xattn_case *c);
 
 #endif

@@ -1,0 +1,446 @@
+/*
+ * xattn advise: for one shape (and optionally a file of sequence lengths), on
+ * every device: naive vs flash vs split-KV measured (time, workspace, peak
+ * memory), the roofline position, the padding waste of the padded batch vs a
+ * packed one (computed from the lengths, and both measured with FLASH), and a
+ * recommendation in plain words. docs/tool.md defines every figure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn_tool.h"
+
+typedef struct xattn__adv_algo {
+    xattn_algo algo;
+    int ok;
+    char error[256];
+    xattn_cell cell;
+} xattn__adv_algo;
+
+typedef struct xattn__adv_dev {
+    xattn_target t;
+    int opened;
+    char error[256];
+    xattn__adv_algo a[3];
+    int best; /* index into a, -1 none */
+    int has_packed;
+    xattn_cell packed; /* FLASH on the packed batch */
+    char packed_error[256];
+    double fma, bw; /* ceilings used for the roofline (0 unknown) */
+    int roof_ok;
+    xattn_roofline roof;     /* the best algorithm's executed work / actual bytes */
+    xattn_roofline roof_min; /* useful work / minimum bytes (the shape itself) */
+    char advice[1024];
+} xattn__adv_dev;
+
+static const char *xattn__algo_word(xattn_algo a)
+{
+    return a == XATTN_ALGO_NAIVE ? "naive" : a == XATTN_ALGO_FLASH ? "flash" : "split-KV";
+}
+
+static void xattn__advice(const xattn_case *c, const xattn_waste *w, int has_lengths,
+                          xattn__adv_dev *d)
+{
+    char *s = d->advice;
+    size_t n = sizeof d->advice, k = 0;
+#define XATTN__SAY(...)                                                                            \
+    do {                                                                                           \
+        if (k < n)                                                                                 \
+            k += (size_t)snprintf(s + k, n - k, __VA_ARGS__);                                      \
+    } while (0)
+    if (d->best < 0) {
+        XATTN__SAY("No algorithm ran on this device: %s", d->a[1].error);
+        return;
+    }
+    const xattn__adv_algo *b = &d->a[d->best];
+    XATTN__SAY("Use %s", xattn__algo_word(b->algo));
+    int first = 1;
+    for (int i = 0; i < 3; i++) {
+        const xattn__adv_algo *o = &d->a[i];
+        if (i == d->best)
+            continue;
+        if (!o->ok) {
+            XATTN__SAY("%s %s did not run (%s)", first ? ":" : ";", xattn__algo_word(o->algo),
+                       o->error);
+            first = 0;
+            continue;
+        }
+        double r = o->cell.t.median / b->cell.t.median;
+        XATTN__SAY("%s %.2fx faster than %s", first ? ":" : ",", r, xattn__algo_word(o->algo));
+        first = 0;
+    }
+    XATTN__SAY(".");
+    const xattn__adv_algo *naive = &d->a[0];
+    if (naive->ok && b->algo != XATTN_ALGO_NAIVE) {
+        char ws[32], wb[32];
+        xattn_fmt_bytes((double)naive->cell.info.workspace_bytes, ws, sizeof ws);
+        xattn_fmt_bytes((double)b->cell.info.workspace_bytes, wb, sizeof wb);
+        if (naive->cell.info.workspace_bytes > b->cell.info.workspace_bytes)
+            XATTN__SAY(" Naive also materializes the B*Hq*Sq*Sk score matrix: %s of workspace "
+                       "against %s.",
+                       ws, wb);
+        else
+            XATTN__SAY(" At this size naive's score matrix (%s) is still smaller than %s's "
+                       "workspace (%s), but it grows with Sq*Sk.",
+                       ws, xattn__algo_word(b->algo), wb);
+    }
+    if (b->algo == XATTN_ALGO_SPLITKV)
+        XATTN__SAY(" Split-KV pays off here because there are few query rows (Sq = %lld) for %lld "
+                   "keys: its chunks keep every core busy.",
+                   (long long)c->sq, (long long)c->sk);
+    else if (c->sq <= 8 && c->sk >= 256 && d->a[2].ok)
+        XATTN__SAY(" Split-KV does not pay off at Sq = %lld, Sk = %lld on this device.",
+                   (long long)c->sq, (long long)c->sk);
+    if (d->roof_ok) {
+        const xattn_roofline *r = &d->roof;
+        double pct = b->cell.pct_fma >= 0 ? b->cell.pct_fma : -1;
+        if (r->compute_bound)
+            XATTN__SAY(" The call is compute-bound (%.1f FLOP/byte executed, above the ridge at "
+                       "%.1f)%s",
+                       r->intensity, r->ridge,
+                       pct >= 0 ? ""
+                                : "; faster arithmetic (more cores, f16/bf16 tensor paths) "
+                                  "is what helps.");
+        else
+            XATTN__SAY(" The call is memory-bound (%.1f FLOP/byte executed, below the ridge at "
+                       "%.1f): bandwidth and fewer bytes (16-bit K/V, GQA) are what help.",
+                       r->intensity, r->ridge);
+        if (pct >= 0)
+            XATTN__SAY(r->compute_bound ? " and runs at %.0f%% of the FMA ceiling%s."
+                                        : " It runs "
+                                          "at %.0f%% "
+                                          "of the FMA "
+                                          "ceiling%s.",
+                       pct,
+                       pct < 25 ? ": there is headroom in the kernel or the shape is too "
+                                  "small to fill the device"
+                                : "");
+    } else {
+        XATTN__SAY(" Roofline unknown: no ceilings for this device (run '%s devices --measure').",
+                   xattn_prog);
+    }
+    if (has_lengths && w->pair_waste > 0.0) {
+        XATTN__SAY(" %.0f%% of the padded batch's attention pairs are padding",
+                   100 * w->pair_waste);
+        if (d->has_packed && d->packed.t.median > 0 && b->cell.t.median > 0 && d->a[1].ok) {
+            double r = d->a[1].cell.t.median / d->packed.t.median;
+            if (r > 1.05)
+                XATTN__SAY(": packing the batch (varlen, cu_seqlens) made flash %.2fx faster.", r);
+            else
+                XATTN__SAY(", but packing (varlen) did not make flash faster here (%.2fx): its "
+                           "tiles already skip the padded keys.",
+                           r);
+        } else {
+            XATTN__SAY("; pack the batch (varlen) to skip them.");
+        }
+    }
+#undef XATTN__SAY
+}
+
+int xattn_cmd_advise(const xattn_cli_opts *o)
+{
+    xattn_case c;
+    int32_t *lq = NULL, *lk = NULL;
+    char err[512] = "";
+    int rc = xattn_case_from_opts(o, &c, &lq, &lk, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "%s: advise: %s\n", xattn_prog, err);
+        return rc;
+    }
+    c.varlen = 0;
+    int has_lengths = lq != NULL;
+    xattn_waste w;
+    memset(&w, 0, sizeof w);
+    if (has_lengths)
+        xattn_padding_waste(lq, lk, (int)c.batch, c.sq, c.sk, &w);
+    xattn_target targets[32];
+    int nt = xattn_targets_select(o, targets, 32, stdout);
+    if (nt == 0) {
+        fprintf(stderr, "%s: advise: no available device among the backends asked for\n",
+                xattn_prog);
+        free(lq);
+        free(lk);
+        return XATTN_EXIT_FAIL;
+    }
+    xattn__adv_dev *devs = calloc((size_t)nt, sizeof *devs);
+    if (!devs) {
+        free(lq);
+        free(lk);
+        return XATTN_EXIT_FAIL;
+    }
+    char key[320];
+    xattn_case_describe(&c, key, sizeof key);
+    printf("xattn advise %s: %s\n", xattn_version_string(), key);
+    if (has_lengths) {
+        printf("lengths  %lld sequences from %s, padded to Sq %lld x Sk %lld: %lld query and %lld "
+               "key tokens\n",
+               (long long)c.batch, o->lengths_path, (long long)c.sq, (long long)c.sk,
+               (long long)w.tokens_q, (long long)w.tokens_k);
+        printf("padding  %.1f%% of the attention pairs (1 - sum Lq*Lk / (B*Sq*Sk) = 1 - %.0f / "
+               "%.0f) and %.1f%% of the query tokens (1 - sum Lq / (B*Sq)) are padding\n",
+               100 * w.pair_waste, w.pairs_useful, w.pairs_padded, 100 * w.token_waste);
+    }
+    xattn_cell_opts co = {o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget, 0};
+    static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
+    int failures = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        xattn__adv_dev *d = &devs[ti];
+        d->t = targets[ti];
+        d->best = -1;
+        char dname[32];
+        xattn_target_name(d->t.backend, d->t.device, dname, sizeof dname);
+        xattn_ctx *ctx = NULL;
+        xattn_status st = xattn_ctx_open(o, d->t.backend, d->t.device, &ctx);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_profiler_enable(ctx, 1);
+        if (st == XATTN_STATUS_OK && o->measure_ceilings) {
+            xattn_ceilings cl;
+            if (xattn_ceilings_get(ctx, &cl) != XATTN_STATUS_OK) {
+                printf("%-9s measuring the ceilings (seconds)...\n", dname);
+                fflush(stdout);
+                xattn_ceilings_measure(ctx, 0, &cl);
+            }
+        }
+        xattn_case_run run;
+        memset(&run, 0, sizeof run);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_case_setup(ctx, &c, &run);
+        if (st == XATTN_STATUS_OK) {
+            st = xattn_attention_check(ctx, &run.desc);
+            if (st != XATTN_STATUS_OK && xattn_status_is_usage(st)) {
+                fprintf(stderr, "%s: advise: impossible case: %s\n", xattn_prog,
+                        xattn_last_error());
+                xattn_case_teardown(&run);
+                xattn_ctx_destroy(ctx);
+                free(devs);
+                free(lq);
+                free(lk);
+                return XATTN_EXIT_USAGE;
+            }
+        }
+        if (st != XATTN_STATUS_OK) {
+            snprintf(d->error, sizeof d->error, "%s", xattn_last_error());
+            printf("\n%s %s: cannot be used: %s\n", dname, d->t.info.name, d->error);
+            xattn_case_teardown(&run);
+            xattn_ctx_destroy(ctx);
+            failures++;
+            continue;
+        }
+        d->opened = 1;
+        printf("\n%s %s\n", dname, d->t.info.name);
+        fflush(stdout);
+        double scores = 4.0 * (double)c.batch * (double)c.heads * (double)c.sq * (double)c.sk;
+        double mem =
+            d->t.info.global_mem_bytes ? (double)d->t.info.global_mem_bytes : 16.0 * 1073741824.0;
+        for (int ai = 0; ai < 3; ai++) {
+            xattn__adv_algo *a = &d->a[ai];
+            a->algo = algos[ai];
+            if (algos[ai] == XATTN_ALGO_NAIVE && scores > mem / 4) {
+                char s1[32];
+                xattn_fmt_bytes(scores, s1, sizeof s1);
+                snprintf(a->error, sizeof a->error,
+                         "not run: its score matrix would take %s, over a quarter of the "
+                         "device's memory",
+                         s1);
+                continue;
+            }
+            run.desc.algo = algos[ai];
+            xattn_status mst = xattn_cell_measure(ctx, &run, &co, &a->cell);
+            if (mst != XATTN_STATUS_OK) {
+                snprintf(a->error, sizeof a->error, "%s: %s", xattn_status_name(mst),
+                         xattn_last_error());
+                if (mst != XATTN_STATUS_UNSUPPORTED)
+                    failures++;
+                continue;
+            }
+            a->ok = 1;
+            if (d->best < 0 || a->cell.t.median < d->a[d->best].cell.t.median)
+                d->best = ai;
+        }
+        xattn_case_teardown(&run);
+        if (has_lengths) { /* the same batch packed, FLASH */
+            xattn_case pc = c;
+            pc.varlen = 1;
+            pc.algo = XATTN_ALGO_FLASH;
+            xattn_status pst = xattn_case_setup(ctx, &pc, &run);
+            if (pst == XATTN_STATUS_OK)
+                pst = xattn_cell_measure(ctx, &run, &co, &d->packed);
+            if (pst == XATTN_STATUS_OK)
+                d->has_packed = 1;
+            else
+                snprintf(d->packed_error, sizeof d->packed_error, "%s", xattn_last_error());
+            xattn_case_teardown(&run);
+        }
+        /* Roofline with the ceilings the library used for the record (f32, or the
+         * device's 16-bit ones), else the context's f32 figures. */
+        if (d->best >= 0) {
+            const xattn_cell *bc = &d->a[d->best].cell;
+            d->fma = bc->fma_ceiling;
+            d->bw = bc->bw_ceiling;
+            xattn_ceilings cl;
+            if ((d->fma <= 0 || d->bw <= 0) && xattn_ceilings_get(ctx, &cl) == XATTN_STATUS_OK) {
+                d->fma = cl.fma_f32_gflops;
+                d->bw = cl.read_gbps;
+            }
+            if (bc->has_rec && xattn_roofline_place(bc->rec.flops_executed, bc->rec.bytes_actual,
+                                                    d->fma, d->bw, &d->roof) == 0) {
+                d->roof_ok = 1;
+                xattn_roofline_place(bc->rec.flops_useful, bc->rec.bytes_min, d->fma, d->bw,
+                                     &d->roof_min);
+            }
+        }
+        xattn_ctx_destroy(ctx);
+
+        printf("  %-9s %10s %7s %10s %10s %10s %10s %9s\n", "algo", "median ms", "spread",
+               "GFLOP/s", "workspace", "peak mem", "FLOP/byte", "%FMA");
+        for (int ai = 0; ai < 3; ai++) {
+            const xattn__adv_algo *a = &d->a[ai];
+            if (!a->ok) {
+                printf("  %-9s %s\n", xattn_algo_name(a->algo), a->error);
+                continue;
+            }
+            char ws[32], pk[32], pf[16];
+            xattn_fmt_bytes((double)a->cell.info.workspace_bytes, ws, sizeof ws);
+            xattn_fmt_bytes((double)a->cell.peak_bytes, pk, sizeof pk);
+            if (a->cell.pct_fma >= 0)
+                snprintf(pf, sizeof pf, "%.1f", a->cell.pct_fma);
+            else
+                snprintf(pf, sizeof pf, "-");
+            printf("  %-9s %10.4f %6.1f%% %10.2f %10s %10s %10.2f %9s%s\n",
+                   xattn_algo_name(a->algo), a->cell.t.median, 100 * a->cell.t.spread,
+                   a->cell.gflops_useful, ws, pk, a->cell.intensity, pf,
+                   ai == d->best ? "  <- fastest" : "");
+        }
+        if (has_lengths) {
+            if (d->has_packed)
+                printf("  %-9s %10.4f %6.1f%% %10.2f   (flash on the same batch packed: "
+                       "cu_seqlens, no padding)\n",
+                       "packed", d->packed.t.median, 100 * d->packed.t.spread,
+                       d->packed.gflops_useful);
+            else
+                printf("  %-9s not run: %s\n", "packed", d->packed_error);
+        }
+        if (d->roof_ok)
+            printf("  roofline ceilings %.1f GFLOP/s FMA, %.1f GB/s read: ridge %.2f FLOP/byte. "
+                   "The shape (useful FLOPs / minimum bytes) sits at %.2f FLOP/byte, %s; %s as "
+                   "run executes %.2f FLOP/byte, %s (attainable %.1f GFLOP/s)\n",
+                   d->fma, d->bw, d->roof.ridge, d->roof_min.intensity,
+                   d->roof_min.compute_bound ? "compute-bound" : "memory-bound",
+                   xattn_algo_name(d->a[d->best].algo), d->roof.intensity,
+                   d->roof.compute_bound ? "compute-bound" : "memory-bound",
+                   d->roof.attainable_gflops);
+        else
+            printf("  roofline unknown: no ceilings for this device (run '%s devices --measure' "
+                   "or advise --measure-ceilings)\n",
+                   xattn_prog);
+        xattn__advice(&c, &w, has_lengths, d);
+        printf("  advice   %s\n", d->advice);
+        fflush(stdout);
+    }
+
+    if (o->json_path) {
+        FILE *f = fopen(o->json_path, "w");
+        if (!f) {
+            fprintf(stderr, "%s: advise: cannot write '%s'\n", xattn_prog, o->json_path);
+            failures++;
+        } else {
+            fprintf(f, "{\n  \"schema\": \"xattn.advise/1\",\n  \"xattn_version\": ");
+            xattn_json_str(f, xattn_version_string());
+            fprintf(f, ",\n  \"case\": ");
+            xattn_json_str(f, key);
+            fprintf(f,
+                    ",\n  \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"sq\": %lld, "
+                    "\"sk\": %lld, \"head_dim\": %lld, \"head_dim_v\": %lld,\n  \"padding\": ",
+                    (long long)c.batch, (long long)c.heads, (long long)c.kv_heads, (long long)c.sq,
+                    (long long)c.sk, (long long)c.head_dim, (long long)c.head_dim_v);
+            if (has_lengths) {
+                fprintf(f,
+                        "{\"sequences\": %lld, \"tokens_q\": %lld, \"tokens_k\": %lld, "
+                        "\"pairs_useful\": ",
+                        (long long)c.batch, (long long)w.tokens_q, (long long)w.tokens_k);
+                xattn_json_num(f, w.pairs_useful);
+                fprintf(f, ", \"pairs_padded\": ");
+                xattn_json_num(f, w.pairs_padded);
+                fprintf(f, ", \"pair_waste\": ");
+                xattn_json_num(f, w.pair_waste);
+                fprintf(f, ", \"token_waste\": ");
+                xattn_json_num(f, w.token_waste);
+                fprintf(f, "}");
+            } else {
+                fputs("null", f);
+            }
+            fprintf(f, ",\n  \"devices\": [");
+            for (int ti = 0; ti < nt; ti++) {
+                const xattn__adv_dev *d = &devs[ti];
+                fprintf(f,
+                        "%s\n    {\"backend\": \"%s\", \"device\": %d, \"name\": ", ti ? "," : "",
+                        xattn_backend_name(d->t.backend), d->t.device);
+                xattn_json_str(f, d->t.info.name);
+                fprintf(f, ", \"algos\": [");
+                for (int ai = 0; ai < 3; ai++) {
+                    const xattn__adv_algo *a = &d->a[ai];
+                    fprintf(f, "%s{\"algo\": \"%s\", \"ok\": %s, ", ai ? ", " : "",
+                            xattn_algo_name(algos[ai]), a->ok ? "true" : "false");
+                    if (a->ok) {
+                        fprintf(f, "\"median_ms\": ");
+                        xattn_json_num(f, a->cell.t.median);
+                        fprintf(f, ", \"spread\": ");
+                        xattn_json_num(f, a->cell.t.spread);
+                        fprintf(f, ", \"gflops_useful\": ");
+                        xattn_json_num(f, a->cell.gflops_useful);
+                        fprintf(f,
+                                ", \"workspace_bytes\": %llu, \"peak_bytes\": %llu, "
+                                "\"intensity\": ",
+                                (unsigned long long)a->cell.info.workspace_bytes,
+                                (unsigned long long)a->cell.peak_bytes);
+                        xattn_json_num(f, a->cell.intensity);
+                        fprintf(f, ", \"error\": null}");
+                    } else {
+                        fprintf(f, "\"median_ms\": null, \"error\": ");
+                        xattn_json_str(f, a->error[0] ? a->error : d->error);
+                        fprintf(f, "}");
+                    }
+                }
+                fprintf(f, "], \"best\": ");
+                if (d->best >= 0)
+                    fprintf(f, "\"%s\"", xattn_algo_name(algos[d->best]));
+                else
+                    fputs("null", f);
+                fprintf(f, ", \"packed_flash_ms\": ");
+                if (d->has_packed)
+                    xattn_json_num(f, d->packed.t.median);
+                else
+                    fputs("null", f);
+                fprintf(f, ", \"roofline\": ");
+                if (d->roof_ok) {
+                    fprintf(f, "{\"fma_gflops\": ");
+                    xattn_json_num(f, d->fma);
+                    fprintf(f, ", \"bw_gbps\": ");
+                    xattn_json_num(f, d->bw);
+                    fprintf(f, ", \"ridge\": ");
+                    xattn_json_num(f, d->roof.ridge);
+                    fprintf(f, ", \"intensity_min\": ");
+                    xattn_json_num(f, d->roof_min.intensity);
+                    fprintf(f, ", \"intensity_executed\": ");
+                    xattn_json_num(f, d->roof.intensity);
+                    fprintf(f, ", \"bound\": \"%s\"}",
+                            d->roof.compute_bound ? "compute" : "memory");
+                } else {
+                    fputs("null", f);
+                }
+                fprintf(f, ", \"advice\": ");
+                xattn_json_str(f, d->advice);
+                fputs("}", f);
+            }
+            fprintf(f, "\n  ]\n}\n");
+            if (fclose(f) != 0)
+                failures++;
+        }
+    }
+    free(devs);
+    free(lq);
+    free(lk);
+    return failures ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
+}

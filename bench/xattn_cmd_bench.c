@@ -1,0 +1,498 @@
+/*
+ * xattn bench: cases (a preset, or sweeps from the command line) x algorithms
+ * x devices. Each cell is measured (xattn_cell_measure) and checked against
+ * the reference, which is computed once per case and reused by every device
+ * and algorithm. Outputs: a table on stdout, and in --out DIR results.json,
+ * results.csv, chart.svg and trace.json (the profiler's traces of every
+ * context, merged).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef XATTN_TOOL_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+#include "xattn_bench.h"
+
+#define XATTN__MAX_TARGETS 32
+#define XATTN__MAX_CASES 1024
+
+/* ---- trace merging ------------------------------------------------------------ */
+
+typedef struct xattn__trace_part {
+    char path[4096];
+    double offset_us; /* the context's time zero on the bench's timeline */
+} xattn__trace_part;
+
+/* Merges the per-context traces into one file, each shifted to the bench's
+ * timeline (a context's trace starts at its creation). Returns 0 or -1. */
+static int xattn__merge_traces(const xattn__trace_part *parts, int n, const char *out, char *err,
+                               size_t errlen)
+{
+#ifdef XATTN_TOOL_HAVE_JANSSON
+    json_t *events = json_array();
+    for (int i = 0; i < n && events; i++) {
+        json_error_t je;
+        json_t *doc = json_load_file(parts[i].path, 0, &je);
+        json_t *ev = doc ? json_object_get(doc, "traceEvents") : NULL;
+        if (!json_is_array(ev)) {
+            snprintf(err, errlen, "cannot read the trace %.700s: %.200s", parts[i].path,
+                     doc ? "no traceEvents array" : je.text);
+            json_decref(doc);
+            json_decref(events);
+            return -1;
+        }
+        size_t k;
+        json_t *e;
+        json_array_foreach(ev, k, e)
+        {
+            json_t *ts = json_object_get(e, "ts");
+            if (json_is_number(ts) && strcmp(json_string_value(json_object_get(e, "ph"))
+                                                 ? json_string_value(json_object_get(e, "ph"))
+                                                 : "",
+                                             "M"))
+                json_object_set_new(e, "ts", json_real(json_number_value(ts) + parts[i].offset_us));
+            json_array_append(events, e);
+        }
+        json_decref(doc);
+    }
+    json_t *root =
+        json_pack("{s:s, s:{s:s, s:s}, s:o}", "displayTimeUnit", "ms", "otherData", "schema",
+                  "xattn.trace/1", "merged_by", "xattn bench", "traceEvents", events);
+    if (!root) {
+        snprintf(err, errlen, "out of memory merging traces");
+        return -1;
+    }
+    int rc = json_dump_file(root, out, JSON_COMPACT);
+    json_decref(root);
+    if (rc) {
+        snprintf(err, errlen, "cannot write '%.900s'", out);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        remove(parts[i].path);
+    return 0;
+#else
+    (void)parts;
+    (void)n;
+    (void)out;
+    snprintf(err, errlen,
+             "jansson is not available in this build: the traces stay one file per "
+             "device (trace-<backend>-<device>.json)");
+    return -1;
+#endif
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+static const char *xattn__check_cell(const xattn_bench_result *r)
+{
+    const char *c = xattn_bench_check_name(r);
+    if (!strcmp(c, "pass"))
+        return r->ref_mode == XATTN_REF_SUB ? "ok*" : "ok";
+    if (!strcmp(c, "fail"))
+        return "FAIL";
+    if (!strcmp(c, "skipped"))
+        return "skip";
+    return "-";
+}
+
+static void xattn__table_header(int casew)
+{
+    printf("%-9s %-8s %-*s %5s %10s %7s %10s %9s %8s %6s %10s %8s %s\n", "device", "algo", casew,
+           "case", "reps", "median ms", "spread", "p90 ms", "GFLOP/s", "GB/s", "%FMA", "peak mem",
+           "rel err", "check");
+}
+
+static void xattn__table_row(const xattn_bench_report *rep, const xattn_bench_result *r, int casew)
+{
+    const xattn_bench_device *d = &rep->devices[r->device];
+    char dev[32];
+    xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
+    const char *key = rep->cases[r->case_idx].key;
+    if (r->status != XATTN_CELL_OK && r->cell.t.n == 0) {
+        printf("%-9s %-8s %-*s %s: %s\n", dev, xattn_algo_name(r->algo), casew, key,
+               xattn_cell_status_name(r->status), r->error);
+        return;
+    }
+    const xattn_cell *c = &r->cell;
+    char pk[32], fma[16], err[16];
+    xattn_fmt_bytes((double)c->peak_bytes, pk, sizeof pk);
+    if (c->pct_fma >= 0)
+        snprintf(fma, sizeof fma, "%.1f", c->pct_fma);
+    else
+        snprintf(fma, sizeof fma, "-");
+    if (r->err.checked)
+        snprintf(err, sizeof err, "%.1e", r->err.rel_l2);
+    else
+        snprintf(err, sizeof err, "-");
+    char algo[32];
+    if (r->algo == XATTN_ALGO_AUTO) /* what AUTO chose */
+        snprintf(algo, sizeof algo, "auto:%s", xattn_algo_name(c->info.algo_chosen));
+    else
+        snprintf(algo, sizeof algo, "%s", xattn_algo_name(r->algo));
+    printf("%-9s %-8s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %10s %8s %s%s%s\n", dev, algo,
+           casew, key, c->t.n, c->t.median, 100.0 * c->t.spread, c->converged ? " " : "~", c->t.p90,
+           c->gflops_useful, c->gbytes_per_s, fma, pk, err, xattn__check_cell(r),
+           r->error[0] ? "  " : "", r->error);
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+
+typedef struct xattn__ref_slot {
+    int done;
+    xattn_status st;
+    char error[256];
+    xattn_case_ref ref;
+} xattn__ref_slot;
+
+static int xattn__any_gpu(const xattn_target *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i].info.device_type == XATTN_DEVICE_TYPE_GPU ||
+            t[i].info.device_type == XATTN_DEVICE_TYPE_ACCELERATOR)
+            return 1;
+    return 0;
+}
+
+int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
+{
+    if (o->list_presets) {
+        xattn_presets_list(stdout);
+        return XATTN_EXIT_OK;
+    }
+    double wall0 = xattn_now_s();
+    char err[1024] = "";
+    const char *preset = o->preset;
+    int custom = (o->given & XATTN_GIVEN_CASE_MASK) != 0;
+    if (!preset && !custom)
+        preset = "default";
+    if (preset && !xattn_preset_exists(preset)) {
+        fprintf(stderr, "%s: bench: no preset '%s'\n", xattn_prog, preset);
+        xattn_presets_list(stderr);
+        return XATTN_EXIT_USAGE;
+    }
+    if (!preset && (o->given & XATTN_GIVEN_LEN_SCALE)) {
+        fprintf(stderr, "%s: bench: --scale scales a preset's lengths; give --preset NAME too\n",
+                xattn_prog);
+        return XATTN_EXIT_USAGE;
+    }
+
+    xattn_bench_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.o = o;
+    rep.preset = preset;
+    xattn_command_line(argc, argv, rep.command_line, sizeof rep.command_line);
+    xattn_utc_now(rep.created, sizeof rep.created);
+    xattn_host_describe(rep.host, sizeof rep.host, rep.os, sizeof rep.os);
+
+    xattn_target targets[XATTN__MAX_TARGETS];
+    int nt = xattn_targets_select(o, targets, XATTN__MAX_TARGETS, stdout);
+    if (nt == 0) {
+        fprintf(stderr, "%s: bench: no available device among the backends asked for\n",
+                xattn_prog);
+        return XATTN_EXIT_FAIL;
+    }
+    double scale = 1.0;
+    const char *scale_why = "";
+    if (o->len_scale > 0) {
+        scale = o->len_scale;
+        scale_why = " (--scale)";
+    } else if (preset && xattn_preset_model_sized(preset)) {
+        int gpu = xattn__any_gpu(targets, nt);
+        scale = gpu ? 1.0 : 0.125;
+        scale_why = gpu ? " (a GPU is among the devices)"
+                        : " (no GPU among the devices: lengths at 1/8; --scale 1 for the "
+                          "model's real sizes)";
+    }
+    rep.len_scale = scale;
+
+    xattn_bench_case *cases = calloc(XATTN__MAX_CASES, sizeof *cases);
+    if (!cases) {
+        fprintf(stderr, "%s: bench: out of memory\n", xattn_prog);
+        return XATTN_EXIT_FAIL;
+    }
+    int nc = xattn_bench_cases(o, preset, scale, cases, XATTN__MAX_CASES, err, sizeof err);
+    if (nc < 0) {
+        fprintf(stderr, "%s: %s\n", xattn_prog, err);
+        free(cases);
+        return XATTN_EXIT_USAGE;
+    }
+    xattn_algo algos[XATTN_ALGO_COUNT];
+    int na = 0;
+    if (o->n_algos)
+        for (int i = 0; i < o->n_algos; i++)
+            algos[na++] = o->algos[i];
+    else {
+        algos[na++] = XATTN_ALGO_NAIVE;
+        algos[na++] = XATTN_ALGO_FLASH;
+        algos[na++] = XATTN_ALGO_SPLITKV;
+    }
+    if (xattn_mkdir(o->out_dir)) {
+        fprintf(stderr, "%s: bench: --out: cannot create the folder '%s': %s\n", xattn_prog,
+                o->out_dir, strerror(errno));
+        xattn_bench_cases_free(cases, nc);
+        free(cases);
+        return XATTN_EXIT_USAGE;
+    }
+
+    xattn_bench_device *devs = calloc((size_t)nt, sizeof *devs);
+    xattn_bench_result *results =
+        calloc((size_t)nt * (size_t)(nc ? nc : 1) * (size_t)na, sizeof *results);
+    xattn__ref_slot *refs = calloc((size_t)(nc ? nc : 1), sizeof *refs);
+    xattn__trace_part *parts = calloc((size_t)nt, sizeof *parts);
+    if (!devs || !results || !refs || !parts) {
+        fprintf(stderr, "%s: bench: out of memory\n", xattn_prog);
+        free(devs);
+        free(results);
+        free(refs);
+        free(parts);
+        xattn_bench_cases_free(cases, nc);
+        free(cases);
+        return XATTN_EXIT_FAIL;
+    }
+    rep.devices = devs;
+    rep.n_devices = nt;
+    rep.cases = cases;
+    rep.n_cases = nc;
+    rep.results = results;
+
+    int casew = 4;
+    for (int i = 0; i < nc; i++)
+        casew = (int)strlen(cases[i].key) > casew ? (int)strlen(cases[i].key) : casew;
+    if (casew > 64)
+        casew = 64;
+    int cells = nt * nc * na;
+    printf("xattn bench %s: %s%s, %d case%s x %d algorithm%s x %d device%s = %d cells\n",
+           xattn_version_string(), preset ? "preset " : "a sweep from the command line",
+           preset ? preset : "", nc, nc == 1 ? "" : "s", na, na == 1 ? "" : "s", nt,
+           nt == 1 ? "" : "s", cells);
+    if (preset && (scale != 1.0 || xattn_preset_model_sized(preset)))
+        printf("lengths  scale %g%s\n", scale, scale_why);
+    printf("cells    warm-up %d, then %d..%d timed calls until MAD/median <= %g or %g s; "
+           "reference %s\n",
+           o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget,
+           o->check ? "on (once per case, reused by every device and algorithm)" : "off");
+
+    xattn_progress prog;
+    xattn_progress_init(&prog, o->progress, cells);
+    int nr = 0, failures = 0, sub = 0, skipped_ref = 0;
+    double t_first = -1;
+    int nparts = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        xattn_bench_device *bd = &devs[ti];
+        bd->t = targets[ti];
+        char dname[32];
+        xattn_target_name(bd->t.backend, bd->t.device, dname, sizeof dname);
+        xattn_ctx *ctx = NULL;
+        double t_open = xattn_now_s();
+        xattn_status st = xattn_ctx_open(o, bd->t.backend, bd->t.device, &ctx);
+        if (st == XATTN_STATUS_OK && o->measure_ceilings) {
+            xattn_ceilings c;
+            xattn_progress_clear(&prog);
+            if (xattn_ceilings_get(ctx, &c) != XATTN_STATUS_OK) {
+                printf("%-9s measuring the ceilings (seconds)...\n", dname);
+                fflush(stdout);
+                if (xattn_ceilings_measure(ctx, 0, &c) != XATTN_STATUS_OK)
+                    printf("%-9s ceilings not measured: %s\n", dname, xattn_last_error());
+            }
+        }
+        if (st == XATTN_STATUS_OK)
+            st = xattn_profiler_enable(ctx, 1);
+        if (st != XATTN_STATUS_OK) {
+            snprintf(bd->error, sizeof bd->error, "%s", xattn_last_error());
+            xattn_progress_clear(&prog);
+            printf("%-9s cannot be used: %s\n", dname, bd->error);
+            for (int ci = 0; ci < nc; ci++)
+                for (int ai = 0; ai < na; ai++) {
+                    xattn_bench_result *r = &results[nr++];
+                    r->device = ti;
+                    r->case_idx = ci;
+                    r->algo = algos[ai];
+                    r->status = XATTN_CELL_FAILED;
+                    snprintf(r->error, sizeof r->error, "no context: %s", bd->error);
+                    failures++;
+                    prog.done++;
+                }
+            xattn_ctx_destroy(ctx);
+            continue;
+        }
+        if (t_first < 0)
+            t_first = t_open;
+        bd->opened = 1;
+        bd->has_ceilings = xattn_ceilings_get(ctx, &bd->ceilings) == XATTN_STATUS_OK;
+        xattn_progress_clear(&prog);
+        if (bd->has_ceilings)
+            printf("%-9s %s: ceilings %.1f GFLOP/s f32 FMA, %.1f GB/s read%s\n", dname,
+                   bd->t.info.name, bd->ceilings.fma_f32_gflops, bd->ceilings.read_gbps,
+                   bd->ceilings.from_cache ? " (cached)" : "");
+        else
+            printf("%-9s %s: no ceilings known (run '%s devices --measure' once, or bench "
+                   "--measure-ceilings)\n",
+                   dname, bd->t.info.name, xattn_prog);
+        if (ti == 0 || !devs[ti - 1].opened)
+            xattn__table_header(casew);
+        fflush(stdout);
+
+        for (int ci = 0; ci < nc; ci++) {
+            xattn_bench_case *bc = &cases[ci];
+            xattn_case_run run;
+            xattn_status sst = xattn_case_setup(ctx, &bc->c, &run);
+            if (sst == XATTN_STATUS_OK)
+                sst = xattn_attention_check(ctx, &run.desc);
+            for (int ai = 0; ai < na; ai++) {
+                xattn_bench_result *r = &results[nr++];
+                r->device = ti;
+                r->case_idx = ci;
+                r->algo = algos[ai];
+                char label[400];
+                snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(algos[ai]),
+                         bc->key);
+                xattn_progress_draw(&prog, label);
+                if (sst != XATTN_STATUS_OK) {
+                    r->status = sst == XATTN_STATUS_UNSUPPORTED ? XATTN_CELL_UNSUPPORTED
+                                                                : XATTN_CELL_FAILED;
+                    snprintf(r->error, sizeof r->error, "%s", xattn_last_error());
+                } else {
+                    /* NAIVE materializes B*Hq*Sq*Sk f32 scores: skip it where that is more
+                     * than a quarter of the device's memory. */
+                    double scores = 4.0 * (double)bc->c.batch * (double)bc->c.heads *
+                                    (double)bc->c.sq * (double)bc->c.sk;
+                    double mem = bd->t.info.global_mem_bytes ? (double)bd->t.info.global_mem_bytes
+                                                             : 16.0 * 1073741824.0;
+                    if (algos[ai] == XATTN_ALGO_NAIVE && scores > mem / 4) {
+                        char s1[32], s2[32];
+                        xattn_fmt_bytes(scores, s1, sizeof s1);
+                        xattn_fmt_bytes(mem, s2, sizeof s2);
+                        r->status = XATTN_CELL_SKIPPED;
+                        snprintf(r->error, sizeof r->error,
+                                 "naive's score matrix would take %s, over a quarter of the "
+                                 "device's %s",
+                                 s1, s2);
+                    } else {
+                        run.desc.algo = algos[ai];
+                        xattn_cell_opts co = {o->warmup,     o->min_reps,    o->reps,
+                                              o->max_spread, o->cell_budget, o->check};
+                        xattn_range_push(ctx, bc->key);
+                        xattn_status mst = xattn_cell_measure(ctx, &run, &co, &r->cell);
+                        xattn_range_pop(ctx);
+                        if (mst != XATTN_STATUS_OK) {
+                            r->status = mst == XATTN_STATUS_UNSUPPORTED ? XATTN_CELL_UNSUPPORTED
+                                                                        : XATTN_CELL_FAILED;
+                            snprintf(r->error, sizeof r->error, "%s: %s", xattn_status_name(mst),
+                                     xattn_last_error());
+                            memset(&r->cell, 0, sizeof r->cell);
+                        } else if (o->check) {
+                            r->check_on = 1;
+                            xattn__ref_slot *slot = &refs[ci];
+                            if (!slot->done) {
+                                slot->done = 1;
+                                slot->st = xattn_case_ref_compute(&run, o->check_limit, &slot->ref);
+                                if (slot->st != XATTN_STATUS_OK)
+                                    snprintf(slot->error, sizeof slot->error, "reference: %s",
+                                             xattn_last_error());
+                            }
+                            if (slot->st != XATTN_STATUS_OK) {
+                                r->status = XATTN_CELL_FAILED;
+                                snprintf(r->error, sizeof r->error, "%s", slot->error);
+                            } else {
+                                r->ref_mode = slot->ref.mode;
+                                snprintf(r->check_note, sizeof r->check_note, "%s", slot->ref.note);
+                                xattn_status cst = xattn_case_check(&run, &slot->ref, &r->err);
+                                if (cst != XATTN_STATUS_OK) {
+                                    r->status = XATTN_CELL_FAILED;
+                                    snprintf(r->error, sizeof r->error, "check: %s",
+                                             xattn_last_error());
+                                } else if (!r->err.pass) {
+                                    r->status = XATTN_CELL_FAILED;
+                                    snprintf(r->error, sizeof r->error,
+                                             "disagrees with the reference: rel L2 %.2e > %.2e%s",
+                                             r->err.rel_l2, r->err.bound,
+                                             r->err.nan_mismatch   ? ", NaN mismatches"
+                                             : r->err.lse_mismatch ? ", LSE mismatches"
+                                                                   : "");
+                                }
+                                sub += r->ref_mode == XATTN_REF_SUB;
+                                skipped_ref += r->ref_mode == XATTN_REF_SKIPPED;
+                            }
+                        }
+                    }
+                }
+                failures += r->status == XATTN_CELL_FAILED;
+                prog.done++;
+                xattn_progress_clear(&prog);
+                xattn__table_row(&rep, r, casew);
+                fflush(stdout);
+            }
+            xattn_case_teardown(&run); /* a no-op after a failed setup */
+        }
+        /* This context's trace, shifted onto the bench's timeline when merged. */
+        xattn__trace_part *pt = &parts[nparts];
+        snprintf(pt->path, sizeof pt->path, "%s/trace-%s-%d.json", o->out_dir,
+                 xattn_backend_name(bd->t.backend), bd->t.device);
+        pt->offset_us = (t_open - t_first) * 1e6;
+        if (xattn_profiler_export(ctx, XATTN_EXPORT_TRACE, pt->path) == XATTN_STATUS_OK)
+            nparts++;
+        else
+            printf("%-9s trace not written: %s\n", dname, xattn_last_error());
+        xattn_ctx_destroy(ctx);
+    }
+    xattn_progress_done(&prog);
+    rep.n_results = nr;
+    rep.wall_s = xattn_now_s() - wall0;
+
+    int rc = failures ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/results.json", o->out_dir);
+    if (xattn_bench_write_json(&rep, path, err, sizeof err)) {
+        fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+        rc = XATTN_EXIT_FAIL;
+    }
+    snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+    if (xattn_bench_write_csv(&rep, path, err, sizeof err)) {
+        fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+        rc = XATTN_EXIT_FAIL;
+    }
+    snprintf(path, sizeof path, "%s/chart.svg", o->out_dir);
+    if (xattn_bench_write_chart(&rep, path, err, sizeof err)) {
+        fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+        rc = XATTN_EXIT_FAIL;
+    }
+    snprintf(path, sizeof path, "%s/trace.json", o->out_dir);
+    const char *trace_note = "trace.json";
+    if (nparts && xattn__merge_traces(parts, nparts, path, err, sizeof err)) {
+        printf("note     %s\n", err);
+        trace_note = "trace-*.json";
+    }
+
+    int unsupported = 0, skipped = 0;
+    for (int i = 0; i < nr; i++) {
+        unsupported += results[i].status == XATTN_CELL_UNSUPPORTED;
+        skipped += results[i].status == XATTN_CELL_SKIPPED;
+    }
+    if (sub)
+        printf("ok*      checked on a sub-batch: sequence 0 and the query heads of KV head 0 (the "
+               "whole case is above --check-limit %g FLOPs)\n",
+               o->check_limit);
+    if (skipped_ref)
+        printf("skip     not checked: the reference is above --check-limit even for a sub-batch\n");
+    printf("%d cells: %d ok, %d failed, %d unsupported, %d skipped; %.1f s; written to "
+           "%s/{results.json,results.csv,chart.svg,%s}\n",
+           nr, nr - failures - unsupported - skipped, failures, unsupported, skipped, rep.wall_s,
+           o->out_dir, trace_note);
+
+    for (int i = 0; i < nc; i++)
+        xattn_case_ref_free(&refs[i].ref);
+    free(refs);
+    free(parts);
+    free(results);
+    free(devs);
+    xattn_bench_cases_free(cases, nc);
+    free(cases);
+    return rc;
+}

@@ -1,0 +1,401 @@
+/* Writers of bench results: results.json (xattn.bench/1), results.csv, chart.svg. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn_bench.h"
+#include "xattn_out_svg.h"
+
+const char *xattn_cell_status_name(xattn_cell_status s)
+{
+    switch (s) {
+    case XATTN_CELL_OK: return "ok";
+    case XATTN_CELL_FAILED: return "failed";
+    case XATTN_CELL_UNSUPPORTED: return "unsupported";
+    default: return "skipped";
+    }
+}
+
+const char *xattn_bench_check_name(const xattn_bench_result *r)
+{
+    if (r->status != XATTN_CELL_OK && !(r->status == XATTN_CELL_FAILED && r->err.checked))
+        return "-";
+    if (!r->check_on)
+        return "off";
+    if (r->ref_mode == XATTN_REF_SKIPPED)
+        return "skipped";
+    return r->err.pass ? "pass" : "fail";
+}
+
+static const char *xattn__scope_name(const xattn_bench_result *r)
+{
+    if (!r->check_on || !r->err.checked)
+        return "none";
+    return r->ref_mode == XATTN_REF_SUB ? "sub-batch" : "full";
+}
+
+/* A number, or null when negative (undefined) or not finite. */
+static void xattn__num_or_null(FILE *f, double v)
+{
+    if (v < 0 || !isfinite(v))
+        fputs("null", f);
+    else
+        xattn_json_num(f, v);
+}
+
+static int xattn__close(FILE *f, const char *path, char *err, size_t errlen)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static const char *xattn__device_type_name(int t)
+{
+    switch (t) {
+    case XATTN_DEVICE_TYPE_CPU: return "cpu";
+    case XATTN_DEVICE_TYPE_GPU: return "gpu";
+    case XATTN_DEVICE_TYPE_ACCELERATOR: return "accelerator";
+    default: return "other";
+    }
+}
+
+int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char *err,
+                           size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    const xattn_cli_opts *o = rep->o;
+    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"xattn_version\": ", XATTN_BENCH_SCHEMA);
+    xattn_json_str(f, xattn_version_string());
+    fprintf(f, ",\n  \"created_utc\": ");
+    xattn_json_str(f, rep->created);
+    fprintf(f, ",\n  \"command_line\": ");
+    xattn_json_str(f, rep->command_line);
+    fprintf(f, ",\n  \"host\": {\"hostname\": ");
+    xattn_json_str(f, rep->host);
+    fprintf(f, ", \"os\": ");
+    xattn_json_str(f, rep->os);
+    fprintf(f, "},\n  \"preset\": ");
+    if (rep->preset)
+        xattn_json_str(f, rep->preset);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"length_scale\": ");
+    xattn_json_num(f, rep->len_scale);
+    fprintf(f,
+            ",\n  \"settings\": {\"warmup\": %d, \"min_reps\": %d, \"max_reps\": %d, "
+            "\"max_spread\": ",
+            o->warmup, o->min_reps, o->reps);
+    xattn_json_num(f, o->max_spread);
+    fprintf(f, ", \"cell_budget_s\": ");
+    xattn_json_num(f, o->cell_budget);
+    fprintf(f, ", \"check\": %s, \"check_limit_flops\": ", o->check ? "true" : "false");
+    xattn_json_num(f, o->check_limit);
+    fprintf(f, ", \"threads\": %d, \"seed\": %llu},\n", o->threads, (unsigned long long)o->seed);
+
+    fprintf(f, "  \"devices\": [");
+    for (int i = 0; i < rep->n_devices; i++) {
+        const xattn_bench_device *d = &rep->devices[i];
+        const xattn_device_info *in = &d->t.info;
+        fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"name\": ", i ? "," : "",
+                xattn_backend_name(d->t.backend), d->t.device);
+        xattn_json_str(f, in->name);
+        fprintf(f, ", \"vendor\": ");
+        xattn_json_str(f, in->vendor);
+        fprintf(f, ", \"driver_version\": ");
+        xattn_json_str(f, in->driver_version);
+        fprintf(f, ", \"platform\": ");
+        xattn_json_str(f, in->platform);
+        fprintf(f, ", \"description\": ");
+        xattn_json_str(f, in->description);
+        fprintf(f, ", \"device_type\": \"%s\", \"compute_units\": %d, \"global_mem_bytes\": %llu, ",
+                xattn__device_type_name(in->device_type), in->compute_units,
+                (unsigned long long)in->global_mem_bytes);
+        fprintf(f, "\"cpu_features\": ");
+        xattn_json_str(f, in->cpu_features);
+        fprintf(f,
+                ", \"compute_capability\": %d, \"opened\": %s, \"error\": ", in->compute_capability,
+                d->opened ? "true" : "false");
+        if (d->error[0])
+            xattn_json_str(f, d->error);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"ceilings\": ");
+        if (d->has_ceilings) {
+            const xattn_ceilings *c = &d->ceilings;
+            fprintf(f, "{\"fma_f32_gflops\": ");
+            xattn_json_num(f, c->fma_f32_gflops);
+            fprintf(f, ", \"fma_f16_gflops\": ");
+            xattn_json_num(f, c->fma_f16_gflops);
+            fprintf(f, ", \"fma_bf16_gflops\": ");
+            xattn_json_num(f, c->fma_bf16_gflops);
+            fprintf(f, ", \"read_gbps\": ");
+            xattn_json_num(f, c->read_gbps);
+            fprintf(f, ", \"copy_gbps\": ");
+            xattn_json_num(f, c->copy_gbps);
+            fprintf(f, ", \"from_cache\": %s}", c->from_cache ? "true" : "false");
+        } else {
+            fputs("null", f);
+        }
+        fputs("}", f);
+    }
+    fprintf(f, "\n  ],\n  \"results\": [");
+    int failed = 0, unsupported = 0, skipped = 0, unchecked = 0;
+    for (int i = 0; i < rep->n_results; i++) {
+        const xattn_bench_result *r = &rep->results[i];
+        const xattn_bench_device *d = &rep->devices[r->device];
+        const xattn_bench_case *bc = &rep->cases[r->case_idx];
+        const xattn_case *c = &bc->c;
+        const xattn_cell *cl = &r->cell;
+        int has = r->status == XATTN_CELL_OK || (r->status == XATTN_CELL_FAILED && cl->t.n > 0);
+        failed += r->status == XATTN_CELL_FAILED;
+        unsupported += r->status == XATTN_CELL_UNSUPPORTED;
+        skipped += r->status == XATTN_CELL_SKIPPED;
+        unchecked += r->status == XATTN_CELL_OK && r->check_on && r->ref_mode == XATTN_REF_SKIPPED;
+        fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"device_name\": ", i ? "," : "",
+                xattn_backend_name(d->t.backend), d->t.device);
+        xattn_json_str(f, d->t.info.name);
+        fprintf(f, ", \"algo\": \"%s\", \"algo_chosen\": ", xattn_algo_name(r->algo));
+        if (has && cl->t.n > 0)
+            fprintf(f, "\"%s\"", xattn_algo_name(cl->info.algo_chosen));
+        else
+            fputs("null", f);
+        fprintf(f, ", \"case\": ");
+        xattn_json_str(f, bc->key);
+        fprintf(f, ", \"family\": ");
+        xattn_json_str(f, bc->family);
+        fprintf(f,
+                ", \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"sq\": %lld, \"sk\": "
+                "%lld, \"head_dim\": %lld, \"head_dim_v\": %lld, \"dtype\": \"%s\", \"kv_dtype\": "
+                "\"%s\", \"layout\": \"%s\", \"causal\": %s, \"align\": \"%s\", \"window_left\": "
+                "%lld, \"window_right\": %lld, \"softcap\": ",
+                (long long)c->batch, (long long)c->heads, (long long)c->kv_heads, (long long)c->sq,
+                (long long)c->sk, (long long)c->head_dim, (long long)c->head_dim_v,
+                xattn_dtype_name(c->dtype), xattn_dtype_name(c->kv_dtype),
+                c->bhsd ? "bhsd" : "bshd", c->causal ? "true" : "false",
+                c->align == XATTN_ALIGN_TOP_LEFT ? "top_left" : "bottom_right",
+                (long long)c->window_left, (long long)c->window_right);
+        xattn_json_num(f, c->softcap);
+        fprintf(f,
+                ", \"alibi\": %s, \"bias\": %s, \"lse\": %s, \"padded\": %s, \"varlen\": %s, "
+                "\"num_splits\": %d, \"status\": \"%s\", \"error\": ",
+                c->alibi ? "true" : "false", c->bias ? "true" : "false", c->lse ? "true" : "false",
+                (c->seqlens_k && !c->varlen) ? "true" : "false", c->varlen ? "true" : "false",
+                has && cl->t.n ? cl->info.num_splits : c->num_splits,
+                xattn_cell_status_name(r->status));
+        if (r->error[0])
+            xattn_json_str(f, r->error);
+        else
+            fputs("null", f);
+        if (has && cl->t.n > 0) {
+            fprintf(f, ", \"reps\": %d, \"converged\": %s, \"median_ms\": ", cl->t.n,
+                    cl->converged ? "true" : "false");
+            xattn_json_num(f, cl->t.median);
+            fprintf(f, ", \"min_ms\": ");
+            xattn_json_num(f, cl->t.min);
+            fprintf(f, ", \"p90_ms\": ");
+            xattn_json_num(f, cl->t.p90);
+            fprintf(f, ", \"max_ms\": ");
+            xattn_json_num(f, cl->t.max);
+            fprintf(f, ", \"mean_ms\": ");
+            xattn_json_num(f, cl->t.mean);
+            fprintf(f, ", \"mad_ms\": ");
+            xattn_json_num(f, cl->t.mad);
+            fprintf(f, ", \"spread\": ");
+            xattn_json_num(f, cl->t.spread);
+            fprintf(f, ", \"elapsed_s\": ");
+            xattn_json_num(f, cl->elapsed_s);
+            fprintf(f, ", \"build_ms\": ");
+            xattn_json_num(f, cl->build_ms);
+            const xattn_record *rc = &cl->rec;
+            fprintf(f, ", \"flops_dense\": ");
+            xattn_json_num(f, cl->has_rec ? rc->flops_dense : 0);
+            fprintf(f, ", \"flops_useful\": ");
+            xattn_json_num(f, cl->has_rec ? rc->flops_useful : 0);
+            fprintf(f, ", \"flops_executed\": ");
+            xattn_json_num(f, cl->has_rec ? rc->flops_executed : 0);
+            fprintf(f, ", \"bytes_min\": ");
+            xattn_json_num(f, cl->has_rec ? rc->bytes_min : 0);
+            fprintf(f, ", \"bytes_actual\": ");
+            xattn_json_num(f, cl->has_rec ? rc->bytes_actual : 0);
+            fprintf(f, ", \"padding_waste\": ");
+            xattn__num_or_null(f, cl->has_rec ? rc->padding_waste : -1);
+            fprintf(f, ", \"gflops_useful\": ");
+            xattn_json_num(f, cl->gflops_useful);
+            fprintf(f, ", \"gflops_executed\": ");
+            xattn_json_num(f, cl->gflops_executed);
+            fprintf(f, ", \"gbytes_per_s\": ");
+            xattn_json_num(f, cl->gbytes_per_s);
+            fprintf(f, ", \"pct_fma_ceiling\": ");
+            xattn__num_or_null(f, cl->pct_fma);
+            fprintf(f, ", \"pct_bw_ceiling\": ");
+            xattn__num_or_null(f, cl->pct_bw);
+            fprintf(f, ", \"intensity\": ");
+            xattn_json_num(f, cl->intensity);
+            fprintf(f, ", \"workspace_bytes\": %llu, \"peak_bytes\": %llu",
+                    (unsigned long long)cl->info.workspace_bytes,
+                    (unsigned long long)cl->peak_bytes);
+        } else {
+            fprintf(f,
+                    ", \"reps\": 0, \"converged\": false, \"median_ms\": null, \"min_ms\": null, "
+                    "\"p90_ms\": null, \"max_ms\": null, \"mean_ms\": null, \"mad_ms\": null, "
+                    "\"spread\": null, \"elapsed_s\": null, \"build_ms\": null, "
+                    "\"flops_dense\": null, \"flops_useful\": null, \"flops_executed\": null, "
+                    "\"bytes_min\": null, \"bytes_actual\": null, \"padding_waste\": null, "
+                    "\"gflops_useful\": null, \"gflops_executed\": null, \"gbytes_per_s\": "
+                    "null, \"pct_fma_ceiling\": null, \"pct_bw_ceiling\": null, "
+                    "\"intensity\": null, \"workspace_bytes\": null, \"peak_bytes\": null");
+        }
+        fprintf(f, ", \"check\": \"%s\", \"check_scope\": \"%s\", \"check_note\": ",
+                xattn_bench_check_name(r), xattn__scope_name(r));
+        if (r->check_note[0])
+            xattn_json_str(f, r->check_note);
+        else
+            fputs("null", f);
+        if (r->err.checked) {
+            fprintf(f, ", \"rel_l2\": ");
+            xattn_json_num(f, r->err.rel_l2);
+            fprintf(f, ", \"max_abs\": ");
+            xattn_json_num(f, r->err.max_abs);
+            fprintf(f, ", \"rel_l2_bound\": ");
+            xattn_json_num(f, r->err.bound);
+        } else {
+            fprintf(f, ", \"rel_l2\": null, \"max_abs\": null, \"rel_l2_bound\": null");
+        }
+        fputs("}", f);
+    }
+    fprintf(f,
+            "\n  ],\n  \"summary\": {\"cells\": %d, \"failed\": %d, \"unsupported\": %d, "
+            "\"skipped\": %d, \"unchecked\": %d, \"wall_s\": ",
+            rep->n_results, failed, unsupported, skipped, unchecked);
+    xattn_json_num(f, rep->wall_s);
+    fprintf(f, "}\n}\n");
+    return xattn__close(f, path, err, errlen);
+}
+
+static void xattn__csv_num(FILE *f, double v, int defined)
+{
+    if (defined && isfinite(v) && v >= 0)
+        fprintf(f, ",%.9g", v);
+    else
+        fputs(",", f);
+}
+
+int xattn_bench_write_csv(const xattn_bench_report *rep, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    fputs("backend,device,device_name,algo,algo_chosen,case,family,batch,heads,kv_heads,sq,sk,"
+          "head_dim,head_dim_v,dtype,kv_dtype,layout,causal,align,window_left,window_right,"
+          "softcap,alibi,bias,lse,padded,varlen,status,error,reps,converged,median_ms,min_ms,"
+          "p90_ms,max_ms,mad_ms,spread,gflops_useful,gflops_executed,gbytes_per_s,"
+          "pct_fma_ceiling,pct_bw_ceiling,intensity,flops_useful,bytes_actual,padding_waste,"
+          "workspace_bytes,peak_bytes,check,check_scope,rel_l2,max_abs\n",
+          f);
+    for (int i = 0; i < rep->n_results; i++) {
+        const xattn_bench_result *r = &rep->results[i];
+        const xattn_bench_device *d = &rep->devices[r->device];
+        const xattn_bench_case *bc = &rep->cases[r->case_idx];
+        const xattn_case *c = &bc->c;
+        const xattn_cell *cl = &r->cell;
+        int has = cl->t.n > 0;
+        fprintf(f, "%s,%d,", xattn_backend_name(d->t.backend), d->t.device);
+        xattn_csv_str(f, d->t.info.name);
+        fprintf(f, ",%s,%s,", xattn_algo_name(r->algo),
+                has ? xattn_algo_name(cl->info.algo_chosen) : "");
+        xattn_csv_str(f, bc->key);
+        fputs(",", f);
+        xattn_csv_str(f, bc->family);
+        fprintf(
+            f, ",%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%s,%d,%s,%lld,%lld,%g,%d,%d,%d,%d,%d,%s,",
+            (long long)c->batch, (long long)c->heads, (long long)c->kv_heads, (long long)c->sq,
+            (long long)c->sk, (long long)c->head_dim, (long long)c->head_dim_v,
+            xattn_dtype_name(c->dtype), xattn_dtype_name(c->kv_dtype), c->bhsd ? "bhsd" : "bshd",
+            c->causal, c->align == XATTN_ALIGN_TOP_LEFT ? "top_left" : "bottom_right",
+            (long long)c->window_left, (long long)c->window_right, (double)c->softcap, c->alibi,
+            c->bias, c->lse, c->seqlens_k && !c->varlen, c->varlen,
+            xattn_cell_status_name(r->status));
+        xattn_csv_str(f, r->error);
+        fprintf(f, ",%d,%d", cl->t.n, cl->converged);
+        xattn__csv_num(f, cl->t.median, has);
+        xattn__csv_num(f, cl->t.min, has);
+        xattn__csv_num(f, cl->t.p90, has);
+        xattn__csv_num(f, cl->t.max, has);
+        xattn__csv_num(f, cl->t.mad, has);
+        xattn__csv_num(f, cl->t.spread, has);
+        xattn__csv_num(f, cl->gflops_useful, has);
+        xattn__csv_num(f, cl->gflops_executed, has);
+        xattn__csv_num(f, cl->gbytes_per_s, has);
+        xattn__csv_num(f, cl->pct_fma, has);
+        xattn__csv_num(f, cl->pct_bw, has);
+        xattn__csv_num(f, cl->intensity, has);
+        xattn__csv_num(f, cl->rec.flops_useful, has && cl->has_rec);
+        xattn__csv_num(f, cl->rec.bytes_actual, has && cl->has_rec);
+        xattn__csv_num(f, cl->rec.padding_waste, has && cl->has_rec);
+        xattn__csv_num(f, (double)cl->info.workspace_bytes, has);
+        xattn__csv_num(f, (double)cl->peak_bytes, has);
+        fprintf(f, ",%s,%s", xattn_bench_check_name(r), xattn__scope_name(r));
+        xattn__csv_num(f, r->err.rel_l2, r->err.checked);
+        xattn__csv_num(f, r->err.max_abs, r->err.checked);
+        fputs("\n", f);
+    }
+    return xattn__close(f, path, err, errlen);
+}
+
+int xattn_bench_write_chart(const xattn_bench_report *rep, const char *path, char *err,
+                            size_t errlen)
+{
+    int n = rep->n_results;
+    xattn_chart_point *pts = calloc((size_t)(n > 0 ? n : 1), sizeof *pts);
+    char(*names)[64] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+    if (!pts || !names) {
+        free(pts);
+        free(names);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int m = 0;
+    int gflops = rep->o->metric == XATTN_METRIC_GFLOPS;
+    for (int i = 0; i < n; i++) {
+        const xattn_bench_result *r = &rep->results[i];
+        if (r->cell.t.n == 0 || r->status == XATTN_CELL_SKIPPED ||
+            r->status == XATTN_CELL_UNSUPPORTED)
+            continue;
+        const xattn_bench_device *d = &rep->devices[r->device];
+        snprintf(names[m], sizeof names[m], "%s:%d %s", xattn_backend_name(d->t.backend),
+                 d->t.device, xattn_algo_name(r->algo));
+        pts[m].panel = rep->cases[r->case_idx].family;
+        pts[m].series = names[m];
+        pts[m].x = (double)rep->cases[r->case_idx].c.sk;
+        pts[m].y = gflops ? r->cell.gflops_useful : r->cell.t.median;
+        m++;
+    }
+    char title[160], sub[512];
+    snprintf(title, sizeof title, "xattn bench%s%s: %s", rep->preset ? " --preset " : "",
+             rep->preset ? rep->preset : "", gflops ? "useful GFLOP/s" : "median time per call");
+    size_t k = (size_t)snprintf(sub, sizeof sub, "%s, xattn %s, %s;", rep->created,
+                                xattn_version_string(), rep->host);
+    for (int i = 0; i < rep->n_devices && k < sizeof sub; i++)
+        k += (size_t)snprintf(sub + k, sizeof sub - k, " %s:%d %s%s",
+                              xattn_backend_name(rep->devices[i].t.backend),
+                              rep->devices[i].t.device, rep->devices[i].t.info.name,
+                              i + 1 < rep->n_devices ? "," : "");
+    int rc =
+        xattn_svg_line_chart(path, title, sub, "key length Sk (tokens)",
+                             gflops ? "useful GFLOP/s" : "median ms", !gflops, pts, m, err, errlen);
+    free(pts);
+    free(names);
+    return rc;
+}

@@ -1,0 +1,36 @@
+/* Bench presets: the default preset and real models' attention shapes. */
+#ifndef XATTN_PRESETS_H
+#define XATTN_PRESETS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "xattn_case.h"
+#include "xattn_cli.h"
+
+typedef struct xattn_bench_case {
+    xattn_case c;
+    char family[256]; /* the chart panel: cases that differ only in their lengths */
+    char key[320];    /* xattn_case_describe */
+    int32_t *lq, *lk; /* owned per-sequence lengths (padded/packed batches) or NULL */
+} xattn_bench_case;
+
+/* Lists the presets (name, what they run, sizes) to f. */
+void xattn_presets_list(FILE *f);
+/* 1 when a preset of that name exists. */
+int xattn_preset_exists(const char *name);
+/* 1 when the preset's lengths are real-model sizes (so that --scale applies by default). */
+int xattn_preset_model_sized(const char *name);
+
+/*
+ * The cases of a bench run: the preset's (NULL = "default") with the
+ * command line's overrides and sweep axes, or, when the command line gives
+ * case flags and no preset, the product of its lists. `len_scale` multiplies
+ * the preset's lengths (batch for bert-base-padded and vit-b16). Appends to
+ * out (cap entries) and returns the count, or -1 with err set (exit 2).
+ */
+int xattn_bench_cases(const xattn_cli_opts *o, const char *preset, double len_scale,
+                      xattn_bench_case *out, int cap, char *err, size_t errlen);
+void xattn_bench_cases_free(xattn_bench_case *cases, int n);
+
+#endif

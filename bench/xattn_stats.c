@@ -1,0 +1,103 @@
+#include "xattn_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int xattn__cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double xattn__median_sorted(const double *v, int n)
+{
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int xattn_stats_compute(const double *samples, int n, xattn_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n <= 0 || !samples)
+        return -1;
+    double *v = malloc((size_t)n * 2 * sizeof *v);
+    if (!v)
+        return -1;
+    memcpy(v, samples, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, xattn__cmp_d);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += v[i];
+    out->n = n;
+    out->min = v[0];
+    out->max = v[n - 1];
+    out->mean = sum / n;
+    out->median = xattn__median_sorted(v, n);
+    int k = (int)ceil(0.9 * n) - 1;
+    out->p90 = v[k < 0 ? 0 : k];
+    double *dev = v + n;
+    for (int i = 0; i < n; i++)
+        dev[i] = fabs(v[i] - out->median);
+    qsort(dev, (size_t)n, sizeof *dev, xattn__cmp_d);
+    out->mad = xattn__median_sorted(dev, n);
+    out->spread = out->median > 0 ? out->mad / out->median : 0;
+    free(v);
+    return 0;
+}
+
+xattn_verdict xattn_stats_verdict(double a_min, double a_median, double a_p90, double a_spread,
+                                  double b_min, double b_median, double b_p90, double b_spread,
+                                  double *ratio)
+{
+    double r = a_median > 0 ? b_median / a_median : (b_median > 0 ? INFINITY : 1.0);
+    if (ratio)
+        *ratio = r;
+    double noise = (a_spread > 0 ? a_spread : 0) + (b_spread > 0 ? b_spread : 0);
+    if (b_min > a_p90 && r - 1.0 > noise)
+        return XATTN_VERDICT_SLOWER;
+    if (b_p90 < a_min && 1.0 - r > noise)
+        return XATTN_VERDICT_FASTER;
+    return XATTN_VERDICT_NOISE;
+}
+
+const char *xattn_verdict_name(xattn_verdict v)
+{
+    switch (v) {
+    case XATTN_VERDICT_FASTER: return "faster";
+    case XATTN_VERDICT_SLOWER: return "slower";
+    default: return "noise";
+    }
+}
+
+int xattn_padding_waste(const int32_t *lq, const int32_t *lk, int n, int64_t sq_pad, int64_t sk_pad,
+                        xattn_waste *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n <= 0 || sq_pad <= 0 || sk_pad <= 0)
+        return -1;
+    double useful = 0;
+    for (int i = 0; i < n; i++) {
+        useful += (double)lq[i] * (double)lk[i];
+        out->tokens_q += lq[i];
+        out->tokens_k += lk[i];
+    }
+    out->pairs_useful = useful;
+    out->pairs_padded = (double)n * (double)sq_pad * (double)sk_pad;
+    out->pair_waste = 1.0 - useful / out->pairs_padded;
+    out->token_waste = 1.0 - (double)out->tokens_q / ((double)n * (double)sq_pad);
+    return 0;
+}
+
+int xattn_roofline_place(double flops, double bytes, double fma_gflops, double bw_gbps,
+                         xattn_roofline *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(flops > 0) || !(bytes > 0) || !(fma_gflops > 0) || !(bw_gbps > 0))
+        return -1;
+    out->intensity = flops / bytes;
+    out->ridge = fma_gflops / bw_gbps;
+    out->compute_bound = out->intensity >= out->ridge;
+    double mem_roof = out->intensity * bw_gbps;
+    out->attainable_gflops = mem_roof < fma_gflops ? mem_roof : fma_gflops;
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* Statistics of the xattn tool: sample summaries, the noise rule of
+ * `compare`, padding waste of a batch, and the roofline position. Pure
+ * functions (docs/tool.md defines each figure). */
+#ifndef XATTN_STATS_H
+#define XATTN_STATS_H
+
+#include <stdint.h>
+
+typedef struct xattn_stats {
+    int n;
+    double min, max, mean, median, p90;
+    double mad;    /* median absolute deviation from the median */
+    double spread; /* relative spread: mad / median (0 when the median is 0) */
+} xattn_stats;
+
+/* Summarizes n samples (n >= 1; the array is not modified). p90 is the
+ * nearest-rank 90th percentile: the sorted sample at index ceil(0.9 n) - 1. */
+int xattn_stats_compute(const double *samples, int n, xattn_stats *out);
+
+typedef enum xattn_verdict {
+    XATTN_VERDICT_NOISE = 0,  /* within both runs' noise */
+    XATTN_VERDICT_FASTER = 1, /* B really faster than A */
+    XATTN_VERDICT_SLOWER = 2  /* B really slower than A */
+} xattn_verdict;
+
+/* The noise rule of `compare`: with ratio = B.median / A.median, a change is
+ * real when the [min, p90] intervals of A and B do not overlap AND
+ * |ratio - 1| exceeds A.spread + B.spread. */
+xattn_verdict xattn_stats_verdict(double a_min, double a_median, double a_p90, double a_spread,
+                                  double b_min, double b_median, double b_p90, double b_spread,
+                                  double *ratio);
+const char *xattn_verdict_name(xattn_verdict v);
+
+/* Padding of a padded batch of n sequences with query lengths lq[i] and key
+ * lengths lk[i], padded to sq_pad x sk_pad (at least the longest):
+ *   pair_waste  = 1 - sum_i lq_i * lk_i / (n * sq_pad * sk_pad)
+ *     (the share of the dense attention rectangle on padding; masks not
+ *      counted; the same figure as the records' padding_waste)
+ *   token_waste = 1 - sum_i lq_i / (n * sq_pad)
+ *     (the share of padded query tokens: what the linear layers waste)
+ * Returns 0, or -1 when n <= 0 or a padded extent is 0. */
+typedef struct xattn_waste {
+    double pair_waste, token_waste;
+    double pairs_padded, pairs_useful; /* n*sq*sk and sum lq*lk */
+    int64_t tokens_q, tokens_k;        /* sums of the lengths */
+} xattn_waste;
+int xattn_padding_waste(const int32_t *lq, const int32_t *lk, int n, int64_t sq_pad, int64_t sk_pad,
+                        xattn_waste *out);
+
+/* Roofline: intensity = flops / bytes (FLOP a byte); ridge = fma_gflops /
+ * bw_gbps; compute-bound when intensity >= ridge. The attainable rate is
+ * min(fma, intensity * bw). Returns -1 when a figure is not positive. */
+typedef struct xattn_roofline {
+    double intensity, ridge, attainable_gflops;
+    int compute_bound;
+} xattn_roofline;
+int xattn_roofline_place(double flops, double bytes, double fma_gflops, double bw_gbps,
+                         xattn_roofline *out);
+
+#endif

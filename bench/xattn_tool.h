@@ -1,0 +1,122 @@
+/* Internals shared by the subcommands of the xattn tool: devices to run on,
+ * the measurement of one cell, the progress bar, output helpers. */
+#ifndef XATTN_TOOL_H
+#define XATTN_TOOL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "xattn.h"
+#include "xattn_case.h"
+#include "xattn_cli.h"
+#include "xattn_stats.h"
+
+extern const char *xattn_prog; /* "xattn" */
+
+double xattn_now_s(void); /* monotonic seconds */
+
+/* ---- devices to run on ---------------------------------------------------- */
+
+typedef struct xattn_target {
+    xattn_backend backend;
+    int device;
+    xattn_device_info info;
+} xattn_target;
+
+/* The devices the options select: every device of every available backend
+ * (or of --backend), or only --device N. Backends that are not available
+ * are reported to `notes` (may be NULL) with the reason. Returns the count. */
+int xattn_targets_select(const xattn_cli_opts *o, xattn_target *out, int cap, FILE *notes);
+/* A context on the target, with --threads applied on the CPU. */
+xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int device, xattn_ctx **ctx);
+/* "cpu:0" */
+void xattn_target_name(xattn_backend be, int device, char *out, size_t n);
+
+/* ---- one measured cell ----------------------------------------------------- */
+
+typedef struct xattn_cell_opts {
+    int warmup, min_reps, max_reps;
+    double max_spread; /* stop once MAD / median <= this (after min_reps) */
+    double budget_s;   /* ... or once the timed calls took this long (at least 2 calls) */
+    int poison_first;  /* make the first call (a warm-up one, or an extra untimed call
+                        * when warmup is 0) with the outputs poisoned (NaN): an element
+                        * that no call writes then fails the check that follows */
+} xattn_cell_opts;
+
+typedef struct xattn_cell {
+    xattn_stats t;       /* device time of the timed calls, ms */
+    int converged;       /* t.spread <= max_spread */
+    double elapsed_s;    /* wall time of the timed calls */
+    double build_ms;     /* one-off costs paid in the warm-up (program builds) */
+    xattn_run_info info; /* the last call's */
+    xattn_record rec;    /* the last call's record */
+    int has_rec;
+    uint64_t peak_bytes; /* the context allocator's peak during the cell (buffers + workspace) */
+    /* from the record's work and the median time */
+    double gflops_useful, gflops_executed, gbytes_per_s;
+    double pct_fma, pct_bw;         /* % of the device's ceilings; -1 when unknown */
+    double fma_ceiling, bw_ceiling; /* the ceilings those use (GFLOP/s, GB/s); 0 unknown */
+    double intensity;               /* flops_executed / bytes_actual */
+} xattn_cell;
+
+/* Warm-up calls, then timed calls (profiling must be on for the record). */
+xattn_status xattn_cell_measure(xattn_ctx *ctx, xattn_case_run *r, const xattn_cell_opts *o,
+                                xattn_cell *out);
+/* One call with the outputs poisoned (NaN) first, so that an element the
+ * kernel does not write fails the check; info may be NULL. */
+xattn_status xattn_cell_poisoned_call(xattn_ctx *ctx, xattn_case_run *r, xattn_run_info *info);
+
+/* ---- inputs --------------------------------------------------------------- */
+
+/* Reads --lengths FILE into malloc'd arrays (q lengths; k lengths). A line
+ * with one number gives both unless sq_fixed > 0, in which case every query
+ * length is sq_fixed. Returns 0 or XATTN_EXIT_USAGE with err set. */
+int xattn_lengths_load(const char *path, int64_t sq_fixed, int32_t **lq, int32_t **lk, int *n,
+                       char *err, size_t errlen);
+/* Reads a whole file (NUL-terminated, malloc'd); NULL with err set on failure. */
+char *xattn_read_text(const char *path, size_t max_bytes, char *err, size_t errlen);
+
+/* The single case of run and advise from the options (first value of each
+ * list; --lengths loaded into lq and lk, which the caller frees). Returns 0 or
+ * an exit status with err set. */
+int xattn_case_from_opts(const xattn_cli_opts *o, xattn_case *c, int32_t **lq, int32_t **lk,
+                         char *err, size_t errlen);
+/* 1 when a status of xattn_attention_check means an impossible case (exit 2). */
+int xattn_status_is_usage(xattn_status st);
+
+/* ---- progress bar on stderr ---------------------------------------------- */
+
+typedef struct xattn_progress {
+    int on;
+    int total, done;
+    double start;
+    int drawn;
+} xattn_progress;
+
+void xattn_progress_init(xattn_progress *p, int setting, int total);
+void xattn_progress_draw(xattn_progress *p, const char *label);
+void xattn_progress_clear(xattn_progress *p); /* before printing a line on stdout */
+void xattn_progress_done(xattn_progress *p);
+
+/* ---- output helpers ------------------------------------------------------- */
+
+void xattn_json_str(FILE *f, const char *s); /* a JSON string literal, escaped, valid UTF-8 */
+void xattn_json_num(FILE *f, double v);      /* %.17g, null when not finite */
+void xattn_csv_str(FILE *f, const char *s);  /* RFC 4180 field */
+void xattn_xml_text(FILE *f, const char *s); /* escaped XML character data / attribute */
+void xattn_fmt_bytes(double bytes, char *out, size_t n); /* "2.1 MiB" */
+/* Shell-quoted command line: "xattn bench --sq '128,256'". */
+void xattn_command_line(int argc, char **argv, char *out, size_t n);
+/* The machine: "hostname, Linux 6.1 x86_64". */
+void xattn_host_describe(char *host, size_t nhost, char *os, size_t nos);
+/* Current UTC time, ISO 8601. */
+void xattn_utc_now(char *out, size_t n);
+/* mkdir -p for one level; 0 on success or when it exists. */
+int xattn_mkdir(const char *path);
+
+/* Prints every field of a record, grouped like docs/measurement.md. */
+void xattn_record_print(FILE *f, const xattn_record *r);
+/* The device's ceilings as JSON (or null). */
+void xattn_ceilings_json(FILE *f, xattn_ctx *ctx);
+
+#endif

@@ -1,0 +1,1057 @@
+/*
+ * Tests of the xattn tool (bench/): every subcommand on small CPU shapes,
+ * checked on its outputs.
+ *
+ *   test_tool unit                      pure functions: flag parsing, --lengths,
+ *                                       statistics, the noise rule, padding waste,
+ *                                       roofline, and the reference check catching
+ *                                       a wrong or unwritten output
+ *   test_tool outputs XATTN_BIN DIR     bench (results.json against the schema,
+ *                                       results.csv, chart.svg well-formed with one
+ *                                       series per backend x algorithm, trace.json),
+ *                                       compare (itself: no real difference; a
+ *                                       slowed copy: real slowdowns), advise (padding
+ *                                       waste computed by hand), run, check, devices
+ *   test_tool usage XATTN_BIN DIR       bad command lines exit 2 with a message
+ *
+ * Exits 0 when everything passed, 1 otherwise; ends with "N passed, N failed,
+ * N skipped". JSON is read with jansson when the build has it (the JSON checks
+ * are skipped otherwise).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef XATTN_TEST_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+#include "xattn.h"
+#include "xattn_case.h"
+#include "xattn_cli.h"
+#include "xattn_stats.h"
+
+static int g_pass, g_fail, g_skip;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_pass++;                                                                              \
+        } else {                                                                                   \
+            g_fail++;                                                                              \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static void skip(const char *why)
+{
+    g_skip++;
+    printf("SKIP %s\n", why);
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+static int write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static const char *g_bin, *g_dir;
+static char g_out[8192], g_err[8192]; /* the last command's stdout/stderr (truncated) */
+
+/* Runs the tool with the given arguments (NULL-terminated), stdout and stderr
+ * to files; returns the exit status (or -1), keeps the outputs in g_out/g_err. */
+static int run_tool(const char *first, ...)
+{
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = g_bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    char out_path[4096], err_path[4096];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", g_dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr.txt", g_dir);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0)
+            _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0)
+        return -1;
+    char *o = read_all(out_path), *e = read_all(err_path);
+    snprintf(g_out, sizeof g_out, "%s", o ? o : "");
+    snprintf(g_err, sizeof g_err, "%s", e ? e : "");
+    free(o);
+    free(e);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- a small XML well-formedness checker ------------------------------------- */
+
+typedef struct xml_stats {
+    int elements;
+    char series[32][96]; /* distinct data-series of <polyline class="series"> */
+    int n_series;
+    int polylines;
+    int legend_items;
+    int bars_faster, bars_slower, bars_noise;
+    char error[256];
+} xml_stats;
+
+static int xml_name_start(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || c >= 0x80;
+}
+
+static int xml_name_char(int c)
+{
+    return xml_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.';
+}
+
+/* An entity reference at p ("&...;"); returns its length or 0. */
+static int xml_entity(const char *p)
+{
+    static const char *const named[] = {"&lt;", "&gt;", "&amp;", "&quot;", "&apos;"};
+    for (int i = 0; i < 5; i++)
+        if (!strncmp(p, named[i], strlen(named[i])))
+            return (int)strlen(named[i]);
+    if (p[1] == '#') {
+        int i = 2, hex = p[2] == 'x';
+        if (hex)
+            i++;
+        int digits = 0;
+        while ((hex ? strchr("0123456789abcdefABCDEF", p[i]) : strchr("0123456789", p[i])) &&
+               p[i]) {
+            i++;
+            digits++;
+        }
+        if (digits && p[i] == ';')
+            return i + 1;
+    }
+    return 0;
+}
+
+/* Checks text up to `end` (or NUL): no '<', every '&' an entity. */
+static int xml_text_ok(const char *p, const char *end)
+{
+    for (; *p && p < end; p++) {
+        if (*p == '<')
+            return 0;
+        if (*p == '&') {
+            int n = xml_entity(p);
+            if (!n)
+                return 0;
+            p += n - 1;
+        }
+    }
+    return 1;
+}
+
+static void xml_unescape(const char *p, size_t n, char *out, size_t outn)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < outn; i++) {
+        if (p[i] == '&') {
+            if (!strncmp(p + i, "&amp;", 5)) {
+                out[k++] = '&';
+                i += 4;
+                continue;
+            }
+            if (!strncmp(p + i, "&lt;", 4)) {
+                out[k++] = '<';
+                i += 3;
+                continue;
+            }
+            if (!strncmp(p + i, "&gt;", 4)) {
+                out[k++] = '>';
+                i += 3;
+                continue;
+            }
+            if (!strncmp(p + i, "&quot;", 6)) {
+                out[k++] = '"';
+                i += 5;
+                continue;
+            }
+        }
+        out[k++] = p[i];
+    }
+    out[k] = '\0';
+}
+
+static int xml_fail(xml_stats *s, const char *doc, const char *p, const char *what)
+{
+    int line = 1;
+    for (const char *q = doc; q < p; q++)
+        line += *q == '\n';
+    snprintf(s->error, sizeof s->error, "line %d: %s", line, what);
+    return -1;
+}
+
+/* Returns 0 when doc is a well-formed XML document (one root element, tags
+ * nested and matched, attributes quoted and unique, entities known). */
+static int xml_check(const char *doc, xml_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    const char *p = doc;
+    char stack[64][64];
+    int depth = 0, roots = 0;
+    if (!strncmp(p, "<?xml", 5)) {
+        const char *e = strstr(p, "?>");
+        if (!e)
+            return xml_fail(s, doc, p, "unterminated XML declaration");
+        p = e + 2;
+    }
+    while (*p) {
+        if (*p != '<') {
+            const char *lt = strchr(p, '<');
+            const char *end = lt ? lt : p + strlen(p);
+            if (!xml_text_ok(p, end))
+                return xml_fail(s, doc, p, "bad character data (raw & or unknown entity)");
+            if (depth == 0)
+                for (const char *q = p; q < end; q++)
+                    if (!strchr(" \t\r\n", *q))
+                        return xml_fail(s, doc, q, "text outside the root element");
+            p = end;
+            continue;
+        }
+        if (!strncmp(p, "<!--", 4)) {
+            const char *e = strstr(p + 4, "-->");
+            if (!e)
+                return xml_fail(s, doc, p, "unterminated comment");
+            p = e + 3;
+            continue;
+        }
+        if (p[1] == '/') {
+            const char *q = p + 2;
+            char name[64];
+            int n = 0;
+            while (xml_name_char((unsigned char)*q) && n < 63)
+                name[n++] = *q++;
+            name[n] = '\0';
+            while (*q == ' ' || *q == '\n' || *q == '\t')
+                q++;
+            if (*q != '>')
+                return xml_fail(s, doc, p, "bad end tag");
+            if (depth == 0 || strcmp(stack[depth - 1], name))
+                return xml_fail(s, doc, p, "end tag does not match the open element");
+            depth--;
+            p = q + 1;
+            continue;
+        }
+        /* start tag */
+        const char *q = p + 1;
+        if (!xml_name_start((unsigned char)*q))
+            return xml_fail(s, doc, p, "bad element name");
+        char name[64];
+        int n = 0;
+        while (xml_name_char((unsigned char)*q) && n < 63)
+            name[n++] = *q++;
+        name[n] = '\0';
+        char attrs[32][64];
+        int na = 0;
+        int is_series = 0, is_legend = 0, is_bar = 0;
+        char series[96] = "", verdict[16] = "";
+        for (;;) {
+            int ws = 0;
+            while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') {
+                q++;
+                ws = 1;
+            }
+            if (*q == '>' || (*q == '/' && q[1] == '>'))
+                break;
+            if (!ws || !xml_name_start((unsigned char)*q))
+                return xml_fail(s, doc, q, "bad attribute");
+            char an[64];
+            int k = 0;
+            while (xml_name_char((unsigned char)*q) && k < 63)
+                an[k++] = *q++;
+            an[k] = '\0';
+            for (int i = 0; i < na; i++)
+                if (!strcmp(attrs[i], an))
+                    return xml_fail(s, doc, q, "duplicate attribute");
+            if (na < 32)
+                snprintf(attrs[na++], sizeof attrs[0], "%s", an);
+            if (*q != '=' || (q[1] != '"' && q[1] != '\''))
+                return xml_fail(s, doc, q, "attribute without a quoted value");
+            char quote = q[1];
+            const char *v = q + 2, *ve = strchr(v, quote);
+            if (!ve)
+                return xml_fail(s, doc, q, "unterminated attribute value");
+            if (!xml_text_ok(v, ve))
+                return xml_fail(s, doc, v, "bad attribute value");
+            if (!strcmp(an, "class")) {
+                is_series |= (size_t)(ve - v) == 6 && !strncmp(v, "series", 6);
+                is_legend |= (size_t)(ve - v) == 11 && !strncmp(v, "legend-item", 11);
+                is_bar |= (size_t)(ve - v) == 3 && !strncmp(v, "bar", 3);
+            }
+            if (!strcmp(an, "data-series"))
+                xml_unescape(v, (size_t)(ve - v), series, sizeof series);
+            if (!strcmp(an, "data-verdict"))
+                xml_unescape(v, (size_t)(ve - v), verdict, sizeof verdict);
+            q = ve + 1;
+        }
+        s->elements++;
+        if (is_series && !strcmp(name, "polyline")) {
+            s->polylines++;
+            int known = 0;
+            for (int i = 0; i < s->n_series; i++)
+                known |= !strcmp(s->series[i], series);
+            if (!known && s->n_series < 32)
+                snprintf(s->series[s->n_series++], sizeof s->series[0], "%s", series);
+        }
+        s->legend_items += is_legend;
+        if (is_bar) {
+            s->bars_faster += !strcmp(verdict, "faster");
+            s->bars_slower += !strcmp(verdict, "slower");
+            s->bars_noise += !strcmp(verdict, "noise");
+        }
+        if (depth == 0)
+            roots++;
+        if (roots > 1)
+            return xml_fail(s, doc, p, "more than one root element");
+        if (*q == '/') {
+            p = q + 2;
+        } else {
+            if (depth == 64)
+                return xml_fail(s, doc, p, "nesting too deep");
+            snprintf(stack[depth++], sizeof stack[0], "%s", name);
+            p = q + 1;
+        }
+    }
+    if (depth)
+        return xml_fail(s, doc, p, "elements left open");
+    if (roots != 1)
+        return xml_fail(s, doc, p, "no root element");
+    return 0;
+}
+
+static void test_xml_checker(void)
+{
+    xml_stats s;
+    CHECK(xml_check("<?xml version=\"1.0\"?>\n<a x=\"1\"><b/><c y='&amp;'>t &lt; u</c></a>\n",
+                    &s) == 0,
+          "%s", s.error);
+    CHECK(xml_check("<a><b></a></b>", &s) != 0, "crossed tags accepted");
+    CHECK(xml_check("<a x=1/>", &s) != 0, "unquoted attribute accepted");
+    CHECK(xml_check("<a>x & y</a>", &s) != 0, "raw & accepted");
+    CHECK(xml_check("<a x=\"1\" x=\"2\"/>", &s) != 0, "duplicate attribute accepted");
+    CHECK(xml_check("<a/><b/>", &s) != 0, "two roots accepted");
+    CHECK(xml_check("<a>", &s) != 0, "open element accepted");
+    CHECK(xml_check("<svg><polyline class=\"series\" data-series=\"cpu:0 a&amp;b\"/></svg>", &s) ==
+                  0 &&
+              s.n_series == 1 && !strcmp(s.series[0], "cpu:0 a&b"),
+          "series '%s'", s.n_series ? s.series[0] : "");
+}
+
+/* ---- unit: parsing, stats, the reference check -------------------------------- */
+
+static int parse(xattn_cli_opts *o, char *err, size_t n, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, n);
+    for (char *a = va_arg(ap, char *); a && argc < 63; a = va_arg(ap, char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    return xattn_cli_parse(argc, argv, o, err, n);
+}
+
+static void test_parse(void)
+{
+    xattn_cli_opts o;
+    char err[512];
+    CHECK(parse(&o, err, sizeof err, "run", NULL) == 0 && o.cmd == XATTN_CLI_RUN && o.reps == 5 &&
+              o.device == 0 && o.check == 1,
+          "defaults: %s", err);
+    CHECK(parse(&o, err, sizeof err, "bench", "--sq", "64..1024", "--dtype", "f32,bf16", "--algo",
+                "flash", "--causal=top-left", "--window", "8,-3", "--out", "d", NULL) == 0,
+          "%s", err);
+    CHECK(o.sq.n == 5 && o.sq.v[0] == 64 && o.sq.v[4] == 1024, "range: n %d", o.sq.n);
+    CHECK(o.n_dtypes == 2 && o.dtypes[1] == XATTN_DTYPE_BF16, "dtypes");
+    CHECK(o.n_algos == 1 && o.algos[0] == XATTN_ALGO_FLASH, "algo");
+    CHECK(o.causal && o.align == XATTN_ALIGN_TOP_LEFT, "causal");
+    CHECK(o.window_left == 8 && o.window_right == -1, "window %lld,%lld", (long long)o.window_left,
+          (long long)o.window_right);
+    CHECK(o.device == -1 && !strcmp(o.out_dir, "d"), "bench device default / out");
+    CHECK(parse(&o, err, sizeof err, "bench", "--sq", "16,64..256", NULL) == 0 && o.sq.n == 4 &&
+              o.sq.v[0] == 16 && o.sq.v[3] == 256,
+          "mixed list: %s", err);
+    /* The caller's argv is not permuted. */
+    char a0[] = "compare", a1[] = "x.json", a2[] = "--svg", a3[] = "c.svg", a4[] = "y.json";
+    char *av[] = {a0, a1, a2, a3, a4, NULL};
+    CHECK(xattn_cli_parse(5, av, &o, err, sizeof err) == 0 && o.n_files == 2 &&
+              !strcmp(o.svg_path, "c.svg") && av[1] == a1 && av[2] == a2 && av[4] == a4,
+          "compare: %s", err);
+
+    struct {
+        const char *args[8];
+        const char *expect; /* a word of the message */
+    } bad[] = {
+        {{"run", "--foo"}, "--foo"},
+        {{"run", "--sq", "abc"}, "--sq"},
+        {{"run", "--sq", "-1"}, "--sq"},
+        {{"run", "--head-dim", "300"}, "--head-dim"},
+        {{"run", "--heads", "6", "--kv-heads", "4"}, "multiple"},
+        {{"run", "--sq", "1,2"}, "one value"},
+        {{"run", "--dtype", "f64"}, "f64"},
+        {{"run", "--window", "5"}, "--window"},
+        {{"run", "--causal=left"}, "--causal"},
+        {{"run", "--scale", "2"}, "--softmax-scale"},
+        {{"run", "--varlen"}, "--lengths"},
+        {{"run", "unexpected"}, "unexpected"},
+        {{"run", "--sq"}, "needs a value"},
+        {{"bench", "--max-spread", "x"}, "--max-spread"},
+        {{"bench", "--sq", "1024..64"}, "--sq"},
+        {{"bench", "--chart", "pie"}, "--chart"},
+        {{"bench", "--alibi=1"}, "takes no value"},
+        {{"compare", "a.json"}, "two"},
+        {{"advise", "--algo", "flash"}, "--algo"},
+        {{"devices", "--sq", "5"}, "--sq"},
+        {{"nope"}, "not a command"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[9];
+        int argc = 0;
+        while (argc < 8 && bad[i].args[argc]) {
+            argv[argc] = (char *)bad[i].args[argc];
+            argc++;
+        }
+        argv[argc] = NULL;
+        err[0] = '\0';
+        int rc = xattn_cli_parse(argc, argv, &o, err, sizeof err);
+        CHECK(rc == XATTN_EXIT_USAGE && strstr(err, bad[i].expect),
+              "case %zu (%s %s): rc %d, message '%s'", i, bad[i].args[0],
+              bad[i].args[1] ? bad[i].args[1] : "", rc, err);
+    }
+    /* --help wins over validation, and every command has a help text. */
+    CHECK(parse(&o, err, sizeof err, "compare", "--help", NULL) == 0 && o.help, "help");
+    for (int c = XATTN_CLI_DEVICES; c < XATTN_CLI_CMD_COUNT; c++)
+        CHECK(strstr(xattn_cli_help_text((xattn_cli_cmd)c), "usage: xattn") != NULL, "help %d", c);
+}
+
+static void test_lengths(void)
+{
+    int32_t lq[8], lk[8];
+    int n;
+    char err[256];
+    CHECK(xattn_cli_parse_lengths("# batch\n4\n\n37 90  # q and k\n 1\n", lq, lk, 8, &n, err,
+                                  sizeof err) == 0 &&
+              n == 3 && lq[0] == -1 && lk[0] == 4 && lq[1] == 37 && lk[1] == 90 && lk[2] == 1,
+          "%s", err);
+    CHECK(xattn_cli_parse_lengths("4\nfive\n", lq, lk, 8, &n, err, sizeof err) == 2 &&
+              strstr(err, "line 2"),
+          "bad line: '%s'", err);
+    CHECK(xattn_cli_parse_lengths("1 2 3\n", lq, lk, 8, &n, err, sizeof err) == 2, "three numbers");
+    CHECK(xattn_cli_parse_lengths("# nothing\n", lq, lk, 8, &n, err, sizeof err) == 2, "empty");
+    CHECK(xattn_cli_parse_lengths("1\n2\n3\n", lq, lk, 2, &n, err, sizeof err) == 2, "over cap");
+    CHECK(xattn_cli_parse_lengths("-3\n", lq, lk, 8, &n, err, sizeof err) == 2, "negative");
+}
+
+static void test_stats(void)
+{
+    xattn_stats s;
+    const double v[] = {5, 1, 4, 2, 3, 100, 2, 3, 4, 1};
+    CHECK(xattn_stats_compute(v, 10, &s) == 0, "compute");
+    /* sorted: 1 1 2 2 3 3 4 4 5 100 -> median 3, p90 = x[ceil(9)-1] = x[8] = 5, min 1 */
+    CHECK(s.median == 3 && s.min == 1 && s.max == 100 && s.p90 == 5, "median %g p90 %g", s.median,
+          s.p90);
+    /* |x - 3|: 2 2 1 1 0 0 1 1 2 97 -> sorted 0 0 1 1 1 1 2 2 2 97 -> MAD 1 */
+    CHECK(s.mad == 1 && fabs(s.spread - 1.0 / 3) < 1e-12, "mad %g spread %g", s.mad, s.spread);
+    double r;
+    CHECK(xattn_stats_verdict(1, 1.1, 1.2, 0.02, 1, 1.1, 1.2, 0.02, &r) == XATTN_VERDICT_NOISE &&
+              r == 1.0,
+          "itself");
+    CHECK(xattn_stats_verdict(1, 1.1, 1.2, 0.02, 2, 2.2, 2.4, 0.02, &r) == XATTN_VERDICT_SLOWER,
+          "slower");
+    CHECK(xattn_stats_verdict(2, 2.2, 2.4, 0.02, 1, 1.1, 1.2, 0.02, &r) == XATTN_VERDICT_FASTER,
+          "faster");
+    /* overlapping intervals: noise however far the medians */
+    CHECK(xattn_stats_verdict(1, 1.1, 3, 0.02, 1.5, 2.2, 4, 0.02, &r) == XATTN_VERDICT_NOISE,
+          "overlap");
+    /* disjoint intervals but a change within the spreads: noise */
+    CHECK(xattn_stats_verdict(1, 1.0, 1.01, 0.2, 1.02, 1.05, 1.06, 0.2, &r) == XATTN_VERDICT_NOISE,
+          "within spread");
+
+    /* Padding waste by hand: lengths 4, 8, 2, 6 padded to 8 x 8:
+     * pairs 16 + 64 + 4 + 36 = 120 of 4 * 64 = 256 -> waste 1 - 120/256 = 0.53125;
+     * tokens 20 of 32 -> 0.375. */
+    const int32_t l[4] = {4, 8, 2, 6};
+    xattn_waste w;
+    CHECK(xattn_padding_waste(l, l, 4, 8, 8, &w) == 0 && w.pair_waste == 0.53125 &&
+              w.token_waste == 0.375 && w.pairs_useful == 120 && w.pairs_padded == 256,
+          "waste %g %g", w.pair_waste, w.token_waste);
+    const int32_t q[2] = {1, 1}, k[2] = {100, 50};
+    CHECK(xattn_padding_waste(q, k, 2, 1, 100, &w) == 0 && w.pair_waste == 0.25 &&
+              w.token_waste == 0,
+          "decode waste %g", w.pair_waste);
+    CHECK(xattn_padding_waste(l, l, 0, 8, 8, &w) != 0, "empty batch");
+
+    xattn_roofline rf;
+    CHECK(xattn_roofline_place(1000, 100, 100, 10, &rf) == 0 && rf.intensity == 10 &&
+              rf.ridge == 10 && rf.compute_bound && rf.attainable_gflops == 100,
+          "roofline at the ridge");
+    CHECK(xattn_roofline_place(100, 100, 100, 10, &rf) == 0 && !rf.compute_bound &&
+              rf.attainable_gflops == 10,
+          "memory-bound");
+    CHECK(xattn_roofline_place(100, 0, 100, 10, &rf) != 0, "no bytes");
+}
+
+/* The check that bench/run/check rely on must fail on a wrong or unwritten output. */
+static void test_case_check(void)
+{
+    xattn_ctx *ctx = NULL;
+    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &ctx) != XATTN_STATUS_OK) {
+        skip("no CPU context");
+        return;
+    }
+    xattn_case c;
+    xattn_case_defaults(&c);
+    c.batch = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.sq = 20;
+    c.sk = 33;
+    c.causal = 1;
+    c.lse = 1;
+    c.algo = XATTN_ALGO_FLASH;
+    xattn_case_run r;
+    xattn_case_ref ref;
+    xattn_case_error e;
+    CHECK(xattn_case_setup(ctx, &c, &r) == XATTN_STATUS_OK, "setup: %s", xattn_last_error());
+    CHECK(xattn_attention(ctx, &r.desc, NULL) == XATTN_STATUS_OK, "run: %s", xattn_last_error());
+    CHECK(xattn_case_ref_compute(&r, 1e18, &ref) == XATTN_STATUS_OK && ref.mode == XATTN_REF_FULL,
+          "reference");
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass && e.checked &&
+              e.rel_l2 < 1e-5,
+          "correct output: rel %g", e.rel_l2);
+    /* a wrong element */
+    float x;
+    xattn_buffer_read(r.o, 4 * 100, &x, 4);
+    x += 0.5f;
+    xattn_buffer_write(r.o, 4 * 100, &x, 4);
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass, "wrong element passed");
+    /* an unwritten (NaN-poisoned) element */
+    float nan = NAN;
+    xattn_attention(ctx, &r.desc, NULL);
+    xattn_buffer_write(r.o, 4 * 7, &nan, 4);
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass && e.nan_mismatch == 1,
+          "NaN element passed");
+    /* a wrong LSE */
+    xattn_attention(ctx, &r.desc, NULL);
+    xattn_buffer_read(r.lse, 4 * 3, &x, 4);
+    x += 0.01f;
+    xattn_buffer_write(r.lse, 4 * 3, &x, 4);
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass && e.lse_mismatch,
+          "wrong LSE passed");
+    xattn_case_ref_free(&ref);
+
+    /* A sub-batch reference: sequence 0 and the 2 query heads of KV head 0. */
+    xattn_attention(ctx, &r.desc, NULL);
+    double full = 2.0 * 2 * 4 * 20 * 33 * 128, part = full / 4;
+    CHECK(xattn_case_ref_compute(&r, part, &ref) == XATTN_STATUS_OK && ref.mode == XATTN_REF_SUB &&
+              ref.cost_flops == part,
+          "sub-batch: mode %d cost %g", ref.mode, ref.cost_flops);
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass, "sub-batch check");
+    /* an error outside the sub-batch is not seen; inside it is */
+    xattn_buffer_read(r.o, 4 * 64, &x, 4); /* row 0, head 1: inside */
+    x += 1.0f;
+    xattn_buffer_write(r.o, 4 * 64, &x, 4);
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass, "sub-batch missed error");
+    xattn_case_ref_free(&ref);
+    CHECK(xattn_case_ref_compute(&r, 10, &ref) == XATTN_STATUS_OK &&
+              ref.mode == XATTN_REF_SKIPPED && strstr(ref.note, "not checked"),
+          "skip");
+    CHECK(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass && !e.checked,
+          "skipped check");
+    xattn_case_ref_free(&ref);
+    xattn_case_teardown(&r);
+    xattn_ctx_destroy(ctx);
+}
+
+/* ---- outputs: the subcommands on small CPU shapes ------------------------------- */
+
+#ifdef XATTN_TEST_HAVE_JANSSON
+static const char *jstr(json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s ? s : "";
+}
+
+/* Checks that obj has key of the given jansson type ('s' string, 'n' number,
+ * 'i' integer, 'b' boolean, 'o' object, 'a' array; upper case: or null). */
+static int has_key(json_t *obj, const char *key, char type)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    if (type >= 'A' && type <= 'Z') {
+        if (json_is_null(v))
+            return 1;
+        type = (char)(type - 'A' + 'a');
+    }
+    switch (type) {
+    case 's': return json_is_string(v);
+    case 'n': return json_is_number(v);
+    case 'i': return json_is_integer(v);
+    case 'b': return json_is_boolean(v);
+    case 'o': return json_is_object(v);
+    case 'a': return json_is_array(v);
+    }
+    return 0;
+}
+
+/* results.json against the schema of docs/tool.md (required keys and types). */
+static int check_bench_schema(json_t *doc, int expect_results)
+{
+    int ok = 1;
+    static const struct {
+        const char *k;
+        char t;
+    } top[] = {{"schema", 's'},       {"xattn_version", 's'}, {"created_utc", 's'},
+               {"command_line", 's'}, {"host", 'o'},          {"preset", 'S'},
+               {"length_scale", 'n'}, {"settings", 'o'},      {"devices", 'a'},
+               {"results", 'a'},      {"summary", 'o'}};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
+        int h = has_key(doc, top[i].k, top[i].t);
+        CHECK(h, "results.json: top-level key %s (%c)", top[i].k, top[i].t);
+        ok &= h;
+    }
+    CHECK(!strcmp(jstr(json_object_get(doc, "schema")), "xattn.bench/1"), "schema name");
+    static const struct {
+        const char *k;
+        char t;
+    } set[] = {
+        {"warmup", 'i'},        {"min_reps", 'i'}, {"max_reps", 'i'},          {"max_spread", 'n'},
+        {"cell_budget_s", 'n'}, {"check", 'b'},    {"check_limit_flops", 'n'}, {"threads", 'i'},
+        {"seed", 'i'}};
+    json_t *s = json_object_get(doc, "settings");
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        CHECK(has_key(s, set[i].k, set[i].t), "settings.%s", set[i].k);
+    CHECK(has_key(json_object_get(doc, "host"), "hostname", 's') &&
+              has_key(json_object_get(doc, "host"), "os", 's'),
+          "host");
+    static const struct {
+        const char *k;
+        char t;
+    } dev[] = {{"backend", 's'},          {"device", 'i'},         {"name", 's'},
+               {"vendor", 's'},           {"driver_version", 's'}, {"platform", 's'},
+               {"description", 's'},      {"device_type", 's'},    {"compute_units", 'i'},
+               {"global_mem_bytes", 'i'}, {"cpu_features", 's'},   {"compute_capability", 'i'},
+               {"opened", 'b'},           {"error", 'S'},          {"ceilings", 'O'}};
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(doc, "devices"), i, d)
+    {
+        for (size_t j = 0; j < sizeof dev / sizeof dev[0]; j++)
+            CHECK(has_key(d, dev[j].k, dev[j].t), "devices[%zu].%s", i, dev[j].k);
+    }
+    static const struct {
+        const char *k;
+        char t;
+    } res[] = {{"backend", 's'},
+               {"device", 'i'},
+               {"device_name", 's'},
+               {"algo", 's'},
+               {"algo_chosen", 'S'},
+               {"case", 's'},
+               {"family", 's'},
+               {"batch", 'i'},
+               {"heads", 'i'},
+               {"kv_heads", 'i'},
+               {"sq", 'i'},
+               {"sk", 'i'},
+               {"head_dim", 'i'},
+               {"head_dim_v", 'i'},
+               {"dtype", 's'},
+               {"kv_dtype", 's'},
+               {"layout", 's'},
+               {"causal", 'b'},
+               {"align", 's'},
+               {"window_left", 'i'},
+               {"window_right", 'i'},
+               {"softcap", 'n'},
+               {"alibi", 'b'},
+               {"bias", 'b'},
+               {"lse", 'b'},
+               {"padded", 'b'},
+               {"varlen", 'b'},
+               {"num_splits", 'i'},
+               {"status", 's'},
+               {"error", 'S'},
+               {"reps", 'i'},
+               {"converged", 'b'},
+               {"median_ms", 'N'},
+               {"min_ms", 'N'},
+               {"p90_ms", 'N'},
+               {"max_ms", 'N'},
+               {"mean_ms", 'N'},
+               {"mad_ms", 'N'},
+               {"spread", 'N'},
+               {"elapsed_s", 'N'},
+               {"build_ms", 'N'},
+               {"flops_dense", 'N'},
+               {"flops_useful", 'N'},
+               {"flops_executed", 'N'},
+               {"bytes_min", 'N'},
+               {"bytes_actual", 'N'},
+               {"padding_waste", 'N'},
+               {"gflops_useful", 'N'},
+               {"gflops_executed", 'N'},
+               {"gbytes_per_s", 'N'},
+               {"pct_fma_ceiling", 'N'},
+               {"pct_bw_ceiling", 'N'},
+               {"intensity", 'N'},
+               {"workspace_bytes", 'I'},
+               {"peak_bytes", 'I'},
+               {"check", 's'},
+               {"check_scope", 's'},
+               {"check_note", 'S'},
+               {"rel_l2", 'N'},
+               {"max_abs", 'N'},
+               {"rel_l2_bound", 'N'}};
+    json_t *results = json_object_get(doc, "results");
+    CHECK((int)json_array_size(results) == expect_results, "results: %zu, expected %d",
+          json_array_size(results), expect_results);
+    json_t *r;
+    json_array_foreach(results, i, r)
+    {
+        for (size_t j = 0; j < sizeof res / sizeof res[0]; j++) {
+            int h = has_key(r, res[j].k, res[j].t);
+            CHECK(h, "results[%zu].%s (%c)", i, res[j].k, res[j].t);
+            ok &= h;
+        }
+        CHECK(!strcmp(jstr(json_object_get(r, "status")), "ok"), "results[%zu] status %s: %s", i,
+              jstr(json_object_get(r, "status")), json_string_value(json_object_get(r, "error")));
+        CHECK(!strcmp(jstr(json_object_get(r, "check")), "pass"), "results[%zu] check", i);
+        double med = json_number_value(json_object_get(r, "median_ms"));
+        double mn = json_number_value(json_object_get(r, "min_ms"));
+        double p90 = json_number_value(json_object_get(r, "p90_ms"));
+        CHECK(mn > 0 && mn <= med && med <= p90, "results[%zu] min %g median %g p90 %g", i, mn, med,
+              p90);
+        CHECK(json_integer_value(json_object_get(r, "reps")) >= 2, "results[%zu] reps", i);
+    }
+    json_t *sum = json_object_get(doc, "summary");
+    CHECK(has_key(sum, "cells", 'i') && has_key(sum, "failed", 'i') && has_key(sum, "wall_s", 'n'),
+          "summary");
+    return ok;
+}
+#endif
+
+static int count_lines(const char *text)
+{
+    int n = 0;
+    for (const char *p = text; p && *p; p++)
+        n += *p == '\n';
+    return n;
+}
+
+static void test_outputs(void)
+{
+    char out[2048], path[4096], path2[4096];
+    snprintf(out, sizeof out, "%s/bench", g_dir);
+    /* 2 lengths x 2 algorithms on the CPU: 4 cells, 2 series. */
+    int rc = run_tool("bench", "--backend", "cpu", "--sq", "32,64", "--heads", "2", "--head-dim",
+                      "32", "--algo", "naive,flash", "--cell-budget", "0.05", "--max-reps", "20",
+                      "--no-progress", "--out", out, NULL);
+    CHECK(rc == 0, "bench: exit %d\n%s\n%s", rc, g_out, g_err);
+    CHECK(strstr(g_out, "4 cells: 4 ok") != NULL, "bench summary line:\n%s", g_out);
+    CHECK(strstr(g_out, "median ms") && strstr(g_out, "cpu:0     naive"), "bench table:\n%s",
+          g_out);
+
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    char *csv = read_all(path);
+    CHECK(csv && !strncmp(csv, "backend,device,device_name,algo,algo_chosen,case,", 49),
+          "csv header");
+    CHECK(csv && count_lines(csv) == 5, "csv: %d lines, expected a header and 4 rows",
+          count_lines(csv));
+    CHECK(csv && strstr(csv, "\ncpu,0,") && strstr(csv, ",pass,full,"), "csv rows");
+    free(csv);
+
+    snprintf(path, sizeof path, "%s/chart.svg", out);
+    char *svg = read_all(path);
+    xml_stats xs;
+    CHECK(svg && xml_check(svg, &xs) == 0, "chart.svg not well-formed: %s", svg ? xs.error : "");
+    CHECK(svg && xs.n_series == 2 && xs.polylines == 2 && xs.legend_items == 2,
+          "chart.svg: %d series, %d polylines, %d legend items (expected 2 each)", xs.n_series,
+          xs.polylines, xs.legend_items);
+    int s_naive = 0, s_flash = 0;
+    for (int i = 0; i < xs.n_series; i++) {
+        s_naive |= !strcmp(xs.series[i], "cpu:0 naive");
+        s_flash |= !strcmp(xs.series[i], "cpu:0 flash");
+    }
+    CHECK(s_naive && s_flash, "chart.svg series names");
+    free(svg);
+
+    snprintf(path, sizeof path, "%s/results.json", out);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    CHECK(doc != NULL, "results.json: %s", je.text);
+    if (doc)
+        check_bench_schema(doc, 4);
+    snprintf(path2, sizeof path2, "%s/trace.json", out);
+    json_t *trace = json_load_file(path2, 0, &je);
+    CHECK(trace && json_array_size(json_object_get(trace, "traceEvents")) > 10, "trace.json: %s",
+          trace ? "few events" : je.text);
+    json_decref(trace);
+#else
+    skip("results.json and trace.json schema: no jansson in this build");
+#endif
+
+    /* compare: a file with itself shows no real difference. */
+    snprintf(path2, sizeof path2, "%s/self.svg", g_dir);
+    rc = run_tool("compare", path, path, "--svg", path2, "--fail-on-slower", NULL);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    CHECK(rc == 0, "compare itself: exit %d\n%s%s", rc, g_out, g_err);
+    CHECK(strstr(g_out, "4 matched: 0 faster, 0 slower, 4 within noise") != NULL,
+          "compare itself:\n%s", g_out);
+    svg = read_all(path2);
+    CHECK(svg && xml_check(svg, &xs) == 0 && xs.bars_noise == 4 && xs.bars_faster == 0 &&
+              xs.bars_slower == 0,
+          "compare svg: %s, %d noise bars", svg ? xs.error : "missing", xs.bars_noise);
+    free(svg);
+
+    /* compare: a copy whose every call is slower than the original's slowest
+     * (min = 10 x max, median 11 x max, p90 = max = 12 x max) is really slower,
+     * and the original against it really faster. */
+    if (doc) {
+        size_t i;
+        json_t *r;
+        json_array_foreach(json_object_get(doc, "results"), i, r)
+        {
+            double mx = json_number_value(json_object_get(r, "max_ms"));
+            json_object_set_new(r, "min_ms", json_real(10 * mx));
+            json_object_set_new(r, "median_ms", json_real(11 * mx));
+            json_object_set_new(r, "p90_ms", json_real(12 * mx));
+            json_object_set_new(r, "max_ms", json_real(12 * mx));
+            json_object_set_new(r, "spread", json_real(0.05));
+        }
+        char slow[4096];
+        snprintf(slow, sizeof slow, "%s/slow.json", g_dir);
+        CHECK(json_dump_file(doc, slow, 0) == 0, "write slow.json");
+        rc = run_tool("compare", path, slow, NULL);
+        CHECK(rc == 0 && strstr(g_out, "4 matched: 0 faster, 4 slower") != NULL,
+              "compare slowed: exit %d\n%s", rc, g_out);
+        rc = run_tool("compare", path, slow, "--fail-on-slower", NULL);
+        CHECK(rc == 1, "compare --fail-on-slower: exit %d", rc);
+        rc = run_tool("compare", slow, path, NULL);
+        CHECK(rc == 0 && strstr(g_out, "4 matched: 4 faster, 0 slower") != NULL,
+              "compare faster:\n%s", g_out);
+        json_decref(doc);
+    }
+#else
+    CHECK(rc == 1 && strstr(g_err, "not available"), "compare without jansson: exit %d %s", rc,
+          g_err);
+#endif
+
+    /* advise on a padded lengths file: the waste computed by hand (test_stats):
+     * lengths 4, 8, 2, 6 -> 53.125% of the pairs, 37.5% of the tokens. */
+    snprintf(path, sizeof path, "%s/lengths.txt", g_dir);
+    write_text(path, "# four sequences\n4\n8\n2\n6\n");
+    snprintf(path2, sizeof path2, "%s/advise.json", g_dir);
+    rc = run_tool("advise", "--backend", "cpu", "--lengths", path, "--heads", "4", "--kv-heads",
+                  "2", "--head-dim", "32", "--cell-budget", "0.02", "--json", path2, NULL);
+    CHECK(rc == 0, "advise: exit %d\n%s%s", rc, g_out, g_err);
+    CHECK(strstr(g_out, "53.1% of the attention pairs") && strstr(g_out, "37.5% of the query"),
+          "advise waste:\n%s", g_out);
+    CHECK(strstr(g_out, "advice   Use ") != NULL, "advise recommendation:\n%s", g_out);
+    CHECK(strstr(g_out, "packed ") != NULL, "advise packed run:\n%s", g_out);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    json_t *adv = json_load_file(path2, 0, &je);
+    json_t *pad = adv ? json_object_get(adv, "padding") : NULL;
+    CHECK(pad && json_number_value(json_object_get(pad, "pair_waste")) == 0.53125 &&
+              json_number_value(json_object_get(pad, "token_waste")) == 0.375 &&
+              json_integer_value(json_object_get(pad, "tokens_q")) == 20,
+          "advise.json padding");
+    json_t *devs = adv ? json_object_get(adv, "devices") : NULL;
+    CHECK(json_array_size(devs) == 1 &&
+              json_array_size(json_object_get(json_array_get(devs, 0), "algos")) == 3,
+          "advise.json devices");
+    json_decref(adv);
+#endif
+
+    /* run: the full record, the reference check, the exports. */
+    snprintf(path, sizeof path, "%s/run.json", g_dir);
+    snprintf(path2, sizeof path2, "%s/run.trace.json", g_dir);
+    rc = run_tool("run", "--backend", "cpu", "--sq", "40", "--sk", "70", "--heads", "4",
+                  "--kv-heads", "1", "--causal", "--lse", "--json", path, "--trace", path2, NULL);
+    CHECK(rc == 0, "run: exit %d\n%s%s", rc, g_out, g_err);
+    CHECK(strstr(g_out, "\ntime     median ") && strstr(g_out, "GFLOP/s useful") &&
+              strstr(g_out, "\nrecord   #") && strstr(g_out, "  work       FLOPs dense") &&
+              strstr(g_out, "\nerror    rel L2") && strstr(g_out, "PASS"),
+          "run output:\n%s", g_out);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    json_t *rj = json_load_file(path, 0, &je);
+    CHECK(rj && !strcmp(jstr(json_object_get(rj, "schema")), "xattn.records/1") &&
+              json_array_size(json_object_get(rj, "records")) == 6,
+          "run --json: %s", rj ? "records" : je.text);
+    json_decref(rj);
+    json_t *rt = json_load_file(path2, 0, &je);
+    CHECK(rt && json_is_array(json_object_get(rt, "traceEvents")), "run --trace");
+    json_decref(rt);
+#endif
+
+    /* run with a padded batch from a lengths file, then the same batch packed */
+    snprintf(path, sizeof path, "%s/lengths2.txt", g_dir);
+    write_text(path, "30\n12 40\n1\n");
+    rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--causal", "--reps", "2", NULL);
+    CHECK(rc == 0 && strstr(g_out, "B3 ") && strstr(g_out, "padded") && strstr(g_out, "PASS"),
+          "run --lengths: exit %d\n%s%s", rc, g_out, g_err);
+    rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--varlen", "--reps", "2", NULL);
+    CHECK(rc == 0 && strstr(g_out, "varlen") && strstr(g_out, "PASS"),
+          "run --varlen: exit %d\n%s%s", rc, g_out, g_err);
+
+    /* check: the quick matrix on the CPU */
+    snprintf(path, sizeof path, "%s/check.json", g_dir);
+    rc = run_tool("check", "--backend", "cpu", "--quick", "--json", path, NULL);
+    CHECK(rc == 0 && strstr(g_out, "0 failed, 0 errors"), "check: exit %d\n%s%s", rc, g_out, g_err);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    json_t *cj = json_load_file(path, 0, &je);
+    json_t *cs = cj ? json_object_get(cj, "summary") : NULL;
+    CHECK(cs && json_integer_value(json_object_get(cs, "passed")) > 20 &&
+              json_integer_value(json_object_get(cs, "failed")) == 0,
+          "check.json summary");
+    json_decref(cj);
+#endif
+
+    rc = run_tool("devices", NULL);
+    CHECK(rc == 0 && strstr(g_out, "cpu     1 device"), "devices: exit %d\n%s", rc, g_out);
+    rc = run_tool("bench", "--list-presets", NULL);
+    static const char *const presets[] = {"default",        "llama3-8b-prefill", "llama3-8b-decode",
+                                          "mistral-7b-swa", "gemma2-softcap",    "bert-base-padded",
+                                          "vit-b16"};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        CHECK(rc == 0 && strstr(g_out, presets[i]), "preset %s listed", presets[i]);
+    for (int c = XATTN_CLI_DEVICES; c < XATTN_CLI_CMD_COUNT; c++) {
+        rc = run_tool(xattn_cli_cmd_name((xattn_cli_cmd)c), "--help", NULL);
+        CHECK(rc == 0 && strstr(g_out, "usage: xattn"), "%s --help: exit %d",
+              xattn_cli_cmd_name((xattn_cli_cmd)c), rc);
+    }
+}
+
+/* ---- usage: bad command lines exit 2 with a message ---------------------------- */
+
+static void test_usage(void)
+{
+    char notjson[4096], missing[4096], outdir[4096];
+    snprintf(notjson, sizeof notjson, "%s/not.json", g_dir);
+    write_text(notjson, "this is not json\n");
+    snprintf(missing, sizeof missing, "%s/missing.json", g_dir);
+    snprintf(outdir, sizeof outdir, "%s/not.json/sub", g_dir);
+    struct {
+        const char *args[8];
+    } bad[] = {
+        {{"run", "--foo"}},
+        {{"run", "--sq", "abc"}},
+        {{"run", "--heads", "6", "--kv-heads", "4"}},
+        {{"run", "--head-dim", "0"}},
+        {{"run", "--lengths", missing}},
+        {{"run", "--lengths", notjson}},
+        {{"bench", "--preset", "no-such-preset"}},
+        {{"bench", "--sq", "64", "--scale", "0.5"}},
+        {{"bench", "--backend", "cpu", "--out", outdir, "--sq", "8"}},
+        {{"compare", notjson}},
+        {{"compare", missing, missing}},
+        {{"compare", notjson, notjson}},
+        {{"advise", "--sq", "8,16"}},
+        {{"check", "--filter", "no-such-feature"}},
+        {{"frobnicate"}},
+        {{0}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char **a = bad[i].args;
+        int rc = run_tool(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], NULL);
+#ifndef XATTN_TEST_HAVE_JANSSON
+        if (a[0] && !strcmp(a[0], "compare") && a[2]) {
+            CHECK(rc == 1 && strstr(g_err, "not available"), "compare without jansson");
+            continue;
+        }
+#endif
+        CHECK(rc == 2 && strstr(g_err, "xattn") && strlen(g_err) > 20,
+              "'%s %s %s': exit %d (expected 2), stderr '%s'", a[0] ? a[0] : "(none)",
+              a[1] ? a[1] : "", a[2] ? a[2] : "", rc, g_err);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "unit";
+    if (!strcmp(what, "unit")) {
+        test_xml_checker();
+        test_parse();
+        test_lengths();
+        test_stats();
+        test_case_check();
+    } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage")) && argc > 3) {
+        g_bin = argv[2];
+        g_dir = argv[3];
+        if (mkdir(g_dir, 0777) && errno != EEXIST) {
+            printf("cannot create %s\n", g_dir);
+            return 1;
+        }
+        if (!strcmp(what, "outputs"))
+            test_outputs();
+        else
+            test_usage();
+    } else {
+        fprintf(stderr, "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR\n");
+        return 2;
+    }
+    printf("%d passed, %d failed, %d skipped\n", g_pass, g_fail, g_skip);
+    return g_fail ? 1 : 0;
+}
