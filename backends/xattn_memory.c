@@ -35,9 +35,14 @@ void xattn__mem_release(struct xattn_ctx *ctx, uint64_t bytes)
     atomic_fetch_sub(&ctx->mem_current, bytes);
 }
 
+/* Host allocations account at least one byte (one exists even for a size of
+ * 0), and xattn__host_free releases by the same rule, so that a caller that
+ * asks for max(n, 1) bytes and frees n is still balanced when n is 0. */
 void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                         xattn_status *status)
 {
+    if (bytes == 0)
+        bytes = 1;
     xattn_status st = xattn__mem_acquire(ctx, bytes, what);
     if (st != XATTN_STATUS_OK) {
         *status = st;
@@ -68,7 +73,7 @@ void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes)
     if (!ptr)
         return;
     free(ptr);
-    xattn__mem_release(ctx, bytes);
+    xattn__mem_release(ctx, bytes ? bytes : 1);
 }
 
 xattn_status xattn__ctx_enter(struct xattn_ctx *ctx)

@@ -152,6 +152,29 @@ void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, floa
     }
 }
 
+float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int64_t b, int64_t j)
+{
+    const xattn_problem *p = cx->p;
+    float qv[XATTN__CPU_DMAX + XATTN__CPU_PAD], kv[XATTN__CPU_DMAX + XATTN__CPU_PAD];
+    cx->uk->load(qv, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, p->D,
+                 p->q.dtype, p->scale);
+    cx->uk->load(kv, cx->a->k, xattn__cpu_krow(&p->k, p, b, j, rw->h / p->group), p->k.sd, p->D,
+                 p->k.dtype, 1.0f);
+    float s = 0.0f;
+    for (int64_t d = 0; d < p->D; d++)
+        s += qv[d] * kv[d];
+    if (p->softcap > 0.0f)
+        s = p->softcap * tanhf(s / p->softcap);
+    xattn__cpu_mod_row(cx, rw, &s, 1, j, 1);
+    return s;
+}
+
+void xattn__cpu_add_negligible(float *acc, const float *v, int64_t n)
+{
+    for (int64_t d = 0; d < n; d++)
+        acc[d] += isinf(v[d]) ? v[d] : 0.0f * v[d];
+}
+
 void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i)
 {
     const xattn_problem *p = cx->p;
@@ -339,16 +362,24 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
                 uk->scale(sc->acc + r * Dvp, Dvp, sc->alpha[r]);
 
         /* O += P V. A V tile holding inf/NaN goes through the careful path that
-         * skips p == 0, so that a key masked for a row cannot leak NaN into it
-         * (the reference skips masked keys). */
+         * visits only each row's own keys and skips masked ones (score -inf),
+         * so that a masked key cannot leak NaN into a row (the reference skips
+         * masked keys), while an unmasked key of weight 0 (underflow) still
+         * brings its inf and NaN, as the reference does. */
         xattn__cpu_load_tile(cx, &p->v, cx->a->v, sc->vt, Dvp, Dv, Dvp, b, hk, ja, nc);
         if (!uk->nonfinite(sc->vt, (int64_t)nc * Dvp)) {
             uk->pv_tile(sc->acc, (int)Dvp, sc->st, sc->vt, (int)Dvp, (int)Dv, R, sc->clo, sc->chi);
         } else {
             for (int r = 0; r < R; r++)
-                for (int c = sc->clo[r]; c < sc->chi[r]; c++)
-                    uk->axpy_rows(sc->acc + r * Dvp, 0, 1, &sc->st[c * BQ + r], sc->vt + c * Dvp,
-                                  (int)Dvp);
+                for (int c = sc->clo[r]; c < sc->chi[r]; c++) {
+                    const float *vr = sc->vt + c * Dvp;
+                    float *ar = sc->acc + r * Dvp;
+                    if (sc->st[c * BQ + r] != 0.0f)
+                        uk->axpy_rows(ar, 0, 1, &sc->st[c * BQ + r], vr, (int)Dvp);
+                    else if (uk->nonfinite(vr, Dvp) &&
+                             xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
+                        xattn__cpu_add_negligible(ar, vr, Dv);
+                }
         }
     }
     return tiles;

@@ -264,6 +264,17 @@ static inline int64_t xattn__cpu_lse_idx(const xattn_problem *p, int64_t b, int6
     return p->lse.off + b * p->lse.sb + h * p->lse.sh + ((int64_t)p->start_q[b] + i) * p->lse.ss;
 }
 
+/* The score of row rw of sequence b and key j, recomputed on its own (dot
+ * product, softcap, ALiBi, bias, masks: -inf when masked). For the rare key
+ * whose weight is 0 next to a V row holding inf or NaN: only a -inf score
+ * means "contributes nothing"; a weight that merely underflowed in f32 is
+ * still a positive weight in the reference (double), so the key's inf and NaN
+ * entries reach the output (xattn__cpu_add_negligible). */
+float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int64_t b, int64_t j);
+/* acc += (a positive weight too small for f32) * v: +-inf and NaN entries of v
+ * pass (tiny * inf = inf, tiny * NaN = NaN), finite ones add nothing. */
+void xattn__cpu_add_negligible(float *acc, const float *v, int64_t n);
+
 /* Writes O = 0 (and LSE = -inf) for row i of (b, h): padding and fully masked rows. */
 void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i);
 

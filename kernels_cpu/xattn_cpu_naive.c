@@ -179,13 +179,14 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
             continue;
         float acc[NB * DPAD], vb[DPAD], coef[NB];
         const float *prow[NB];
+        xattn__cpu_row rws[NB];
         int64_t ulo = INT64_MAX, uhi = INT64_MIN;
         for (int r = 0; r < R; r++) {
-            xattn__cpu_row rw;
-            xattn__cpu_row_init(&cx, &rw, b, h, i0 + r, 0, INT64_MAX);
-            if (rw.lo < rw.hi) {
-                ulo = xattn__cpu_min(ulo, rw.lo);
-                uhi = xattn__cpu_max(uhi, rw.hi);
+            xattn__cpu_row *rw = &rws[r];
+            xattn__cpu_row_init(&cx, rw, b, h, i0 + r, 0, INT64_MAX);
+            if (rw->lo < rw->hi) {
+                ulo = xattn__cpu_min(ulo, rw->lo);
+                uhi = xattn__cpu_max(uhi, rw->hi);
             }
             prow[r] = xattn__cpu_srow(p, P, b, h, i0 + r);
             for (int64_t d = 0; d < Dvp; d++)
@@ -195,17 +196,23 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
             vb[d] = 0.0f;
         const int64_t hk = h / p->group;
         /* P is 0 outside each row's interval; zeros are skipped by axpy_rows,
-         * so a masked key never reads into O (even a NaN in V). */
+         * so a masked key never reads into O (even a NaN in V). A V row with
+         * inf/NaN still reaches a row where its key is not masked but its
+         * weight underflowed to 0 (as in the reference, where it is tiny). */
         for (int64_t j = ulo; j < uhi; j++) {
-            int any = 0;
+            int any = 0, zeros = 0;
             for (int r = 0; r < R; r++) {
                 coef[r] = prow[r][j];
                 any |= coef[r] != 0.0f;
+                zeros |= coef[r] == 0.0f;
             }
-            if (!any)
-                continue;
             uk->load(vb, a->v, xattn__cpu_krow(&p->v, p, b, j, hk), p->v.sd, Dv, p->v.dtype, 1.0f);
-            uk->axpy_rows(acc, (int)Dvp, R, coef, vb, (int)Dvp);
+            if (any)
+                uk->axpy_rows(acc, (int)Dvp, R, coef, vb, (int)Dvp);
+            if (zeros && uk->nonfinite(vb, Dvp))
+                for (int r = 0; r < R; r++)
+                    if (coef[r] == 0.0f && xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
+                        xattn__cpu_add_negligible(acc + r * Dvp, vb, Dv);
         }
         for (int r = 0; r < R; r++)
             uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,

@@ -54,17 +54,28 @@ static uint64_t xattn__cpu_skv_rows(const xattn_problem *p)
     return (uint64_t)p->B * (uint64_t)p->Hq * (uint64_t)p->Sq;
 }
 
+/* splits * B*Hq*Sq rows of Dv + 1 floats, rounded up to 64 bytes; UINT64_MAX,
+ * which no allocator grants, when that does not fit in 64 bits (B*Hq*Sq can
+ * be ~2^60 with broadcast views: a wrapped size would be allocated and
+ * overrun). */
 static uint64_t xattn__cpu_skv_partials_bytes(const xattn_problem *p, int splits)
 {
-    const uint64_t n = (uint64_t)splits * xattn__cpu_skv_rows(p);
-    const uint64_t bytes = n * (uint64_t)p->Dv * 4u + n * 4u;
+    uint64_t n, bytes;
+    if (__builtin_mul_overflow((uint64_t)splits, xattn__cpu_skv_rows(p), &n) ||
+        __builtin_mul_overflow(n, (uint64_t)p->Dv + 1u, &bytes) ||
+        __builtin_mul_overflow(bytes, (uint64_t)4u, &bytes) || bytes > UINT64_MAX - 63u)
+        return UINT64_MAX;
     return (bytes + 63u) & ~(uint64_t)63u;
 }
 
 uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, int num_threads)
 {
     const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
-    return xattn__cpu_skv_partials_bytes(p, splits) + nt * xattn__cpu_scratch_bytes(p);
+    uint64_t total;
+    if (__builtin_add_overflow(xattn__cpu_skv_partials_bytes(p, splits),
+                               nt * xattn__cpu_scratch_bytes(p), &total))
+        return UINT64_MAX;
+    return total;
 }
 
 /* Keys of chunk s: whole tiles, spread evenly (no chunk is empty when

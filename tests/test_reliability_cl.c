@@ -1,0 +1,387 @@
+/*
+ * test_reliability_cl: backend faults and resource exhaustion on the OpenCL
+ * backend (docs/guarantees.md). Built only when the OpenCL backend is; exits
+ * 77 (ctest: skipped) when no OpenCL device is usable.
+ *
+ *   faults       the application releases its own cl_context, queue and
+ *                cl_mem right after handing them over: the library's references
+ *                keep them alive, results stay right, and the library drops
+ *                exactly its references on xattn_buffer_free / xattn_ctx_destroy;
+ *                an image where a buffer is expected is refused with its type;
+ *   exhaustion   a buffer beyond CL_DEVICE_MAX_MEM_ALLOC_SIZE and a NAIVE score
+ *                matrix beyond it return OUT_OF_MEMORY (NAIVE's message suggests
+ *                FLASH), XATTN_OPT_MEMORY_LIMIT holds for buffers and workspaces,
+ *                the counters are back afterwards and the context still runs;
+ *   no-driver    run with OCL_ICD_VENDORS pointing at an empty folder: the backend
+ *                is compiled but unavailable, with the ICD loader's error name and
+ *                code in the message; contexts are refused; AUTO falls to the CPU.
+ *
+ * Usage: test_reliability_cl [faults|exhaustion|no-driver]   (no name: the first two)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn_opencl.h"
+#include "xattn_reference.h"
+
+static int g_passed, g_failed;
+
+#define EXPECT(cond, ...)                                                 \
+    do {                                                                  \
+        if (cond) {                                                       \
+            g_passed++;                                                   \
+        } else {                                                          \
+            g_failed++;                                                   \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
+            printf(__VA_ARGS__);                                          \
+            printf("\n");                                                 \
+        }                                                                 \
+    } while (0)
+
+/* The problem of these tests: B=1, Sq=7, Sk=40, Hq=2, Hkv=1, D=Dv=16, f32, BSHD. */
+enum { SQ = 7, SK = 40, HQ = 2, HKV = 1, D = 16 };
+#define NQ (SQ * HQ * D)
+#define NK (SK * HKV * D)
+#define NO (SQ * HQ * D)
+#define NL (HQ * SQ)
+
+static void fill(float *x, size_t n, unsigned seed)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull * (seed + 1);
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        x[i] = (float)((double)(s >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+        if (fabsf(x[i]) < 0.01f)
+            x[i] = 0.5f;
+    }
+}
+
+static void desc_of(xattn_attn_desc *d, xattn_buffer *q, xattn_buffer *k, xattn_buffer *v,
+                    xattn_buffer *o, xattn_buffer *l)
+{
+    xattn_attn_desc_init(d);
+    d->q = xattn_tensor_bshd(q, 0, XATTN_DTYPE_F32, 1, SQ, HQ, D);
+    d->k = xattn_tensor_bshd(k, 0, XATTN_DTYPE_F32, 1, SK, HKV, D);
+    d->v = xattn_tensor_bshd(v, 0, XATTN_DTYPE_F32, 1, SK, HKV, D);
+    d->o = xattn_tensor_bshd(o, 0, XATTN_DTYPE_F32, 1, SQ, HQ, D);
+    xattn_tensor lt = {l, 0, XATTN_DTYPE_F32, {1, HQ, SQ, 1}, {HQ * SQ, SQ, 1, 1}};
+    d->lse = lt;
+    d->causal = 1;
+}
+
+/* Runs d and compares O and LSE with the reference; returns the max error. */
+static double run_and_compare(xattn_ctx *ctx, xattn_attn_desc *d, xattn_algo algo)
+{
+    static double o_ref[NO], l_ref[NL];
+    static float o[NO], l[NL];
+    d->algo = algo;
+    xattn_status st = xattn_attention(ctx, d, NULL);
+    EXPECT(st == XATTN_STATUS_OK, "%s: %s: %s", xattn_algo_name(algo), xattn_status_name(st),
+           xattn_last_error());
+    if (st != XATTN_STATUS_OK)
+        return INFINITY;
+    st = xattn_reference_attention(ctx, d, o_ref, l_ref);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_read(d->o.buffer, 0, o, sizeof o);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_read(d->lse.buffer, 0, l, sizeof l);
+    EXPECT(st == XATTN_STATUS_OK, "reading back: %s", xattn_last_error());
+    double m = 0;
+    for (int i = 0; i < NO; i++)
+        m = fmax(m, fabs((double)o[i] - o_ref[i]));
+    for (int i = 0; i < NL; i++)
+        m = fmax(m, fabs((double)l[i] - l_ref[i]));
+    return isnan(m) ? INFINITY : m;
+}
+
+static int first_device(cl_platform_id *plat, cl_device_id *dev)
+{
+    cl_uint np = 0;
+    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0)
+        return 0;
+    cl_platform_id ps[16];
+    clGetPlatformIDs(np < 16 ? np : 16, ps, NULL);
+    for (cl_uint i = 0; i < np && i < 16; i++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 1, dev, &nd) == CL_SUCCESS && nd > 0) {
+            *plat = ps[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static cl_uint refcount_mem(cl_mem m)
+{
+    cl_uint n = 0;
+    clGetMemObjectInfo(m, CL_MEM_REFERENCE_COUNT, sizeof n, &n, NULL);
+    return n;
+}
+
+static cl_uint refcount_queue(cl_command_queue q)
+{
+    cl_uint n = 0;
+    clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof n, &n, NULL);
+    return n;
+}
+
+static cl_uint refcount_ctx(cl_context c)
+{
+    cl_uint n = 0;
+    clGetContextInfo(c, CL_CONTEXT_REFERENCE_COUNT, sizeof n, &n, NULL);
+    return n;
+}
+
+/* ---- faults -------------------------------------------------------------------- */
+
+static void test_faults(void)
+{
+    cl_platform_id plat;
+    cl_device_id dev;
+    if (!first_device(&plat, &dev)) {
+        EXPECT(0, "no OpenCL device for the application");
+        return;
+    }
+    cl_int e;
+    cl_context_properties props[3] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+    cl_context cctx = clCreateContext(props, 1, &dev, NULL, NULL, &e);
+    cl_command_queue queue = clCreateCommandQueue(cctx, dev, 0, &e);
+    static float hq[NQ], hk[NK], hv[NK], zero[NO];
+    fill(hq, NQ, 1), fill(hk, NK, 2), fill(hv, NK, 3);
+    cl_mem mq = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof hq, hq, &e);
+    cl_mem mk = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof hk, hk, &e);
+    cl_mem mv = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof hv, hv, &e);
+    cl_mem mo = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &e);
+    cl_mem ml = clCreateBuffer(cctx, CL_MEM_READ_WRITE, NL * sizeof(float), NULL, &e);
+    EXPECT(cctx && queue && mq && mk && mv && mo && ml, "the application's OpenCL objects");
+
+    xattn_ctx *ctx = NULL;
+    xattn_status st = xattn_opencl_ctx_create(cctx, dev, queue, &ctx);
+    EXPECT(st == XATTN_STATUS_OK, "xattn_opencl_ctx_create: %s", xattn_last_error());
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL;
+    if (st == XATTN_STATUS_OK) {
+        cl_mem ms[5] = {mq, mk, mv, mo, ml};
+        xattn_buffer **bs[5] = {&bq, &bk, &bv, &bo, &bl};
+        for (int i = 0; i < 5; i++)
+            EXPECT(xattn_opencl_buffer_wrap(ctx, ms[i], bs[i]) == XATTN_STATUS_OK, "wrap %d: %s",
+                   i, xattn_last_error());
+    }
+    EXPECT(refcount_mem(mq) == 2 && refcount_queue(queue) >= 2 && refcount_ctx(cctx) >= 2,
+           "the library holds its own references (mem %u, queue %u, context %u)",
+           refcount_mem(mq), refcount_queue(queue), refcount_ctx(cctx));
+
+    /* The application lets go of everything: only the library's references
+     * keep the objects alive now. */
+    cl_uint q_before = refcount_queue(queue), c_before = refcount_ctx(cctx);
+    clReleaseMemObject(mq), clReleaseMemObject(mk), clReleaseMemObject(mv);
+    clReleaseMemObject(mo), clReleaseMemObject(ml);
+    clReleaseCommandQueue(queue);
+    clReleaseContext(cctx);
+    EXPECT(refcount_mem(mq) == 1 && refcount_queue(queue) == q_before - 1 &&
+               refcount_ctx(cctx) == c_before - 1,
+           "after the application's release: mem %u, queue %u, context %u", refcount_mem(mq),
+           refcount_queue(queue), refcount_ctx(cctx));
+    if (st == XATTN_STATUS_OK) {
+        xattn_attn_desc d;
+        desc_of(&d, bq, bk, bv, bo, bl);
+        static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH,
+                                            XATTN_ALGO_SPLITKV};
+        for (int a = 0; a < 3; a++) {
+            double err = run_and_compare(ctx, &d, algos[a]);
+            EXPECT(err < 1e-4, "%s on released application objects: max error %g",
+                   xattn_algo_name(algos[a]), err);
+        }
+        /* xattn_buffer_free drops exactly the library's reference */
+        clRetainMemObject(mq);
+        cl_uint before = refcount_mem(mq);
+        xattn_buffer_free(bq);
+        EXPECT(refcount_mem(mq) == before - 1, "xattn_buffer_free: %u -> %u references", before,
+               refcount_mem(mq));
+        clReleaseMemObject(mq);
+
+        /* an image is not a buffer */
+        cl_bool images = CL_FALSE;
+        clGetDeviceInfo(dev, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL);
+        if (images) {
+            cl_image_format fmt = {CL_RGBA, CL_FLOAT};
+            cl_image_desc idesc;
+            memset(&idesc, 0, sizeof idesc);
+            idesc.image_type = CL_MEM_OBJECT_IMAGE2D;
+            idesc.image_width = 4;
+            idesc.image_height = 4;
+            cl_mem img = clCreateImage(cctx, CL_MEM_READ_WRITE, &fmt, &idesc, NULL, &e);
+            if (e == CL_SUCCESS) {
+                xattn_buffer *bad = NULL;
+                st = xattn_opencl_buffer_wrap(ctx, img, &bad);
+                EXPECT(st == XATTN_STATUS_INVALID_ARGUMENT && bad == NULL &&
+                           strstr(xattn_last_error(), "image"),
+                       "an image as a buffer: %s: %s", xattn_status_name(st), xattn_last_error());
+                clReleaseMemObject(img);
+            } else {
+                printf("  (clCreateImage failed: %d; image check skipped)\n", e);
+            }
+        }
+        /* xattn_ctx_destroy drops the queue's and context's references */
+        clRetainCommandQueue(queue);
+        clRetainContext(cctx);
+        q_before = refcount_queue(queue);
+        c_before = refcount_ctx(cctx);
+        xattn_buffer_free(bk), xattn_buffer_free(bv), xattn_buffer_free(bo), xattn_buffer_free(bl);
+        xattn_ctx_destroy(ctx);
+        EXPECT(refcount_queue(queue) < q_before && refcount_ctx(cctx) < c_before,
+               "xattn_ctx_destroy: queue %u -> %u, context %u -> %u references", q_before,
+               refcount_queue(queue), c_before, refcount_ctx(cctx));
+        clReleaseCommandQueue(queue);
+        clReleaseContext(cctx);
+    }
+    printf("  released application objects: the library's references keep them alive\n");
+}
+
+/* ---- exhaustion ----------------------------------------------------------------- */
+
+static void test_exhaustion(void)
+{
+    xattn_ctx *ctx = NULL;
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &ctx);
+    EXPECT(st == XATTN_STATUS_OK, "context: %s", xattn_last_error());
+    if (st != XATTN_STATUS_OK)
+        return;
+    xattn_device_info info;
+    xattn_ctx_device_info(ctx, &info);
+    xattn_mem_stats m0, m1;
+    xattn_ctx_mem_stats(ctx, &m0);
+
+    /* A buffer larger than the device allows at once. */
+    xattn_buffer *huge = NULL;
+    st = xattn_buffer_alloc(ctx, (size_t)1 << 62, &huge);
+    EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY && huge == NULL, "2^62-byte buffer: %s: %s",
+           xattn_status_name(st), xattn_last_error());
+    printf("  2^62-byte buffer: %s: %s\n", xattn_status_name(st), xattn_last_error());
+    xattn_ctx_mem_stats(ctx, &m1);
+    EXPECT(m1.current_bytes == m0.current_bytes, "counters after the refusal: %llu, before %llu",
+           (unsigned long long)m1.current_bytes, (unsigned long long)m0.current_bytes);
+
+    /* The problem's buffers, then NAIVE over a score matrix of 64 x 2^32
+     * floats (1 TiB, beyond any device), broadcast inputs. */
+    static float hq[NQ], hk[NK], hv[NK];
+    fill(hq, NQ, 4), fill(hk, NK, 5), fill(hv, NK, 6);
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bo2 = NULL;
+    xattn_buffer_alloc(ctx, sizeof hq, &bq);
+    xattn_buffer_alloc(ctx, sizeof hk, &bk);
+    xattn_buffer_alloc(ctx, sizeof hv, &bv);
+    xattn_buffer_alloc(ctx, NO * sizeof(float), &bo);
+    xattn_buffer_alloc(ctx, NL * sizeof(float), &bl);
+    const int64_t S = 1 << 16, H = 64;
+    st = xattn_buffer_alloc(ctx, (size_t)(S * H) * 2, &bo2);
+    EXPECT(bq && bk && bv && bo && bl && bo2, "buffers: %s", xattn_last_error());
+    if (!(bq && bk && bv && bo && bl && bo2))
+        goto done;
+    xattn_buffer_write(bq, 0, hq, sizeof hq);
+    xattn_buffer_write(bk, 0, hk, sizeof hk);
+    xattn_buffer_write(bv, 0, hv, sizeof hv);
+    xattn_attn_desc d;
+    xattn_attn_desc_init(&d);
+    xattn_tensor tq = {bq, 0, XATTN_DTYPE_F16, {1, S, H, 1}, {0, 0, 0, 1}};
+    xattn_tensor tk = {bk, 0, XATTN_DTYPE_F32, {1, S, 1, 1}, {0, 0, 0, 1}};
+    d.q = tq, d.k = tk, d.v = tk;
+    d.o = xattn_tensor_bshd(bo2, 0, XATTN_DTYPE_F16, 1, S, H, 1);
+    d.algo = XATTN_ALGO_NAIVE;
+    xattn_ctx_mem_stats(ctx, &m0);
+    st = xattn_attention(ctx, &d, NULL);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", xattn_last_error());
+    EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY && strstr(msg, "FLASH"),
+           "NAIVE with 1 TiB of scores: %s: %s", xattn_status_name(st), msg);
+    printf("  NAIVE, Hq=64 Sq=Sk=2^16 (1 TiB of scores): %s: %s\n", xattn_status_name(st), msg);
+    xattn_ctx_mem_stats(ctx, &m1);
+    EXPECT(m1.current_bytes == m0.current_bytes, "counters after NAIVE's refusal: %llu, before %llu",
+           (unsigned long long)m1.current_bytes, (unsigned long long)m0.current_bytes);
+
+    /* The memory limit: workspaces of NAIVE do not fit, FLASH's do. */
+    desc_of(&d, bq, bk, bv, bo, bl);
+    xattn_run_info ri;
+    d.algo = XATTN_ALGO_NAIVE;
+    st = xattn_attention(ctx, &d, &ri);
+    EXPECT(st == XATTN_STATUS_OK && ri.workspace_bytes > 0, "NAIVE, unlimited: %s",
+           xattn_last_error());
+    xattn_ctx_mem_stats(ctx, &m0);
+    xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT,
+                         (int64_t)(m0.current_bytes + ri.workspace_bytes - 1));
+    st = xattn_attention(ctx, &d, NULL);
+    snprintf(msg, sizeof msg, "%s", xattn_last_error());
+    EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY && strstr(msg, "XATTN_OPT_MEMORY_LIMIT"),
+           "NAIVE one byte short of its workspace: %s: %s", xattn_status_name(st), msg);
+    xattn_buffer *extra = NULL;
+    st = xattn_buffer_alloc(ctx, (size_t)ri.workspace_bytes, &extra);
+    EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY, "a buffer over the limit: %s", xattn_status_name(st));
+    xattn_ctx_mem_stats(ctx, &m1);
+    EXPECT(m1.current_bytes == m0.current_bytes, "counters under the limit: %llu, before %llu",
+           (unsigned long long)m1.current_bytes, (unsigned long long)m0.current_bytes);
+    double err = run_and_compare(ctx, &d, XATTN_ALGO_FLASH);
+    EXPECT(err < 1e-4, "FLASH under the limit: max error %g", err);
+    xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, 0);
+    err = run_and_compare(ctx, &d, XATTN_ALGO_NAIVE);
+    EXPECT(err < 1e-4, "NAIVE after the limit is lifted: max error %g", err);
+    printf("  memory limit: NAIVE's %llu-byte workspace refused one byte short; FLASH ran\n",
+           (unsigned long long)ri.workspace_bytes);
+done:
+    xattn_buffer_free(bq), xattn_buffer_free(bk), xattn_buffer_free(bv);
+    xattn_buffer_free(bo), xattn_buffer_free(bl), xattn_buffer_free(bo2);
+    xattn_ctx_mem_stats(ctx, &m1);
+    xattn_ctx_destroy(ctx);
+}
+
+/* ---- no driver ---------------------------------------------------------------- */
+
+static int test_no_driver(void)
+{
+    EXPECT(xattn_backend_compiled(XATTN_BACKEND_OPENCL) == 1, "the OpenCL backend is compiled in");
+    xattn_status st = xattn_backend_available(XATTN_BACKEND_OPENCL);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", xattn_last_error());
+    EXPECT(st == XATTN_STATUS_BACKEND_UNAVAILABLE, "without an ICD: %s (is OCL_ICD_VENDORS set "
+           "to an empty folder?)", xattn_status_name(st));
+    EXPECT(strstr(msg, "CL_") != NULL && strstr(msg, "(-") != NULL,
+           "the message carries the OpenCL error's name and code: \"%s\"", msg);
+    printf("  no OpenCL driver: %s: %s\n", xattn_status_name(st), msg);
+    int n = -1;
+    xattn_device_count(XATTN_BACKEND_OPENCL, &n);
+    EXPECT(n == 0, "device count %d", n);
+    xattn_ctx *ctx = NULL;
+    st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &ctx);
+    EXPECT(st == XATTN_STATUS_BACKEND_UNAVAILABLE && ctx == NULL && xattn_last_error()[0],
+           "context on a missing driver: %s: %s", xattn_status_name(st), xattn_last_error());
+    st = xattn_ctx_create(XATTN_BACKEND_AUTO, 0, &ctx);
+    EXPECT(st == XATTN_STATUS_OK && xattn_ctx_backend(ctx) != XATTN_BACKEND_OPENCL,
+           "AUTO without OpenCL: %s", xattn_last_error());
+    xattn_ctx_destroy(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *which = argc > 1 ? argv[1] : NULL;
+    if (which && !strcmp(which, "no-driver")) {
+        test_no_driver();
+    } else {
+        if (xattn_backend_available(XATTN_BACKEND_OPENCL) != XATTN_STATUS_OK) {
+            printf("skipped: opencl: %s\n0 passed, 0 failed, 1 skipped\n", xattn_last_error());
+            return 77;
+        }
+        if (!which || !strcmp(which, "faults")) {
+            printf("faults\n");
+            test_faults();
+        }
+        if (!which || !strcmp(which, "exhaustion")) {
+            printf("exhaustion\n");
+            test_exhaustion();
+        }
+    }
+    printf("%d passed, %d failed, 0 skipped\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
