@@ -5,6 +5,7 @@
 # (PATH or /usr/local/cuda/bin) and left out otherwise.
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libhwloc-dev libjansson-dev \
+clang libclang-rt-14-dev valgrind \
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo"
 missing=""
 for p in $PKGS; do

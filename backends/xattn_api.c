@@ -392,14 +392,18 @@ size_t xattn_buffer_size(const xattn_buffer *buf) { return buf ? buf->size : 0; 
 xattn_tensor xattn_tensor_bshd(xattn_buffer *buf, size_t offset, xattn_dtype dtype, int64_t b,
                                int64_t s, int64_t h, int64_t d)
 {
-    xattn_tensor t = {buf, offset, dtype, {b, s, h, d}, {s * h * d, h * d, d, 1}};
+    /* Unsigned products: absurd extents wrap instead of being undefined, and
+     * the validator then refuses the view (SIZE_OVERFLOW or OUT_OF_BOUNDS). */
+    uint64_t hd = (uint64_t)h * (uint64_t)d, shd = (uint64_t)s * hd;
+    xattn_tensor t = {buf, offset, dtype, {b, s, h, d}, {(int64_t)shd, (int64_t)hd, d, 1}};
     return t;
 }
 
 xattn_tensor xattn_tensor_bhsd(xattn_buffer *buf, size_t offset, xattn_dtype dtype, int64_t b,
                                int64_t s, int64_t h, int64_t d)
 {
-    xattn_tensor t = {buf, offset, dtype, {b, s, h, d}, {h * s * d, d, s * d, 1}};
+    uint64_t sd = (uint64_t)s * (uint64_t)d, hsd = (uint64_t)h * sd;
+    xattn_tensor t = {buf, offset, dtype, {b, s, h, d}, {(int64_t)hsd, d, (int64_t)sd, 1}};
     return t;
 }
 

@@ -363,7 +363,7 @@ static void xattn__cpu_phase(xattn_run_info *info, const char *name, double t0, 
 static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                                   xattn_status *st)
 {
-    void *ws = xattn__host_alloc(ctx, bytes ? bytes : 1, what, st);
+    void *ws = xattn__host_alloc(ctx, bytes, what, st); /* accounts >= 1 byte for 0 */
     if (!ws && !strcmp(what, "NAIVE score matrix")) {
         char cause[1024]; /* the message is rewritten in place: copy it first */
         snprintf(cause, sizeof cause, "%s", xattn_last_error());

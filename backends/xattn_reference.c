@@ -163,9 +163,10 @@ static int xattn_ref__masked(const xattn_attn_desc *d, int64_t p, int64_t j, int
         return 1;
     if (d->causal && j > p)
         return 1;
-    if (d->window_left >= 0 && j < p - d->window_left)
+    /* j - p cannot overflow (both are sequence positions); p +/- window could. */
+    if (d->window_left >= 0 && p - j > d->window_left)
         return 1;
-    if (d->window_right >= 0 && j > p + d->window_right)
+    if (d->window_right >= 0 && j - p > d->window_right)
         return 1;
     return 0;
 }

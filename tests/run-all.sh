@@ -2,7 +2,8 @@
 # The whole test suite: installs what is missing (Debian), then builds and
 # tests twice: the release build (every backend found: CPU, OpenCL on PoCL,
 # CUDA compiled and its tests skipped without a GPU) and the
-# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU and OpenCL).
+# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU and OpenCL), then
+# the clang libFuzzer build's short fuzz runs (descriptors and command lines).
 # With CI=true, warnings are errors.
 set -eu
 cd "$(dirname "$0")/.."
@@ -21,4 +22,8 @@ for preset in "$rel" "$san"; do
     cmake --build --preset "$preset" -j "$jobs"
     ctest --preset "$preset" -j 1
 done
-echo "== all suites passed (presets $rel and $san)"
+echo "== fuzz: configure, build, short fuzz runs"
+cmake --preset fuzz
+cmake --build --preset fuzz -j "$jobs"
+ctest --preset fuzz -j 1
+echo "== all suites passed (presets $rel, $san and fuzz)"
