@@ -528,6 +528,18 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     }
     info->workspace_bytes = ws_bytes;
     info->num_splits = splits;
+    /* For the measurement model: the tiles behind executed work, and memory. */
+    if (p->algo != XATTN_ALGO_NAIVE)
+        xattn_cuda_flash_tiles(&a, &info->tile_q, &info->tile_k);
+    {
+        size_t mfree = 0, mtotal = 0;
+        if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
+            info->device_mem_total = mtotal;
+            info->device_mem_free = mfree;
+        } else {
+            (void)cudaGetLastError();
+        }
+    }
     a.inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
 
     /* Events around the kernels only: the device time excludes the uploads
@@ -618,6 +630,85 @@ static xattn_status xattn__cuda_attention(struct xattn_ctx *ctx, const xattn_pro
     return st;
 }
 
+/* ---- ceilings: FMA throughput and bandwidth micro-benchmarks --------------- */
+
+static xattn_status xattn__cuda_ceilings_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
+                                             xattn_ceilings *out)
+{
+    const int quick = xattn__ceilings_quick();
+    const int reps = quick ? 2 : 5;
+    /* Enough blocks to fill every SM several times over. */
+    const int blocks = (c->sm_count > 0 ? c->sm_count : 1) * 8;
+    /* Bandwidth arrays far beyond the L2: 1 GiB (64 MiB quick), within free memory. */
+    uint64_t bytes = quick ? (64u << 20) : (1024u << 20);
+    size_t mfree = 0, mtotal = 0;
+    if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess)
+        while (bytes > mfree / 4 && bytes > (1u << 20))
+            bytes /= 2;
+    else
+        (void)cudaGetLastError();
+    const uint64_t sink_bytes = (uint64_t)blocks * 256u * sizeof(float);
+    void *in = NULL, *outb = NULL, *sink = NULL;
+    xattn_status st = xattn__cuda_ws_alloc(ctx, c, bytes, "ceilings input", &in);
+    if (st == XATTN_STATUS_OK)
+        st = xattn__cuda_ws_alloc(ctx, c, bytes, "ceilings output", &outb);
+    if (st == XATTN_STATUS_OK)
+        st = xattn__cuda_ws_alloc(ctx, c, sink_bytes, "ceilings sink", &sink);
+    cudaError_t e = cudaSuccess;
+    if (st == XATTN_STATUS_OK) {
+        e = cudaMemsetAsync(in, 0, (size_t)bytes, c->stream);
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(outb, 0, (size_t)bytes, c->stream);
+        if (e != cudaSuccess)
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemsetAsync (ceilings)", e);
+    }
+    if (st == XATTN_STATUS_OK) {
+        /* Grow the FMA loop until one launch takes >= 20 ms (5 ms quick). */
+        int iters = 256;
+        float ms = 0.0f;
+        for (;;) {
+            e = xattn_cuda_ceil_fma(sink, blocks, iters, 1, c->stream, &ms);
+            if (e != cudaSuccess || ms >= (quick ? 5.0f : 20.0f) || iters >= (1 << 24))
+                break;
+            iters *= 4;
+        }
+        if (e == cudaSuccess)
+            e = xattn_cuda_ceil_fma(sink, blocks, iters, reps, c->stream, &ms);
+        if (e == cudaSuccess && ms > 0.0f)
+            out->fma_f32_gflops = (double)blocks * 256.0 * iters * 64.0 / (ms * 1e-3) * 1e-9;
+        if (e == cudaSuccess)
+            e = xattn_cuda_ceil_read(in, (size_t)bytes, sink, blocks, reps, c->stream, &ms);
+        if (e == cudaSuccess && ms > 0.0f)
+            out->read_gbps = (double)bytes / (ms * 1e-3) * 1e-9;
+        if (e == cudaSuccess)
+            e = xattn_cuda_ceil_copy(in, outb, (size_t)bytes, blocks, reps, c->stream, &ms);
+        if (e == cudaSuccess && ms > 0.0f)
+            out->copy_gbps = 2.0 * (double)bytes / (ms * 1e-3) * 1e-9;
+        if (e != cudaSuccess)
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "ceilings micro-benchmark", e);
+    }
+    /* The tensor-core rates are not measured yet: 0 means unknown, and records
+     * then compare f16/bf16 work with the f32 ceiling. */
+    out->fma_f16_gflops = 0;
+    out->fma_bf16_gflops = 0;
+    xattn__cuda_ws_free(ctx, c, sink, sink_bytes);
+    xattn__cuda_ws_free(ctx, c, outb, bytes);
+    xattn__cuda_ws_free(ctx, c, in, bytes);
+    if (st == XATTN_STATUS_OK && (e = cudaStreamSynchronize(c->stream)) != cudaSuccess)
+        st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaStreamSynchronize (ceilings)", e);
+    return st;
+}
+
+static xattn_status xattn__cuda_measure_ceilings(struct xattn_ctx *ctx, xattn_ceilings *out)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    xattn_status st = xattn__cuda_ceilings_run(ctx, c, out);
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    return st;
+}
+
 const xattn_backend_iface xattn__backend_cuda = {
     .id = XATTN_BACKEND_CUDA,
     .name = "cuda",
@@ -634,6 +725,7 @@ const xattn_backend_iface xattn__backend_cuda = {
     .buffer_write = xattn__cuda_buffer_write,
     .buffer_read = xattn__cuda_buffer_read,
     .attention = xattn__cuda_attention,
+    .measure_ceilings = xattn__cuda_measure_ceilings,
 };
 
 /* ---- tests ---------------------------------------------------------------- */

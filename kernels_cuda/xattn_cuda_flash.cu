@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "xattn_cuda_common.cuh"
+#include "xattn_cuda_simt.cuh"
 
 /* ---- path choice ---------------------------------------------------------- */
 
@@ -88,6 +89,17 @@ static int xattn_cuda_vec_ok(const xattn_cuda_args *a)
 extern "C" const char *xattn_cuda_flash_path(const xattn_cuda_args *a)
 {
     return xattn_cuda_plan_of(a).name;
+}
+
+extern "C" void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k)
+{
+    /* A block packs the query heads of one KV head with positions, so its
+     * tile in positions of one head is bm / group (at least 1). */
+    const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
+    const long long g = a->p->group > 0 ? a->p->group : 1;
+    *tile_q = (int)(pl.bm / g > 0 ? pl.bm / g : 1);
+    const int bn256 = (int)xattn_cuda_mma_cfg<256>::BN, bn = (int)xattn_cuda_mma_cfg<64>::BN;
+    *tile_k = !pl.mma ? XATTN_CUDA_SIMT_TILE : pl.dp == 256 ? bn256 : bn;
 }
 
 static xattn_cuda_kparams xattn_cuda_flash_params(const xattn_cuda_args *a,

@@ -83,6 +83,19 @@ cudaError_t xattn_cuda_naive_pv(const xattn_cuda_args *a, const float *probs);
 /* "mma-d128-f16", "simt", ...: the kernel FLASH and SPLITKV would use. */
 const char *xattn_cuda_flash_path(const xattn_cuda_args *a);
 cudaError_t xattn_cuda_flash(const xattn_cuda_args *a);
+/* The tile sizes FLASH and the SPLITKV partial use for `a` (executed-work
+ * accounting): query positions of one head per tile, keys per tile. */
+void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k);
+/* Ceilings micro-benchmarks (xattn_cuda_ceilings.cu) on the current device and
+ * `stream`: best time in ms of an f32 FMA loop over `threads` threads of
+ * `iters` iterations (64 FLOPs each), of reading `bytes` from `buf`, and of
+ * copying `bytes` from `buf` to `buf2`. */
+cudaError_t xattn_cuda_ceil_fma(float *sink, int blocks, int iters, int reps, cudaStream_t stream,
+                                float *ms);
+cudaError_t xattn_cuda_ceil_read(const float4 *buf, size_t bytes, float *sink, int blocks,
+                                 int reps, cudaStream_t stream, float *ms);
+cudaError_t xattn_cuda_ceil_copy(const float4 *buf, float4 *buf2, size_t bytes, int blocks,
+                                 int reps, cudaStream_t stream, float *ms);
 
 /* ---- SPLITKV: partial O/LSE per KV chunk, then combine ------------------- */
 
