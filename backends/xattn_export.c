@@ -462,10 +462,15 @@ xattn_status xattn_profiler_export(const xattn_ctx *ctx, xattn_export_format for
     if (format != XATTN_EXPORT_JSON && format != XATTN_EXPORT_CSV && format != XATTN_EXPORT_TRACE)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                             "format: %d, expected XATTN_EXPORT_JSON, _CSV or _TRACE", (int)format);
+    /* Take the context like a call does (see xattn_profiler_count). */
+    struct xattn_ctx *busy = (struct xattn_ctx *)ctx;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(busy));
     FILE *f = fopen(path, "w");
-    if (!f)
+    if (!f) {
+        xattn__ctx_leave(busy);
         return xattn__error(XATTN_STATUS_IO, "path: cannot open '%s' for writing: %s", path,
                             strerror(errno));
+    }
     setvbuf(f, NULL, _IOFBF, 1 << 16);
     locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
     locale_t old = c ? uselocale(c) : (locale_t)0;
@@ -483,6 +488,7 @@ xattn_status xattn_profiler_export(const xattn_ctx *ctx, xattn_export_format for
     int err = ferror(f) ? (errno ? errno : EIO) : 0;
     if (fclose(f) != 0 && !err)
         err = errno ? errno : EIO;
+    xattn__ctx_leave(busy);
     if (err)
         return xattn__error(XATTN_STATUS_IO, "path: writing '%s' failed: %s", path,
                             strerror(err));

@@ -211,7 +211,13 @@ xattn_status xattn_profiler_count(const xattn_ctx *ctx, size_t *count)
     xattn__clear_error();
     if (!ctx || !count)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "count" : "ctx");
+    /* Readers take the context like calls do: a call on another thread may be
+     * growing the record array (BUSY rather than a read of freed memory). The
+     * cast touches only the busy flag. */
+    struct xattn_ctx *c = (struct xattn_ctx *)ctx;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(c));
     *count = ctx->prof.nrecs;
+    xattn__ctx_leave(c);
     return XATTN_STATUS_OK;
 }
 
@@ -220,11 +226,16 @@ xattn_status xattn_profiler_get(const xattn_ctx *ctx, size_t index, xattn_record
     xattn__clear_error();
     if (!ctx || !rec)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "rec" : "ctx");
-    if (index >= ctx->prof.nrecs)
+    struct xattn_ctx *c = (struct xattn_ctx *)ctx; /* the busy flag only, as above */
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(c));
+    size_t n = ctx->prof.nrecs;
+    if (index < n)
+        *rec = ctx->prof.recs[index].rec;
+    xattn__ctx_leave(c);
+    if (index >= n)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "index: %zu, but the context holds %zu record%s", index,
-                            ctx->prof.nrecs, ctx->prof.nrecs == 1 ? "" : "s");
-    *rec = ctx->prof.recs[index].rec;
+                            "index: %zu, but the context holds %zu record%s", index, n,
+                            n == 1 ? "" : "s");
     return XATTN_STATUS_OK;
 }
 
