@@ -245,8 +245,11 @@ inline void xattn_row_range(xattn_seq s, long i, int causal, long wl, long wr, l
         a = pos - wl;
     if (wr >= 0 && b - 1 - pos > wr)
         b = pos + 1 + wr;
-    a = max(a, kmin);
+    /* Clamp both ends into [kmin, kmax]: a row whose window lies wholly past
+     * the keys (pos - wl >= lk) must give an empty range inside the sequence,
+     * or the group's union of ranges would load keys beyond it. */
     b = min(b, kmax);
+    a = min(max(a, kmin), kmax);
     *lo = a;
     *hi = max(a, b);
 }
