@@ -27,6 +27,7 @@
 
 #include "xattn.h"
 #include "xattn_reference.h"
+#include "xattn_test_elem.h"
 
 static atomic_int g_passed, g_failed;
 
@@ -67,30 +68,6 @@ static float rng_val(uint64_t *s)
 {
     double x = 2.0 * ((double)(rng_next(s) >> 11) * 0x1.0p-53) - 1.0;
     return (float)(fabs(x) < 0.01 ? 0.5 : x);
-}
-
-static size_t esz(xattn_dtype t) { return t == F32 ? 4 : 2; }
-
-static void put_elem(unsigned char *base, xattn_dtype t, size_t idx, float v)
-{
-    if (t == F32) {
-        memcpy(base + 4 * idx, &v, 4);
-    } else {
-        uint16_t h = t == F16 ? xattn_f32_to_f16(v) : xattn_f32_to_bf16(v);
-        memcpy(base + 2 * idx, &h, 2);
-    }
-}
-
-static double get_elem(const unsigned char *base, xattn_dtype t, size_t idx)
-{
-    if (t == F32) {
-        float f;
-        memcpy(&f, base + 4 * idx, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, base + 2 * idx, 2);
-    return t == F16 ? xattn_f16_to_f32(h) : xattn_bf16_to_f32(h);
 }
 
 /* ---- a problem on one context: contiguous BSHD, LSE, reference ------------------ */
