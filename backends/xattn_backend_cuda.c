@@ -8,7 +8,7 @@
  * through the C entry points of xattn_cuda_kernels.h.
  *
  * Every CUDA failure comes back as XATTN_STATUS_BACKEND (OUT_OF_MEMORY for a
- * failed allocation) with "cudaXxx failed: <CUDA's text> (<code>)". Calls
+ * failed allocation) with "<CUDA call> failed: <CUDA's text> (<code>)". Calls
  * that change the calling thread's current device restore it before returning.
  */
 #include <stdatomic.h>

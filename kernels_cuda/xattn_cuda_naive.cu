@@ -13,6 +13,21 @@
 
 /* ---- phase 1: scores ------------------------------------------------------ */
 
+/* The 1-D grid of the NAIVE QK and PV kernels, row block fastest: (row block,
+ * column block of `ncb`, KV head, sequence). One dimension, because only
+ * gridDim.x may be large on every device. */
+__device__ __forceinline__ void xattn_cuda_naive_block(const xattn_cuda_kparams &P, int ncb,
+                                                       int *rb, int *cb, int *hk, int *b)
+{
+    unsigned x = blockIdx.x;
+    *rb = (int)(x % (unsigned)P.nrb);
+    x /= (unsigned)P.nrb;
+    *cb = (int)(x % (unsigned)ncb);
+    x /= (unsigned)ncb;
+    *hk = (int)(x % (unsigned)P.Hkv);
+    *b = (int)(x / (unsigned)P.Hkv);
+}
+
 /* Block x = ((b * Hkv + hk) * nkb + kb) * nrb + rb: 64 packed rows x 64 keys. */
 __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     xattn_cuda_naive_qk_kernel(const xattn_cuda_kparams P, float *S, int nkb)
@@ -22,13 +37,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     __shared__ xattn_cuda_row rows[XATTN_CUDA_SIMT_TILE];
     __shared__ long long qidx[XATTN_CUDA_SIMT_TILE];
 
-    unsigned x = blockIdx.x;
-    const int rb = (int)(x % (unsigned)P.nrb);
-    x /= (unsigned)P.nrb;
-    const int kb = (int)(x % (unsigned)nkb);
-    x /= (unsigned)nkb;
-    const int hk = (int)(x % (unsigned)P.Hkv);
-    const int b = (int)(x / (unsigned)P.Hkv);
+    int rb, kb, hk, b;
+    xattn_cuda_naive_block(P, nkb, &rb, &kb, &hk, &b);
 
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
     const long long R = (long long)s.rows * P.group;
@@ -125,13 +135,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     __shared__ float vs[XATTN_CUDA_PV_KC][XATTN_CUDA_SIMT_TILE + 1];
     __shared__ long long prow[XATTN_CUDA_SIMT_TILE];
 
-    unsigned x = blockIdx.x;
-    const int rb = (int)(x % (unsigned)P.nrb);
-    x /= (unsigned)P.nrb;
-    const int db = (int)(x % (unsigned)ndb);
-    x /= (unsigned)ndb;
-    const int hk = (int)(x % (unsigned)P.Hkv);
-    const int b = (int)(x / (unsigned)P.Hkv);
+    int rb, db, hk, b;
+    xattn_cuda_naive_block(P, ndb, &rb, &db, &hk, &b);
 
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
     const long long R = (long long)s.rows * P.group;
