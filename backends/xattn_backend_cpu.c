@@ -115,6 +115,8 @@ static xattn_status xattn__cpu_device_info(int index, xattn_device_info *info)
             hwloc_obj_t c1 = hwloc_get_obj_by_type(topo, HWLOC_OBJ_L1CACHE, 0);
             if (c1 && c1->attr)
                 l1d = c1->attr->cache.size;
+            if (l1d) /* the kernels size their KV tiles from it */
+                xattn_cpu_set_l1d_bytes(l1d);
             static const hwloc_obj_type_t levels[] = {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE};
             for (size_t i = 0; i < 2 && !llc; i++) {
                 hwloc_obj_t c = hwloc_get_obj_by_type(topo, levels[i], 0);
@@ -245,7 +247,7 @@ static xattn_status xattn__cpu_buffer_alloc(struct xattn_ctx *ctx, struct xattn_
     if (rounded < bytes)
         return xattn__error(XATTN_STATUS_SIZE_OVERFLOW, "bytes: %zu cannot be rounded up to 64",
                             bytes);
-    void *p = aligned_alloc(64, rounded);
+    void *p = xattn__aligned_alloc(rounded ? rounded : 64);
     if (!p)
         return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
                             "bytes: allocating %zu bytes of host memory failed", bytes);
@@ -417,19 +419,29 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         xattn__cpu_phase(info, "softmax", t2, t3);
         xattn__cpu_phase(info, "pv", t3, t4);
     } else if (p->algo == XATTN_ALGO_FLASH) {
-        uint64_t bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads);
-        void *ws = xattn__cpu_workspace(ctx, bytes, "FLASH scratch", &st);
+        /* Packed K/V panels when they pay; without them when the memory limit
+         * (or the machine) refuses the larger workspace. */
+        int pack = xattn_cpu_flash_packs(p);
+        uint64_t bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, pack);
+        void *ws = pack && bytes != UINT64_MAX
+                       ? xattn__host_alloc(ctx, bytes, "FLASH scratch and packed K/V", &st)
+                       : NULL;
+        if (!ws) {
+            pack = 0;
+            bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, 0);
+            ws = xattn__cpu_workspace(ctx, bytes, "FLASH scratch", &st);
+        }
         if (!ws)
             return st;
         info->workspace_bytes = bytes;
         double t1 = xattn__now();
         uint64_t tiles = 0;
         int tile_k = 0;
-        xattn_cpu_flash(&a, ws, &tiles, &tile_k);
+        xattn_cpu_flash(&a, ws, pack, &tiles, &tile_k);
         double t2 = xattn__now();
         xattn__host_free(ctx, ws, bytes);
         xattn__cpu_phase(info, "flash", t1, t2);
-        xattn_cpu_tile_sizes(p, &info->tile_q, NULL);
+        xattn_cpu_tile_sizes(p, &info->tile_q, NULL, &info->tile_heads);
         info->tile_k = tile_k;
     } else if (p->algo == XATTN_ALGO_SPLITKV) {
         int splits = xattn_cpu_splitkv_num_splits(p, a.num_threads);
@@ -447,7 +459,7 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         xattn__host_free(ctx, ws, bytes);
         xattn__cpu_phase(info, "partial", t1, t2);
         xattn__cpu_phase(info, "combine", t2, t3);
-        xattn_cpu_tile_sizes(p, &info->tile_q, &info->tile_k);
+        xattn_cpu_tile_sizes(p, &info->tile_q, &info->tile_k, &info->tile_heads);
     } else {
         return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CPU backend",
                             (int)p->algo);

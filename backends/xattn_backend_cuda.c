@@ -530,7 +530,7 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     info->num_splits = splits;
     /* For the measurement model: the tiles behind executed work, and memory. */
     if (p->algo != XATTN_ALGO_NAIVE)
-        xattn_cuda_flash_tiles(&a, &info->tile_q, &info->tile_k);
+        xattn_cuda_flash_tiles(&a, &info->tile_q, &info->tile_k, &info->tile_heads);
     {
         size_t mfree = 0, mtotal = 0;
         if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {

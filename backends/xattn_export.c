@@ -150,6 +150,7 @@ static void xattn__json_record(FILE *f, const xattn_record *r)
     XATTN__JI("num_splits", r->num_splits);
     XATTN__JI("tile_q", r->tile_q);
     XATTN__JI("tile_k", r->tile_k);
+    XATTN__JI("tile_heads", r->tile_heads);
     XATTN__JS("range", r->range);
     XATTN__JN("host_submit_us", r->host_submit_us);
     XATTN__JN("host_return_us", r->host_return_us);

@@ -158,6 +158,11 @@ void xattn__ctx_leave(struct xattn_ctx *ctx);
 xattn_status xattn__mem_acquire(struct xattn_ctx *ctx, uint64_t bytes, const char *what);
 void xattn__mem_release(struct xattn_ctx *ctx, uint64_t bytes);
 /* Host memory, 64-byte aligned, accounted; NULL with the error set on failure. */
+/* Host memory for kernels: 64-byte aligned; from 4 MiB on, aligned to 2 MiB
+ * and advised for transparent huge pages (Linux), so that strided K/V walks
+ * (BSHD rows one page apart) and big workspaces do not thrash the TLB. NULL
+ * when out of memory; release with free(). `bytes` > 0, a multiple of 64. */
+void *xattn__aligned_alloc(size_t bytes);
 void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                         xattn_status *status);
 void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes);
@@ -280,7 +285,8 @@ typedef struct xattn__work {
     double pairs_dense;    /* B*Hq*Sq*Sk (the padded rectangle) */
     double pairs_useful;   /* (i, j) pairs not masked by steps 6-7, times Hq */
     double pairs_executed; /* what the algorithm computed */
-    double kv_tile_keys;   /* FLASH/SPLITKV: keys loaded, summed over query tiles and heads */
+    double kv_tile_keys;   /* FLASH/SPLITKV: keys loaded, summed over query tiles and the
+                            * K/V loads of each (a load serves ri->tile_heads heads) */
     double flops_dense, flops_useful, flops_executed;
     double bytes_min, bytes_actual;
     double padding_waste;  /* 1 - sum(Lq*Lk) / (B*Sq*Sk) */

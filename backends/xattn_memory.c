@@ -2,6 +2,9 @@
  * accounted here (buffers, workspaces, backend scratch), so that a context's
  * current and peak figures are complete and a memory limit can be enforced. */
 #include <stdlib.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "xattn_internal.h"
 
@@ -38,6 +41,22 @@ void xattn__mem_release(struct xattn_ctx *ctx, uint64_t bytes)
 /* Host allocations account at least one byte (one exists even for a size of
  * 0), and xattn__host_free releases by the same rule, so that a caller that
  * asks for max(n, 1) bytes and frees n is still balanced when n is 0. */
+void *xattn__aligned_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < 2 * huge)
+        return aligned_alloc(64, bytes);
+    const size_t rounded = (bytes + huge - 1) & ~(huge - 1);
+    if (rounded < bytes)
+        return NULL;
+    void *p = aligned_alloc(huge, rounded);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (p)
+        (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    return p;
+}
+
 void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                         xattn_status *status)
 {
@@ -56,7 +75,7 @@ void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                                what, (unsigned long long)bytes);
         return NULL;
     }
-    void *p = aligned_alloc(64, rounded ? (size_t)rounded : 64);
+    void *p = xattn__aligned_alloc(rounded ? (size_t)rounded : 64);
     if (!p) {
         xattn__mem_release(ctx, bytes);
         *status = xattn__error(XATTN_STATUS_OUT_OF_MEMORY,

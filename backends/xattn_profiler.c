@@ -164,6 +164,7 @@ xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_de
     r->build_ms = ri->build_ms;
     r->tile_q = ri->tile_q;
     r->tile_k = ri->tile_k;
+    r->tile_heads = ri->tile_heads > 1 ? ri->tile_heads : 1;
 
     /* memory */
     r->workspace_bytes = ri->workspace_bytes;

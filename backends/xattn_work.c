@@ -12,6 +12,7 @@
  * sum over real rows of max(0, hi - lo): a piecewise linear function of p with
  * breakpoints at p = Lk - c and p = left, summed in closed form per segment.
  */
+#include <math.h>
 #include <stdint.h>
 
 #include "xattn_internal.h"
@@ -197,7 +198,11 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn
     w->pairs_dense = dense;
     w->pairs_useful = (double)useful * Hq;
     w->pairs_executed = tiled ? (double)exec * Hq : dense;
-    w->kv_tile_keys = tiled ? (double)keys * Hq : 0.0;
+    /* A K/V tile load serves tile_heads query heads of one group (GQA
+     * packing): ceil(group / tile_heads) loads per KV head. */
+    const double th = ri->tile_heads > 1 ? (double)ri->tile_heads : 1.0;
+    const double loads = Hkv * ceil((Hq / Hkv) / th);
+    w->kv_tile_keys = tiled ? (double)keys * loads : 0.0;
     const double per_pair = 2.0 * (D + Dv);
     w->flops_dense = per_pair * w->pairs_dense;
     w->flops_useful = per_pair * w->pairs_useful;
@@ -226,7 +231,7 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn
         const double scores = dense * 4.0;
         w->bytes_actual = w->bytes_min - bias_bytes_min + bias_bytes + 4.0 * scores;
     } else {
-        /* K and V tiles are loaded once per query tile and query head. */
+        /* K and V tiles are loaded once per query tile and K/V load (above). */
         double actual = q_bytes + w->kv_tile_keys * (D + Dv) * ks + out_bytes + bias_bytes;
         if (p->algo == XATTN_ALGO_SPLITKV) {
             /* Partial O and LSE of every chunk: written, then read by combine. */

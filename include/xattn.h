@@ -375,6 +375,8 @@ typedef struct xattn_run_info {
                                  * query positions (of one head) and keys per tile */
     uint64_t device_mem_total;  /* device memory, bytes, where the backend knows */
     uint64_t device_mem_free;
+    int tile_heads;             /* query heads of one GQA group that share each loaded K/V
+                                 * tile (GQA packing); 0 or 1: every head loads its own */
 } xattn_run_info;
 
 /**
@@ -443,6 +445,7 @@ typedef struct xattn_record {
     double pct_bw_ceiling;      /* actual GB/s / the device's read bandwidth, in % */
     /* appended */
     int tile_q, tile_k;         /* FLASH/SPLITKV tiles the executed work was counted with */
+    int tile_heads;             /* query heads sharing each K/V tile load (bytes_actual) */
 } xattn_record;
 
 /**

@@ -38,14 +38,16 @@
 #define XATTN__CPU_HAVE_FP16_ISA 0
 #endif
 
-void xattn_cpu_tile_sizes(const xattn_problem *p, int *tile_q, int *tile_k)
+void xattn_cpu_tile_sizes(const xattn_problem *p, int *tile_q, int *tile_k, int *tile_heads)
 {
+    if (tile_heads)
+        *tile_heads = (int)xattn__cpu_qtiling_of(p).heads;
     /* A query tile packs the heads of a GQA group with positions; every head
      * of it sees the same keys, so per head it is a tile of `pos` positions. */
     if (tile_q)
         *tile_q = (int)xattn__cpu_qtiling_of(p).pos;
     if (tile_k)
-        *tile_k = XATTN_CPU_BK;
+        *tile_k = (int)xattn__cpu_bk(p);
 }
 
 static double xattn__cpu_clock(void)

@@ -14,8 +14,9 @@
 #include "xattn_cpu_kernels.h"
 
 /* The FLASH/SPLITKV tiles of p, as the work accounting counts them: query
- * positions per tile (of one head) and keys per tile. */
-void xattn_cpu_tile_sizes(const xattn_problem *p, int *tile_q, int *tile_k);
+ * positions per tile (of one head), keys per tile, and the query heads of a
+ * GQA group packed into one tile (they share its K/V loads). */
+void xattn_cpu_tile_sizes(const xattn_problem *p, int *tile_q, int *tile_k, int *tile_heads);
 
 /* f32 FMA throughput, GFLOP/s (an FMA is 2 FLOPs), on SIMD path `simd` with
  * many independent accumulators per thread; each run lasts about `seconds`. */

@@ -73,6 +73,28 @@ const xattn__cpu_uk *xattn__cpu_uk_get(xattn_cpu_simd simd)
     return &xattn__cpu_uk_portable;
 }
 
+/* ---- tile size from the cache ------------------------------------------------ */
+
+static _Atomic uint64_t xattn__cpu_l1d = 32u << 10;
+
+void xattn_cpu_set_l1d_bytes(uint64_t bytes)
+{
+    if (bytes >= (4u << 10) && bytes <= (16u << 20)) /* ignore nonsense */
+        xattn__cpu_l1d = bytes;
+}
+
+uint64_t xattn_cpu_l1d_bytes(void) { return xattn__cpu_l1d; }
+
+int64_t xattn__cpu_bk(const xattn_problem *p)
+{
+    const uint64_t row = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD) * 4u;
+    const uint64_t budget = xattn__cpu_l1d / 4u * 3u;
+    int64_t bk = XATTN_CPU_BK;
+    while (bk > 16 && (uint64_t)bk * row > budget)
+        bk /= 2;
+    return bk;
+}
+
 /* ---- context, rows, masks ---------------------------------------------------- */
 
 void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
@@ -83,7 +105,7 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
     cx->uk = xattn__cpu_uk_get(a->simd);
     cx->mods = p->alibi != NULL || p->has_bias;
     cx->Dvp = xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
-    cx->ldk = p->D;
+    cx->ldk = xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
 }
 
 /*
@@ -190,10 +212,12 @@ void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, 
 static uint64_t xattn__cpu_a64(uint64_t bytes) { return (bytes + 63u) & ~(uint64_t)63u; }
 
 /* Section sizes in bytes, in the order xattn__cpu_scratch_map lays them out. */
-static void xattn__cpu_scratch_sizes(const xattn_problem *p, uint64_t sz[12])
+#define XATTN__CPU_NSECT 13
+
+static void xattn__cpu_scratch_sizes(const xattn_problem *p, uint64_t sz[XATTN__CPU_NSECT])
 {
     const uint64_t BQ = XATTN_CPU_BQ, BK = XATTN_CPU_BK;
-    const uint64_t D = (uint64_t)p->D;
+    const uint64_t D = (uint64_t)xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
     const uint64_t Dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
     sz[0] = xattn__cpu_a64(D * BQ * 4);   /* qt */
     sz[1] = xattn__cpu_a64(BK * D * 4);   /* kt */
@@ -207,24 +231,25 @@ static void xattn__cpu_scratch_sizes(const xattn_problem *p, uint64_t sz[12])
     sz[9] = xattn__cpu_a64(BQ * sizeof(int));                       /* clo */
     sz[10] = xattn__cpu_a64(BQ * sizeof(int));                      /* chi */
     sz[11] = xattn__cpu_a64(BQ * sizeof(xattn__cpu_row));           /* rows */
+    sz[12] = xattn__cpu_a64(XATTN__CPU_FEW_ROWS * D * 4);           /* qr */
 }
 
 uint64_t xattn__cpu_scratch_bytes(const xattn_problem *p)
 {
-    uint64_t sz[12], total = 0;
+    uint64_t sz[XATTN__CPU_NSECT], total = 0;
     xattn__cpu_scratch_sizes(p, sz);
-    for (int k = 0; k < 12; k++)
+    for (int k = 0; k < XATTN__CPU_NSECT; k++)
         total += sz[k];
     return total;
 }
 
 void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p)
 {
-    uint64_t sz[12];
+    uint64_t sz[XATTN__CPU_NSECT];
     xattn__cpu_scratch_sizes(p, sz);
     char *c = base;
-    void *ptr[12];
-    for (int k = 0; k < 12; k++) {
+    void *ptr[XATTN__CPU_NSECT];
+    for (int k = 0; k < XATTN__CPU_NSECT; k++) {
         ptr[k] = c;
         c += sz[k];
     }
@@ -240,6 +265,7 @@ void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_prob
     sc->clo = ptr[9];
     sc->chi = ptr[10];
     sc->rows = ptr[11];
+    sc->qr = ptr[12];
 }
 
 void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
@@ -260,30 +286,87 @@ void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
 
 /* ---- the flash tile loop ---------------------------------------------------- */
 
+int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const void *base,
+                         int64_t idx0, int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
+                         xattn_dtype dt, int check)
+{
+    if (uk->load_rows)
+        return uk->load_rows(tile, ld, base, idx0, rstride, n, zero_to, nc, dt, check);
+    int bad = 0;
+    for (int64_t c = 0; c < nc; c++) {
+        float *row = tile + c * ld;
+        uk->load(row, base, idx0 + c * rstride, 1, n, dt, 1.0f);
+        for (int64_t d = n; d < zero_to; d++)
+            row[d] = 0.0f;
+        if (check && !bad)
+            bad = uk->nonfinite(row, n);
+    }
+    return bad;
+}
+
 /* K (or V) rows ja .. ja+nc-1 of (b, hk) into a tile with row pitch ld: n
- * converted elements per row, zeros from n to zero_to. */
-static void xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, const void *base,
-                                 float *tile, int64_t ld, int64_t n, int64_t zero_to, int64_t b,
-                                 int64_t hk, int64_t ja, int64_t nc)
+ * converted elements per row, zeros from n to zero_to. With `check`, returns
+ * 1 when the converted rows hold an inf or NaN. */
+static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, const void *base,
+                                float *tile, int64_t ld, int64_t n, int64_t zero_to, int64_t b,
+                                int64_t hk, int64_t ja, int64_t nc, int check)
 {
     const xattn_problem *p = cx->p;
+    if (v->sd == 1)
+        return xattn__cpu_load_rows(cx->uk, tile, ld, base, xattn__cpu_krow(v, p, b, ja, hk), v->ss,
+                                    n, zero_to, nc, v->dtype, check);
     for (int64_t c = 0; c < nc; c++) {
         float *row = tile + c * ld;
         cx->uk->load(row, base, xattn__cpu_krow(v, p, b, ja + c, hk), v->sd, n, v->dtype, 1.0f);
         for (int64_t d = n; d < zero_to; d++)
             row[d] = 0.0f;
     }
+    return check && cx->uk->nonfinite(tile, nc * ld);
 }
 
-uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax)
+/* Asks the caches for K (or V) rows ja .. ja+nc-1 of (b, hk), n elements each
+ * (into L2: a tile of K and V is ~32-64 KiB). Hardware prefetchers follow
+ * one stream within a page; with BSHD a head's rows are a few hundred bytes
+ * every Hkv*D elements, so without this the tile loads wait on DRAM. */
+static void xattn__cpu_prefetch_rows(const xattn__cpu_ctx *cx, const xattn_view *v,
+                                     const void *base, int64_t n, int64_t b, int64_t hk,
+                                     int64_t ja, int64_t nc)
+{
+    const xattn_problem *p = cx->p;
+    const int64_t esz = v->dtype == XATTN_DTYPE_F32 ? 4 : 2;
+    if (v->sd != 1)
+        return; /* strided rows: not worth guessing */
+    for (int64_t c = 0; c < nc; c++) {
+        const char *row = (const char *)base + xattn__cpu_krow(v, p, b, ja + c, hk) * esz;
+        for (int64_t o = 0; o < n * esz; o += 64)
+            __builtin_prefetch(row + o, 0, 2);
+    }
+}
+
+int xattn__cpu_pack_tile(const xattn__cpu_ctx *cx, int64_t b, int64_t hk, int64_t t, float *kt,
+                         float *vt)
+{
+    const xattn_problem *p = cx->p;
+    const int64_t BK = xattn__cpu_bk(p), ja = t * BK;
+    const int64_t nc = xattn__cpu_min(BK, (int64_t)p->len_k[b] - ja);
+    xattn__cpu_load_tile(cx, &p->k, cx->a->k, kt, cx->ldk, p->D, cx->ldk, b, hk, ja, nc, 0);
+    const int bad =
+        xattn__cpu_load_tile(cx, &p->v, cx->a->v, vt, cx->Dvp, p->Dv, cx->Dvp, b, hk, ja, nc, 1);
+    memset(kt + nc * cx->ldk, 0, (size_t)((BK - nc) * cx->ldk) * sizeof(float));
+    memset(vt + nc * cx->Dvp, 0, (size_t)((BK - nc) * cx->Dvp) * sizeof(float));
+    return bad;
+}
+
+void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                             int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax)
 {
     const xattn_problem *p = cx->p;
     const xattn__cpu_uk *uk = cx->uk;
-    const int BQ = XATTN_CPU_BQ, BK = XATTN_CPU_BK;
-    const int64_t D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
-    const int64_t hk = h0 / p->group;
+    const int BQ = XATTN_CPU_BQ;
+    const int64_t D = p->D, Dvp = cx->Dvp, ldk = cx->ldk;
     const int R = nh * np;
+    sc->R = R;
+    sc->hk = h0 / p->group;
 
     /* Rows, their valid keys, and the union that decides which tiles run
      * (the masks depend on the position only, so the heads share intervals). */
@@ -302,85 +385,155 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     }
     memset(sc->acc, 0, (size_t)R * (size_t)Dvp * sizeof(float));
     if (ulo >= uhi)
-        return 0; /* every row fully masked in this key range */
+        ulo = uhi = 0; /* every row fully masked in this key range */
+    sc->ulo = ulo;
+    sc->uhi = uhi;
+    if (ulo >= uhi)
+        return;
 
-    /* Q tile, transposed, with the scale folded in (s = (scale*q) . k); lanes
-     * R..BQ-1 are zero so that the vector kernels can run whole vectors. */
-    for (int r = 0; r < R; r++) {
-        const xattn__cpu_row *rw = &sc->rows[r];
-        uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, D,
-                 p->q.dtype, p->scale);
-        for (int64_t d = 0; d < D; d++)
-            sc->qt[d * BQ + r] = sc->tmp[d];
-    }
-    for (int64_t d = 0; d < D; d++)
-        for (int r = R; r < BQ; r++)
-            sc->qt[d * BQ + r] = 0.0f;
-
-    uint64_t tiles = 0;
-    for (int64_t t0 = ulo / BK * BK; t0 < uhi; t0 += BK) {
-        const int64_t ja = xattn__cpu_max(t0, ulo), jb = xattn__cpu_min(t0 + BK, uhi);
-        const int nc = (int)(jb - ja);
-        /* Rows' ranges inside the tile (local key numbers); skip the tile when
-         * it meets no row's interval (the union may have holes). */
-        int any = 0, full = 1;
+    /* The Q tile with the scale folded in (s = (scale*q) . k). A few rows stay
+     * row-major for uk->qk_rows (zero past D and up to XATTN__CPU_FEW_ROWS
+     * rows); otherwise transposed for the outer product, lanes R..BQ-1 zero so
+     * that the vector kernels can run whole vectors. */
+    sc->few = R <= XATTN__CPU_FEW_ROWS && uk->qk_rows;
+    if (sc->few) {
+        memset(sc->qr, 0, (size_t)(XATTN__CPU_FEW_ROWS * ldk) * sizeof(float));
         for (int r = 0; r < R; r++) {
             const xattn__cpu_row *rw = &sc->rows[r];
-            int64_t lo = xattn__cpu_max(rw->lo, ja), hi = xattn__cpu_min(rw->hi, jb);
-            if (hi <= lo)
-                lo = hi = ja;
-            sc->clo[r] = (int)(lo - ja);
-            sc->chi[r] = (int)(hi - ja);
-            any |= hi > lo;
-            full &= lo == ja && hi == jb;
+            uk->load(sc->qr + r * ldk, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h),
+                     p->q.sd, D, p->q.dtype, p->scale);
         }
-        if (!any)
-            continue;
-        tiles += (uint64_t)R;
+    } else {
+        for (int r = 0; r < R; r++) {
+            const xattn__cpu_row *rw = &sc->rows[r];
+            uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, D,
+                     p->q.dtype, p->scale);
+            for (int64_t d = 0; d < D; d++)
+                sc->qt[d * BQ + r] = sc->tmp[d];
+        }
+        for (int64_t d = 0; d < D; d++)
+            for (int r = R; r < BQ; r++)
+                sc->qt[d * BQ + r] = 0.0f;
+    }
+}
 
-        /* S = Q K^T for the tile; K rows beyond nc (up to a multiple of 16) are
-         * zero so that the micro-kernel's key blocks need no tail. */
+int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                           int64_t t0, const float *kt, int64_t kpitch, const float *vt,
+                           int64_t vpitch, int vbad)
+{
+    const xattn_problem *p = cx->p;
+    const xattn__cpu_uk *uk = cx->uk;
+    const int BQ = XATTN_CPU_BQ, BK = (int)xattn__cpu_bk(p);
+    const int64_t D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
+    const int64_t hk = sc->hk;
+    const int R = sc->R;
+    const int64_t ja = xattn__cpu_max(t0, sc->ulo), jb = xattn__cpu_min(t0 + BK, sc->uhi);
+    if (jb <= ja)
+        return 0;
+    const int nc = (int)(jb - ja);
+    /* Rows' ranges inside the tile (local key numbers); skip the tile when it
+     * meets no row's interval (the union may have holes). */
+    int any = 0, full = 1;
+    for (int r = 0; r < R; r++) {
+        const xattn__cpu_row *rw = &sc->rows[r];
+        int64_t lo = xattn__cpu_max(rw->lo, ja), hi = xattn__cpu_min(rw->hi, jb);
+        if (hi <= lo)
+            lo = hi = ja;
+        sc->clo[r] = (int)(lo - ja);
+        sc->chi[r] = (int)(hi - ja);
+        any |= hi > lo;
+        full &= lo == ja && hi == jb;
+    }
+    if (!any)
+        return 0;
+
+    /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
+     * of 16 keys: converted here, rows past nc are zero; given by the caller,
+     * they are readable (next keys or zeros) and their scores are unused. */
+    if (!kt) {
         const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
-        xattn__cpu_load_tile(cx, &p->k, cx->a->k, sc->kt, ldk, D, D, b, hk, ja, nc);
+        xattn__cpu_load_tile(cx, &p->k, cx->a->k, sc->kt, ldk, D, ldk, b, hk, ja, nc, 0);
         memset(sc->kt + nc * ldk, 0, (size_t)((ncz - nc) * ldk) * sizeof(float));
-        uk->qk_tile(sc->st, sc->qt, sc->kt, (int)ldk, (int)D, nc, R);
+        kt = sc->kt;
+        kpitch = ldk;
+    }
+    if (sc->few)
+        uk->qk_rows(sc->st, sc->qr, (int)ldk, R, kt, (int)kpitch, (int)ldk, nc);
+    else
+        uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
 
-        /* Score modifications and masks; nothing to do for a tile that lies
-         * inside every row's interval when there are no modifications. The
-         * softcap runs on whole vectors of rows (lanes past R are junk, unused). */
-        if (p->softcap > 0.0f)
-            for (int c = 0; c < nc; c++)
-                uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);
-        if (cx->mods || !full)
-            for (int r = 0; r < R; r++)
-                xattn__cpu_mod_row(cx, &sc->rows[r], sc->st + r, BQ, ja, nc);
-
-        /* Online softmax: new max, p = exp(s - m), rescale of what was summed. */
-        uk->softmax_tile(sc->st, nc, R, sc->m, sc->l, sc->alpha);
+    /* Score modifications and masks; nothing to do for a tile that lies inside
+     * every row's interval when there are no modifications. The softcap runs
+     * on whole vectors of rows (lanes past R are junk, unused). */
+    if (p->softcap > 0.0f)
+        for (int c = 0; c < nc; c++)
+            uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);
+    if (cx->mods || !full)
         for (int r = 0; r < R; r++)
-            if (sc->alpha[r] != 1.0f)
-                uk->scale(sc->acc + r * Dvp, Dvp, sc->alpha[r]);
+            xattn__cpu_mod_row(cx, &sc->rows[r], sc->st + r, BQ, ja, nc);
 
-        /* O += P V. A V tile holding inf/NaN goes through the careful path that
-         * visits only each row's own keys and skips masked ones (score -inf),
-         * so that a masked key cannot leak NaN into a row (the reference skips
-         * masked keys), while an unmasked key of weight 0 (underflow) still
-         * brings its inf and NaN, as the reference does. */
-        xattn__cpu_load_tile(cx, &p->v, cx->a->v, sc->vt, Dvp, Dv, Dvp, b, hk, ja, nc);
-        if (!uk->nonfinite(sc->vt, (int64_t)nc * Dvp)) {
-            uk->pv_tile(sc->acc, (int)Dvp, sc->st, sc->vt, (int)Dvp, (int)Dv, R, sc->clo, sc->chi);
-        } else {
-            for (int r = 0; r < R; r++)
-                for (int c = sc->clo[r]; c < sc->chi[r]; c++) {
-                    const float *vr = sc->vt + c * Dvp;
-                    float *ar = sc->acc + r * Dvp;
-                    if (sc->st[c * BQ + r] != 0.0f)
-                        uk->axpy_rows(ar, 0, 1, &sc->st[c * BQ + r], vr, (int)Dvp);
-                    else if (uk->nonfinite(vr, Dvp) &&
-                             xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
-                        xattn__cpu_add_negligible(ar, vr, Dv);
-                }
+    /* Online softmax: new max, p = exp(s - m), rescale of what was summed. */
+    uk->softmax_tile(sc->st, nc, R, sc->m, sc->l, sc->alpha);
+    for (int r = 0; r < R; r++)
+        if (sc->alpha[r] != 1.0f)
+            uk->scale(sc->acc + r * Dvp, Dvp, sc->alpha[r]);
+
+    /* O += P V. A V tile holding inf/NaN goes through the careful path that
+     * visits only each row's own keys and skips masked ones (score -inf), so
+     * that a masked key cannot leak NaN into a row (the reference skips masked
+     * keys), while an unmasked key of weight 0 (underflow) still brings its inf
+     * and NaN, as the reference does. */
+    if (!vt) {
+        vbad = xattn__cpu_load_tile(cx, &p->v, cx->a->v, sc->vt, Dvp, Dv, Dvp, b, hk, ja, nc, 1);
+        vt = sc->vt;
+        vpitch = Dvp;
+    }
+    if (!vbad) {
+        uk->pv_tile(sc->acc, (int)Dvp, sc->st, vt, (int)vpitch, (int)Dv, R, sc->clo, sc->chi);
+    } else {
+        for (int r = 0; r < R; r++)
+            for (int c = sc->clo[r]; c < sc->chi[r]; c++) {
+                const float *vr = vt + c * vpitch;
+                float *ar = sc->acc + r * Dvp;
+                if (sc->st[c * BQ + r] != 0.0f)
+                    uk->axpy_rows(ar, 0, 1, &sc->st[c * BQ + r], vr, (int)Dvp);
+                else if (uk->nonfinite(vr, Dvp) &&
+                         xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
+                    xattn__cpu_add_negligible(ar, vr, Dv);
+            }
+    }
+    return 1;
+}
+
+uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
+                           const xattn__cpu_kvpack *kv)
+{
+    const xattn_problem *p = cx->p;
+    const int64_t BK = xattn__cpu_bk(p), D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
+    xattn__cpu_attend_begin(cx, sc, b, h0, nh, i0, np, kmin, kmax);
+    const int64_t ulo = sc->ulo, uhi = sc->uhi, hk = sc->hk;
+    uint64_t tiles = 0;
+    for (int64_t t0 = ulo / BK * BK; t0 < uhi; t0 += BK) {
+        const int64_t ja = xattn__cpu_max(t0, ulo);
+        const float *kt = NULL, *vt = NULL;
+        int vbad = 0;
+        if (kv) { /* packed: tile (b, hk, t0 / BK), from key ja */
+            const int64_t tile =
+                kv->tile0[b] * p->Hkv + hk * (kv->tile0[b + 1] - kv->tile0[b]) + t0 / BK;
+            kt = kv->k + (tile * BK + (ja - t0)) * ldk;
+            vt = kv->v + (tile * BK + (ja - t0)) * Dvp;
+            vbad = kv->vbad[tile];
+        } else if (t0 + BK < uhi) {
+            /* The next tile's K and V on their way while this one computes
+             * (packed panels are contiguous: the hardware prefetchers follow
+             * them). */
+            const int64_t na = t0 + BK, nb = xattn__cpu_min(t0 + 2 * BK, uhi);
+            xattn__cpu_prefetch_rows(cx, &p->k, cx->a->k, D, b, hk, na, nb - na);
+            xattn__cpu_prefetch_rows(cx, &p->v, cx->a->v, Dv, b, hk, na, nb - na);
         }
+        if (xattn__cpu_attend_tile(cx, sc, b, t0, kt, ldk, vt, Dvp, vbad))
+            tiles += (uint64_t)sc->R;
     }
     return tiles;
 }

@@ -55,6 +55,15 @@
 #ifndef XATTN_CPU_BK
 #define XATTN_CPU_BK 64
 #endif
+/* Query tiles with at most this many rows (decode: one position times a GQA
+ * group) use uk->qk_rows, whose vectors run along D, rather than the outer
+ * product, whose vectors of rows would be mostly empty. */
+#define XATTN__CPU_FEW_ROWS 8
+/* The KV tile (keys) for p: XATTN_CPU_BK, halved (down to 16) while the V
+ * tile, which the P.V micro-kernel re-reads for every 4-row block of the query
+ * tile, would take more than 3/4 of the L1 data cache (D 256: 32 keys on a
+ * 48 KiB L1). A multiple of 16, at most XATTN_CPU_BK. */
+int64_t xattn__cpu_bk(const xattn_problem *p);
 /* NAIVE works on blocks of this many query rows (its scratch lives on the stack). */
 #define XATTN__CPU_NAIVE_ROWS 8
 /* Largest head dim (DESIGN.md) rounded up to the padding unit. */
@@ -164,6 +173,12 @@ typedef struct xattn__cpu_uk {
     /* dst[t] = mul * x[idx + t*stride], t < n, x of dtype dt at `base`. */
     void (*load)(float *dst, const void *base, int64_t idx, int64_t stride, int64_t n,
                  xattn_dtype dt, float mul);
+    /* A tile: rows c < nc at element idx0 + c*rstride of `base` (contiguous
+     * elements) to tile + c*ld, n converted elements each, zeros up to zero_to;
+     * with `check`, returns 1 when one of them is inf or NaN. NULL: the
+     * caller loops over load (and nonfinite). */
+    int (*load_rows)(float *tile, int64_t ld, const void *base, int64_t idx0, int64_t rstride,
+                     int64_t n, int64_t zero_to, int64_t nc, xattn_dtype dt, int check);
     /* x[idx + t*stride] = mul * src[t] rounded to dt (nearest even). */
     void (*store)(void *base, int64_t idx, int64_t stride, const float *src, int64_t n,
                   xattn_dtype dt, float mul);
@@ -173,6 +188,12 @@ typedef struct xattn__cpu_uk {
      * May also write rows up to round_up(nc, 16) and lanes up to round_up(nr, 16)
      * (kt rows and qt lanes there must be finite, e.g. zero). */
     void (*qk_tile)(float *st, const float *qt, const float *kt, int ldk, int D, int nc, int nr);
+    /* The same scores for nr <= XATTN__CPU_FEW_ROWS rows from row-major Q:
+     * st[c*BQ + r] = sum_{d<n} qr[r*ldq + d] * kt[c*ldk + d], n a multiple of
+     * 16 (rows of qr zero past D and for rows nr .. round_up(nr, 4); kt zero
+     * past D, rows up to round_up(nc, 16) readable). NULL: use qk_tile. */
+    void (*qk_rows)(float *st, const float *qr, int ldq, int nr, const float *kt, int ldk, int n,
+                    int nc);
     /* The online-softmax update for keys c < nc of rows r < nr (lanes up to
      * round_up(nr, 16) may be touched): m_new = max(m, max_c st) with NaN
      * sticky; st becomes exp(st - m_new) (a -inf m_new is used as 0 so that a
@@ -185,7 +206,7 @@ typedef struct xattn__cpu_uk {
      * 4-row block: their p is 0 there, so V must be finite (see nonfinite). */
     void (*pv_tile)(float *acc, int ldacc, const float *st, const float *vt, int ldv, int n,
                     int nr, const int *clo, const int *chi);
-    /* 1 when x[0..n) holds an inf or NaN (n a multiple of 16). */
+    /* 1 when x[0..n) holds an inf or NaN. */
     int (*nonfinite)(const float *x, int64_t n);
 
     /* NAIVE row micro-kernels (n a multiple of 16, rows zero-padded). */
@@ -210,6 +231,12 @@ extern const xattn__cpu_uk xattn__cpu_uk_avx2;
 extern const xattn__cpu_uk xattn__cpu_uk_avx512;
 #endif
 
+/* uk->load_rows, or its loop over uk->load (and nonfinite) where the table has
+ * none. */
+int xattn__cpu_load_rows(const struct xattn__cpu_uk *uk, float *tile, int64_t ld, const void *base,
+                         int64_t idx0, int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
+                         xattn_dtype dt, int check);
+
 /* The table for a SIMD path (the portable one for anything this build lacks). */
 const xattn__cpu_uk *xattn__cpu_uk_get(xattn_cpu_simd simd);
 
@@ -221,7 +248,7 @@ typedef struct xattn__cpu_ctx {
     const xattn__cpu_uk *uk;
     int mods;     /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
     int64_t Dvp;  /* Dv rounded up to XATTN__CPU_PAD */
-    int64_t ldk;  /* row pitch of the K tile (D) */
+    int64_t ldk;  /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
 } xattn__cpu_ctx;
 
 void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a);
@@ -283,6 +310,12 @@ void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, 
 /* Views of one thread's scratch. */
 typedef struct xattn__cpu_scratch {
     float *qt, *kt, *vt, *st, *acc, *m, *l, *alpha, *tmp;
+    float *qr; /* [XATTN__CPU_FEW_ROWS][ldk] row-major Q of a few-row tile */
+    /* The query tile in progress (xattn__cpu_attend_begin): its rows, KV
+     * head, the union [ulo, uhi) of its rows' valid keys, and whether it
+     * uses uk->qk_rows. */
+    int R, few;
+    int64_t hk, ulo, uhi;
     int *clo, *chi;
     xattn__cpu_row *rows;
 } xattn__cpu_scratch;
@@ -321,10 +354,46 @@ static inline xattn__cpu_qtiling xattn__cpu_qtiling_of(const xattn_problem *p)
  * restricted to [kmin, kmax). On return sc->rows[r] names each row, sc->acc
  * holds the unnormalized output rows, sc->m the running max (-inf: no valid
  * key; NaN: a NaN score) and sc->l the sum of exp(s - m). Returns the
- * (query row, KV tile) pairs computed, for executed-work accounting.
+ * (query row, KV tile) pairs computed, for executed-work accounting. `kv`:
+ * the packed K/V (NULL: each tile is loaded and converted here).
  */
+/*
+ * K and V packed once per call (FLASH prefill: every query tile of a KV head
+ * reads the same tiles): for each (sequence b, KV head hk, key tile t) one
+ * f32 K tile [BK][ldk] and one V tile [BK][Dvp], zero past the keys and dims,
+ * contiguous, plus a flag per tile telling whether its V holds inf or NaN.
+ * Tile (b, hk, t) is number (tile0[b] * Hkv + hk * ntiles(b) + t); one zero
+ * tile follows the last, so a tile read from an offset row may run past its
+ * end (those rows' scores are never used).
+ */
+typedef struct xattn__cpu_kvpack {
+    const float *k, *v;
+    const unsigned char *vbad;
+    const int64_t *tile0; /* [B + 1]: prefix sums of ceil(len_k[b] / BK) */
+} xattn__cpu_kvpack;
+
+/* Packs key tile t of (b, hk): K into kt [BK][ldk], V into vt [BK][Dvp], zero
+ * past the sequence's keys; returns 1 when the tile's V holds inf or NaN. */
+int xattn__cpu_pack_tile(const xattn__cpu_ctx *cx, int64_t b, int64_t hk, int64_t t, float *kt,
+                         float *vt);
+
 uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
+                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
+                           const xattn__cpu_kvpack *kv);
+
+/* The two halves of xattn__cpu_attend, for callers that walk several query
+ * tiles over the same KV tiles (SPLITKV decode: every KV head of a sequence
+ * over one contiguous stream of keys). begin: rows, masks, the Q tile, and
+ * sc->ulo/uhi (equal when nothing is valid). tile: the KV tile [t0, t0+BK)
+ * clipped to [ulo, uhi); kt/vt point at its first key (row pitches kpitch,
+ * vpitch, K zero past D, rows readable up to a multiple of 16 keys, vbad: V
+ * holds inf/NaN), or are NULL to load and convert it here. Returns 1 when the
+ * tile was computed (sc->R rows), 0 when skipped. */
+void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                             int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
+int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                           int64_t t0, const float *kt, int64_t kpitch, const float *vt,
+                           int64_t vpitch, int vbad);
 
 /* Fills bytes with NaN (workspace poisoning for tests). */
 void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads);

@@ -39,6 +39,12 @@ typedef struct xattn_cpu_args {
     xattn_cpu_simd simd;
 } xattn_cpu_args;
 
+/* The L1 data cache size (bytes, per core) the tile sizes are chosen from:
+ * the CPU backend sets it from hwloc once; 32 KiB until then. A machine
+ * property, so process-wide. */
+void xattn_cpu_set_l1d_bytes(uint64_t bytes);
+uint64_t xattn_cpu_l1d_bytes(void);
+
 /* ---- NAIVE: three phases over a materialized f32 score matrix ------------ */
 
 /* Bytes of the score workspace: B*Hq*Sq*Sk*4 (the caller checked overflow). */
@@ -52,15 +58,22 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs);
 
 /* ---- FLASH: tiled, online softmax ---------------------------------------- */
 
-/* Per-thread scratch bytes for FLASH (tiles of Q, K, V, S, the accumulator). */
-uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads);
-/* Runs FLASH; `ws` holds xattn_cpu_flash_workspace_bytes(p, a->num_threads) bytes.
+/* Whether FLASH should pack K and V once per call (1) rather than convert each
+ * tile for every query tile that visits it (0): when several query tiles
+ * share each KV head (prefill) and the packed copy is not too big. */
+int xattn_cpu_flash_packs(const xattn_problem *p);
+/* Workspace bytes for FLASH: per-thread scratch (tiles of Q, K, V, S, the
+ * accumulator), plus with `pack` the packed f32 K/V panels; UINT64_MAX when
+ * that overflows 64 bits. */
+uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads, int pack);
+/* Runs FLASH; `ws` holds xattn_cpu_flash_workspace_bytes(p, a->num_threads, pack) bytes.
  * Returns, for executed-FLOP accounting, the number of (query row, KV tile)
  * pairs actually computed through *tiles_done and the KV tile size through
  * *tile_k (both may be NULL): executed FLOPs = tiles_done * tile_k * 2*(D+Dv).
  * (A query tile packs the GQA group's heads with positions, so its row count
  * varies; counting rows keeps the figure exact.) */
-void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, uint64_t *tiles_done, int *tile_k);
+void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, uint64_t *tiles_done,
+                     int *tile_k);
 
 /* ---- SPLITKV: partial O/LSE per KV chunk, then combine -------------------- */
 

@@ -19,10 +19,49 @@
 #ifndef XATTN_CPU_SPLITKV_MIN_KEYS
 #define XATTN_CPU_SPLITKV_MIN_KEYS 256
 #endif
+/* KV heads walked together by one work item of the streaming path (below). */
+#define XATTN__CPU_SKV_HEADS 16
+
+/*
+ * The streaming path (decode). With one query tile per KV head (Sq small: the
+ * GQA group's rows fit one tile), a work item (sequence, group of up to 16 KV
+ * heads, chunk) converts each KV tile of all its heads in one pass, key by
+ * key, so that memory is read in address order: with BSHD a key's heads are
+ * adjacent, and a per-head walk would read a few hundred bytes a page apart,
+ * which the hardware prefetchers do not follow (decode is bound by that
+ * stream). Each head keeps its own tile state; the tiles are computed from the
+ * shared buffers [BK][heads][ldk] and [BK][heads][Dvp].
+ */
+static int xattn__cpu_skv_streams(const xattn_problem *p)
+{
+    const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
+    return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1;
+}
+
+static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)
+{
+    return (p->Hkv + XATTN__CPU_SKV_HEADS - 1) / XATTN__CPU_SKV_HEADS;
+}
+
+/* Per-thread bytes of the streaming path: one tile state per head + the
+ * shared K and V buffers (one extra zero row block for the 16-key tails). */
+static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p)
+{
+    const uint64_t H = (uint64_t)xattn__cpu_min(p->Hkv, XATTN__CPU_SKV_HEADS);
+    const uint64_t ldk = (uint64_t)xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
+    const uint64_t dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
+    const uint64_t rows = (uint64_t)XATTN_CPU_BK + XATTN__CPU_PAD;
+    return H * xattn__cpu_scratch_bytes(p) + rows * H * (ldk + dvp) * 4u;
+}
+
+static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p)
+{
+    return xattn__cpu_skv_streams(p) ? xattn__cpu_skv_stream_bytes(p) : xattn__cpu_scratch_bytes(p);
+}
 
 int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
 {
-    const int64_t tiles = (p->Sk + XATTN_CPU_BK - 1) / XATTN_CPU_BK;
+    const int64_t bk = xattn__cpu_bk(p), tiles = (p->Sk + bk - 1) / bk;
     const int64_t max_splits = tiles > 1 ? tiles : 1;
     int64_t s;
     if (p->num_splits > 0) {
@@ -33,7 +72,8 @@ int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
          * Partial work items are (sequence, KV head, head block): see
          * xattn__cpu_qtiling. */
         const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-        const int64_t u0 = p->B * p->Hkv * qt.hblocks;
+        const int64_t u0 = xattn__cpu_skv_streams(p) ? p->B * xattn__cpu_skv_hgroups(p)
+                                                     : p->B * p->Hkv * qt.hblocks;
         const int64_t units = u0 > 0 ? u0 : 1;
         const int64_t nt = num_threads > 0 ? num_threads : 1;
         const int64_t want = (2 * nt + units - 1) / units;
@@ -73,7 +113,7 @@ uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, i
     const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
     uint64_t total;
     if (__builtin_add_overflow(xattn__cpu_skv_partials_bytes(p, splits),
-                               nt * xattn__cpu_scratch_bytes(p), &total))
+                               nt * xattn__cpu_skv_thread_bytes(p), &total))
         return UINT64_MAX;
     return total;
 }
@@ -83,9 +123,77 @@ uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, i
 static void xattn__cpu_skv_chunk(const xattn_problem *p, int splits, int64_t s, int64_t *k0,
                                  int64_t *k1)
 {
-    const int64_t tiles = (p->Sk + XATTN_CPU_BK - 1) / XATTN_CPU_BK;
-    *k0 = xattn__cpu_min(s * tiles / splits * XATTN_CPU_BK, p->Sk);
-    *k1 = xattn__cpu_min((s + 1) * tiles / splits * XATTN_CPU_BK, p->Sk);
+    const int64_t bk = xattn__cpu_bk(p), tiles = (p->Sk + bk - 1) / bk;
+    *k0 = xattn__cpu_min(s * tiles / splits * bk, p->Sk);
+    *k1 = xattn__cpu_min((s + 1) * tiles / splits * bk, p->Sk);
+}
+
+/* The normalized partial O and the LSE of the finished rows of sc, chunk s. */
+static void xattn__cpu_skv_write(const xattn__cpu_ctx *cx, const xattn__cpu_scratch *sc, int64_t s,
+                                 int64_t b, float *opart, float *lpart)
+{
+    const xattn_problem *p = cx->p;
+    for (int r = 0; r < sc->R; r++) {
+        const int64_t h = sc->rows[r].h, i = sc->rows[r].i;
+        const uint64_t row = (((uint64_t)s * p->B + b) * p->Hq + h) * p->Sq + i;
+        const float m = sc->m[r], l = sc->l[r];
+        if (m == -INFINITY) {
+            lpart[row] = -INFINITY;
+            continue;
+        }
+        const float inv = 1.0f / l;
+        float *o = opart + row * p->Dv;
+        const float *acc = sc->acc + r * cx->Dvp;
+        for (int64_t d = 0; d < p->Dv; d++)
+            o[d] = acc[d] * inv;
+        lpart[row] = m + logf(l);
+    }
+}
+
+/* One work item of the streaming path: KV heads hk0 .. hk0+nk-1 of sequence
+ * b over the keys [k0, k1), every real query row (R_all <= one tile). */
+static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b, int64_t hk0,
+                                  int nk, int64_t k0, int64_t k1, int64_t s, float *opart,
+                                  float *lpart)
+{
+    const xattn_problem *p = cx->p;
+    const int64_t BK = xattn__cpu_bk(p), ldk = cx->ldk, Dvp = cx->Dvp;
+    const int64_t per = (int64_t)xattn__cpu_scratch_bytes(p);
+    const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
+    xattn__cpu_scratch sc[XATTN__CPU_SKV_HEADS];
+    float *kb = (float *)(mem + per * nk);
+    float *vb = kb + (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
+    int64_t ulo = 0, uhi = 0;
+    for (int k = 0; k < nk; k++) {
+        xattn__cpu_scratch_map(&sc[k], mem + per * k, p);
+        xattn__cpu_attend_begin(cx, &sc[k], b, (hk0 + k) * p->group, (int)p->group, 0,
+                                (int)R_all, k0, k1);
+        ulo = sc[k].ulo; /* the heads share positions, so intervals */
+        uhi = sc[k].uhi;
+    }
+    if (R_all > 0 && ulo < uhi) {
+        for (int64_t t0 = ulo / BK * BK; t0 < uhi; t0 += BK) {
+            const int64_t ja = xattn__cpu_max(t0, ulo), jb = xattn__cpu_min(t0 + BK, uhi);
+            const int64_t nc = jb - ja, ncz = xattn__cpu_round_up(nc, XATTN__CPU_PAD);
+            /* Key by key, the heads in address order (adjacent with BSHD). */
+            int vbad = 0;
+            for (int64_t c = 0; c < nc; c++) {
+                const int64_t j = ja + c;
+                xattn__cpu_load_rows(cx->uk, kb + c * nk * ldk, ldk, cx->a->k,
+                                     xattn__cpu_krow(&p->k, p, b, j, hk0), p->k.sh, p->D, ldk, nk,
+                                     p->k.dtype, 0);
+                vbad |= xattn__cpu_load_rows(cx->uk, vb + c * nk * Dvp, Dvp, cx->a->v,
+                                             xattn__cpu_krow(&p->v, p, b, j, hk0), p->v.sh, p->Dv,
+                                             Dvp, nk, p->v.dtype, 1);
+            }
+            memset(kb + nc * nk * ldk, 0, (size_t)((ncz - nc) * nk * ldk) * sizeof(float));
+            for (int k = 0; k < nk; k++)
+                xattn__cpu_attend_tile(cx, &sc[k], b, t0, kb + k * ldk, nk * ldk, vb + k * Dvp,
+                                       nk * Dvp, vbad);
+        }
+    }
+    for (int k = 0; k < nk; k++)
+        xattn__cpu_skv_write(cx, &sc[k], s, b, opart, lpart);
 }
 
 void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
@@ -95,7 +203,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
     xattn__cpu_ctx_init(&cx, a);
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     (void)nt; /* unused without OpenMP */
-    const uint64_t per = xattn__cpu_scratch_bytes(p);
+    const uint64_t per = xattn__cpu_skv_thread_bytes(p);
     const uint64_t part = xattn__cpu_skv_partials_bytes(p, splits);
     if (p->poison)
         xattn__cpu_poison(ws, part + per * (uint64_t)nt, nt);
@@ -103,6 +211,25 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
     float *opart = ws;
     float *lpart = opart + nrows * (uint64_t)p->Dv;
     char *scratch = (char *)ws + part;
+
+    if (xattn__cpu_skv_streams(p)) {
+        /* Work items: (sequence, group of KV heads, chunk). */
+        const int64_t ng = xattn__cpu_skv_hgroups(p);
+        const int64_t units = p->B * ng * (int64_t)splits;
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#endif
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t s = u % splits, g = (u / splits) % ng, b = u / ((int64_t)splits * ng);
+            const int64_t hk0 = g * XATTN__CPU_SKV_HEADS;
+            const int nk = (int)xattn__cpu_min(XATTN__CPU_SKV_HEADS, p->Hkv - hk0);
+            int64_t k0, k1;
+            xattn__cpu_skv_chunk(p, splits, s, &k0, &k1);
+            xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk, k0,
+                                  k1, s, opart, lpart);
+        }
+        return;
+    }
 
     /* Work items: (sequence, KV head, head block, chunk); each walks every
      * query tile of its heads (GQA-packed, see xattn__cpu_qtiling). */
@@ -125,22 +252,8 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
         xattn__cpu_scratch_map(&sc, scratch + (uint64_t)XATTN__CPU_TID() * per, p);
         for (int64_t i0 = 0; i0 < R_all; i0 += qt.pos) {
             const int np = (int)xattn__cpu_min(qt.pos, R_all - i0);
-            xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, k0, k1);
-            for (int r = 0; r < nh * np; r++) {
-                const int64_t h = sc.rows[r].h, i = sc.rows[r].i;
-                const uint64_t row = (((uint64_t)s * p->B + b) * p->Hq + h) * p->Sq + i;
-                const float m = sc.m[r], l = sc.l[r];
-                if (m == -INFINITY) {
-                    lpart[row] = -INFINITY;
-                    continue;
-                }
-                const float inv = 1.0f / l;
-                float *o = opart + row * p->Dv;
-                const float *acc = sc.acc + r * cx.Dvp;
-                for (int64_t d = 0; d < p->Dv; d++)
-                    o[d] = acc[d] * inv;
-                lpart[row] = m + logf(l);
-            }
+            xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, k0, k1, NULL);
+            xattn__cpu_skv_write(&cx, &sc, s, b, opart, lpart);
         }
     }
 }

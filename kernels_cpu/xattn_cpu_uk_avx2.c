@@ -19,6 +19,10 @@
 #define QK_CB 4
 /* 4 rows x 2 vectors = 8 accumulators + 2 V vectors + 1 broadcast. */
 #define PV_DB 2
+/* Few-row QK^T (decode): 4 rows x 2 keys = 8 accumulators (one per lane of
+ * the reduced vector) + 2 K vectors + 1 Q vector. */
+#define QR_RB 4
+#define QR_CB 2
 
 static inline XV_TARGET XV xv_zero(void) { return _mm256_setzero_ps(); }
 static inline XV_TARGET XV xv_set1(float x) { return _mm256_set1_ps(x); }
@@ -51,6 +55,23 @@ static inline XV_TARGET float xv_hsum(XV v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* lane k of the result = the sum of the lanes of a[k], k < 8 (a transposing
+ * reduction tree: 7 adds and 10 shuffles for 8 sums). */
+static inline XV_TARGET XV xv_reduce_lanes(const XV *a)
+{
+    XV b[4], c[2];
+    for (int i = 0; i < 4; i++) /* per 128-bit lane: x0+x2, y0+y2, x1+x3, y1+y3 */
+        b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                             _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 2; i++) { /* per 128-bit lane: the lane's sums of a[4i..4i+3] */
+        const __m256d x = _mm256_castps_pd(b[2 * i]), y = _mm256_castps_pd(b[2 * i + 1]);
+        c[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)),
+                             _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20),
+                         _mm256_permute2f128_ps(c[0], c[1], 0x31));
 }
 
 /*

@@ -12,6 +12,7 @@
  *   QK_CB         keys per QK^T register block (the block is 2 vectors of query
  *                 rows x QK_CB keys: 2*QK_CB accumulators)
  *   PV_DB         vectors of Dv per P.V register block (4 rows x PV_DB vectors)
+ *   QR_RB, QR_CB  rows x keys of a few-row QK^T block, QR_RB * QR_CB == XV_LEN
  * and the static inline vector layer xv_* (see the AVX2 file for the list).
  */
 
@@ -41,6 +42,58 @@ static XV_TARGET void XV_FN(load)(float *dst, const void *base, int64_t idx, int
     }
     for (; t < n; t++)
         dst[t] = mul * xattn__cpu_load1(base, idx + t * stride, dt);
+}
+
+/*
+ * A K or V tile: rows c < nc at element idx0 + c*rstride (elements of a row
+ * contiguous) into tile + c*ld as f32, n per row, zeros from n to zero_to.
+ * With `check`, returns 1 when a converted element is inf or NaN (x*0 summed
+ * into a vector: NaN iff one was), folded into the conversion so that the
+ * tile is not read a second time.
+ */
+static XV_TARGET int XV_FN(load_rows)(float *tile, int64_t ld, const void *base, int64_t idx0,
+                                      int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
+                                      xattn_dtype dt, int check)
+{
+    const XV zero = xv_zero();
+    XV z = zero;
+    for (int64_t c = 0; c < nc; c++) {
+        float *dst = tile + c * ld;
+        const int64_t idx = idx0 + c * rstride;
+        int64_t t = 0;
+        if (dt == XATTN_DTYPE_F32) {
+            const float *s = (const float *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN) {
+                const XV x = xv_load(s + t);
+                z = xv_fma(x, zero, z);
+                xv_store(dst + t, x);
+            }
+        } else if (dt == XATTN_DTYPE_F16) {
+            const uint16_t *s = (const uint16_t *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN) {
+                const XV x = xv_load_f16(s + t);
+                z = xv_fma(x, zero, z);
+                xv_store(dst + t, x);
+            }
+        } else {
+            const uint16_t *s = (const uint16_t *)base + idx;
+            for (; t + XV_LEN <= n; t += XV_LEN) {
+                const XV x = xv_load_bf16(s + t);
+                z = xv_fma(x, zero, z);
+                xv_store(dst + t, x);
+            }
+        }
+        for (; t < n; t++) {
+            dst[t] = xattn__cpu_load1(base, idx + t, dt);
+            z = xv_add(z, xv_set1(dst[t] * 0.0f));
+        }
+        for (; t < zero_to; t++)
+            dst[t] = 0.0f;
+    }
+    if (!check)
+        return 0;
+    const float sum = xv_hsum(z);
+    return sum != sum;
 }
 
 static XV_TARGET void XV_FN(store)(void *base, int64_t idx, int64_t stride, const float *src,
@@ -167,6 +220,49 @@ static XV_TARGET void XV_FN(qk_tile)(float *st, const float *qt, const float *kt
     for (; rv < nrv; rv++)
         for (int c0 = 0; c0 < nc; c0 += QK_CB)
             XV_FN(qk_block1)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
+}
+
+/*
+ * QK^T for few query rows (decode: the GQA group of one position). The outer
+ * product above spends a whole vector of rows on each K element, 4 of 16
+ * lanes useful for a group of 4; here the vectors run along D instead, every
+ * lane useful: a block of QR_RB rows x QR_CB keys keeps one accumulator per
+ * (row, key), and one transposing reduction turns the XV_LEN accumulators into
+ * the block's XV_LEN scores. qr holds the rows row-major (pitch ldq, zero past
+ * D and for rows nr .. round_up(nr, QR_RB)); kt rows up to round_up(nc, QR_CB)
+ * are readable and D is padded with zeros to n (a multiple of 16) floats.
+ */
+static XV_TARGET void XV_FN(qk_rows)(float *st, const float *qr, int ldq, int nr, const float *kt,
+                                     int ldk, int n, int nc)
+{
+    _Static_assert(QR_RB * QR_CB == XV_LEN, "one accumulator per lane");
+    const int nd = n / XV_LEN;
+    for (int r0 = 0; r0 < nr; r0 += QR_RB)
+        for (int c0 = 0; c0 < nc; c0 += QR_CB) {
+            XV a[XV_LEN];
+#pragma GCC unroll 16
+            for (int k = 0; k < XV_LEN; k++)
+                a[k] = xv_zero();
+            const float *kp = kt + (int64_t)c0 * ldk, *qp = qr + (int64_t)r0 * ldq;
+            for (int v = 0; v < nd; v++) {
+                XV kv[QR_CB];
+#pragma GCC unroll 16
+                for (int c = 0; c < QR_CB; c++)
+                    kv[c] = xv_load(kp + (int64_t)c * ldk + v * XV_LEN);
+#pragma GCC unroll 16
+                for (int r = 0; r < QR_RB; r++) {
+                    const XV q = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);
+#pragma GCC unroll 16
+                    for (int c = 0; c < QR_CB; c++)
+                        a[r * QR_CB + c] = xv_fma(q, kv[c], a[r * QR_CB + c]);
+                }
+            }
+            float lanes[XV_LEN];
+            xv_store(lanes, xv_reduce_lanes(a));
+            for (int r = 0; r < QR_RB; r++)
+                for (int c = 0; c < QR_CB; c++)
+                    st[(c0 + c) * XQ + r0 + r] = lanes[r * QR_CB + c];
+        }
 }
 
 static XV_TARGET void XV_FN(softmax_tile)(float *st, int nc, int nr, float *m, float *l,
@@ -375,7 +471,9 @@ const xattn__cpu_uk XV_TABLE = {
     .simd = XV_SIMD,
     .load = XV_FN(load),
     .store = XV_FN(store),
+    .load_rows = XV_FN(load_rows),
     .qk_tile = XV_FN(qk_tile),
+    .qk_rows = XV_FN(qk_rows),
     .softmax_tile = XV_FN(softmax_tile),
     .pv_tile = XV_FN(pv_tile),
     .nonfinite = XV_FN(nonfinite),

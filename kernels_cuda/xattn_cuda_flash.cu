@@ -91,13 +91,15 @@ extern "C" const char *xattn_cuda_flash_path(const xattn_cuda_args *a)
     return xattn_cuda_plan_of(a).name;
 }
 
-extern "C" void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k)
+extern "C" void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k,
+                                       int *tile_heads)
 {
     /* A block packs the query heads of one KV head with positions, so its
      * tile in positions of one head is bm / group (at least 1). */
     const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
     const long long g = a->p->group > 0 ? a->p->group : 1;
     *tile_q = (int)(pl.bm / g > 0 ? pl.bm / g : 1);
+    *tile_heads = (int)(g < pl.bm ? g : pl.bm);
     const int bn256 = (int)xattn_cuda_mma_cfg<256>::BN, bn = (int)xattn_cuda_mma_cfg<64>::BN;
     *tile_k = !pl.mma ? XATTN_CUDA_SIMT_TILE : pl.dp == 256 ? bn256 : bn;
 }

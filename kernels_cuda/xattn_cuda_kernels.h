@@ -84,8 +84,9 @@ cudaError_t xattn_cuda_naive_pv(const xattn_cuda_args *a, const float *probs);
 const char *xattn_cuda_flash_path(const xattn_cuda_args *a);
 cudaError_t xattn_cuda_flash(const xattn_cuda_args *a);
 /* The tile sizes FLASH and the SPLITKV partial use for `a` (executed-work
- * accounting): query positions of one head per tile, keys per tile. */
-void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k);
+ * accounting): query positions of one head per tile, keys per tile, and the
+ * query heads of a GQA group that share each K/V tile. */
+void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k, int *tile_heads);
 /* Ceilings micro-benchmarks (xattn_cuda_ceilings.cu) on the current device and
  * `stream`: best time in ms of an f32 FMA loop over `threads` threads of
  * `iters` iterations (64 FLOPs each), of reading `bytes` from `buf`, and of
