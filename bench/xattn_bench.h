@@ -34,7 +34,24 @@ typedef struct xattn_bench_result {
     xattn_ref_mode ref_mode; /* what it covered */
     char check_note[160];
     xattn_case_error err;
+    int threads;               /* CPU: worker threads the cell ran with; 0 = not a CPU cell */
+    int compute_units;         /* the device's (the ceilings are measured on all of them) */
+    double pct_fma_per_thread; /* executed GFLOP/s / (FMA ceiling * min(threads, units) /
+                                * units), in %; -1 unknown or not a CPU cell */
 } xattn_bench_result;
+
+/* One line of the thread-scaling block: the same device, case and algorithm
+ * at a base (the fewest) thread count and at another. */
+typedef struct xattn_bench_scaling {
+    int device, case_idx;
+    xattn_algo algo;
+    int threads_base, threads;
+    double base_ms, ms;             /* medians */
+    double speedup;                 /* base_ms / ms */
+    double efficiency;              /* speedup / (threads / threads_base) */
+    double pct_fma_per_thread_base; /* -1 unknown */
+    double pct_fma_per_thread;
+} xattn_bench_scaling;
 
 typedef struct xattn_bench_report {
     const xattn_cli_opts *o;
@@ -50,7 +67,14 @@ typedef struct xattn_bench_report {
     int n_cases;
     xattn_bench_result *results;
     int n_results;
+    xattn_bench_scaling *scaling;
+    int n_scaling;
 } xattn_bench_report;
+
+/* Fills rep->scaling (capacity rep->n_results) from the results: for each
+ * device x case x algorithm measured at several thread counts, the fewest
+ * against each other count. Returns the count. */
+int xattn_bench_scaling_compute(xattn_bench_report *rep);
 
 const char *xattn_cell_status_name(xattn_cell_status s);
 /* "pass", "fail", "skipped" (reference too costly), "off" (--no-check), "-" (no result) */

@@ -70,6 +70,8 @@ enum {
     XATTN_GIVEN_VARLEN = 1u << 22,
     XATTN_GIVEN_REPS = 1u << 23,
     XATTN_GIVEN_LEN_SCALE = 1u << 24,
+    XATTN_GIVEN_THREADS = 1u << 25,
+    XATTN_GIVEN_CHECK_LIMIT = 1u << 26,
     /* every flag that changes the shape or the options of the case (bits 3..22) */
     XATTN_GIVEN_CASE_MASK = 0x7ffff8u
 };
@@ -88,7 +90,10 @@ typedef struct xattn_cli_opts {
     int n_backends;
     xattn_backend backends[XATTN_BACKEND_COUNT + 1]; /* XATTN_BACKEND_AUTO allowed for run */
     int device;  /* device index; -1 = every device of each backend (bench/check/advise) */
-    int threads; /* CPU worker threads, 0 = all */
+    int threads; /* CPU worker threads, 0 = all (bench: the first value of thread_list) */
+    /* bench: --threads as a sweep axis ("1,2", "0" = all); n = 0 when not given.
+     * run, check and advise take one value. */
+    xattn_cli_ilist thread_list;
 
     /* the case (lists are sweep axes for bench; run takes one value each) */
     int n_algos;
@@ -157,6 +162,9 @@ const char *xattn_cli_cmd_name(xattn_cli_cmd cmd);
  * access, no exit. Pointers in *out point into argv's strings.
  */
 int xattn_cli_parse(int argc, char **argv, xattn_cli_opts *out, char *err, size_t errlen);
+
+/* The default --check-limit of a command (FLOPs the reference may spend). */
+double xattn_cli_default_check_limit(xattn_cli_cmd cmd);
 
 /* The --help text of a subcommand (static storage). */
 const char *xattn_cli_help_text(xattn_cli_cmd cmd);

@@ -322,6 +322,11 @@ static int xattn__one_dtype(const char *s, int *v)
     return 0;
 }
 
+double xattn_cli_default_check_limit(xattn_cli_cmd cmd)
+{
+    return cmd == XATTN_CLI_RUN ? 2e10 : 4e9; /* run: one case, be thorough */
+}
+
 static void xattn__defaults(xattn_cli_opts *o, xattn_cli_cmd cmd)
 {
     memset(o, 0, sizeof *o);
@@ -337,7 +342,7 @@ static void xattn__defaults(xattn_cli_opts *o, xattn_cli_cmd cmd)
     o->max_spread = 0.05;
     o->cell_budget = cmd == XATTN_CLI_ADVISE ? 0.5 : 1.0;
     o->check = 1;
-    o->check_limit = cmd == XATTN_CLI_RUN ? 2e10 : 4e9; /* run: one case, be thorough */
+    o->check_limit = xattn_cli_default_check_limit(cmd);
     o->out_dir = "xattn-results";
     o->progress = -1;
     o->metric = XATTN_METRIC_TIME;
@@ -510,9 +515,11 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
         o->seed = (uint64_t)v;
         return 0;
     case O_THREADS:
-        if (xattn__i64(arg, 0, 4096, &v))
-            return xattn__fail(err, errlen, "--threads: '%s' is not an integer in 0..4096", arg);
-        o->threads = (int)v;
+        /* A list for bench (a sweep axis); the other commands take one value (validated). */
+        if (xattn__ilist(name, arg, 0, 4096, &o->thread_list, err, errlen))
+            return XATTN_EXIT_USAGE;
+        o->threads = (int)o->thread_list.v[0];
+        o->given |= XATTN_GIVEN_THREADS;
         return 0;
     case O_REPS:
     case O_MAX_REPS:
@@ -548,6 +555,7 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
         if (xattn__dbl(arg, 0, 1e18, &d))
             return xattn__fail(err, errlen, "--check-limit: '%s' is not a FLOP count >= 0", arg);
         o->check_limit = d;
+        o->given |= XATTN_GIVEN_CHECK_LIMIT;
         return 0;
     case O_JSON:
     case O_TRACE:
@@ -615,6 +623,11 @@ static int xattn__validate(xattn_cli_opts *o, char *err, size_t errlen)
         if (o->n_dtypes > 1)
             return xattn__fail(err, errlen, "%s: --dtype takes one value here", cmd);
     }
+    if (o->cmd != XATTN_CLI_BENCH && o->thread_list.n > 1)
+        return xattn__fail(err, errlen,
+                           "%s: --threads takes one value here (a list of thread counts is for "
+                           "xattn bench)",
+                           cmd);
     if (o->cmd == XATTN_CLI_RUN) {
         if (o->n_backends > 1)
             return xattn__fail(err, errlen, "run: --backend takes one backend");
@@ -895,13 +908,16 @@ static const char xattn__help_bench[] =
     "  and trace.json, and prints a table.\n\n"
     "where and what:\n"
     "  --preset NAME                    a preset (--list-presets); flags below override it\n"
+    "                                   (--algo and --threads replace a family's own)\n"
     "  --scale F                        multiply the preset's lengths by F (default: 1 with a\n"
     "                                   GPU among the devices, else 0.125; 'default' is 1)\n"
     "  --quick                          fewer lengths (the first two of each family)\n"
     "  --backend LIST                   cpu,opencl,cuda (default: every available one)\n"
     "  --device N                       only device N of each backend (default: every device)\n"
     "  --algo LIST                      naive,flash,splitkv,auto or all (default all three)\n"
-    "  --threads N                      CPU worker threads (0 = all)\n"
+    "  --threads LIST                   CPU worker threads, a sweep axis: 1,2 or 1..8 (0 = all);\n"
+    "                                   CPU cells only: other backends run once, without it;\n"
+    "                                   several counts add a thread-scaling block\n"
     "sweep axes (lists: 128,256 or 128..4096 doubling; --sk follows --sq unless given):\n"
     "  --dtype LIST  --batch LIST  --heads LIST  --kv-heads LIST  --sq LIST  --sk LIST\n"
     "  --head-dim LIST  --head-dim-v LIST, and the single-valued case flags:\n" XATTN__HELP_CASE

@@ -104,9 +104,17 @@ static const char *xattn__check_cell(const xattn_bench_result *r)
 
 static void xattn__table_header(int casew)
 {
-    printf("%-9s %-8s %-*s %5s %10s %7s %10s %9s %8s %6s %10s %8s %s\n", "device", "algo", casew,
-           "case", "reps", "median ms", "spread", "p90 ms", "GFLOP/s", "GB/s", "%FMA", "peak mem",
-           "rel err", "check");
+    printf("%-9s %-8s %3s %-*s %5s %10s %7s %10s %9s %8s %6s %6s %10s %8s %s\n", "device", "algo",
+           "thr", casew, "case", "reps", "median ms", "spread", "p90 ms", "GFLOP/s", "GB/s", "%FMA",
+           "%BW", "peak mem", "rel err", "check");
+}
+
+static void xattn__pct(double v, char *out, size_t n)
+{
+    if (v >= 0)
+        snprintf(out, n, "%.1f", v);
+    else
+        snprintf(out, n, "-");
 }
 
 static void xattn__table_row(const xattn_bench_report *rep, const xattn_bench_result *r, int casew)
@@ -115,18 +123,21 @@ static void xattn__table_row(const xattn_bench_report *rep, const xattn_bench_re
     char dev[32];
     xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
     const char *key = rep->cases[r->case_idx].key;
+    char thr[16];
+    if (r->threads > 0)
+        snprintf(thr, sizeof thr, "%d", r->threads);
+    else
+        snprintf(thr, sizeof thr, "-");
     if (r->status != XATTN_CELL_OK && r->cell.t.n == 0) {
-        printf("%-9s %-8s %-*s %s: %s\n", dev, xattn_algo_name(r->algo), casew, key,
+        printf("%-9s %-8s %3s %-*s %s: %s\n", dev, xattn_algo_name(r->algo), thr, casew, key,
                xattn_cell_status_name(r->status), r->error);
         return;
     }
     const xattn_cell *c = &r->cell;
-    char pk[32], fma[16], err[16];
+    char pk[32], fma[16], bw[16], err[16];
     xattn_fmt_bytes((double)c->peak_bytes, pk, sizeof pk);
-    if (c->pct_fma >= 0)
-        snprintf(fma, sizeof fma, "%.1f", c->pct_fma);
-    else
-        snprintf(fma, sizeof fma, "-");
+    xattn__pct(c->pct_fma, fma, sizeof fma);
+    xattn__pct(c->pct_bw, bw, sizeof bw);
     if (r->err.checked)
         snprintf(err, sizeof err, "%.1e", r->err.rel_l2);
     else
@@ -136,10 +147,34 @@ static void xattn__table_row(const xattn_bench_report *rep, const xattn_bench_re
         snprintf(algo, sizeof algo, "auto:%s", xattn_algo_name(c->info.algo_chosen));
     else
         snprintf(algo, sizeof algo, "%s", xattn_algo_name(r->algo));
-    printf("%-9s %-8s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %10s %8s %s%s%s\n", dev, algo,
-           casew, key, c->t.n, c->t.median, 100.0 * c->t.spread, c->converged ? " " : "~", c->t.p90,
-           c->gflops_useful, c->gbytes_per_s, fma, pk, err, xattn__check_cell(r),
-           r->error[0] ? "  " : "", r->error);
+    printf("%-9s %-8s %3s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %6s %10s %8s %s%s%s\n",
+           dev, algo, thr, casew, key, c->t.n, c->t.median, 100.0 * c->t.spread,
+           c->converged ? " " : "~", c->t.p90, c->gflops_useful, c->gbytes_per_s, fma, bw, pk, err,
+           xattn__check_cell(r), r->error[0] ? "  " : "", r->error);
+}
+
+/* The thread-scaling block after the table (rep->scaling filled). */
+static void xattn__scaling_print(const xattn_bench_report *rep, int casew)
+{
+    if (!rep->n_scaling)
+        return;
+    printf("\nthread scaling (same device, case and algorithm; speed-up = base median / median; "
+           "efficiency = speed-up / thread ratio;\n%%FMA/t = %% of the FMA ceiling pro-rated to "
+           "the threads used, ceiling x threads / compute units):\n");
+    printf("%-9s %-8s %-*s %9s %10s %10s %8s %6s %11s %7s\n", "device", "algo", casew, "case",
+           "threads", "base ms", "ms", "speed-up", "effic", "base %FMA/t", "%FMA/t");
+    for (int i = 0; i < rep->n_scaling; i++) {
+        const xattn_bench_scaling *sc = &rep->scaling[i];
+        const xattn_bench_device *d = &rep->devices[sc->device];
+        char dev[32], thr[32], p0[16], p1[16];
+        xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
+        snprintf(thr, sizeof thr, "%d -> %d", sc->threads_base, sc->threads);
+        xattn__pct(sc->pct_fma_per_thread_base, p0, sizeof p0);
+        xattn__pct(sc->pct_fma_per_thread, p1, sizeof p1);
+        printf("%-9s %-8s %-*s %9s %10.4f %10.4f %7.2fx %5.0f%% %11s %7s\n", dev,
+               xattn_algo_name(sc->algo), casew, rep->cases[sc->case_idx].key, thr, sc->base_ms,
+               sc->ms, sc->speedup, 100.0 * sc->efficiency, p0, p1);
+    }
 }
 
 /* ---- the run ------------------------------------------------------------------- */
@@ -158,6 +193,69 @@ static int xattn__any_gpu(const xattn_target *t, int n)
             t[i].info.device_type == XATTN_DEVICE_TYPE_ACCELERATOR)
             return 1;
     return 0;
+}
+
+/* % of the FMA ceiling pro-rated to the threads a CPU cell used: the ceiling
+ * is measured with every compute unit, so t of n units get t/n of it (at most
+ * all of it: more threads than units add no FMA units). */
+static void xattn__per_thread(xattn_bench_result *r)
+{
+    const xattn_cell *c = &r->cell;
+    r->pct_fma_per_thread = -1;
+    if (r->threads <= 0 || r->compute_units <= 0 || c->fma_ceiling <= 0 || c->pct_fma < 0)
+        return;
+    int used = r->threads < r->compute_units ? r->threads : r->compute_units;
+    r->pct_fma_per_thread =
+        100.0 * c->gflops_executed / (c->fma_ceiling * (double)used / (double)r->compute_units);
+}
+
+/* The algorithms of a case: --algo, else its preset family's, else naive, flash, splitkv. */
+static int xattn__case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out)
+{
+    int n = 0;
+    if (o->n_algos)
+        for (int i = 0; i < o->n_algos; i++)
+            out[n++] = o->algos[i];
+    else if (bc->n_algos)
+        for (int i = 0; i < bc->n_algos; i++)
+            out[n++] = bc->algos[i];
+    else {
+        out[n++] = XATTN_ALGO_NAIVE;
+        out[n++] = XATTN_ALGO_FLASH;
+        out[n++] = XATTN_ALGO_SPLITKV;
+    }
+    return n;
+}
+
+/* The thread counts a case runs with on a device: --threads, else its preset
+ * family's, else all; 0 resolved to the device's compute units, repeats
+ * dropped. Threads are a CPU setting: any other device gets one entry, 0. */
+static int xattn__case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
+                               const xattn_target *t, int *out)
+{
+    if (t->backend != XATTN_BACKEND_CPU) {
+        out[0] = 0;
+        return 1;
+    }
+    int asked[XATTN_CLI_MAX_LIST], na = 0;
+    if (o->thread_list.n)
+        for (int i = 0; i < o->thread_list.n; i++)
+            asked[na++] = (int)o->thread_list.v[i];
+    else if (bc->n_threads)
+        for (int i = 0; i < bc->n_threads && i < XATTN_BENCH_MAX_THREADS; i++)
+            asked[na++] = bc->threads[i];
+    else
+        asked[na++] = o->threads;
+    int units = t->info.compute_units > 0 ? t->info.compute_units : 1;
+    int n = 0;
+    for (int i = 0; i < na; i++) {
+        int v = asked[i] > 0 ? asked[i] : units, dup = 0;
+        for (int j = 0; j < n; j++)
+            dup |= out[j] == v;
+        if (!dup)
+            out[n++] = v;
+    }
+    return n;
 }
 
 int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
@@ -182,6 +280,20 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                 xattn_prog);
         return XATTN_EXIT_USAGE;
     }
+
+    /* A preset's run-wide settings, where the command line does not set them. */
+    xattn_cli_opts eff = *o;
+    xattn_preset_settings ps;
+    xattn_preset_get_settings(preset, &ps);
+    if (ps.check_limit > 0 && !(o->given & XATTN_GIVEN_CHECK_LIMIT))
+        eff.check_limit = ps.check_limit;
+    if (ps.measure_ceilings)
+        eff.measure_ceilings = 1;
+    if (ps.cpu_only && !(o->given & XATTN_GIVEN_BACKEND)) {
+        eff.n_backends = 1;
+        eff.backends[0] = XATTN_BACKEND_CPU;
+    }
+    o = &eff;
 
     xattn_bench_report rep;
     memset(&rep, 0, sizeof rep);
@@ -223,15 +335,16 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         free(cases);
         return XATTN_EXIT_USAGE;
     }
-    xattn_algo algos[XATTN_ALGO_COUNT];
-    int na = 0;
-    if (o->n_algos)
-        for (int i = 0; i < o->n_algos; i++)
-            algos[na++] = o->algos[i];
-    else {
-        algos[na++] = XATTN_ALGO_NAIVE;
-        algos[na++] = XATTN_ALGO_FLASH;
-        algos[na++] = XATTN_ALGO_SPLITKV;
+    /* Cells: every device x case x its algorithms x its thread counts (CPU only). */
+    int cells = 0, n_algo_total = 0;
+    for (int ci = 0; ci < nc; ci++) {
+        xattn_algo al[XATTN_ALGO_COUNT];
+        int na = xattn__case_algos(o, &cases[ci], al);
+        n_algo_total += na;
+        for (int ti = 0; ti < nt; ti++) {
+            int th[XATTN_CLI_MAX_LIST];
+            cells += na * xattn__case_threads(o, &cases[ci], &targets[ti], th);
+        }
     }
     if (xattn_mkdir(o->out_dir)) {
         fprintf(stderr, "%s: bench: --out: cannot create the folder '%s': %s\n", xattn_prog,
@@ -242,14 +355,15 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     }
 
     xattn_bench_device *devs = calloc((size_t)nt, sizeof *devs);
-    xattn_bench_result *results =
-        calloc((size_t)nt * (size_t)(nc ? nc : 1) * (size_t)na, sizeof *results);
+    xattn_bench_result *results = calloc((size_t)(cells ? cells : 1), sizeof *results);
+    xattn_bench_scaling *scaling = calloc((size_t)(cells ? cells : 1), sizeof *scaling);
     xattn__ref_slot *refs = calloc((size_t)(nc ? nc : 1), sizeof *refs);
     xattn__trace_part *parts = calloc((size_t)nt, sizeof *parts);
-    if (!devs || !results || !refs || !parts) {
+    if (!devs || !results || !scaling || !refs || !parts) {
         fprintf(stderr, "%s: bench: out of memory\n", xattn_prog);
         free(devs);
         free(results);
+        free(scaling);
         free(refs);
         free(parts);
         xattn_bench_cases_free(cases, nc);
@@ -261,23 +375,52 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     rep.cases = cases;
     rep.n_cases = nc;
     rep.results = results;
+    rep.scaling = scaling;
 
     int casew = 4;
     for (int i = 0; i < nc; i++)
         casew = (int)strlen(cases[i].key) > casew ? (int)strlen(cases[i].key) : casew;
     if (casew > 64)
         casew = 64;
-    int cells = nt * nc * na;
-    printf("xattn bench %s: %s%s, %d case%s x %d algorithm%s x %d device%s = %d cells\n",
+    /* "2 cases x 3 algorithms x 1 device" when every case runs the same algorithms,
+     * then the CPU thread counts when more than the default */
+    int uniform = 1;
+    for (int ci = 1; ci < nc; ci++) {
+        xattn_algo a0[XATTN_ALGO_COUNT], a1[XATTN_ALGO_COUNT];
+        uniform &= xattn__case_algos(o, &cases[0], a0) == xattn__case_algos(o, &cases[ci], a1);
+    }
+    int per_case_algos = nc ? n_algo_total / nc : 0;
+    char algo_txt[48], thr_txt[160] = "";
+    if (uniform)
+        snprintf(algo_txt, sizeof algo_txt, "%d algorithm%s", per_case_algos,
+                 per_case_algos == 1 ? "" : "s");
+    else
+        snprintf(algo_txt, sizeof algo_txt, "their algorithms");
+    if (o->thread_list.n > 1) {
+        size_t k = (size_t)snprintf(thr_txt, sizeof thr_txt, ", CPU threads ");
+        for (int i = 0; i < o->thread_list.n && k < sizeof thr_txt; i++)
+            k += (size_t)snprintf(thr_txt + k, sizeof thr_txt - k, "%s%lld", i ? "," : "",
+                                  (long long)o->thread_list.v[i]);
+        if (k < sizeof thr_txt)
+            snprintf(thr_txt + k, sizeof thr_txt - k, " (0 = all)");
+    } else if (!o->thread_list.n) {
+        for (int ci = 0; ci < nc && !thr_txt[0]; ci++)
+            if (cases[ci].n_threads > 1)
+                snprintf(thr_txt, sizeof thr_txt, ", CPU thread counts per family");
+    }
+    printf("xattn bench %s: %s%s, %d case%s x %s x %d device%s%s = %d cells\n",
            xattn_version_string(), preset ? "preset " : "a sweep from the command line",
-           preset ? preset : "", nc, nc == 1 ? "" : "s", na, na == 1 ? "" : "s", nt,
-           nt == 1 ? "" : "s", cells);
+           preset ? preset : "", nc, nc == 1 ? "" : "s", algo_txt, nt, nt == 1 ? "" : "s", thr_txt,
+           cells);
     if (preset && (scale != 1.0 || xattn_preset_model_sized(preset)))
         printf("lengths  scale %g%s\n", scale, scale_why);
     printf("cells    warm-up %d, then %d..%d timed calls until MAD/median <= %g or %g s; "
            "reference %s\n",
            o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget,
            o->check ? "on (once per case, reused by every device and algorithm)" : "off");
+    if (o->check && o->check_limit != xattn_cli_default_check_limit(XATTN_CLI_BENCH))
+        printf("check    --check-limit %g FLOPs%s\n", o->check_limit,
+               (o->given & XATTN_GIVEN_CHECK_LIMIT) ? "" : " (the preset's)");
 
     xattn_progress prog;
     xattn_progress_init(&prog, o->progress, cells);
@@ -308,17 +451,26 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
             snprintf(bd->error, sizeof bd->error, "%s", xattn_last_error());
             xattn_progress_clear(&prog);
             printf("%-9s cannot be used: %s\n", dname, bd->error);
-            for (int ci = 0; ci < nc; ci++)
-                for (int ai = 0; ai < na; ai++) {
-                    xattn_bench_result *r = &results[nr++];
-                    r->device = ti;
-                    r->case_idx = ci;
-                    r->algo = algos[ai];
-                    r->status = XATTN_CELL_FAILED;
-                    snprintf(r->error, sizeof r->error, "no context: %s", bd->error);
-                    failures++;
-                    prog.done++;
-                }
+            for (int ci = 0; ci < nc; ci++) {
+                xattn_algo algos[XATTN_ALGO_COUNT];
+                int na = xattn__case_algos(o, &cases[ci], algos);
+                int th[XATTN_CLI_MAX_LIST];
+                int nth = xattn__case_threads(o, &cases[ci], &bd->t, th);
+                for (int hi = 0; hi < nth; hi++)
+                    for (int ai = 0; ai < na; ai++) {
+                        xattn_bench_result *r = &results[nr++];
+                        r->device = ti;
+                        r->case_idx = ci;
+                        r->algo = algos[ai];
+                        r->threads = th[hi];
+                        r->compute_units = bd->t.info.compute_units;
+                        r->pct_fma_per_thread = -1;
+                        r->status = XATTN_CELL_FAILED;
+                        snprintf(r->error, sizeof r->error, "no context: %s", bd->error);
+                        failures++;
+                        prog.done++;
+                    }
+            }
             xattn_ctx_destroy(ctx);
             continue;
         }
@@ -345,19 +497,45 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
             xattn_status sst = xattn_case_setup(ctx, &bc->c, &run);
             if (sst == XATTN_STATUS_OK)
                 sst = xattn_attention_check(ctx, &run.desc);
-            for (int ai = 0; ai < na; ai++) {
+            char setup_error[384] = "";
+            if (sst != XATTN_STATUS_OK)
+                snprintf(setup_error, sizeof setup_error, "%s", xattn_last_error());
+            xattn_algo algos[XATTN_ALGO_COUNT];
+            int na = xattn__case_algos(o, bc, algos);
+            int th[XATTN_CLI_MAX_LIST];
+            int nth = xattn__case_threads(o, bc, &bd->t, th);
+            xattn_status tst = XATTN_STATUS_OK; /* the thread count applied */
+            char thread_error[320] = "";
+            for (int cell = 0; cell < nth * na; cell++) {
+                int hi = cell / na, ai = cell % na;
+                if (ai == 0 && th[hi] > 0 && sst == XATTN_STATUS_OK) {
+                    thread_error[0] = '\0';
+                    tst = xattn_ctx_set_option(ctx, XATTN_OPT_NUM_THREADS, th[hi]);
+                    if (tst != XATTN_STATUS_OK)
+                        snprintf(thread_error, sizeof thread_error, "threads %d: %s", th[hi],
+                                 xattn_last_error());
+                }
                 xattn_bench_result *r = &results[nr++];
                 r->device = ti;
                 r->case_idx = ci;
                 r->algo = algos[ai];
+                r->threads = th[hi];
+                r->compute_units = bd->t.info.compute_units;
+                r->pct_fma_per_thread = -1;
                 char label[400];
-                snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(algos[ai]),
-                         bc->key);
+                if (th[hi] > 0)
+                    snprintf(label, sizeof label, "%s %s t%d %s", dname, xattn_algo_name(algos[ai]),
+                             th[hi], bc->key);
+                else
+                    snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(algos[ai]),
+                             bc->key);
                 xattn_progress_draw(&prog, label);
-                if (sst != XATTN_STATUS_OK) {
-                    r->status = sst == XATTN_STATUS_UNSUPPORTED ? XATTN_CELL_UNSUPPORTED
+                if (sst != XATTN_STATUS_OK || tst != XATTN_STATUS_OK) {
+                    xattn_status bad = sst != XATTN_STATUS_OK ? sst : tst;
+                    r->status = bad == XATTN_STATUS_UNSUPPORTED ? XATTN_CELL_UNSUPPORTED
                                                                 : XATTN_CELL_FAILED;
-                    snprintf(r->error, sizeof r->error, "%s", xattn_last_error());
+                    snprintf(r->error, sizeof r->error, "%s",
+                             sst != XATTN_STATUS_OK ? setup_error : thread_error);
                 } else {
                     /* NAIVE materializes B*Hq*Sq*Sk f32 scores: skip it where that is more
                      * than a quarter of the device's memory. */
@@ -387,7 +565,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                             snprintf(r->error, sizeof r->error, "%s: %s", xattn_status_name(mst),
                                      xattn_last_error());
                             memset(&r->cell, 0, sizeof r->cell);
-                        } else if (o->check) {
+                        } else {
+                            xattn__per_thread(r);
+                        }
+                        if (mst == XATTN_STATUS_OK && o->check) {
                             r->check_on = 1;
                             xattn__ref_slot *slot = &refs[ci];
                             if (!slot->done) {
@@ -444,6 +625,8 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     }
     xattn_progress_done(&prog);
     rep.n_results = nr;
+    xattn_bench_scaling_compute(&rep);
+    xattn__scaling_print(&rep, casew);
     rep.wall_s = xattn_now_s() - wall0;
 
     int rc = failures ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
@@ -491,6 +674,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     free(refs);
     free(parts);
     free(results);
+    free(scaling);
     free(devs);
     xattn_bench_cases_free(cases, nc);
     free(cases);

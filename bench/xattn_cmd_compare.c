@@ -33,6 +33,8 @@ typedef struct xattn__cmp_cell {
     char device[32]; /* "cpu:0" */
     char algo[16];
     char label[320]; /* the case */
+    int threads;     /* CPU worker threads of the cell; 0 = not recorded (older files, GPUs) */
+    char shown[512]; /* "cpu:0 t2|flash|B1 ...": the chart's bar label */
     int ok;          /* status ok with a median */
     double median, min, p90, spread;
 } xattn__cmp_cell;
@@ -112,7 +114,14 @@ static int xattn__load(const char *path, xattn__cmp_file *f, char *err, size_t e
                  (int)json_integer_value(json_object_get(r, "device")));
         snprintf(c->algo, sizeof c->algo, "%s", xattn__jstr(r, "algo"));
         snprintf(c->label, sizeof c->label, "%s", xattn__jstr(r, "case"));
-        snprintf(c->key, sizeof c->key, "%s|%s|%s", c->device, c->algo, c->label);
+        json_t *th = json_object_get(r, "threads");
+        c->threads = json_is_integer(th) ? (int)json_integer_value(th) : 0;
+        if (c->threads > 0) /* "cpu:0 t2": the thread count is part of where it ran */
+            snprintf(c->device, sizeof c->device, "%s:%d t%d", xattn__jstr(r, "backend"),
+                     (int)json_integer_value(json_object_get(r, "device")), c->threads);
+        snprintf(c->key, sizeof c->key, "%s:%d|%s|%s", xattn__jstr(r, "backend"),
+                 (int)json_integer_value(json_object_get(r, "device")), c->algo, c->label);
+        snprintf(c->shown, sizeof c->shown, "%s|%s|%s", c->device, c->algo, c->label);
         c->median = xattn__jnum(r, "median_ms");
         c->min = xattn__jnum(r, "min_ms");
         c->p90 = xattn__jnum(r, "p90_ms");
@@ -127,12 +136,22 @@ static int xattn__load(const char *path, xattn__cmp_file *f, char *err, size_t e
     return 0;
 }
 
-static const xattn__cmp_cell *xattn__find(const xattn__cmp_file *f, const char *key)
+/* The cell of f that matches c: the same key (device, algorithm, case) and
+ * the same thread count, or, where one of the two files did not record it
+ * (files from before the thread axis), the first cell of that key. */
+static const xattn__cmp_cell *xattn__find(const xattn__cmp_file *f, const xattn__cmp_cell *c)
 {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->cells[i].key, key))
-            return &f->cells[i];
-    return NULL;
+    const xattn__cmp_cell *loose = NULL;
+    for (int i = 0; i < f->n; i++) {
+        const xattn__cmp_cell *x = &f->cells[i];
+        if (strcmp(x->key, c->key))
+            continue;
+        if (x->threads == c->threads)
+            return x;
+        if (!loose && (x->threads == 0 || c->threads == 0))
+            loose = x;
+    }
+    return loose;
 }
 
 int xattn_cmd_compare(const xattn_cli_opts *o)
@@ -188,7 +207,7 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
         double logsum = 0;
         for (int ci = 0; ci < a->n; ci++) {
             const xattn__cmp_cell *ca = &a->cells[ci];
-            const xattn__cmp_cell *cb = xattn__find(b, ca->key);
+            const xattn__cmp_cell *cb = xattn__find(b, ca);
             if (!cb) {
                 only_a++;
                 continue;
@@ -219,7 +238,7 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
             }
             if (bars) {
                 xattn_ratio_bar *bar = &bars[nb++];
-                bar->label = ca->key;
+                bar->label = ca->shown;
                 bar->group = nf > 2 && groups ? groups[fi] : "";
                 bar->ratio = ratio;
                 double noise = ca->spread + cb->spread;
@@ -229,7 +248,7 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
             }
         }
         for (int ci = 0; ci < b->n; ci++)
-            only_b += xattn__find(a, b->cells[ci].key) == NULL;
+            only_b += xattn__find(a, &b->cells[ci]) == NULL;
         printf("%c vs A: %d matched: %d faster, %d slower, %d within noise; geometric mean ratio "
                "%.3f; %d only in A, %d only in %c, %d without a result in one of them\n",
                grp, matched, faster, slower, matched - faster - slower,

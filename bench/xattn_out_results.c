@@ -45,6 +45,19 @@ static void xattn__num_or_null(FILE *f, double v)
         xattn_json_num(f, v);
 }
 
+/* GB/s of the record's minimum bytes (q, K and V once, o) at the median, and that as %
+ * of the read bandwidth: the figure of a memory-bound target (decode reads K/V once). */
+static double xattn__gbps_min(const xattn_cell *c)
+{
+    return c->has_rec && c->t.median > 0 ? c->rec.bytes_min / (c->t.median * 1e6) : -1;
+}
+
+static double xattn__pct_bw_min(const xattn_cell *c)
+{
+    double g = xattn__gbps_min(c);
+    return g >= 0 && c->bw_ceiling > 0 ? 100.0 * g / c->bw_ceiling : -1;
+}
+
 static int xattn__close(FILE *f, const char *path, char *err, size_t errlen)
 {
     int bad = ferror(f);
@@ -63,6 +76,51 @@ static const char *xattn__device_type_name(int t)
     case XATTN_DEVICE_TYPE_ACCELERATOR: return "accelerator";
     default: return "other";
     }
+}
+
+int xattn_bench_scaling_compute(xattn_bench_report *rep)
+{
+    rep->n_scaling = 0;
+    if (!rep->scaling)
+        return 0;
+    for (int i = 0; i < rep->n_results; i++) {
+        const xattn_bench_result *a = &rep->results[i];
+        if (a->status != XATTN_CELL_OK || a->threads <= 0 || a->cell.t.n == 0)
+            continue;
+        /* a is the base of its group when no earlier usable cell of the group has fewer
+         * threads, or as few (the first of equals wins) */
+        int base = 1;
+        for (int j = 0; j < rep->n_results && base; j++) {
+            const xattn_bench_result *b = &rep->results[j];
+            if (j == i || b->status != XATTN_CELL_OK || b->threads <= 0 || b->cell.t.n == 0 ||
+                b->device != a->device || b->case_idx != a->case_idx || b->algo != a->algo)
+                continue;
+            base = !(b->threads < a->threads || (b->threads == a->threads && j < i));
+        }
+        if (!base)
+            continue;
+        for (int j = 0; j < rep->n_results; j++) {
+            const xattn_bench_result *b = &rep->results[j];
+            if (b->status != XATTN_CELL_OK || b->threads <= a->threads || b->cell.t.n == 0 ||
+                b->device != a->device || b->case_idx != a->case_idx || b->algo != a->algo)
+                continue;
+            xattn_bench_scaling *sc = &rep->scaling[rep->n_scaling++];
+            memset(sc, 0, sizeof *sc);
+            sc->device = a->device;
+            sc->case_idx = a->case_idx;
+            sc->algo = a->algo;
+            sc->threads_base = a->threads;
+            sc->threads = b->threads;
+            sc->base_ms = a->cell.t.median;
+            sc->ms = b->cell.t.median;
+            sc->speedup = sc->ms > 0 ? sc->base_ms / sc->ms : -1;
+            sc->efficiency =
+                sc->speedup > 0 ? sc->speedup * (double)a->threads / (double)b->threads : -1;
+            sc->pct_fma_per_thread_base = a->pct_fma_per_thread;
+            sc->pct_fma_per_thread = b->pct_fma_per_thread;
+        }
+    }
+    return rep->n_scaling;
 }
 
 int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char *err,
@@ -100,7 +158,10 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
     xattn_json_num(f, o->cell_budget);
     fprintf(f, ", \"check\": %s, \"check_limit_flops\": ", o->check ? "true" : "false");
     xattn_json_num(f, o->check_limit);
-    fprintf(f, ", \"threads\": %d, \"seed\": %llu},\n", o->threads, (unsigned long long)o->seed);
+    fprintf(f, ", \"threads\": %d, \"thread_list\": [", o->threads);
+    for (int i = 0; i < o->thread_list.n; i++)
+        fprintf(f, "%s%lld", i ? ", " : "", (long long)o->thread_list.v[i]);
+    fprintf(f, "], \"seed\": %llu},\n", (unsigned long long)o->seed);
 
     fprintf(f, "  \"devices\": [");
     for (int i = 0; i < rep->n_devices; i++) {
@@ -244,6 +305,22 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             fprintf(f, ", \"workspace_bytes\": %llu, \"peak_bytes\": %llu",
                     (unsigned long long)cl->info.workspace_bytes,
                     (unsigned long long)cl->peak_bytes);
+            fprintf(f, ", \"pct_fma_per_thread\": ");
+            xattn__num_or_null(f, r->pct_fma_per_thread);
+            fprintf(f, ", \"gbytes_min_per_s\": ");
+            xattn__num_or_null(f, xattn__gbps_min(cl));
+            fprintf(f, ", \"pct_bw_min_ceiling\": ");
+            xattn__num_or_null(f, xattn__pct_bw_min(cl));
+            /* the last timed call's phases */
+            fprintf(f, ", \"phases\": [");
+            for (int k = 0; k < cl->info.num_phases && k < 4; k++) {
+                fprintf(f, "%s{\"name\": ", k ? ", " : "");
+                xattn_json_str(f, cl->info.phase_names[k]);
+                fprintf(f, ", \"ms\": ");
+                xattn_json_num(f, cl->info.phase_ms[k]);
+                fputs("}", f);
+            }
+            fputs("]", f);
         } else {
             fprintf(f,
                     ", \"reps\": 0, \"converged\": false, \"median_ms\": null, \"min_ms\": null, "
@@ -253,8 +330,15 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
                     "\"bytes_min\": null, \"bytes_actual\": null, \"padding_waste\": null, "
                     "\"gflops_useful\": null, \"gflops_executed\": null, \"gbytes_per_s\": "
                     "null, \"pct_fma_ceiling\": null, \"pct_bw_ceiling\": null, "
-                    "\"intensity\": null, \"workspace_bytes\": null, \"peak_bytes\": null");
+                    "\"intensity\": null, \"workspace_bytes\": null, \"peak_bytes\": null, "
+                    "\"pct_fma_per_thread\": null, \"gbytes_min_per_s\": null, "
+                    "\"pct_bw_min_ceiling\": null, \"phases\": null");
         }
+        fprintf(f, ", \"threads\": ");
+        if (r->threads > 0)
+            fprintf(f, "%d", r->threads);
+        else
+            fputs("null", f);
         fprintf(f, ", \"check\": \"%s\", \"check_scope\": \"%s\", \"check_note\": ",
                 xattn_bench_check_name(r), xattn__scope_name(r));
         if (r->check_note[0])
@@ -273,10 +357,33 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         }
         fputs("}", f);
     }
+    fprintf(f, "\n  ],\n  \"scaling\": [");
+    for (int i = 0; i < rep->n_scaling; i++) {
+        const xattn_bench_scaling *sc = &rep->scaling[i];
+        const xattn_bench_device *d = &rep->devices[sc->device];
+        fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"algo\": \"%s\", \"case\": ",
+                i ? "," : "", xattn_backend_name(d->t.backend), d->t.device,
+                xattn_algo_name(sc->algo));
+        xattn_json_str(f, rep->cases[sc->case_idx].key);
+        fprintf(f, ", \"threads_base\": %d, \"threads\": %d, \"base_ms\": ", sc->threads_base,
+                sc->threads);
+        xattn_json_num(f, sc->base_ms);
+        fprintf(f, ", \"ms\": ");
+        xattn_json_num(f, sc->ms);
+        fprintf(f, ", \"speedup\": ");
+        xattn__num_or_null(f, sc->speedup);
+        fprintf(f, ", \"efficiency\": ");
+        xattn__num_or_null(f, sc->efficiency);
+        fprintf(f, ", \"pct_fma_per_thread_base\": ");
+        xattn__num_or_null(f, sc->pct_fma_per_thread_base);
+        fprintf(f, ", \"pct_fma_per_thread\": ");
+        xattn__num_or_null(f, sc->pct_fma_per_thread);
+        fputs("}", f);
+    }
     fprintf(f,
-            "\n  ],\n  \"summary\": {\"cells\": %d, \"failed\": %d, \"unsupported\": %d, "
+            "%s],\n  \"summary\": {\"cells\": %d, \"failed\": %d, \"unsupported\": %d, "
             "\"skipped\": %d, \"unchecked\": %d, \"wall_s\": ",
-            rep->n_results, failed, unsupported, skipped, unchecked);
+            rep->n_scaling ? "\n  " : "", rep->n_results, failed, unsupported, skipped, unchecked);
     xattn_json_num(f, rep->wall_s);
     fprintf(f, "}\n}\n");
     return xattn__close(f, path, err, errlen);
@@ -302,7 +409,8 @@ int xattn_bench_write_csv(const xattn_bench_report *rep, const char *path, char 
           "softcap,alibi,bias,lse,padded,varlen,status,error,reps,converged,median_ms,min_ms,"
           "p90_ms,max_ms,mad_ms,spread,gflops_useful,gflops_executed,gbytes_per_s,"
           "pct_fma_ceiling,pct_bw_ceiling,intensity,flops_useful,bytes_actual,padding_waste,"
-          "workspace_bytes,peak_bytes,check,check_scope,rel_l2,max_abs\n",
+          "workspace_bytes,peak_bytes,check,check_scope,rel_l2,max_abs,threads,"
+          "pct_fma_per_thread,gbytes_min_per_s,pct_bw_min_ceiling\n",
           f);
     for (int i = 0; i < rep->n_results; i++) {
         const xattn_bench_result *r = &rep->results[i];
@@ -349,6 +457,13 @@ int xattn_bench_write_csv(const xattn_bench_report *rep, const char *path, char 
         fprintf(f, ",%s,%s", xattn_bench_check_name(r), xattn__scope_name(r));
         xattn__csv_num(f, r->err.rel_l2, r->err.checked);
         xattn__csv_num(f, r->err.max_abs, r->err.checked);
+        if (r->threads > 0)
+            fprintf(f, ",%d", r->threads);
+        else
+            fputs(",", f);
+        xattn__csv_num(f, r->pct_fma_per_thread, has);
+        xattn__csv_num(f, xattn__gbps_min(cl), has);
+        xattn__csv_num(f, xattn__pct_bw_min(cl), has);
         fputs("\n", f);
     }
     return xattn__close(f, path, err, errlen);
@@ -374,8 +489,16 @@ int xattn_bench_write_chart(const xattn_bench_report *rep, const char *path, cha
             r->status == XATTN_CELL_UNSUPPORTED)
             continue;
         const xattn_bench_device *d = &rep->devices[r->device];
-        snprintf(names[m], sizeof names[m], "%s:%d %s", xattn_backend_name(d->t.backend),
-                 d->t.device, xattn_algo_name(r->algo));
+        /* A device that ran several thread counts: one series per count. */
+        int several = 0;
+        for (int j = 0; j < n && !several && r->threads > 0; j++)
+            several = rep->results[j].device == r->device && rep->results[j].threads > 0 &&
+                      rep->results[j].threads != r->threads;
+        char thr[16] = "";
+        if (several)
+            snprintf(thr, sizeof thr, " t%d", r->threads);
+        snprintf(names[m], sizeof names[m], "%s:%d %s%s", xattn_backend_name(d->t.backend),
+                 d->t.device, xattn_algo_name(r->algo), thr);
         pts[m].panel = rep->cases[r->case_idx].family;
         pts[m].series = names[m];
         pts[m].x = (double)rep->cases[r->case_idx].c.sk;

@@ -14,29 +14,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* cpu-targets: the reference may check a sub-batch of the S2048 cases (8.6e9 FLOPs for
+ * sequence 0 x KV head 0 of target 1, seconds of the double-precision loop). */
+#define XATTN_PRESET_TARGETS_CHECK_LIMIT 1e10
+
 typedef struct xattn__preset {
     const char *name;
     int model_sized; /* real-model lengths: --scale defaults to 1/8 without a GPU */
     const char *summary;
+    double check_limit;   /* the reference's FLOP limit unless --check-limit; 0 = default */
+    int measure_ceilings; /* measure uncached ceilings first */
+    int cpu_only;         /* the CPU backend unless --backend */
 } xattn__preset;
 
 static const xattn__preset xattn__presets[] = {
     {"default", 0,
      "CPU-sized: Llama-style GQA prefill (B1 H8/2 D64 f32 causal, Sq=Sk 128..1024) and decode "
-     "(B4 H8/2 D64 f16, Sq 1, Sk 1k..16k)"},
-    {"llama3-8b-prefill", 1, "Llama-3-8B prefill: B1 H32/8 D128 bf16 causal, Sq=Sk 512..8192"},
+     "(B4 H8/2 D64 f16, Sq 1, Sk 1k..16k)",
+     0, 0, 0},
+    {"llama3-8b-prefill", 1, "Llama-3-8B prefill: B1 H32/8 D128 bf16 causal, Sq=Sk 512..8192", 0, 0,
+     0},
     {"llama3-8b-decode", 1,
-     "Llama-3-8B decode: B8 H32/8 D128 bf16, one query token, KV cache 1k..32k"},
+     "Llama-3-8B decode: B8 H32/8 D128 bf16, one query token, KV cache 1k..32k", 0, 0, 0},
     {"mistral-7b-swa", 1,
-     "Mistral-7B sliding window: B1 H32/8 D128 bf16 causal, window 4095 left, Sq=Sk 2k..16k"},
+     "Mistral-7B sliding window: B1 H32/8 D128 bf16 causal, window 4095 left, Sq=Sk 2k..16k", 0, 0,
+     0},
     {"gemma2-softcap", 1,
      "Gemma-2-9B: B1 H16/8 D256 bf16 causal, softcap 50, global and 4095-left local layers, "
-     "Sq=Sk 1k..8k"},
+     "Sq=Sk 1k..8k",
+     0, 0, 0},
     {"bert-base-padded", 1,
      "BERT-base: B32 H12 D64 f16, padded batches of realistic lengths (fixed seed) at max 128, "
-     "256, 512, and the same batches packed (varlen)"},
-    {"vit-b16", 1,
-     "ViT-B/16: B32 H12 D64 f16 non-causal, 197, 577, 1025 tokens (224, 384, 512 px)"},
+     "256, 512, and the same batches packed (varlen)",
+     0, 0, 0},
+    {"vit-b16", 1, "ViT-B/16: B32 H12 D64 f16 non-causal, 197, 577, 1025 tokens (224, 384, 512 px)",
+     0, 0, 0},
+    {"cpu-targets", 0,
+     "the CPU speed targets at their real sizes: flash+naive f32 H32/8 D128 S2048 (1 and all "
+     "threads), flash causal, flash+naive H12 D64 S1024 (1 and all threads), splitkv decode "
+     "H32/8 D128 Sk 8k/32k B1/B8 in f32, f16, bf16; CPU backend only; measures missing "
+     "ceilings",
+     XATTN_PRESET_TARGETS_CHECK_LIMIT, 1, 1},
 };
 #define XATTN__NPRESETS (int)(sizeof xattn__presets / sizeof xattn__presets[0])
 
@@ -66,6 +84,18 @@ int xattn_preset_model_sized(const char *name)
 {
     const xattn__preset *p = xattn__find(name);
     return p && p->model_sized;
+}
+
+void xattn_preset_get_settings(const char *name, xattn_preset_settings *out)
+{
+    memset(out, 0, sizeof *out);
+    const xattn__preset *p = name ? xattn__find(name) : NULL;
+    if (!p)
+        return;
+    out->model_sized = p->model_sized;
+    out->check_limit = p->check_limit;
+    out->measure_ceilings = p->measure_ceilings;
+    out->cpu_only = p->cpu_only;
 }
 
 static int xattn__fail(char *err, size_t errlen, const char *fmt, ...)
@@ -164,6 +194,63 @@ static int xattn__family(xattn__protos *p, const xattn_case *base, const char *l
     return 0;
 }
 
+/* Sets the algorithms and CPU thread counts of the cases pushed since `from`. */
+static void xattn__family_runs(xattn__protos *p, int from, const xattn_algo *algos, int na,
+                               const int *threads, int nth)
+{
+    for (int i = from; i < p->n; i++) {
+        xattn_bench_case *b = &p->v[i];
+        b->n_algos = na;
+        for (int a = 0; a < na; a++)
+            b->algos[a] = algos[a];
+        b->n_threads = nth;
+        for (int t = 0; t < nth; t++)
+            b->threads[t] = threads[t];
+    }
+}
+
+/* The CPU speed targets (issue 7), at their real sizes:
+ *   1. flash f32 non-causal, Hq 32, Hkv 8, D 128, Sq = Sk = 2048, B1 (and naive);
+ *   2. flash causal, the same shape;
+ *   3. flash D 64, Sq = Sk = 1024, 12 heads, B1 (and naive);
+ *   4. splitkv decode: Sq 1, Hq 32, Hkv 8, D 128, Sk 8192 and 32768, B1 and B8, in f32,
+ *      f16 and bf16;
+ *   targets 1 and 3 at one thread and at all (the 1 -> n scaling block). */
+static int xattn__cpu_targets(double s, int quick, xattn__protos *p)
+{
+    static const xattn_algo prefill[] = {XATTN_ALGO_FLASH, XATTN_ALGO_NAIVE};
+    static const xattn_algo flash[] = {XATTN_ALGO_FLASH};
+    static const xattn_algo decode[] = {XATTN_ALGO_SPLITKV};
+    static const int one_and_all[] = {1, 0}, all[] = {0};
+    static const xattn_dtype dts[] = {XATTN_DTYPE_F32, XATTN_DTYPE_F16, XATTN_DTYPE_BF16};
+    xattn_case c;
+    int from = p->n;
+    static const int64_t l2048[] = {2048}, l1024[] = {1024}, ldec[] = {8192, 32768};
+    xattn__base(&c, 1, 32, 8, 128, XATTN_DTYPE_F32, 0);
+    if (xattn__family(p, &c, "target 1", l2048, 1, 0, s, quick))
+        return -1;
+    xattn__family_runs(p, from, prefill, 2, one_and_all, 2);
+    from = p->n;
+    c.causal = 1;
+    if (xattn__family(p, &c, "target 2", l2048, 1, 0, s, quick))
+        return -1;
+    xattn__family_runs(p, from, flash, 1, all, 1);
+    from = p->n;
+    xattn__base(&c, 1, 12, 12, 64, XATTN_DTYPE_F32, 0);
+    if (xattn__family(p, &c, "target 3", l1024, 1, 0, s, quick))
+        return -1;
+    xattn__family_runs(p, from, prefill, 2, one_and_all, 2);
+    for (int d = 0; d < 3; d++)
+        for (int64_t b = 1; b <= 8; b *= 8) {
+            from = p->n;
+            xattn__base(&c, b, 32, 8, 128, dts[d], 0);
+            if (xattn__family(p, &c, "target 4 decode", ldec, 2, 1, s, quick))
+                return -1;
+            xattn__family_runs(p, from, decode, 1, all, 1);
+        }
+    return 0;
+}
+
 /* BERT-like sentence lengths: log-normal around max/4 (sigma 0.7), within
  * [8, max], from a fixed seed per (max, batch), so that every run and every
  * machine benchmarks the same batch. */
@@ -248,6 +335,8 @@ static int xattn__preset_protos(const char *name, double s, int quick, xattn__pr
         free(lens);
         return 0;
     }
+    if (!strcmp(name, "cpu-targets"))
+        return xattn__cpu_targets(s, quick, p);
     if (!strcmp(name, "vit-b16")) {
         static const int64_t l[] = {197, 577, 1025};
         xattn__base(&c, xattn__scale_batch(32, s), 12, 12, 64, XATTN_DTYPE_F16, 0);
@@ -347,6 +436,8 @@ static int xattn__expand(const xattn_cli_opts *o, const xattn_bench_case *proto,
         c.seed = o->seed;
         if (xattn__push(out, &c, proto->family, proto->lq, proto->lk))
             return xattn__fail(err, errlen, "bench: too many cases (at most %d)", out->cap);
+        xattn__family_runs(out, out->n - 1, proto->algos, proto->n_algos, proto->threads,
+                           proto->n_threads);
         int a = 0;
         while (a < XATTN__NAX && ++idx[a] == count[a])
             idx[a++] = 0;

@@ -8,12 +8,30 @@
 #include "xattn_case.h"
 #include "xattn_cli.h"
 
+#define XATTN_BENCH_MAX_THREADS 8 /* thread counts a preset's family may list */
+
 typedef struct xattn_bench_case {
     xattn_case c;
     char family[256]; /* the chart panel: cases that differ only in their lengths */
     char key[320];    /* xattn_case_describe */
     int32_t *lq, *lk; /* owned per-sequence lengths (padded/packed batches) or NULL */
+    /* What the preset runs this family with; the command line's --algo and
+     * --threads override them. 0 = the run's (--algo, or naive,flash,splitkv;
+     * --threads, or all). Thread counts apply to the CPU backend only. */
+    int n_algos;
+    xattn_algo algos[XATTN_ALGO_COUNT];
+    int n_threads;
+    int threads[XATTN_BENCH_MAX_THREADS]; /* 0 = all */
 } xattn_bench_case;
+
+/* Settings a preset brings for the whole run (the command line wins). */
+typedef struct xattn_preset_settings {
+    int model_sized;      /* real-model lengths: --scale defaults to 1/8 without a GPU */
+    double check_limit;   /* the reference's --check-limit; 0 = the tool's default */
+    int measure_ceilings; /* measure a device's ceilings when not cached (% of ceiling is
+                           * the point of the preset) */
+    int cpu_only;         /* runs on the CPU backend unless --backend says otherwise */
+} xattn_preset_settings;
 
 /* Lists the presets (name, what they run, sizes) to f. */
 void xattn_presets_list(FILE *f);
@@ -21,6 +39,8 @@ void xattn_presets_list(FILE *f);
 int xattn_preset_exists(const char *name);
 /* 1 when the preset's lengths are real-model sizes (so that --scale applies by default). */
 int xattn_preset_model_sized(const char *name);
+/* The preset's run-wide settings (zeros for an unknown name). */
+void xattn_preset_get_settings(const char *name, xattn_preset_settings *out);
 
 /*
  * The cases of a bench run: the preset's (NULL = "default") with the

@@ -13,6 +13,9 @@
  *                                       slowed copy: real slowdowns), advise (padding
  *                                       waste computed by hand), run, check, devices
  *   test_tool usage XATTN_BIN DIR       bad command lines exit 2 with a message
+ *   test_tool threads XATTN_BIN DIR     bench --threads 1,2: the thread column and
+ *                                       fields, one chart series per thread count,
+ *                                       the thread-scaling block and its JSON
  *
  * Exits 0 when everything passed, 1 otherwise; ends with "N passed, N failed,
  * N skipped". JSON is read with jansson when the build has it (the JSON checks
@@ -459,6 +462,13 @@ static void test_parse(void)
         {{"bench", "--sq", "1024..64"}, "--sq"},
         {{"bench", "--chart", "pie"}, "--chart"},
         {{"bench", "--alibi=1"}, "takes no value"},
+        {{"bench", "--threads", "-1"}, "--threads"},
+        {{"bench", "--threads", "1,"}, "--threads"},
+        {{"bench", "--threads", "two"}, "--threads"},
+        {{"bench", "--threads", "5000"}, "--threads"},
+        {{"run", "--threads", "1,2"}, "one value"},
+        {{"check", "--threads", "1,2"}, "one value"},
+        {{"advise", "--threads", "1,2"}, "one value"},
         {{"compare", "a.json"}, "two"},
         {{"advise", "--algo", "flash"}, "--algo"},
         {{"devices", "--sq", "5"}, "--sq"},
@@ -478,6 +488,27 @@ static void test_parse(void)
               "case %zu (%s %s): rc %d, message '%s'", i, bad[i].args[0],
               bad[i].args[1] ? bad[i].args[1] : "", rc, err);
     }
+    /* --threads: a list for bench (a sweep axis), one value elsewhere. */
+    CHECK(parse(&o, err, sizeof err, "bench", "--threads", "1,2", NULL) == 0 &&
+              o.thread_list.n == 2 && o.thread_list.v[0] == 1 && o.thread_list.v[1] == 2 &&
+              o.threads == 1,
+          "bench --threads 1,2: %s (n %d)", err, o.thread_list.n);
+    CHECK(parse(&o, err, sizeof err, "bench", "--threads", "1..8", NULL) == 0 &&
+              o.thread_list.n == 4 && o.thread_list.v[3] == 8,
+          "bench --threads 1..8: %s", err);
+    CHECK(parse(&o, err, sizeof err, "bench", "--threads", "1,0", NULL) == 0 &&
+              o.thread_list.n == 2 && o.thread_list.v[1] == 0,
+          "bench --threads 1,0 (0 = all): %s", err);
+    CHECK(parse(&o, err, sizeof err, "bench", NULL) == 0 && o.thread_list.n == 0 && o.threads == 0,
+          "bench: no --threads");
+    CHECK(parse(&o, err, sizeof err, "run", "--threads", "3", NULL) == 0 && o.threads == 3 &&
+              o.thread_list.n == 1,
+          "run --threads 3: %s", err);
+    CHECK(parse(&o, err, sizeof err, "bench", "--threads", "2", "--preset", "cpu-targets", NULL) ==
+                  0 &&
+              (o.given & XATTN_GIVEN_THREADS) && !(o.given & XATTN_GIVEN_CASE_MASK),
+          "--threads is not a case flag: %s", err);
+
     /* --help wins over validation, and every command has a help text. */
     CHECK(parse(&o, err, sizeof err, "compare", "--help", NULL) == 0 && o.help, "help");
     for (int c = XATTN_CLI_DEVICES; c < XATTN_CLI_CMD_COUNT; c++)
@@ -974,7 +1005,7 @@ static void test_outputs(void)
     rc = run_tool("bench", "--list-presets", NULL);
     static const char *const presets[] = {"default",        "llama3-8b-prefill", "llama3-8b-decode",
                                           "mistral-7b-swa", "gemma2-softcap",    "bert-base-padded",
-                                          "vit-b16"};
+                                          "vit-b16",        "cpu-targets"};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         CHECK(rc == 0 && strstr(g_out, presets[i]), "preset %s listed", presets[i]);
     for (int c = XATTN_CLI_DEVICES; c < XATTN_CLI_CMD_COUNT; c++) {
@@ -982,6 +1013,94 @@ static void test_outputs(void)
         CHECK(rc == 0 && strstr(g_out, "usage: xattn"), "%s --help: exit %d",
               xattn_cli_cmd_name((xattn_cli_cmd)c), rc);
     }
+}
+
+/* ---- threads: the thread axis and the scaling block ------------------------------ */
+
+static void test_threads(void)
+{
+    char out[2048], path[4096];
+    snprintf(out, sizeof out, "%s/bench-threads", g_dir);
+    /* 1 case x 2 algorithms x 2 thread counts: 4 cells, 2 scaling lines. */
+    int rc = run_tool("bench", "--backend", "cpu", "--sq", "48", "--heads", "2", "--head-dim", "32",
+                      "--algo", "naive,flash", "--threads", "1,2", "--cell-budget", "0.02",
+                      "--max-reps", "10", "--no-progress", "--out", out, NULL);
+    CHECK(rc == 0, "bench --threads 1,2: exit %d\n%s\n%s", rc, g_out, g_err);
+    CHECK(strstr(g_out, "4 cells: 4 ok") != NULL, "summary line:\n%s", g_out);
+    CHECK(strstr(g_out, " thr ") && strstr(g_out, "%BW"), "table columns thr and %%BW:\n%s", g_out);
+    CHECK(strstr(g_out, "\nthread scaling") && strstr(g_out, "1 -> 2"), "scaling block:\n%s",
+          g_out);
+
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    char *csv = read_all(path);
+    CHECK(csv && strstr(csv, ",rel_l2,max_abs,threads,pct_fma_per_thread,gbytes_min_per_s,"
+                             "pct_bw_min_ceiling\n"),
+          "csv header");
+    CHECK(csv && count_lines(csv) == 5, "csv: %d lines", csv ? count_lines(csv) : -1);
+    free(csv);
+
+    snprintf(path, sizeof path, "%s/chart.svg", out);
+    char *svg = read_all(path);
+    xml_stats xs;
+    CHECK(svg && xml_check(svg, &xs) == 0 && xs.n_series == 4,
+          "chart.svg: one series per algorithm x thread count (%d)", svg ? xs.n_series : -1);
+    free(svg);
+
+#ifdef XATTN_TEST_HAVE_JANSSON
+    snprintf(path, sizeof path, "%s/results.json", out);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    CHECK(doc != NULL, "results.json: %s", je.text);
+    if (!doc)
+        return;
+    check_bench_schema(doc, 4);
+    json_t *tl = json_object_get(json_object_get(doc, "settings"), "thread_list");
+    CHECK(json_array_size(tl) == 2 && json_integer_value(json_array_get(tl, 0)) == 1 &&
+              json_integer_value(json_array_get(tl, 1)) == 2,
+          "settings.thread_list");
+    size_t i;
+    json_t *r;
+    int per[3] = {0};
+    json_array_foreach(json_object_get(doc, "results"), i, r)
+    {
+        json_t *t = json_object_get(r, "threads");
+        int th = json_is_integer(t) ? (int)json_integer_value(t) : -1;
+        CHECK(th == 1 || th == 2, "results[%zu].threads %d", i, th);
+        if (th == 1 || th == 2)
+            per[th]++;
+        CHECK(has_key(r, "pct_fma_per_thread", 'N') && has_key(r, "pct_bw_min_ceiling", 'N') &&
+                  json_number_value(json_object_get(r, "gbytes_min_per_s")) > 0,
+              "results[%zu].pct_fma_per_thread, gbytes_min_per_s, pct_bw_min_ceiling", i);
+        json_t *ph = json_object_get(r, "phases");
+        CHECK(json_is_array(ph) && json_array_size(ph) >= 1, "results[%zu].phases", i);
+        if (!strcmp(jstr(json_object_get(r, "algo")), "naive"))
+            CHECK(!strcmp(jstr(json_object_get(json_array_get(ph, 0), "name")), "qk") &&
+                      json_number_value(json_object_get(json_array_get(ph, 0), "ms")) > 0,
+                  "naive's first phase is qk");
+    }
+    CHECK(per[1] == 2 && per[2] == 2, "cells per thread count: %d at 1, %d at 2", per[1], per[2]);
+    json_t *sc = json_object_get(doc, "scaling");
+    CHECK(json_array_size(sc) == 2, "scaling: %zu entries, expected 2", json_array_size(sc));
+    json_array_foreach(sc, i, r)
+    {
+        double b = json_number_value(json_object_get(r, "base_ms"));
+        double m = json_number_value(json_object_get(r, "ms"));
+        double sp = json_number_value(json_object_get(r, "speedup"));
+        double ef = json_number_value(json_object_get(r, "efficiency"));
+        CHECK(json_integer_value(json_object_get(r, "threads_base")) == 1 &&
+                  json_integer_value(json_object_get(r, "threads")) == 2,
+              "scaling[%zu] threads", i);
+        CHECK(b > 0 && m > 0 && fabs(sp - b / m) <= 1e-9 * sp && fabs(ef - sp / 2) <= 1e-9 * sp,
+              "scaling[%zu]: base %g ms %g speed-up %g efficiency %g", i, b, m, sp, ef);
+        CHECK(!strcmp(jstr(json_object_get(r, "backend")), "cpu") && has_key(r, "case", 's') &&
+                  has_key(r, "algo", 's') && has_key(r, "pct_fma_per_thread_base", 'N') &&
+                  has_key(r, "pct_fma_per_thread", 'N'),
+              "scaling[%zu] keys", i);
+    }
+    json_decref(doc);
+#else
+    skip("results.json threads and scaling: no jansson in this build");
+#endif
 }
 
 /* ---- usage: bad command lines exit 2 with a message ---------------------------- */
@@ -1037,7 +1156,8 @@ int main(int argc, char **argv)
         test_lengths();
         test_stats();
         test_case_check();
-    } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage")) && argc > 3) {
+    } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads")) &&
+               argc > 3) {
         g_bin = argv[2];
         g_dir = argv[3];
         if (mkdir(g_dir, 0777) && errno != EEXIST) {
@@ -1046,10 +1166,13 @@ int main(int argc, char **argv)
         }
         if (!strcmp(what, "outputs"))
             test_outputs();
+        else if (!strcmp(what, "threads"))
+            test_threads();
         else
             test_usage();
     } else {
-        fprintf(stderr, "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR\n");
+        fprintf(stderr, "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR | "
+                        "threads XATTN_BIN DIR\n");
         return 2;
     }
     printf("%d passed, %d failed, %d skipped\n", g_pass, g_fail, g_skip);
