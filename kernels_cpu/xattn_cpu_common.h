@@ -64,8 +64,6 @@
  * tile, would take more than 3/4 of the L1 data cache (D 256: 32 keys on a
  * 48 KiB L1). A multiple of 16, at most XATTN_CPU_BK. */
 int64_t xattn__cpu_bk(const xattn_problem *p);
-/* NAIVE works on blocks of this many query rows (its scratch lives on the stack). */
-#define XATTN__CPU_NAIVE_ROWS 8
 /* Largest head dim (DESIGN.md) rounded up to the padding unit. */
 #define XATTN__CPU_DMAX 256
 /* f32 rows in scratch are padded to a multiple of 16 floats with zeros, so the
@@ -209,9 +207,8 @@ typedef struct xattn__cpu_uk {
     /* 1 when x[0..n) holds an inf or NaN. */
     int (*nonfinite)(const float *x, int64_t n);
 
-    /* NAIVE row micro-kernels (n a multiple of 16, rows zero-padded). */
-    /* out[r] = dot(q + r*ldq, k) for r < nr. */
-    void (*dot_rows)(float *out, const float *q, int ldq, int nr, const float *k, int n);
+    /* Row micro-kernels: the softmax phase of NAIVE, the inf/NaN paths (n a
+     * multiple of 16, rows zero-padded where noted). */
     /* acc[r*ldacc + :n] += coef[r] * v for r < nr; rows with coef[r] == 0 are
      * skipped (so a masked key never touches the output, even if V holds NaN). */
     void (*axpy_rows)(float *acc, int ldacc, int nr, const float *coef, const float *v, int n);

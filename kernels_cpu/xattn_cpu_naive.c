@@ -4,16 +4,38 @@
  *   qk       S = (scale*Q) K^T with softcap, ALiBi, bias; -inf where masked
  *   softmax  P = softmax(S) row by row, in place; LSE
  *   pv       O = P V
- * Each phase runs over blocks of 8 query rows of one (sequence, head), with
- * its little scratch (8 converted Q rows or accumulators, one K/V row) on the
- * stack, so the only workspace is the score matrix itself. K and V rows are
- * converted to f32 once per block and shared by its rows. Rows a sequence does
- * not own (varlen) are never touched; padding rows get S = -inf, P = 0, O = 0.
+ *
+ * Both products run on the register-tiled micro-kernel uk->qk_tile (the one
+ * FLASH uses for Q K^T): st[c*NL + r] = sum_d A[d*NL + r] * Bm[c*ldb + d], an
+ * outer product of an operand A laid out [depth][NL lanes] with the rows of a
+ * row-major operand Bm. Choosing the operands so that S and P stay row-major
+ * means no transposes in the hot loops:
+ *   qk  A = K^T of a tile of NL keys (built once per work item, which holds a
+ *       few consecutive tiles, and shared by all its query blocks), Bm = NQ
+ *       rows of scale*Q: st is the row-major block S[rows][keys], copied into
+ *       the rows of S (a contiguous stretch per row) after softcap, ALiBi,
+ *       bias and masks.
+ *   pv  A = a chunk of KC rows of V, NL columns of Dv at a time, Bm = the rows
+ *       of P read in place from the score matrix: st is the row-major block
+ *       O[rows][NL columns] of that key chunk, summed into the output rows.
+ * Work items: qk (b, h, group of KV tiles, chunk of query blocks); pv (b, h,
+ * query block). Their scratch (about 150 KiB) lives on the stack, so the only
+ * workspace is the score matrix itself. Rows a sequence does not own (varlen)
+ * are never touched; padding rows get S = -inf, P = 0, O = 0.
  */
 #include "xattn_cpu_common.h"
 
-#define NB XATTN__CPU_NAIVE_ROWS
-#define DPAD (XATTN__CPU_DMAX + XATTN__CPU_PAD)
+#include <limits.h>
+
+#define NQ XATTN_CPU_BK             /* query rows per block (the rows of st) */
+#define NL XATTN_CPU_BQ             /* lanes of st: keys (qk) or Dv columns (pv) */
+#define KC 256                      /* keys per pv chunk (the depth of its products) */
+#define DM XATTN__CPU_DMAX          /* largest D (a multiple of XATTN__CPU_PAD) */
+#define TAILR XATTN__CPU_PAD        /* rows per copied group of P (see pv) */
+
+_Static_assert(NQ % XATTN__CPU_PAD == 0, "NQ: multiple of the row padding");
+_Static_assert(DM % XATTN__CPU_PAD == 0, "DMAX: multiple of the padding");
+_Static_assert(DM / XATTN__CPU_PAD <= 32, "qk: one bit per KV tile of a group");
 
 uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p)
 {
@@ -26,23 +48,43 @@ static float *xattn__cpu_srow(const xattn_problem *p, float *s, int64_t b, int64
                    (uint64_t)p->Sk;
 }
 
-/* Work items: (b, h, block of NB rows). Sets i0, the rows the sequence owns in
- * the block (nrows) and how many of them are real (R); 0 when none. */
-static int xattn__cpu_naive_block(const xattn_problem *p, int64_t u, int64_t *b, int64_t *h,
-                                  int64_t *i0, int64_t *nrows, int *R)
+static void xattn__cpu_fill(float *x, int64_t n, float v)
 {
-    const int64_t nblk = (p->Sq + NB - 1) / NB;
-    *b = u / (nblk * p->Hq);
-    *h = (u / nblk) % p->Hq;
-    *i0 = (u % nblk) * NB;
-    const int64_t rows = xattn_problem_rows_q(p, *b);
-    if (*i0 >= rows)
-        return 0;
-    *nrows = xattn__cpu_min(NB, rows - *i0);
-    *R = (int)xattn__cpu_min(xattn__cpu_max((int64_t)p->len_q[*b] - *i0, 0), *nrows);
-    return 1;
+    for (int64_t t = 0; t < n; t++)
+        x[t] = v;
 }
 
+/* Real rows of a block of nrows owned rows starting at row i0 of sequence b. */
+static int xattn__cpu_real_rows(const xattn_problem *p, int64_t b, int64_t i0, int64_t nrows)
+{
+    return (int)xattn__cpu_min(xattn__cpu_max((int64_t)p->len_q[b] - i0, 0), nrows);
+}
+
+/* Asks the caches for n elements of K (or V) rows j .. j+nr-1 of (b, hk): with
+ * BSHD a head's rows are a few hundred bytes every Hkv*D elements, which the
+ * hardware prefetchers do not follow, and pv converts a V chunk once per query
+ * block. */
+static void xattn__cpu_prefetch_kv(const xattn_problem *p, const xattn_view *v, const void *base,
+                                   int64_t b, int64_t hk, int64_t j, int64_t nr, int64_t n)
+{
+    const int64_t esz = v->dtype == XATTN_DTYPE_F32 ? 4 : 2;
+    if (v->sd != 1)
+        return; /* strided rows: not worth guessing */
+    for (int64_t r = 0; r < nr; r++) {
+        const char *row = (const char *)base + xattn__cpu_krow(v, p, b, j + r, hk) * esz;
+        for (int64_t o = 0; o < n * esz; o += 64)
+            __builtin_prefetch(row + o, 0, 2);
+    }
+}
+
+/*
+ * Phase 1. One work item: the keys [ja0, ja0 + T*NL) of T consecutive KV
+ * tiles for the rows of a chunk of query blocks of (b, h), with T as large as
+ * the K^T scratch allows (DM / Dp). K^T of a tile is built (lanes nk..NL zero)
+ * when the first block that needs it comes; each block loads its Q rows
+ * (scaled) once for the T tiles, runs the products and writes its rows'
+ * stretches of S.
+ */
 void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
 {
     const xattn_problem *p = a->p;
@@ -50,58 +92,108 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
     xattn__cpu_ctx_init(&cx, a);
     const xattn__cpu_uk *uk = cx.uk;
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
-    (void)nt; /* unused without OpenMP */
     if (p->poison)
         xattn__cpu_poison(scores, xattn_cpu_naive_workspace_bytes(p), nt);
     const int64_t D = p->D, Dp = xattn__cpu_round_up(D, XATTN__CPU_PAD), Sk = p->Sk;
-    const int64_t units = p->B * p->Hq * ((p->Sq + NB - 1) / NB);
+    const int64_t T = DM / Dp, ngrp = (Sk + T * NL - 1) / (T * NL);
+    const int64_t nblk = (p->Sq + NQ - 1) / NQ;
+    /* The query blocks of a head are split into chunks only when there are
+     * too few (b, h, tile group) items to keep the threads busy: every chunk
+     * builds its own K^T. */
+    const int64_t items = p->B * p->Hq * ngrp;
+    if (items == 0 || nblk == 0)
+        return; /* no scores */
+    int64_t nch = items >= 8 * nt ? 1 : xattn__cpu_min(nblk, (8 * nt + items - 1) / items);
+    const int64_t bpc = (nblk + nch - 1) / nch;
+    nch = (nblk + bpc - 1) / bpc;
+    const int64_t units = items * nch;
 
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
 #endif
     for (int64_t u = 0; u < units; u++) {
-        int64_t b, h, i0, nrows;
-        int R;
-        if (!xattn__cpu_naive_block(p, u, &b, &h, &i0, &nrows, &R))
-            continue;
-        for (int64_t r = R; r < nrows; r++) { /* padding rows */
-            float *s = xattn__cpu_srow(p, scores, b, h, i0 + r);
-            for (int64_t j = 0; j < Sk; j++)
-                s[j] = -INFINITY;
-        }
-        if (R == 0)
-            continue;
-        float qb[NB * DPAD], kb[DPAD], dots[NB];
-        xattn__cpu_row rows[NB];
-        int64_t ulo = INT64_MAX, uhi = INT64_MIN;
-        for (int r = 0; r < R; r++) {
-            xattn__cpu_row_init(&cx, &rows[r], b, h, i0 + r, 0, INT64_MAX);
-            if (rows[r].lo < rows[r].hi) {
-                ulo = xattn__cpu_min(ulo, rows[r].lo);
-                uhi = xattn__cpu_max(uhi, rows[r].hi);
-            }
-            float *q = qb + r * Dp;
-            uk->load(q, a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D, p->q.dtype,
-                     p->scale);
-            for (int64_t d = D; d < Dp; d++)
-                q[d] = 0.0f;
-        }
-        for (int64_t d = D; d < Dp; d++)
-            kb[d] = 0.0f;
+        const int64_t g = u % ngrp, ch = (u / ngrp) % nch;
+        const int64_t h = (u / (ngrp * nch)) % p->Hq, b = u / (ngrp * nch * p->Hq);
+        const int64_t rows = xattn_problem_rows_q(p, b);
+        const int64_t ibeg = ch * bpc * NQ, iend = xattn__cpu_min((ch + 1) * bpc * NQ, rows);
+        const int64_t ja0 = g * T * NL, jend = xattn__cpu_min(ja0 + T * NL, Sk);
         const int64_t hk = h / p->group;
-        /* Dot products only where some row of the block has valid keys. */
-        for (int64_t j = ulo; j < uhi; j++) {
-            uk->load(kb, a->k, xattn__cpu_krow(&p->k, p, b, j, hk), p->k.sd, D, p->k.dtype, 1.0f);
-            uk->dot_rows(dots, qb, (int)Dp, R, kb, (int)Dp);
+        _Alignas(64) float kq[DM * NL];  /* K^T of tile t at kq + t*Dp*NL, [d][c] */
+        _Alignas(64) float qr[NQ * DM];  /* Q rows of the block, scaled, pitch Dp */
+        _Alignas(64) float st[NQ * NL];  /* S block: st[r*NL + c] = s(i0 + r, ja + c) */
+        _Alignas(64) float kr[DM];       /* one converted K row */
+        xattn__cpu_row rws[NQ];
+        unsigned have_kq = 0; /* bit t: K^T of tile t built (T <= DM / 16) */
+        for (int64_t i0 = ibeg; i0 < iend; i0 += NQ) {
+            const int64_t nrows = xattn__cpu_min(NQ, iend - i0);
+            const int R = xattn__cpu_real_rows(p, b, i0, nrows);
+            for (int64_t r = R; r < nrows; r++) /* padding rows */
+                xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja0, jend - ja0,
+                                -INFINITY);
+            int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+            for (int r = 0; r < R; r++) {
+                xattn__cpu_row_init(&cx, &rws[r], b, h, i0 + r, ja0, jend);
+                if (rws[r].lo < rws[r].hi) {
+                    ulo = xattn__cpu_min(ulo, rws[r].lo);
+                    uhi = xattn__cpu_max(uhi, rws[r].hi);
+                }
+            }
+            if (ulo >= uhi) { /* every row of the block masked on these keys */
+                for (int r = 0; r < R; r++)
+                    xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja0, jend - ja0,
+                                    -INFINITY);
+                continue;
+            }
+            /* Rows R .. round_up(R, 16) are read by the micro-kernel: zeros. */
+            const int Rz = (int)xattn__cpu_round_up(R, XATTN__CPU_PAD);
             for (int r = 0; r < R; r++)
-                xattn__cpu_srow(p, scores, b, h, i0 + r)[j] = dots[r];
-        }
-        /* Modifications on the valid keys, -inf on all others. */
-        for (int r = 0; r < R; r++) {
-            float *s = xattn__cpu_srow(p, scores, b, h, i0 + r);
-            if (p->softcap > 0.0f)
-                uk->softcap(s + rows[r].lo, rows[r].hi - rows[r].lo, p->softcap);
-            xattn__cpu_mod_row(&cx, &rows[r], s, 1, 0, Sk);
+                uk->load(qr + r * Dp, a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D,
+                         p->q.dtype, p->scale);
+            xattn__cpu_fill(qr + R * Dp, (Rz - R) * Dp, 0.0f);
+
+            for (int64_t t = 0; ja0 + t * NL < jend; t++) {
+                const int64_t ja = ja0 + t * NL, nk = xattn__cpu_min(NL, jend - ja);
+                float *kt = kq + t * Dp * NL;
+                if (uhi <= ja || ulo >= ja + nk) { /* no row has keys here */
+                    for (int r = 0; r < R; r++)
+                        xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja, nk,
+                                        -INFINITY);
+                    continue;
+                }
+                if (!(have_kq & (1u << t))) {
+                    for (int64_t c = 0; c < nk; c++) {
+                        uk->load(kr, a->k, xattn__cpu_krow(&p->k, p, b, ja + c, hk), p->k.sd, D,
+                                 p->k.dtype, 1.0f);
+                        for (int64_t d = 0; d < D; d++)
+                            kt[d * NL + c] = kr[d];
+                    }
+                    if (nk < NL)
+                        for (int64_t d = 0; d < D; d++)
+                            xattn__cpu_fill(kt + d * NL + nk, NL - nk, 0.0f);
+                    have_kq |= 1u << t;
+                }
+                uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
+
+                /* Softcap on the valid stretch, then ALiBi, bias and -inf on
+                 * the rest of the tile (nothing to do for a row that covers
+                 * the tile when there are no modifications). */
+                for (int r = 0; r < R; r++) {
+                    const xattn__cpu_row *rw = &rws[r];
+                    float *dst = xattn__cpu_srow(p, scores, b, h, i0 + r) + ja;
+                    const int64_t lo = xattn__cpu_max(rw->lo, ja);
+                    const int64_t hi = xattn__cpu_min(rw->hi, ja + nk);
+                    if (lo >= hi) {
+                        xattn__cpu_fill(dst, nk, -INFINITY);
+                        continue;
+                    }
+                    float *sr = st + r * NL;
+                    if (p->softcap > 0.0f)
+                        uk->softcap(sr + (lo - ja), hi - lo, p->softcap);
+                    if (cx.mods || lo > ja || hi < ja + nk)
+                        xattn__cpu_mod_row(&cx, rw, sr, 1, ja, nk);
+                    memcpy(dst, sr, (size_t)nk * sizeof(float));
+                }
+            }
         }
     }
 }
@@ -149,6 +241,37 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
     }
 }
 
+/* V rows ca .. ca+kc-1 of (b, hk), columns dv0 .. dv0+nm-1, into vt (pitch
+ * NL, zeros past nm). Returns 1 when they are all finite. */
+static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int64_t hk,
+                             int64_t ca, int64_t kc, int64_t dv0, int64_t nm)
+{
+    const xattn_problem *p = cx->p;
+    const xattn_view *v = &p->v;
+    const int64_t idx = xattn__cpu_krow(v, p, b, ca, hk) + dv0 * v->sd;
+    if (v->sd == 1 && cx->uk->load_rows)
+        return !cx->uk->load_rows(vt, NL, cx->a->v, idx, v->ss, nm, NL, kc, v->dtype, 1);
+    for (int64_t c = 0; c < kc; c++) {
+        cx->uk->load(vt + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, 1.0f);
+        xattn__cpu_fill(vt + c * NL + nm, NL - nm, 0.0f);
+    }
+    return !cx->uk->nonfinite(vt, kc * NL);
+}
+
+/*
+ * Phase 3. One work item: a block of NQ query rows of (b, h). The keys of the
+ * union of its rows' intervals go by chunks of KC and the columns of V by NL:
+ * for each (chunk, columns) the V block is converted once (lanes past Dv zero)
+ * and multiplied with the P rows of the block, read in place (groups of rows
+ * that do not fill 16 rows, or a score matrix too wide for int strides, go
+ * through a small copy, as the micro-kernel reads whole groups of rows).
+ *
+ * P is 0 outside each row's interval, so with a finite V block the masked
+ * keys add exact zeros. A V block holding inf or NaN goes instead through the
+ * careful path of FLASH: only each row's own keys, a masked one (P = 0 and
+ * score -inf) never read into O, an unmasked one whose weight underflowed to
+ * 0 still bringing its inf and NaN (as in the reference, where it is tiny).
+ */
 void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
 {
     const xattn_problem *p = a->p;
@@ -157,18 +280,23 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
     const xattn__cpu_uk *uk = cx.uk;
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     (void)nt; /* unused without OpenMP */
-    const int64_t Dv = p->Dv, Dvp = cx.Dvp;
-    const int64_t units = p->B * p->Hq * ((p->Sq + NB - 1) / NB);
+    const int64_t Dv = p->Dv, Dvp = cx.Dvp, Sk = p->Sk;
+    const int64_t nblk = (p->Sq + NQ - 1) / NQ;
+    const int64_t units = p->B * p->Hq * nblk;
+    /* qk_tile indexes rows of P with int products c*ldk (c < NQ). */
+    const int direct = Sk <= INT_MAX / (2 * NQ);
     float *P = (float *)probs; /* read only; srow computes addresses */
 
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
 #endif
     for (int64_t u = 0; u < units; u++) {
-        int64_t b, h, i0, nrows;
-        int R;
-        if (!xattn__cpu_naive_block(p, u, &b, &h, &i0, &nrows, &R))
+        const int64_t i0 = (u % nblk) * NQ, h = (u / nblk) % p->Hq, b = u / (nblk * p->Hq);
+        const int64_t rows = xattn_problem_rows_q(p, b);
+        if (i0 >= rows)
             continue;
+        const int64_t nrows = xattn__cpu_min(NQ, rows - i0);
+        const int R = xattn__cpu_real_rows(p, b, i0, nrows);
         for (int64_t r = R; r < nrows; r++) {
             /* Padding rows: O = 0 (LSE was written by the softmax phase). */
             int64_t idx = xattn__cpu_qrow(&p->o, p, b, i0 + r, h);
@@ -177,42 +305,71 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
         }
         if (R == 0)
             continue;
-        float acc[NB * DPAD], vb[DPAD], coef[NB];
-        const float *prow[NB];
-        xattn__cpu_row rws[NB];
+        _Alignas(64) float vt[KC * NL];       /* V[ca + c][dv0 + x] at vt[c*NL + x] */
+        _Alignas(64) float acc[NQ * DM];      /* output rows, pitch Dvp */
+        _Alignas(64) float st[NQ * NL];       /* one product: st[r*NL + x] */
+        _Alignas(64) float pc[TAILR * KC];    /* copied P rows, pitch KC */
+        xattn__cpu_row rws[NQ];
         int64_t ulo = INT64_MAX, uhi = INT64_MIN;
         for (int r = 0; r < R; r++) {
-            xattn__cpu_row *rw = &rws[r];
-            xattn__cpu_row_init(&cx, rw, b, h, i0 + r, 0, INT64_MAX);
-            if (rw->lo < rw->hi) {
-                ulo = xattn__cpu_min(ulo, rw->lo);
-                uhi = xattn__cpu_max(uhi, rw->hi);
+            xattn__cpu_row_init(&cx, &rws[r], b, h, i0 + r, 0, INT64_MAX);
+            if (rws[r].lo < rws[r].hi) {
+                ulo = xattn__cpu_min(ulo, rws[r].lo);
+                uhi = xattn__cpu_max(uhi, rws[r].hi);
             }
-            prow[r] = xattn__cpu_srow(p, P, b, h, i0 + r);
-            for (int64_t d = 0; d < Dvp; d++)
-                acc[r * Dvp + d] = 0.0f;
         }
-        for (int64_t d = Dv; d < Dvp; d++)
-            vb[d] = 0.0f;
+        memset(acc, 0, (size_t)R * (size_t)Dvp * sizeof(float));
         const int64_t hk = h / p->group;
-        /* P is 0 outside each row's interval; zeros are skipped by axpy_rows,
-         * so a masked key never reads into O (even a NaN in V). A V row with
-         * inf/NaN still reaches a row where its key is not masked but its
-         * weight underflowed to 0 (as in the reference, where it is tiny). */
-        for (int64_t j = ulo; j < uhi; j++) {
-            int any = 0, zeros = 0;
-            for (int r = 0; r < R; r++) {
-                coef[r] = prow[r][j];
-                any |= coef[r] != 0.0f;
-                zeros |= coef[r] == 0.0f;
+        const float *p0 = xattn__cpu_srow(p, P, b, h, i0);
+        const int Rd = direct ? R / XATTN__CPU_PAD * XATTN__CPU_PAD : 0;
+        for (int64_t ca = ulo; ca < uhi; ca += KC) {
+            const int64_t kc = xattn__cpu_min(KC, uhi - ca);
+            int any = 0; /* the union may have holes (windows) */
+            for (int r = 0; r < R && !any; r++)
+                any = rws[r].lo < ca + kc && rws[r].hi > ca && rws[r].lo < rws[r].hi;
+            if (!any)
+                continue;
+            if (ca + kc < uhi)
+                xattn__cpu_prefetch_kv(p, &p->v, a->v, b, hk, ca + kc,
+                                       xattn__cpu_min(KC, uhi - ca - kc), Dv);
+            for (int64_t dv0 = 0; dv0 < Dv; dv0 += NL) {
+                const int64_t nm = xattn__cpu_min(NL, Dv - dv0);
+                const int64_t nmz = xattn__cpu_round_up(nm, XATTN__CPU_PAD);
+                if (xattn__cpu_load_v(&cx, vt, b, hk, ca, kc, dv0, nm)) {
+                    if (Rd > 0)
+                        uk->qk_tile(st, vt, p0 + ca, (int)Sk, (int)kc, Rd, (int)nm);
+                    for (int r0 = Rd; r0 < R; r0 += TAILR) {
+                        const int g = (int)xattn__cpu_min(TAILR, R - r0);
+                        for (int r = 0; r < g; r++)
+                            memcpy(pc + r * KC, p0 + (uint64_t)(r0 + r) * (uint64_t)Sk + ca,
+                                   (size_t)kc * sizeof(float));
+                        for (int r = g; r < TAILR; r++)
+                            xattn__cpu_fill(pc + r * KC, kc, 0.0f);
+                        uk->qk_tile(st + r0 * NL, vt, pc, KC, (int)kc, g, (int)nm);
+                    }
+                    for (int r = 0; r < R; r++) {
+                        float *ar = acc + r * Dvp + dv0;
+                        const float *sr = st + r * NL;
+                        for (int64_t x = 0; x < nm; x++)
+                            ar[x] += sr[x];
+                    }
+                    continue;
+                }
+                for (int r = 0; r < R; r++) {
+                    const int64_t lo = xattn__cpu_max(rws[r].lo, ca);
+                    const int64_t hi = xattn__cpu_min(rws[r].hi, ca + kc);
+                    const float *pr = p0 + (uint64_t)r * (uint64_t)Sk;
+                    float *ar = acc + r * Dvp + dv0;
+                    for (int64_t j = lo; j < hi; j++) {
+                        const float *vr = vt + (j - ca) * NL;
+                        if (pr[j] != 0.0f)
+                            uk->axpy_rows(ar, 0, 1, &pr[j], vr, (int)nmz);
+                        else if (uk->nonfinite(vr, nmz) &&
+                                 xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
+                            xattn__cpu_add_negligible(ar, vr, nm);
+                    }
+                }
             }
-            uk->load(vb, a->v, xattn__cpu_krow(&p->v, p, b, j, hk), p->v.sd, Dv, p->v.dtype, 1.0f);
-            if (any)
-                uk->axpy_rows(acc, (int)Dvp, R, coef, vb, (int)Dvp);
-            if (zeros && uk->nonfinite(vb, Dvp))
-                for (int r = 0; r < R; r++)
-                    if (coef[r] == 0.0f && xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
-                        xattn__cpu_add_negligible(acc + r * Dvp, vb, Dv);
         }
         for (int r = 0; r < R; r++)
             uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,

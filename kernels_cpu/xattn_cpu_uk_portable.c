@@ -89,18 +89,6 @@ static int xattn__cpu_p_nonfinite(const float *x, int64_t n)
     return s != s;
 }
 
-static void xattn__cpu_p_dot_rows(float *out, const float *q, int ldq, int nr, const float *k,
-                                  int n)
-{
-    for (int r = 0; r < nr; r++) {
-        const float *qr = q + (int64_t)r * ldq;
-        float s = 0.0f;
-        for (int t = 0; t < n; t++)
-            s += qr[t] * k[t];
-        out[r] = s;
-    }
-}
-
 static void xattn__cpu_p_axpy_rows(float *acc, int ldacc, int nr, const float *coef,
                                    const float *v, int n)
 {
@@ -152,7 +140,6 @@ const xattn__cpu_uk xattn__cpu_uk_portable = {
     .softmax_tile = xattn__cpu_p_softmax_tile,
     .pv_tile = xattn__cpu_p_pv_tile,
     .nonfinite = xattn__cpu_p_nonfinite,
-    .dot_rows = xattn__cpu_p_dot_rows,
     .axpy_rows = xattn__cpu_p_axpy_rows,
     .row_max = xattn__cpu_p_row_max,
     .exp_sum = xattn__cpu_p_exp_sum,

@@ -375,35 +375,7 @@ static XV_TARGET int XV_FN(nonfinite)(const float *x, int64_t n)
     return s != s;
 }
 
-/* ---- NAIVE row kernels ------------------------------------------------------- */
-
-static XV_TARGET void XV_FN(dot_rows)(float *out, const float *q, int ldq, int nr, const float *k,
-                                      int n)
-{
-    int r = 0;
-    for (; r + 4 <= nr; r += 4) {
-        XV a0 = xv_zero(), a1 = xv_zero(), a2 = xv_zero(), a3 = xv_zero();
-        const float *q0 = q + (int64_t)r * ldq;
-        for (int t = 0; t < n; t += XV_LEN) {
-            const XV kv = xv_load(k + t);
-            a0 = xv_fma(xv_load(q0 + t), kv, a0);
-            a1 = xv_fma(xv_load(q0 + ldq + t), kv, a1);
-            a2 = xv_fma(xv_load(q0 + 2 * ldq + t), kv, a2);
-            a3 = xv_fma(xv_load(q0 + 3 * ldq + t), kv, a3);
-        }
-        out[r] = xv_hsum(a0);
-        out[r + 1] = xv_hsum(a1);
-        out[r + 2] = xv_hsum(a2);
-        out[r + 3] = xv_hsum(a3);
-    }
-    for (; r < nr; r++) {
-        XV a0 = xv_zero();
-        const float *q0 = q + (int64_t)r * ldq;
-        for (int t = 0; t < n; t += XV_LEN)
-            a0 = xv_fma(xv_load(q0 + t), xv_load(k + t), a0);
-        out[r] = xv_hsum(a0);
-    }
-}
+/* ---- row kernels (NAIVE softmax, the inf/NaN paths) --------------------------- */
 
 static XV_TARGET void XV_FN(axpy_rows)(float *acc, int ldacc, int nr, const float *coef,
                                        const float *v, int n)
@@ -477,7 +449,6 @@ const xattn__cpu_uk XV_TABLE = {
     .softmax_tile = XV_FN(softmax_tile),
     .pv_tile = XV_FN(pv_tile),
     .nonfinite = XV_FN(nonfinite),
-    .dot_rows = XV_FN(dot_rows),
     .axpy_rows = XV_FN(axpy_rows),
     .row_max = XV_FN(row_max),
     .exp_sum = XV_FN(exp_sum),
