@@ -268,9 +268,9 @@ void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_prob
     sc->qr = ptr[12];
 }
 
-void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
+/* Sets bytes to `v` in 1 MiB chunks across the threads. */
+static void xattn__cpu_fill(void *ptr, uint64_t bytes, int num_threads, int v)
 {
-    /* All-ones bytes are a NaN in f32 (and in f16/bf16). */
     const uint64_t chunk = 1u << 20;
     int64_t n = (int64_t)((bytes + chunk - 1) / chunk);
     (void)num_threads;
@@ -280,8 +280,19 @@ void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
     for (int64_t k = 0; k < n; k++) {
         uint64_t off = (uint64_t)k * chunk;
         uint64_t len = bytes - off < chunk ? bytes - off : chunk;
-        memset((char *)ptr + off, 0xff, (size_t)len);
+        memset((char *)ptr + off, v, (size_t)len);
     }
+}
+
+void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads)
+{
+    xattn__cpu_fill(ptr, bytes, num_threads, 0);
+}
+
+void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
+{
+    /* All-ones bytes are a NaN in f32 (and in f16/bf16). */
+    xattn__cpu_fill(ptr, bytes, num_threads, 0xff);
 }
 
 /* ---- the flash tile loop ---------------------------------------------------- */

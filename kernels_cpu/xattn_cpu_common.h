@@ -212,6 +212,13 @@ typedef struct xattn__cpu_uk {
     /* acc[r*ldacc + :n] += coef[r] * v for r < nr; rows with coef[r] == 0 are
      * skipped (so a masked key never touches the output, even if V holds NaN). */
     void (*axpy_rows)(float *acc, int ldacc, int nr, const float *coef, const float *v, int n);
+    /* dst[0..n) = src[0..n), with non-temporal (streaming) stores where dst is
+     * 64-byte aligned: for results written once and read much later from
+     * memory (NAIVE's score matrix), which then skip the read-for-ownership
+     * of every line. NULL: memcpy. A thread that used it calls stream_fence
+     * before others read what it wrote. */
+    void (*copy_stream)(float *dst, const float *src, int64_t n);
+    void (*stream_fence)(void);
     /* max of x[0..n) with NaN sticky (-inf for n = 0). */
     float (*row_max)(const float *x, int64_t n);
     /* x = exp(x - m) in place; returns the sum. */

@@ -47,6 +47,10 @@ uint64_t xattn_cpu_l1d_bytes(void);
 
 /* ---- NAIVE: three phases over a materialized f32 score matrix ------------ */
 
+/* Writes zeros over a freshly allocated workspace with num_threads threads:
+ * the pages are faulted in (and placed near the threads, first touch) as
+ * part of the allocation, before the phase timers start. */
+void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads);
 /* Bytes of the score workspace: B*Hq*Sq*Sk*4 (the caller checked overflow). */
 uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p);
 /* Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */

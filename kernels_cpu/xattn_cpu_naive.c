@@ -27,11 +27,11 @@
 
 #include <limits.h>
 
-#define NQ XATTN_CPU_BK             /* query rows per block (the rows of st) */
-#define NL XATTN_CPU_BQ             /* lanes of st: keys (qk) or Dv columns (pv) */
-#define KC 256                      /* keys per pv chunk (the depth of its products) */
-#define DM XATTN__CPU_DMAX          /* largest D (a multiple of XATTN__CPU_PAD) */
-#define TAILR XATTN__CPU_PAD        /* rows per copied group of P (see pv) */
+#define NQ XATTN_CPU_BK      /* query rows per block (the rows of st) */
+#define NL XATTN_CPU_BQ      /* lanes of st: keys (qk) or Dv columns (pv) */
+#define KC 256               /* keys per pv chunk (the depth of its products) */
+#define DM XATTN__CPU_DMAX   /* largest D (a multiple of XATTN__CPU_PAD) */
+#define TAILR XATTN__CPU_PAD /* rows per copied group of P (see pv) */
 
 _Static_assert(NQ % XATTN__CPU_PAD == 0, "NQ: multiple of the row padding");
 _Static_assert(DM % XATTN__CPU_PAD == 0, "DMAX: multiple of the padding");
@@ -108,93 +108,105 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
     nch = (nblk + bpc - 1) / bpc;
     const int64_t units = items * nch;
 
+    /* S goes out with streaming stores (it is read back from memory by the
+     * softmax phase); each thread fences them before the region's barrier. */
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#pragma omp parallel num_threads(nt)
 #endif
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t g = u % ngrp, ch = (u / ngrp) % nch;
-        const int64_t h = (u / (ngrp * nch)) % p->Hq, b = u / (ngrp * nch * p->Hq);
-        const int64_t rows = xattn_problem_rows_q(p, b);
-        const int64_t ibeg = ch * bpc * NQ, iend = xattn__cpu_min((ch + 1) * bpc * NQ, rows);
-        const int64_t ja0 = g * T * NL, jend = xattn__cpu_min(ja0 + T * NL, Sk);
-        const int64_t hk = h / p->group;
-        _Alignas(64) float kq[DM * NL];  /* K^T of tile t at kq + t*Dp*NL, [d][c] */
-        _Alignas(64) float qr[NQ * DM];  /* Q rows of the block, scaled, pitch Dp */
-        _Alignas(64) float st[NQ * NL];  /* S block: st[r*NL + c] = s(i0 + r, ja + c) */
-        _Alignas(64) float kr[DM];       /* one converted K row */
-        xattn__cpu_row rws[NQ];
-        unsigned have_kq = 0; /* bit t: K^T of tile t built (T <= DM / 16) */
-        for (int64_t i0 = ibeg; i0 < iend; i0 += NQ) {
-            const int64_t nrows = xattn__cpu_min(NQ, iend - i0);
-            const int R = xattn__cpu_real_rows(p, b, i0, nrows);
-            for (int64_t r = R; r < nrows; r++) /* padding rows */
-                xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja0, jend - ja0,
-                                -INFINITY);
-            int64_t ulo = INT64_MAX, uhi = INT64_MIN;
-            for (int r = 0; r < R; r++) {
-                xattn__cpu_row_init(&cx, &rws[r], b, h, i0 + r, ja0, jend);
-                if (rws[r].lo < rws[r].hi) {
-                    ulo = xattn__cpu_min(ulo, rws[r].lo);
-                    uhi = xattn__cpu_max(uhi, rws[r].hi);
-                }
-            }
-            if (ulo >= uhi) { /* every row of the block masked on these keys */
-                for (int r = 0; r < R; r++)
+    {
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t g = u % ngrp, ch = (u / ngrp) % nch;
+            const int64_t h = (u / (ngrp * nch)) % p->Hq, b = u / (ngrp * nch * p->Hq);
+            const int64_t rows = xattn_problem_rows_q(p, b);
+            const int64_t ibeg = ch * bpc * NQ, iend = xattn__cpu_min((ch + 1) * bpc * NQ, rows);
+            const int64_t ja0 = g * T * NL, jend = xattn__cpu_min(ja0 + T * NL, Sk);
+            const int64_t hk = h / p->group;
+            _Alignas(64) float kq[DM * NL]; /* K^T of tile t at kq + t*Dp*NL, [d][c] */
+            _Alignas(64) float qr[NQ * DM]; /* Q rows of the block, scaled, pitch Dp */
+            _Alignas(64) float st[NQ * NL]; /* S block: st[r*NL + c] = s(i0 + r, ja + c) */
+            _Alignas(64) float kr[DM];      /* one converted K row */
+            xattn__cpu_row rws[NQ];
+            unsigned have_kq = 0; /* bit t: K^T of tile t built (T <= DM / 16) */
+            for (int64_t i0 = ibeg; i0 < iend; i0 += NQ) {
+                const int64_t nrows = xattn__cpu_min(NQ, iend - i0);
+                const int R = xattn__cpu_real_rows(p, b, i0, nrows);
+                for (int64_t r = R; r < nrows; r++) /* padding rows */
                     xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja0, jend - ja0,
                                     -INFINITY);
-                continue;
-            }
-            /* Rows R .. round_up(R, 16) are read by the micro-kernel: zeros. */
-            const int Rz = (int)xattn__cpu_round_up(R, XATTN__CPU_PAD);
-            for (int r = 0; r < R; r++)
-                uk->load(qr + r * Dp, a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D,
-                         p->q.dtype, p->scale);
-            xattn__cpu_fill(qr + R * Dp, (Rz - R) * Dp, 0.0f);
-
-            for (int64_t t = 0; ja0 + t * NL < jend; t++) {
-                const int64_t ja = ja0 + t * NL, nk = xattn__cpu_min(NL, jend - ja);
-                float *kt = kq + t * Dp * NL;
-                if (uhi <= ja || ulo >= ja + nk) { /* no row has keys here */
+                int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+                for (int r = 0; r < R; r++) {
+                    xattn__cpu_row_init(&cx, &rws[r], b, h, i0 + r, ja0, jend);
+                    if (rws[r].lo < rws[r].hi) {
+                        ulo = xattn__cpu_min(ulo, rws[r].lo);
+                        uhi = xattn__cpu_max(uhi, rws[r].hi);
+                    }
+                }
+                if (ulo >= uhi) { /* every row of the block masked on these keys */
                     for (int r = 0; r < R; r++)
-                        xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja, nk,
+                        xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja0, jend - ja0,
                                         -INFINITY);
                     continue;
                 }
-                if (!(have_kq & (1u << t))) {
-                    for (int64_t c = 0; c < nk; c++) {
-                        uk->load(kr, a->k, xattn__cpu_krow(&p->k, p, b, ja + c, hk), p->k.sd, D,
-                                 p->k.dtype, 1.0f);
-                        for (int64_t d = 0; d < D; d++)
-                            kt[d * NL + c] = kr[d];
-                    }
-                    if (nk < NL)
-                        for (int64_t d = 0; d < D; d++)
-                            xattn__cpu_fill(kt + d * NL + nk, NL - nk, 0.0f);
-                    have_kq |= 1u << t;
-                }
-                uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
+                /* Rows R .. round_up(R, 16) are read by the micro-kernel: zeros. */
+                const int Rz = (int)xattn__cpu_round_up(R, XATTN__CPU_PAD);
+                for (int r = 0; r < R; r++)
+                    uk->load(qr + r * Dp, a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D,
+                             p->q.dtype, p->scale);
+                xattn__cpu_fill(qr + R * Dp, (Rz - R) * Dp, 0.0f);
 
-                /* Softcap on the valid stretch, then ALiBi, bias and -inf on
-                 * the rest of the tile (nothing to do for a row that covers
-                 * the tile when there are no modifications). */
-                for (int r = 0; r < R; r++) {
-                    const xattn__cpu_row *rw = &rws[r];
-                    float *dst = xattn__cpu_srow(p, scores, b, h, i0 + r) + ja;
-                    const int64_t lo = xattn__cpu_max(rw->lo, ja);
-                    const int64_t hi = xattn__cpu_min(rw->hi, ja + nk);
-                    if (lo >= hi) {
-                        xattn__cpu_fill(dst, nk, -INFINITY);
+                for (int64_t t = 0; ja0 + t * NL < jend; t++) {
+                    const int64_t ja = ja0 + t * NL, nk = xattn__cpu_min(NL, jend - ja);
+                    float *kt = kq + t * Dp * NL;
+                    if (uhi <= ja || ulo >= ja + nk) { /* no row has keys here */
+                        for (int r = 0; r < R; r++)
+                            xattn__cpu_fill(xattn__cpu_srow(p, scores, b, h, i0 + r) + ja, nk,
+                                            -INFINITY);
                         continue;
                     }
-                    float *sr = st + r * NL;
-                    if (p->softcap > 0.0f)
-                        uk->softcap(sr + (lo - ja), hi - lo, p->softcap);
-                    if (cx.mods || lo > ja || hi < ja + nk)
-                        xattn__cpu_mod_row(&cx, rw, sr, 1, ja, nk);
-                    memcpy(dst, sr, (size_t)nk * sizeof(float));
+                    if (!(have_kq & (1u << t))) {
+                        for (int64_t c = 0; c < nk; c++) {
+                            uk->load(kr, a->k, xattn__cpu_krow(&p->k, p, b, ja + c, hk), p->k.sd, D,
+                                     p->k.dtype, 1.0f);
+                            for (int64_t d = 0; d < D; d++)
+                                kt[d * NL + c] = kr[d];
+                        }
+                        if (nk < NL)
+                            for (int64_t d = 0; d < D; d++)
+                                xattn__cpu_fill(kt + d * NL + nk, NL - nk, 0.0f);
+                        have_kq |= 1u << t;
+                    }
+                    uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
+
+                    /* Softcap on the valid stretch, then ALiBi, bias and -inf on
+                     * the rest of the tile (nothing to do for a row that covers
+                     * the tile when there are no modifications). */
+                    for (int r = 0; r < R; r++) {
+                        const xattn__cpu_row *rw = &rws[r];
+                        float *dst = xattn__cpu_srow(p, scores, b, h, i0 + r) + ja;
+                        const int64_t lo = xattn__cpu_max(rw->lo, ja);
+                        const int64_t hi = xattn__cpu_min(rw->hi, ja + nk);
+                        if (lo >= hi) {
+                            xattn__cpu_fill(dst, nk, -INFINITY);
+                            continue;
+                        }
+                        float *sr = st + r * NL;
+                        if (p->softcap > 0.0f)
+                            uk->softcap(sr + (lo - ja), hi - lo, p->softcap);
+                        if (cx.mods || lo > ja || hi < ja + nk)
+                            xattn__cpu_mod_row(&cx, rw, sr, 1, ja, nk);
+                        if (uk->copy_stream)
+                            uk->copy_stream(dst, sr, nk);
+                        else
+                            memcpy(dst, sr, (size_t)nk * sizeof(float));
+                    }
                 }
             }
         }
+        if (uk->stream_fence)
+            uk->stream_fence();
     }
 }
 
@@ -243,8 +255,8 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
 
 /* V rows ca .. ca+kc-1 of (b, hk), columns dv0 .. dv0+nm-1, into vt (pitch
  * NL, zeros past nm). Returns 1 when they are all finite. */
-static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int64_t hk,
-                             int64_t ca, int64_t kc, int64_t dv0, int64_t nm)
+static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int64_t hk, int64_t ca,
+                             int64_t kc, int64_t dv0, int64_t nm)
 {
     const xattn_problem *p = cx->p;
     const xattn_view *v = &p->v;
@@ -305,10 +317,10 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
         }
         if (R == 0)
             continue;
-        _Alignas(64) float vt[KC * NL];       /* V[ca + c][dv0 + x] at vt[c*NL + x] */
-        _Alignas(64) float acc[NQ * DM];      /* output rows, pitch Dvp */
-        _Alignas(64) float st[NQ * NL];       /* one product: st[r*NL + x] */
-        _Alignas(64) float pc[TAILR * KC];    /* copied P rows, pitch KC */
+        _Alignas(64) float vt[KC * NL];    /* V[ca + c][dv0 + x] at vt[c*NL + x] */
+        _Alignas(64) float acc[NQ * DM];   /* output rows, pitch Dvp */
+        _Alignas(64) float st[NQ * NL];    /* one product: st[r*NL + x] */
+        _Alignas(64) float pc[TAILR * KC]; /* copied P rows, pitch KC */
         xattn__cpu_row rws[NQ];
         int64_t ulo = INT64_MAX, uhi = INT64_MIN;
         for (int r = 0; r < R; r++) {

@@ -28,6 +28,7 @@ static inline XV_TARGET XV xv_zero(void) { return _mm512_setzero_ps(); }
 static inline XV_TARGET XV xv_set1(float x) { return _mm512_set1_ps(x); }
 static inline XV_TARGET XV xv_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline XV_TARGET void xv_store(float *p, XV v) { _mm512_storeu_ps(p, v); }
+static inline XV_TARGET void xv_stream(float *p, XV v) { _mm512_stream_ps(p, v); } /* p 64-aligned */
 static inline XV_TARGET XV xv_add(XV a, XV b) { return _mm512_add_ps(a, b); }
 static inline XV_TARGET XV xv_sub(XV a, XV b) { return _mm512_sub_ps(a, b); }
 static inline XV_TARGET XV xv_mul(XV a, XV b) { return _mm512_mul_ps(a, b); }

@@ -390,6 +390,18 @@ static XV_TARGET void XV_FN(axpy_rows)(float *acc, int ldacc, int nr, const floa
     }
 }
 
+static XV_TARGET void XV_FN(copy_stream)(float *dst, const float *src, int64_t n)
+{
+    int64_t t = 0;
+    if (((uintptr_t)dst & 63u) == 0)
+        for (; t + XV_LEN <= n; t += XV_LEN)
+            xv_stream(dst + t, xv_load(src + t));
+    for (; t < n; t++)
+        dst[t] = src[t];
+}
+
+static XV_TARGET void XV_FN(stream_fence)(void) { _mm_sfence(); }
+
 static XV_TARGET float XV_FN(row_max)(const float *x, int64_t n)
 {
     XV mx = xv_set1(-INFINITY);
@@ -450,6 +462,8 @@ const xattn__cpu_uk XV_TABLE = {
     .pv_tile = XV_FN(pv_tile),
     .nonfinite = XV_FN(nonfinite),
     .axpy_rows = XV_FN(axpy_rows),
+    .copy_stream = XV_FN(copy_stream),
+    .stream_fence = XV_FN(stream_fence),
     .row_max = XV_FN(row_max),
     .exp_sum = XV_FN(exp_sum),
     .scale = XV_FN(scale),
