@@ -83,7 +83,10 @@ void xattn_cpu_set_l1d_bytes(uint64_t bytes)
         xattn__cpu_l1d = bytes;
 }
 
-uint64_t xattn_cpu_l1d_bytes(void) { return xattn__cpu_l1d; }
+uint64_t xattn_cpu_l1d_bytes(void)
+{
+    return xattn__cpu_l1d;
+}
 
 int64_t xattn__cpu_bk(const xattn_problem *p)
 {
@@ -209,7 +212,10 @@ void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, 
 
 /* ---- per-thread scratch ----------------------------------------------------- */
 
-static uint64_t xattn__cpu_a64(uint64_t bytes) { return (bytes + 63u) & ~(uint64_t)63u; }
+static uint64_t xattn__cpu_a64(uint64_t bytes)
+{
+    return (bytes + 63u) & ~(uint64_t)63u;
+}
 
 /* Section sizes in bytes, in the order xattn__cpu_scratch_map lays them out. */
 #define XATTN__CPU_NSECT 13
@@ -219,14 +225,14 @@ static void xattn__cpu_scratch_sizes(const xattn_problem *p, uint64_t sz[XATTN__
     const uint64_t BQ = XATTN_CPU_BQ, BK = XATTN_CPU_BK;
     const uint64_t D = (uint64_t)xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
     const uint64_t Dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
-    sz[0] = xattn__cpu_a64(D * BQ * 4);   /* qt */
-    sz[1] = xattn__cpu_a64(BK * D * 4);   /* kt */
-    sz[2] = xattn__cpu_a64(BK * Dvp * 4); /* vt */
-    sz[3] = xattn__cpu_a64(BK * BQ * 4);  /* st */
-    sz[4] = xattn__cpu_a64(BQ * Dvp * 4); /* acc */
-    sz[5] = xattn__cpu_a64(BQ * 4);       /* m */
-    sz[6] = xattn__cpu_a64(BQ * 4);       /* l */
-    sz[7] = xattn__cpu_a64(BQ * 4);       /* alpha */
+    sz[0] = xattn__cpu_a64(D * BQ * 4);                             /* qt */
+    sz[1] = xattn__cpu_a64(BK * D * 4);                             /* kt */
+    sz[2] = xattn__cpu_a64(BK * Dvp * 4);                           /* vt */
+    sz[3] = xattn__cpu_a64(BK * BQ * 4);                            /* st */
+    sz[4] = xattn__cpu_a64(BQ * Dvp * 4);                           /* acc */
+    sz[5] = xattn__cpu_a64(BQ * 4);                                 /* m */
+    sz[6] = xattn__cpu_a64(BQ * 4);                                 /* l */
+    sz[7] = xattn__cpu_a64(BQ * 4);                                 /* alpha */
     sz[8] = xattn__cpu_a64((XATTN__CPU_DMAX + XATTN__CPU_PAD) * 4); /* tmp */
     sz[9] = xattn__cpu_a64(BQ * sizeof(int));                       /* clo */
     sz[10] = xattn__cpu_a64(BQ * sizeof(int));                      /* chi */
@@ -340,8 +346,8 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
  * one stream within a page; with BSHD a head's rows are a few hundred bytes
  * every Hkv*D elements, so without this the tile loads wait on DRAM. */
 static void xattn__cpu_prefetch_rows(const xattn__cpu_ctx *cx, const xattn_view *v,
-                                     const void *base, int64_t n, int64_t b, int64_t hk,
-                                     int64_t ja, int64_t nc)
+                                     const void *base, int64_t n, int64_t b, int64_t hk, int64_t ja,
+                                     int64_t nc)
 {
     const xattn_problem *p = cx->p;
     const int64_t esz = v->dtype == XATTN_DTYPE_F32 ? 4 : 2;
@@ -428,9 +434,9 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     }
 }
 
-int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t t0, const float *kt, int64_t kpitch, const float *vt,
-                           int64_t vpitch, int vbad)
+int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t t0,
+                           int64_t t1, const float *kt, int64_t kpitch, const float *vt,
+                           int64_t vpitch, int vbad, const xattn__cpu_kvsrc *src)
 {
     const xattn_problem *p = cx->p;
     const xattn__cpu_uk *uk = cx->uk;
@@ -438,7 +444,8 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     const int64_t D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
     const int64_t hk = sc->hk;
     const int R = sc->R;
-    const int64_t ja = xattn__cpu_max(t0, sc->ulo), jb = xattn__cpu_min(t0 + BK, sc->uhi);
+    const int64_t ja = xattn__cpu_max(t0, sc->ulo);
+    const int64_t jb = xattn__cpu_min(xattn__cpu_min(t1, t0 + BK), sc->uhi);
     if (jb <= ja)
         return 0;
     const int nc = (int)(jb - ja);
@@ -461,17 +468,22 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
      * they are readable (next keys or zeros) and their scores are unused. */
-    if (!kt) {
-        const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
-        xattn__cpu_load_tile(cx, &p->k, cx->a->k, sc->kt, ldk, D, ldk, b, hk, ja, nc, 0);
-        memset(sc->kt + nc * ldk, 0, (size_t)((ncz - nc) * ldk) * sizeof(float));
-        kt = sc->kt;
-        kpitch = ldk;
+    if (src) {
+        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, src->kstride, p->k.dtype,
+                        (int)D, nc);
+    } else {
+        if (!kt) {
+            const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
+            xattn__cpu_load_tile(cx, &p->k, cx->a->k, sc->kt, ldk, D, ldk, b, hk, ja, nc, 0);
+            memset(sc->kt + nc * ldk, 0, (size_t)((ncz - nc) * ldk) * sizeof(float));
+            kt = sc->kt;
+            kpitch = ldk;
+        }
+        if (sc->few)
+            uk->qk_rows(sc->st, sc->qr, (int)ldk, R, kt, (int)kpitch, (int)ldk, nc);
+        else
+            uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
     }
-    if (sc->few)
-        uk->qk_rows(sc->st, sc->qr, (int)ldk, R, kt, (int)kpitch, (int)ldk, nc);
-    else
-        uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
 
     /* Score modifications and masks; nothing to do for a tile that lies inside
      * every row's interval when there are no modifications. The softcap runs
@@ -494,7 +506,18 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * that a masked key cannot leak NaN into a row (the reference skips masked
      * keys), while an unmasked key of weight 0 (underflow) still brings its inf
      * and NaN, as the reference does. */
-    if (!vt) {
+    if (src && !src->vbad) {
+        uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride, p->v.dtype,
+                        (int)Dv, R, sc->clo, sc->chi);
+        return 1;
+    }
+    if (src) { /* inf/NaN in V: the careful path below, on converted rows */
+        xattn__cpu_load_rows(uk, sc->vt, Dvp, cx->a->v, src->vidx, src->vstride, Dv, Dvp, nc,
+                             p->v.dtype, 0);
+        vt = sc->vt;
+        vpitch = Dvp;
+        vbad = 1;
+    } else if (!vt) {
         vbad = xattn__cpu_load_tile(cx, &p->v, cx->a->v, sc->vt, Dvp, Dv, Dvp, b, hk, ja, nc, 1);
         vt = sc->vt;
         vpitch = Dvp;
@@ -516,8 +539,8 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     return 1;
 }
 
-uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
+uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t h0,
+                           int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
                            const xattn__cpu_kvpack *kv)
 {
     const xattn_problem *p = cx->p;
@@ -543,7 +566,7 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
             xattn__cpu_prefetch_rows(cx, &p->k, cx->a->k, D, b, hk, na, nb - na);
             xattn__cpu_prefetch_rows(cx, &p->v, cx->a->v, Dv, b, hk, na, nb - na);
         }
-        if (xattn__cpu_attend_tile(cx, sc, b, t0, kt, ldk, vt, Dvp, vbad))
+        if (xattn__cpu_attend_tile(cx, sc, b, t0, t0 + BK, kt, ldk, vt, Dvp, vbad, NULL))
             tiles += (uint64_t)sc->R;
     }
     return tiles;

@@ -171,6 +171,19 @@ typedef struct xattn__cpu_uk {
     /* dst[t] = mul * x[idx + t*stride], t < n, x of dtype dt at `base`. */
     void (*load)(float *dst, const void *base, int64_t idx, int64_t stride, int64_t n,
                  xattn_dtype dt, float mul);
+    /* Decode on K/V in place (NULL where a path has none): qk_rows and
+     * pv_tile with row c of K/V at element idx0 + c*stride of `base` in dtype
+     * dt, converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
+     * read; pv_rows_src may add junk into acc rows nr .. round_up(nr, 4)
+     * (unused rows). bad_src: 1 when rows c < nrows hold an inf or NaN (raw
+     * bits). */
+    void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base,
+                        int64_t idx0, int64_t stride, xattn_dtype dt, int n, int nc);
+    void (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
+                        int64_t stride, xattn_dtype dt, int n, int nr, const int *clo,
+                        const int *chi);
+    int (*bad_src)(const void *base, int64_t idx0, int64_t stride, xattn_dtype dt, int64_t n,
+                   int64_t nrows);
     /* A tile: rows c < nc at element idx0 + c*rstride of `base` (contiguous
      * elements) to tile + c*ld, n converted elements each, zeros up to zero_to;
      * with `check`, returns 1 when one of them is inf or NaN. NULL: the
@@ -388,16 +401,27 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
 /* The two halves of xattn__cpu_attend, for callers that walk several query
  * tiles over the same KV tiles (SPLITKV decode: every KV head of a sequence
  * over one contiguous stream of keys). begin: rows, masks, the Q tile, and
- * sc->ulo/uhi (equal when nothing is valid). tile: the KV tile [t0, t0+BK)
- * clipped to [ulo, uhi); kt/vt point at its first key (row pitches kpitch,
+ * sc->ulo/uhi (equal when nothing is valid). tile: the keys [t0, min(t1,
+ * t0+BK)) clipped to [ulo, uhi); kt/vt point at its first key (row pitches kpitch,
  * vpitch, K zero past D, rows readable up to a multiple of 16 keys, vbad: V
- * holds inf/NaN), or are NULL to load and convert it here. Returns 1 when the
- * tile was computed (sc->R rows), 0 when skipped. */
+ * holds inf/NaN), or are NULL to load and convert it here, or, with `src`
+ * (few-row tiles, D and Dv multiples of 16, a table with the _src kernels),
+ * are read in place. Returns 1 when the tile was computed (sc->R rows), 0 when
+ * skipped. */
 void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
                              int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
+/* K and V rows where they lie, from key ja on (decode in place, see
+ * uk->qk_rows_src): element indices of key ja's rows, row strides, and
+ * whether V holds inf/NaN in the tile. */
+typedef struct xattn__cpu_kvsrc {
+    int64_t kidx, vidx, kstride, vstride;
+    int vbad;
+} xattn__cpu_kvsrc;
+
 int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t t0, const float *kt, int64_t kpitch, const float *vt,
-                           int64_t vpitch, int vbad);
+                           int64_t t0, int64_t t1, const float *kt, int64_t kpitch,
+                           const float *vt, int64_t vpitch, int vbad,
+                           const xattn__cpu_kvsrc *src);
 
 /* Fills bytes with NaN (workspace poisoning for tests). */
 void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads);

@@ -43,6 +43,36 @@ static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)
     return (p->Hkv + XATTN__CPU_SKV_HEADS - 1) / XATTN__CPU_SKV_HEADS;
 }
 
+/* Keys per step of the streaming path: the converted K and V of all its heads
+ * should stay in L1 (they are read right back), within one KV tile; 16 keys
+ * at least (the micro-kernels' key blocks). */
+static int64_t xattn__cpu_skv_step(const xattn_problem *p, int64_t nk)
+{
+    const int64_t row =
+        nk *
+        (xattn__cpu_round_up(p->D, XATTN__CPU_PAD) + xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD)) *
+        4;
+    int64_t sb = xattn__cpu_bk(p);
+    while (sb > 16 && sb * row > (int64_t)xattn_cpu_l1d_bytes())
+        sb /= 2;
+    return sb;
+}
+
+/* Keys per step when K and V are read in place: the heads take turns over a
+ * block of SB keys, about 128 KiB of K (64 keys of 8 f16 heads of D 128, 32
+ * of f32), so that the block is read in address order overall and stays in
+ * L2 while every head passes over it (measured on the 2-core VM, B8 H32/8
+ * D128 Sk32768: f16 64 keys 64 ms vs 16 keys 77-89 ms; f32 16-32 keys
+ * 97-105 ms vs 64 keys 128-132 ms). A multiple of 16 in [16, BK]. */
+static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
+{
+    const int64_t es = p->k.dtype == XATTN_DTYPE_F32 ? 4 : 2;
+    int64_t sb = xattn__cpu_bk(p);
+    while (sb > 16 && sb * nk * p->D * es > (128 << 10))
+        sb /= 2;
+    return sb;
+}
+
 /* Per-thread bytes of the streaming path: one tile state per head + the
  * shared K and V buffers (one extra zero row block for the 16-key tails). */
 static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p)
@@ -51,7 +81,7 @@ static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p)
     const uint64_t ldk = (uint64_t)xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
     const uint64_t dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
     const uint64_t rows = (uint64_t)XATTN_CPU_BK + XATTN__CPU_PAD;
-    return H * xattn__cpu_scratch_bytes(p) + rows * H * (ldk + dvp) * 4u;
+    return 2u * (H * xattn__cpu_scratch_bytes(p) + rows * H * (ldk + dvp) * 4u);
 }
 
 static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p)
@@ -76,7 +106,9 @@ int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
                                                      : p->B * p->Hkv * qt.hblocks;
         const int64_t units = u0 > 0 ? u0 : 1;
         const int64_t nt = num_threads > 0 ? num_threads : 1;
-        const int64_t want = (2 * nt + units - 1) / units;
+        int64_t want = (2 * nt + units - 1) / units;
+        if (xattn__cpu_skv_streams(p)) /* chunks go by pairs (xattn__cpu_skv_stream) */
+            want = 2 * want;
         const int64_t by_len = p->Sk / XATTN_CPU_SPLITKV_MIN_KEYS;
         s = want < by_len ? want : by_len;
     }
@@ -150,50 +182,116 @@ static void xattn__cpu_skv_write(const xattn__cpu_ctx *cx, const xattn__cpu_scra
     }
 }
 
-/* One work item of the streaming path: KV heads hk0 .. hk0+nk-1 of sequence
- * b over the keys [k0, k1), every real query row (R_all <= one tile). */
+/* One lane of a streaming work item: a chunk's tile states (one per head) and
+ * its converted K/V buffers. */
+typedef struct xattn__cpu_skv_lane {
+    xattn__cpu_scratch sc[XATTN__CPU_SKV_HEADS];
+    float *kb, *vb;
+    int64_t s, ulo, uhi;
+    int vbad;
+} xattn__cpu_skv_lane;
+
+/*
+ * One work item of the streaming path: KV heads hk0 .. hk0+nk-1 of sequence b
+ * over chunks s0 and s0+1 (when it exists), every real query row (R_all <= one
+ * tile). The two chunks run as two lanes whose rows are converted alternately
+ * (K and V of a key in one, then in the other): four address streams per
+ * thread keep more memory requests in flight than two (single-core streaming
+ * bandwidth grows with the streams: 19 -> 27 -> 31 GB/s for 1, 2, 4 on the
+ * 2-core VM), and the combine phase merges the chunks as usual.
+ */
 static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b, int64_t hk0,
-                                  int nk, int64_t k0, int64_t k1, int64_t s, float *opart,
-                                  float *lpart)
+                                  int nk, int splits, int64_t s0, float *opart, float *lpart)
 {
     const xattn_problem *p = cx->p;
-    const int64_t BK = xattn__cpu_bk(p), ldk = cx->ldk, Dvp = cx->Dvp;
+    const int64_t ldk = cx->ldk, Dvp = cx->Dvp;
     const int64_t per = (int64_t)xattn__cpu_scratch_bytes(p);
+    const int64_t bufk = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
+    const int64_t bufv = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * Dvp;
+    const int64_t lane_bytes = per * nk + (bufk + bufv) * 4;
     const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
-    xattn__cpu_scratch sc[XATTN__CPU_SKV_HEADS];
-    float *kb = (float *)(mem + per * nk);
-    float *vb = kb + (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
-    int64_t ulo = 0, uhi = 0;
-    for (int k = 0; k < nk; k++) {
-        xattn__cpu_scratch_map(&sc[k], mem + per * k, p);
-        xattn__cpu_attend_begin(cx, &sc[k], b, (hk0 + k) * p->group, (int)p->group, 0,
-                                (int)R_all, k0, k1);
-        ulo = sc[k].ulo; /* the heads share positions, so intervals */
-        uhi = sc[k].uhi;
+    const int nl = s0 + 1 < splits ? 2 : 1;
+    xattn__cpu_skv_lane ln[2];
+    for (int l = 0; l < nl; l++) {
+        xattn__cpu_skv_lane *L = &ln[l];
+        char *base = mem + lane_bytes * l;
+        int64_t k0, k1;
+        L->s = s0 + l;
+        xattn__cpu_skv_chunk(p, splits, L->s, &k0, &k1);
+        L->kb = (float *)(base + per * nk);
+        L->vb = L->kb + bufk;
+        L->ulo = L->uhi = 0;
+        for (int k = 0; k < nk; k++) {
+            xattn__cpu_scratch_map(&L->sc[k], base + per * k, p);
+            xattn__cpu_attend_begin(cx, &L->sc[k], b, (hk0 + k) * p->group, (int)p->group, 0,
+                                    (int)R_all, k0, k1);
+            L->ulo = L->sc[k].ulo; /* the heads share positions, so intervals */
+            L->uhi = L->sc[k].uhi;
+        }
+        if (R_all == 0 || L->ulo >= L->uhi)
+            L->ulo = L->uhi = 0;
     }
-    if (R_all > 0 && ulo < uhi) {
-        for (int64_t t0 = ulo / BK * BK; t0 < uhi; t0 += BK) {
-            const int64_t ja = xattn__cpu_max(t0, ulo), jb = xattn__cpu_min(t0 + BK, uhi);
-            const int64_t nc = jb - ja, ncz = xattn__cpu_round_up(nc, XATTN__CPU_PAD);
-            /* Key by key, the heads in address order (adjacent with BSHD). */
-            int vbad = 0;
-            for (int64_t c = 0; c < nc; c++) {
-                const int64_t j = ja + c;
-                xattn__cpu_load_rows(cx->uk, kb + c * nk * ldk, ldk, cx->a->k,
+    /* In place: K and V read where they lie by the _src micro-kernels (no f32
+     * copy), when the table has them and the rows are whole vectors. */
+    const int direct =
+        cx->uk->qk_rows_src && p->D % 16 == 0 && p->Dv % 16 == 0 && R_all > 0 && ln[0].sc[0].few;
+    const int64_t SB = direct ? xattn__cpu_skv_direct_step(p, nk) : xattn__cpu_skv_step(p, nk);
+    int64_t steps = 0;
+    for (int l = 0; l < nl; l++)
+        if (ln[l].uhi > ln[l].ulo)
+            steps = xattn__cpu_max(steps, ln[l].uhi / SB - ln[l].ulo / SB + 1);
+    for (int64_t st = 0; st < steps; st++) {
+        int64_t ja[2], jb[2];
+        for (int l = 0; l < nl; l++) {
+            const int64_t t0 = ln[l].ulo / SB * SB + st * SB;
+            ja[l] = xattn__cpu_max(t0, ln[l].ulo);
+            jb[l] = xattn__cpu_min(t0 + SB, ln[l].uhi);
+            ln[l].vbad = 0;
+        }
+        if (direct) {
+            for (int l = 0; l < nl; l++)
+                for (int k = 0; k < nk && jb[l] > ja[l]; k++) {
+                    xattn__cpu_kvsrc src;
+                    src.kidx = xattn__cpu_krow(&p->k, p, b, ja[l], hk0 + k);
+                    src.vidx = xattn__cpu_krow(&p->v, p, b, ja[l], hk0 + k);
+                    src.kstride = p->k.ss;
+                    src.vstride = p->v.ss;
+                    src.vbad = cx->uk->bad_src(cx->a->v, src.vidx, src.vstride, p->v.dtype, p->Dv,
+                                               jb[l] - ja[l]);
+                    xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, ja[l], jb[l], NULL, 0, NULL, 0, 0,
+                                           &src);
+                }
+            continue;
+        }
+        /* Key by key, the heads in address order (adjacent with BSHD), the
+         * lanes alternating. */
+        for (int64_t c = 0; c < SB; c++)
+            for (int l = 0; l < nl; l++) {
+                xattn__cpu_skv_lane *L = &ln[l];
+                const int64_t j = ja[l] + c;
+                if (j >= jb[l])
+                    continue;
+                xattn__cpu_load_rows(cx->uk, L->kb + c * nk * ldk, ldk, cx->a->k,
                                      xattn__cpu_krow(&p->k, p, b, j, hk0), p->k.sh, p->D, ldk, nk,
                                      p->k.dtype, 0);
-                vbad |= xattn__cpu_load_rows(cx->uk, vb + c * nk * Dvp, Dvp, cx->a->v,
-                                             xattn__cpu_krow(&p->v, p, b, j, hk0), p->v.sh, p->Dv,
-                                             Dvp, nk, p->v.dtype, 1);
+                L->vbad |= xattn__cpu_load_rows(cx->uk, L->vb + c * nk * Dvp, Dvp, cx->a->v,
+                                                xattn__cpu_krow(&p->v, p, b, j, hk0), p->v.sh,
+                                                p->Dv, Dvp, nk, p->v.dtype, 1);
             }
-            memset(kb + nc * nk * ldk, 0, (size_t)((ncz - nc) * nk * ldk) * sizeof(float));
+        for (int l = 0; l < nl; l++) {
+            xattn__cpu_skv_lane *L = &ln[l];
+            if (jb[l] <= ja[l])
+                continue;
+            const int64_t nc = jb[l] - ja[l], ncz = xattn__cpu_round_up(nc, XATTN__CPU_PAD);
+            memset(L->kb + nc * nk * ldk, 0, (size_t)((ncz - nc) * nk * ldk) * sizeof(float));
             for (int k = 0; k < nk; k++)
-                xattn__cpu_attend_tile(cx, &sc[k], b, t0, kb + k * ldk, nk * ldk, vb + k * Dvp,
-                                       nk * Dvp, vbad);
+                xattn__cpu_attend_tile(cx, &L->sc[k], b, ja[l], jb[l], L->kb + k * ldk, nk * ldk,
+                                       L->vb + k * Dvp, nk * Dvp, L->vbad, NULL);
         }
     }
-    for (int k = 0; k < nk; k++)
-        xattn__cpu_skv_write(cx, &sc[k], s, b, opart, lpart);
+    for (int l = 0; l < nl; l++)
+        for (int k = 0; k < nk; k++)
+            xattn__cpu_skv_write(cx, &ln[l].sc[k], ln[l].s, b, opart, lpart);
 }
 
 void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
@@ -213,20 +311,18 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
     char *scratch = (char *)ws + part;
 
     if (xattn__cpu_skv_streams(p)) {
-        /* Work items: (sequence, group of KV heads, chunk). */
-        const int64_t ng = xattn__cpu_skv_hgroups(p);
-        const int64_t units = p->B * ng * (int64_t)splits;
+        /* Work items: (sequence, group of KV heads, pair of chunks). */
+        const int64_t ng = xattn__cpu_skv_hgroups(p), npair = (splits + 1) / 2;
+        const int64_t units = p->B * ng * npair;
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
 #endif
         for (int64_t u = 0; u < units; u++) {
-            const int64_t s = u % splits, g = (u / splits) % ng, b = u / ((int64_t)splits * ng);
+            const int64_t w = u % npair, g = (u / npair) % ng, b = u / (npair * ng);
             const int64_t hk0 = g * XATTN__CPU_SKV_HEADS;
             const int nk = (int)xattn__cpu_min(XATTN__CPU_SKV_HEADS, p->Hkv - hk0);
-            int64_t k0, k1;
-            xattn__cpu_skv_chunk(p, splits, s, &k0, &k1);
-            xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk, k0,
-                                  k1, s, opart, lpart);
+            xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk,
+                                  splits, 2 * w, opart, lpart);
         }
         return;
     }

@@ -153,6 +153,36 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
 
+/* max over the magnitudes (sign cleared) of n f32 bit patterns / n 16-bit
+ * patterns (n a multiple of 16), as unsigned integers: >= the all-ones
+ * exponent means an inf or NaN is among them. */
+static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t n)
+{
+    const __m256i mask = _mm256_set1_epi32(0x7fffffff);
+    __m256i m = _mm256_setzero_si256();
+    for (int64_t t = 0; t < n; t += 8)
+        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + t)), mask));
+    unsigned v[8], r = 0;
+    _mm256_storeu_si256((__m256i *)v, m);
+    for (int k = 0; k < 8; k++)
+        r = v[k] > r ? v[k] : r;
+    return r;
+}
+
+static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t n)
+{
+    const __m256i mask = _mm256_set1_epi16(0x7fff);
+    __m256i m = _mm256_setzero_si256();
+    for (int64_t t = 0; t < n; t += 16)
+        m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + t)), mask));
+    uint16_t v[16];
+    unsigned r = 0;
+    _mm256_storeu_si256((__m256i *)v, m);
+    for (int k = 0; k < 16; k++)
+        r = v[k] > r ? v[k] : r;
+    return r;
+}
+
 #include "xattn_cpu_uk_template.h"
 
 #else

@@ -139,6 +139,36 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
+/* max over the magnitudes (sign cleared) of n f32 bit patterns / n 16-bit
+ * patterns (n a multiple of 16), as unsigned integers: >= the all-ones
+ * exponent means an inf or NaN is among them. */
+static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t n)
+{
+    const __m512i mask = _mm512_set1_epi32(0x7fffffff);
+    __m512i m = _mm512_setzero_si512();
+    for (int64_t t = 0; t < n; t += 16)
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + t)), mask));
+    return _mm512_reduce_max_epu32(m);
+}
+
+static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t n)
+{
+    const __m512i mask = _mm512_set1_epi16(0x7fff);
+    __m512i m = _mm512_setzero_si512();
+    int64_t t = 0;
+    for (; t + 32 <= n; t += 32)
+        m = _mm512_max_epu16(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + t)), mask));
+    if (t < n) { /* 16 left: the upper half of the vector zero */
+        const __m512i x = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                             _mm256_loadu_si256((const __m256i *)(p + t)), 0);
+        m = _mm512_max_epu16(m, _mm512_and_si512(x, mask));
+    }
+    /* the 32 lanes as 16 u32 pairs: max of each pair's halves, then over lanes */
+    const __m512i lo = _mm512_and_si512(m, _mm512_set1_epi32(0xffff));
+    const __m512i hi = _mm512_srli_epi32(m, 16);
+    return _mm512_reduce_max_epu32(_mm512_max_epu32(lo, hi));
+}
+
 #include "xattn_cpu_uk_template.h"
 
 #else

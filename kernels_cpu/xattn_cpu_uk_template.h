@@ -51,50 +51,72 @@ static XV_TARGET void XV_FN(load)(float *dst, const void *base, int64_t idx, int
  * into a vector: NaN iff one was), folded into the conversion so that the
  * tile is not read a second time.
  */
+/* One row of load_rows for a source of element type T read by LOADX: with
+ * `check`, four independent x*0 sums (NaN iff an element is inf or NaN), so
+ * that the check is not one chain of FMA latencies along the row. */
+#define XATTN__LOAD_ROW(T, LOADX)                                                              \
+    {                                                                                          \
+        const T *s = (const T *)base + idx;                                                    \
+        if (!check) {                                                                          \
+            for (; t + XV_LEN <= n; t += XV_LEN)                                               \
+                xv_store(dst + t, LOADX(s + t));                                               \
+        } else {                                                                               \
+            for (; t + 4 * XV_LEN <= n; t += 4 * XV_LEN) {                                     \
+                const XV x0 = LOADX(s + t), x1 = LOADX(s + t + XV_LEN);                        \
+                const XV x2 = LOADX(s + t + 2 * XV_LEN), x3 = LOADX(s + t + 3 * XV_LEN);       \
+                z0 = xv_fma(x0, zero, z0);                                                     \
+                z1 = xv_fma(x1, zero, z1);                                                     \
+                z2 = xv_fma(x2, zero, z2);                                                     \
+                z3 = xv_fma(x3, zero, z3);                                                     \
+                xv_store(dst + t, x0);                                                         \
+                xv_store(dst + t + XV_LEN, x1);                                                \
+                xv_store(dst + t + 2 * XV_LEN, x2);                                            \
+                xv_store(dst + t + 3 * XV_LEN, x3);                                            \
+            }                                                                                  \
+            for (; t + XV_LEN <= n; t += XV_LEN) {                                             \
+                const XV x = LOADX(s + t);                                                     \
+                z0 = xv_fma(x, zero, z0);                                                      \
+                xv_store(dst + t, x);                                                          \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+/*
+ * A K or V tile: rows c < nc at element idx0 + c*rstride (elements of a row
+ * contiguous) into tile + c*ld as f32, n per row, zeros from n to zero_to.
+ * With `check`, returns 1 when a converted element is inf or NaN (x*0 summed
+ * into vectors: NaN iff one was), folded into the conversion so that the
+ * tile is not read a second time.
+ */
 static XV_TARGET int XV_FN(load_rows)(float *tile, int64_t ld, const void *base, int64_t idx0,
                                       int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
                                       xattn_dtype dt, int check)
 {
     const XV zero = xv_zero();
-    XV z = zero;
+    XV z0 = zero, z1 = zero, z2 = zero, z3 = zero;
     for (int64_t c = 0; c < nc; c++) {
         float *dst = tile + c * ld;
         const int64_t idx = idx0 + c * rstride;
         int64_t t = 0;
-        if (dt == XATTN_DTYPE_F32) {
-            const float *s = (const float *)base + idx;
-            for (; t + XV_LEN <= n; t += XV_LEN) {
-                const XV x = xv_load(s + t);
-                z = xv_fma(x, zero, z);
-                xv_store(dst + t, x);
-            }
-        } else if (dt == XATTN_DTYPE_F16) {
-            const uint16_t *s = (const uint16_t *)base + idx;
-            for (; t + XV_LEN <= n; t += XV_LEN) {
-                const XV x = xv_load_f16(s + t);
-                z = xv_fma(x, zero, z);
-                xv_store(dst + t, x);
-            }
-        } else {
-            const uint16_t *s = (const uint16_t *)base + idx;
-            for (; t + XV_LEN <= n; t += XV_LEN) {
-                const XV x = xv_load_bf16(s + t);
-                z = xv_fma(x, zero, z);
-                xv_store(dst + t, x);
-            }
-        }
+        if (dt == XATTN_DTYPE_F32)
+            XATTN__LOAD_ROW(float, xv_load)
+        else if (dt == XATTN_DTYPE_F16)
+            XATTN__LOAD_ROW(uint16_t, xv_load_f16)
+        else
+            XATTN__LOAD_ROW(uint16_t, xv_load_bf16)
         for (; t < n; t++) {
             dst[t] = xattn__cpu_load1(base, idx + t, dt);
-            z = xv_add(z, xv_set1(dst[t] * 0.0f));
+            z0 = xv_add(z0, xv_set1(dst[t] * 0.0f));
         }
         for (; t < zero_to; t++)
             dst[t] = 0.0f;
     }
     if (!check)
         return 0;
-    const float sum = xv_hsum(z);
+    const float sum = xv_hsum(xv_add(xv_add(z0, z1), xv_add(z2, z3)));
     return sum != sum;
 }
+#undef XATTN__LOAD_ROW
 
 static XV_TARGET void XV_FN(store)(void *base, int64_t idx, int64_t stride, const float *src,
                                    int64_t n, xattn_dtype dt, float mul)
@@ -361,6 +383,143 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
     }
 }
 
+/* ---- decode kernels on K/V in place (f32, f16, bf16 rows, any row stride) --- */
+
+/*
+ * The few-row QK^T (qk_rows) and the P.V (pv_tile) reading K and V rows where
+ * they lie, converting each vector as it is loaded (F16C for f16, a shift for
+ * bf16): no f32 copy of the tile is written and read back, which is what
+ * bounds the decode loop otherwise. Row c at element idx0 + c*stride of
+ * `base`; n (D or Dv) a multiple of 16. Instantiated per dtype.
+ */
+#define XATTN__SRC_KERNELS(SFX, T, LOADX)                                                      \
+    static XV_TARGET void XV_FN(qk_rows_##SFX)(float *st, const float *qr, int ldq, int nr,    \
+                                               const T *k, int64_t kstride, int n, int nc)     \
+    {                                                                                          \
+        const int nd = n / XV_LEN;                                                             \
+        for (int r0 = 0; r0 < nr; r0 += QR_RB)                                                 \
+            for (int c0 = 0; c0 < nc; c0 += QR_CB) {                                           \
+                XV a[XV_LEN];                                                                  \
+                _Pragma("GCC unroll 16") for (int x = 0; x < XV_LEN; x++) a[x] = xv_zero();    \
+                const T *kp[QR_CB];                                                            \
+                for (int c = 0; c < QR_CB; c++) /* past nc: the last key again (unused) */    \
+                    kp[c] = k + (int64_t)(c0 + c < nc ? c0 + c : nc - 1) * kstride;            \
+                const float *qp = qr + (int64_t)r0 * ldq;                                      \
+                for (int v = 0; v < nd; v++) {                                                 \
+                    XV kv[QR_CB];                                                              \
+                    _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++) kv[c] =           \
+                        LOADX(kp[c] + v * XV_LEN);                                             \
+                    _Pragma("GCC unroll 16") for (int r = 0; r < QR_RB; r++)                  \
+                    {                                                                          \
+                        const XV q = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);              \
+                        _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++)              \
+                            a[r * QR_CB + c] = xv_fma(q, kv[c], a[r * QR_CB + c]);             \
+                    }                                                                          \
+                }                                                                              \
+                float lanes[XV_LEN];                                                           \
+                xv_store(lanes, xv_reduce_lanes(a));                                           \
+                for (int r = 0; r < QR_RB; r++)                                                \
+                    for (int c = 0; c < QR_CB; c++)                                            \
+                        st[(c0 + c) * XQ + r0 + r] = lanes[r * QR_CB + c];                     \
+            }                                                                                  \
+    }                                                                                          \
+    /* 4 rows x PV_DB vectors of Dv (v0 ..), keys [lo, hi). */                                 \
+    static inline XV_TARGET void XV_FN(pv_src4_##SFX)(float *acc, int ldacc, const float *st,  \
+                                                      const T *vsrc, int64_t vstride, int r0,  \
+                                                      int v0, int nb, int lo, int hi)          \
+    {                                                                                          \
+        XV a[4][PV_DB];                                                                        \
+        for (int r = 0; r < 4; r++)                                                            \
+            for (int x = 0; x < nb; x++)                                                       \
+                a[r][x] = xv_load(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN);        \
+        for (int c = lo; c < hi; c++) {                                                        \
+            const T *vp = vsrc + (int64_t)c * vstride + v0 * XV_LEN;                           \
+            const float *pp = st + c * XQ + r0;                                                \
+            XV vv[PV_DB];                                                                      \
+            for (int x = 0; x < nb; x++)                                                       \
+                vv[x] = LOADX(vp + x * XV_LEN);                                                \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                               \
+            {                                                                                  \
+                const XV pb = xv_set1(pp[r]);                                                  \
+                for (int x = 0; x < nb; x++)                                                   \
+                    a[r][x] = xv_fma(pb, vv[x], a[r][x]);                                      \
+            }                                                                                  \
+        }                                                                                      \
+        for (int r = 0; r < 4; r++)                                                            \
+            for (int x = 0; x < nb; x++)                                                       \
+                xv_store(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN, a[r][x]);        \
+    }                                                                                          \
+    /* pv_tile's contract for nr <= 4 padded rows (rows nr..3 of acc exist, p = 0). */         \
+    static XV_TARGET void XV_FN(pv_rows_##SFX)(float *acc, int ldacc, const float *st,         \
+                                               const T *vsrc, int64_t vstride, int n, int nr,  \
+                                               const int *clo, const int *chi)                 \
+    {                                                                                          \
+        const int nv = n / XV_LEN;                                                             \
+        for (int r0 = 0; r0 < nr; r0 += 4) {                                                   \
+            int lo = INT32_MAX, hi = 0;                                                        \
+            for (int k = r0; k < r0 + 4 && k < nr; k++)                                        \
+                if (clo[k] < chi[k]) {                                                         \
+                    lo = clo[k] < lo ? clo[k] : lo;                                            \
+                    hi = chi[k] > hi ? chi[k] : hi;                                            \
+                }                                                                              \
+            if (lo >= hi)                                                                      \
+                continue;                                                                      \
+            for (int v = 0; v < nv; v += PV_DB)                                                \
+                XV_FN(pv_src4_##SFX)(acc, ldacc, st, vsrc, vstride, r0, v,                     \
+                                     nv - v < PV_DB ? nv - v : PV_DB, lo, hi);                 \
+        }                                                                                      \
+    }
+
+XATTN__SRC_KERNELS(f32, float, xv_load)
+XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16)
+XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16)
+#undef XATTN__SRC_KERNELS
+
+static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, int nr,
+                                         const void *base, int64_t idx0, int64_t stride,
+                                         xattn_dtype dt, int n, int nc)
+{
+    if (dt == XATTN_DTYPE_F32)
+        XV_FN(qk_rows_f32)(st, qr, ldq, nr, (const float *)base + idx0, stride, n, nc);
+    else if (dt == XATTN_DTYPE_F16)
+        XV_FN(qk_rows_f16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc);
+    else
+        XV_FN(qk_rows_bf16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc);
+}
+
+static XV_TARGET void XV_FN(pv_rows_src)(float *acc, int ldacc, const float *st, const void *base,
+                                         int64_t idx0, int64_t stride, xattn_dtype dt, int n,
+                                         int nr, const int *clo, const int *chi)
+{
+    if (dt == XATTN_DTYPE_F32)
+        XV_FN(pv_rows_f32)(acc, ldacc, st, (const float *)base + idx0, stride, n, nr, clo, chi);
+    else if (dt == XATTN_DTYPE_F16)
+        XV_FN(pv_rows_f16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr, clo, chi);
+    else
+        XV_FN(pv_rows_bf16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr, clo,
+                            chi);
+}
+
+/* 1 when rows c < nrows (element idx0 + c*stride, n each, n a multiple of 16)
+ * hold an inf or NaN: the raw exponent bits at their maximum, checked with
+ * integer max over the magnitudes (no conversion, no FMA chain). */
+static XV_TARGET int XV_FN(bad_src)(const void *base, int64_t idx0, int64_t stride,
+                                    xattn_dtype dt, int64_t n, int64_t nrows)
+{
+    for (int64_t c = 0; c < nrows; c++) {
+        const int64_t idx = idx0 + c * stride;
+        if (dt == XATTN_DTYPE_F32) {
+            if (xv_max_mag32((const float *)base + idx, n) >= 0x7f800000u)
+                return 1;
+        } else {
+            const unsigned lim = dt == XATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+            if (xv_max_mag16((const uint16_t *)base + idx, n) >= lim)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static XV_TARGET int XV_FN(nonfinite)(const float *x, int64_t n)
 {
     /* x * 0 is 0 for finite x and NaN for inf/NaN; the sum is NaN iff any is. */
@@ -458,6 +617,9 @@ const xattn__cpu_uk XV_TABLE = {
     .load_rows = XV_FN(load_rows),
     .qk_tile = XV_FN(qk_tile),
     .qk_rows = XV_FN(qk_rows),
+    .qk_rows_src = XV_FN(qk_rows_src),
+    .pv_rows_src = XV_FN(pv_rows_src),
+    .bad_src = XV_FN(bad_src),
     .softmax_tile = XV_FN(softmax_tile),
     .pv_tile = XV_FN(pv_tile),
     .nonfinite = XV_FN(nonfinite),

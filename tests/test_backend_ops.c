@@ -356,6 +356,11 @@ static void build_cases(void)
     CASE(.nan_in = NAN_K, .wl = 3, .wr = 3, .Sq = 40, .Sk = 40);        /* masked K NaN: unused */
     CASE(.nan_in = NAN_K, .lens = LENS_VARLEN, .B = 3, .causal = 1, .dq = F16, .dkv = F16);
     CASE(.nan_in = NAN_V, .dq = F16, .dkv = F16, .Sq = 1, .Sk = 600);
+    /* Decode with V read in place (SPLITKV's streaming path): the raw-bits inf/NaN check
+     * in f32 and bf16, GQA, and a NaN left of a window (masked: unused). */
+    CASE(.nan_in = NAN_V, .Hq = 8, .Hkv = 2, .Sq = 1, .Sk = 700);
+    CASE(.nan_in = NAN_V, .dq = BF16, .dkv = BF16, .Hq = 8, .Hkv = 2, .Sq = 2, .Sk = 300);
+    CASE(.nan_in = NAN_V, .Hq = 4, .Hkv = 1, .Sq = 1, .Sk = 500, .wl = 20, .wr = 0);
 
     /* Empty problems: Sq = 0 writes nothing; Sk = 0 makes every row fully masked. */
     CASE(.Sq = 0, .Sk = 16, .quick = 1);
