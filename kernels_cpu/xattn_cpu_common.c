@@ -405,6 +405,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
         ulo = uhi = 0; /* every row fully masked in this key range */
     sc->ulo = ulo;
     sc->uhi = uhi;
+    sc->few = R <= XATTN__CPU_FEW_ROWS && uk->qk_rows;
     if (ulo >= uhi)
         return;
 
@@ -412,7 +413,6 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
      * row-major for uk->qk_rows (zero past D and up to XATTN__CPU_FEW_ROWS
      * rows); otherwise transposed for the outer product, lanes R..BQ-1 zero so
      * that the vector kernels can run whole vectors. */
-    sc->few = R <= XATTN__CPU_FEW_ROWS && uk->qk_rows;
     if (sc->few) {
         memset(sc->qr, 0, (size_t)(XATTN__CPU_FEW_ROWS * ldk) * sizeof(float));
         for (int r = 0; r < R; r++) {
@@ -469,8 +469,10 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
      * they are readable (next keys or zeros) and their scores are unused. */
     if (src) {
+        const int64_t es = p->v.dtype == XATTN_DTYPE_F32 ? 4 : 2;
         uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, src->kstride, p->k.dtype,
-                        (int)D, nc);
+                        (int)D, nc, (const char *)cx->a->v + src->vidx * es, src->vstride * es,
+                        (int)(Dv * es));
     } else {
         if (!kt) {
             const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);

@@ -175,10 +175,13 @@ typedef struct xattn__cpu_uk {
      * pv_tile with row c of K/V at element idx0 + c*stride of `base` in dtype
      * dt, converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
      * read; pv_rows_src may add junk into acc rows nr .. round_up(nr, 4)
-     * (unused rows). bad_src: 1 when rows c < nrows hold an inf or NaN (raw
+     * (unused rows). qk_rows_src also asks L1 for pfbytes at pf + c*pfstride
+     * for each key c it reads (the V rows the P.V reads next: the K and V
+     * streams then overlap), pf NULL for none. bad_src: 1 when rows c < nrows hold an inf or NaN (raw
      * bits). */
     void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base,
-                        int64_t idx0, int64_t stride, xattn_dtype dt, int n, int nc);
+                        int64_t idx0, int64_t stride, xattn_dtype dt, int n, int nc,
+                        const void *pf, int64_t pfstride, int pfbytes);
     void (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
                         int64_t stride, xattn_dtype dt, int n, int nr, const int *clo,
                         const int *chi);

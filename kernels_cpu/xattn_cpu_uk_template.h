@@ -394,7 +394,8 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
  */
 #define XATTN__SRC_KERNELS(SFX, T, LOADX)                                                      \
     static XV_TARGET void XV_FN(qk_rows_##SFX)(float *st, const float *qr, int ldq, int nr,    \
-                                               const T *k, int64_t kstride, int n, int nc)     \
+                                               const T *k, int64_t kstride, int n, int nc,     \
+                                               const char *pf, int64_t pfstride, int pfbytes)  \
     {                                                                                          \
         const int nd = n / XV_LEN;                                                             \
         for (int r0 = 0; r0 < nr; r0 += QR_RB)                                                 \
@@ -404,6 +405,10 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
                 const T *kp[QR_CB];                                                            \
                 for (int c = 0; c < QR_CB; c++) /* past nc: the last key again (unused) */    \
                     kp[c] = k + (int64_t)(c0 + c < nc ? c0 + c : nc - 1) * kstride;            \
+                if (pf && r0 == 0) /* the block's V rows, read next by the P.V */            \
+                    for (int c = c0; c < c0 + QR_CB && c < nc; c++)                            \
+                        for (int o = 0; o < pfbytes; o += 64)                                  \
+                            _mm_prefetch(pf + c * pfstride + o, _MM_HINT_T0);                  \
                 const float *qp = qr + (int64_t)r0 * ldq;                                      \
                 for (int v = 0; v < nd; v++) {                                                 \
                     XV kv[QR_CB];                                                              \
@@ -477,14 +482,19 @@ XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16)
 
 static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, int nr,
                                          const void *base, int64_t idx0, int64_t stride,
-                                         xattn_dtype dt, int n, int nc)
+                                         xattn_dtype dt, int n, int nc, const void *pf,
+                                         int64_t pfstride, int pfbytes)
 {
+    const char *p8 = pf;
     if (dt == XATTN_DTYPE_F32)
-        XV_FN(qk_rows_f32)(st, qr, ldq, nr, (const float *)base + idx0, stride, n, nc);
+        XV_FN(qk_rows_f32)(st, qr, ldq, nr, (const float *)base + idx0, stride, n, nc, p8,
+                           pfstride, pfbytes);
     else if (dt == XATTN_DTYPE_F16)
-        XV_FN(qk_rows_f16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc);
+        XV_FN(qk_rows_f16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc, p8,
+                           pfstride, pfbytes);
     else
-        XV_FN(qk_rows_bf16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc);
+        XV_FN(qk_rows_bf16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc, p8,
+                            pfstride, pfbytes);
 }
 
 static XV_TARGET void XV_FN(pv_rows_src)(float *acc, int ldacc, const float *st, const void *base,
