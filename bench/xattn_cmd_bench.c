@@ -198,6 +198,18 @@ static int xattn__any_gpu(const xattn_target *t, int n)
 /* % of the FMA ceiling pro-rated to the threads a CPU cell used: the ceiling
  * is measured with every compute unit, so t of n units get t/n of it (at most
  * all of it: more threads than units add no FMA units). */
+/* The identity of a result cell: device, case, algorithm, CPU threads. */
+static void xattn__result_init(xattn_bench_result *r, int ti, int ci, xattn_algo algo, int threads,
+                               const xattn_target *t)
+{
+    r->device = ti;
+    r->case_idx = ci;
+    r->algo = algo;
+    r->threads = threads;
+    r->compute_units = t->info.compute_units;
+    r->pct_fma_per_thread = -1;
+}
+
 static void xattn__per_thread(xattn_bench_result *r)
 {
     const xattn_cell *c = &r->cell;
@@ -459,12 +471,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                 for (int hi = 0; hi < nth; hi++)
                     for (int ai = 0; ai < na; ai++) {
                         xattn_bench_result *r = &results[nr++];
-                        r->device = ti;
-                        r->case_idx = ci;
-                        r->algo = algos[ai];
-                        r->threads = th[hi];
-                        r->compute_units = bd->t.info.compute_units;
-                        r->pct_fma_per_thread = -1;
+                        xattn__result_init(r, ti, ci, algos[ai], th[hi], &bd->t);
                         r->status = XATTN_CELL_FAILED;
                         snprintf(r->error, sizeof r->error, "no context: %s", bd->error);
                         failures++;
@@ -516,12 +523,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                                  xattn_last_error());
                 }
                 xattn_bench_result *r = &results[nr++];
-                r->device = ti;
-                r->case_idx = ci;
-                r->algo = algos[ai];
-                r->threads = th[hi];
-                r->compute_units = bd->t.info.compute_units;
-                r->pct_fma_per_thread = -1;
+                xattn__result_init(r, ti, ci, algos[ai], th[hi], &bd->t);
                 char label[400];
                 if (th[hi] > 0)
                     snprintf(label, sizeof label, "%s %s t%d %s", dname, xattn_algo_name(algos[ai]),

@@ -341,15 +341,9 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
     return check && cx->uk->nonfinite(tile, nc * ld);
 }
 
-/* Asks the caches for K (or V) rows ja .. ja+nc-1 of (b, hk), n elements each
- * (into L2: a tile of K and V is ~32-64 KiB). Hardware prefetchers follow
- * one stream within a page; with BSHD a head's rows are a few hundred bytes
- * every Hkv*D elements, so without this the tile loads wait on DRAM. */
-static void xattn__cpu_prefetch_rows(const xattn__cpu_ctx *cx, const xattn_view *v,
-                                     const void *base, int64_t n, int64_t b, int64_t hk, int64_t ja,
-                                     int64_t nc)
+void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
+                              int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc)
 {
-    const xattn_problem *p = cx->p;
     const int64_t esz = v->dtype == XATTN_DTYPE_F32 ? 4 : 2;
     if (v->sd != 1)
         return; /* strided rows: not worth guessing */
@@ -565,8 +559,8 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
              * (packed panels are contiguous: the hardware prefetchers follow
              * them). */
             const int64_t na = t0 + BK, nb = xattn__cpu_min(t0 + 2 * BK, uhi);
-            xattn__cpu_prefetch_rows(cx, &p->k, cx->a->k, D, b, hk, na, nb - na);
-            xattn__cpu_prefetch_rows(cx, &p->v, cx->a->v, Dv, b, hk, na, nb - na);
+            xattn__cpu_prefetch_rows(p, &p->k, cx->a->k, D, b, hk, na, nb - na);
+            xattn__cpu_prefetch_rows(p, &p->v, cx->a->v, Dv, b, hk, na, nb - na);
         }
         if (xattn__cpu_attend_tile(cx, sc, b, t0, t0 + BK, kt, ldk, vt, Dvp, vbad, NULL))
             tiles += (uint64_t)sc->R;

@@ -322,6 +322,13 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
  * pass (tiny * inf = inf, tiny * NaN = NaN), finite ones add nothing. */
 void xattn__cpu_add_negligible(float *acc, const float *v, int64_t n);
 
+/* Asks L2 for n elements of K (or V) rows ja .. ja+nc-1 of (b, hk). Hardware
+ * prefetchers follow one stream within a page; with BSHD a head's rows are a
+ * few hundred bytes every Hkv*D elements, so without this tile loads wait on
+ * memory. Strided rows (sd != 1) are left alone. */
+void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
+                              int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc);
+
 /* Writes O = 0 (and LSE = -inf) for row i of (b, h): padding and fully masked rows. */
 void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i);
 

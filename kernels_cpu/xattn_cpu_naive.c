@@ -60,23 +60,6 @@ static int xattn__cpu_real_rows(const xattn_problem *p, int64_t b, int64_t i0, i
     return (int)xattn__cpu_min(xattn__cpu_max((int64_t)p->len_q[b] - i0, 0), nrows);
 }
 
-/* Asks the caches for n elements of K (or V) rows j .. j+nr-1 of (b, hk): with
- * BSHD a head's rows are a few hundred bytes every Hkv*D elements, which the
- * hardware prefetchers do not follow, and pv converts a V chunk once per query
- * block. */
-static void xattn__cpu_prefetch_kv(const xattn_problem *p, const xattn_view *v, const void *base,
-                                   int64_t b, int64_t hk, int64_t j, int64_t nr, int64_t n)
-{
-    const int64_t esz = v->dtype == XATTN_DTYPE_F32 ? 4 : 2;
-    if (v->sd != 1)
-        return; /* strided rows: not worth guessing */
-    for (int64_t r = 0; r < nr; r++) {
-        const char *row = (const char *)base + xattn__cpu_krow(v, p, b, j + r, hk) * esz;
-        for (int64_t o = 0; o < n * esz; o += 64)
-            __builtin_prefetch(row + o, 0, 2);
-    }
-}
-
 /*
  * Phase 1. One work item: the keys [ja0, ja0 + T*NL) of T consecutive KV
  * tiles for the rows of a chunk of query blocks of (b, h), with T as large as
@@ -341,9 +324,9 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
                 any = rws[r].lo < ca + kc && rws[r].hi > ca && rws[r].lo < rws[r].hi;
             if (!any)
                 continue;
-            if (ca + kc < uhi)
-                xattn__cpu_prefetch_kv(p, &p->v, a->v, b, hk, ca + kc,
-                                       xattn__cpu_min(KC, uhi - ca - kc), Dv);
+            if (ca + kc < uhi) /* the next chunk's V rows (converted once per query block) */
+                xattn__cpu_prefetch_rows(p, &p->v, a->v, Dv, b, hk, ca + kc,
+                                         xattn__cpu_min(KC, uhi - ca - kc));
             for (int64_t dv0 = 0; dv0 < Dv; dv0 += NL) {
                 const int64_t nm = xattn__cpu_min(NL, Dv - dv0);
                 const int64_t nmz = xattn__cpu_round_up(nm, XATTN__CPU_PAD);
