@@ -150,15 +150,19 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                         continue;
                     }
                     if (!(have_kq & (1u << t))) {
-                        for (int64_t c = 0; c < nk; c++) {
+                        /* Keys past len_k are masked for every row and, packed
+                         * (varlen), not even in the buffer: their lanes are 0. */
+                        const int64_t nl =
+                            xattn__cpu_max(0, xattn__cpu_min(nk, (int64_t)p->len_k[b] - ja));
+                        for (int64_t c = 0; c < nl; c++) {
                             uk->load(kr, a->k, xattn__cpu_krow(&p->k, p, b, ja + c, hk), p->k.sd, D,
                                      p->k.dtype, 1.0f);
                             for (int64_t d = 0; d < D; d++)
                                 kt[d * NL + c] = kr[d];
                         }
-                        if (nk < NL)
+                        if (nl < NL)
                             for (int64_t d = 0; d < D; d++)
-                                xattn__cpu_fill(kt + d * NL + nk, NL - nk, 0.0f);
+                                xattn__cpu_fill(kt + d * NL + nl, NL - nl, 0.0f);
                         have_kq |= 1u << t;
                     }
                     uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
