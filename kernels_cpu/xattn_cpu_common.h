@@ -425,7 +425,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
  * whether V holds inf/NaN in the tile. */
 typedef struct xattn__cpu_kvsrc {
     int64_t kidx, vidx, kstride, vstride;
-    int vbad;
+    int vbad; /* -1: check the tile's V rows here, before the P.V */
 } xattn__cpu_kvsrc;
 
 int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
