@@ -361,12 +361,9 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
                         "\"pairs_useful\": ",
                         (long long)c.batch, (long long)w.tokens_q, (long long)w.tokens_k);
                 xattn_json_num(f, w.pairs_useful);
-                fprintf(f, ", \"pairs_padded\": ");
-                xattn_json_num(f, w.pairs_padded);
-                fprintf(f, ", \"pair_waste\": ");
-                xattn_json_num(f, w.pair_waste);
-                fprintf(f, ", \"token_waste\": ");
-                xattn_json_num(f, w.token_waste);
+                xattn_json_field(f, "pairs_padded", w.pairs_padded);
+                xattn_json_field(f, "pair_waste", w.pair_waste);
+                xattn_json_field(f, "token_waste", w.token_waste);
                 fprintf(f, "}");
             } else {
                 fputs("null", f);
@@ -386,10 +383,8 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
                     if (a->ok) {
                         fprintf(f, "\"median_ms\": ");
                         xattn_json_num(f, a->cell.t.median);
-                        fprintf(f, ", \"spread\": ");
-                        xattn_json_num(f, a->cell.t.spread);
-                        fprintf(f, ", \"gflops_useful\": ");
-                        xattn_json_num(f, a->cell.gflops_useful);
+                        xattn_json_field(f, "spread", a->cell.t.spread);
+                        xattn_json_field(f, "gflops_useful", a->cell.gflops_useful);
                         fprintf(f,
                                 ", \"workspace_bytes\": %llu, \"peak_bytes\": %llu, "
                                 "\"intensity\": ",
@@ -417,14 +412,10 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
                 if (d->roof_ok) {
                     fprintf(f, "{\"fma_gflops\": ");
                     xattn_json_num(f, d->fma);
-                    fprintf(f, ", \"bw_gbps\": ");
-                    xattn_json_num(f, d->bw);
-                    fprintf(f, ", \"ridge\": ");
-                    xattn_json_num(f, d->roof.ridge);
-                    fprintf(f, ", \"intensity_min\": ");
-                    xattn_json_num(f, d->roof_min.intensity);
-                    fprintf(f, ", \"intensity_executed\": ");
-                    xattn_json_num(f, d->roof.intensity);
+                    xattn_json_field(f, "bw_gbps", d->bw);
+                    xattn_json_field(f, "ridge", d->roof.ridge);
+                    xattn_json_field(f, "intensity_min", d->roof_min.intensity);
+                    xattn_json_field(f, "intensity_executed", d->roof.intensity);
                     fprintf(f, ", \"bound\": \"%s\"}",
                             d->roof.compute_bound ? "compute" : "memory");
                 } else {

@@ -154,8 +154,7 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             "\"max_spread\": ",
             o->warmup, o->min_reps, o->reps);
     xattn_json_num(f, o->max_spread);
-    fprintf(f, ", \"cell_budget_s\": ");
-    xattn_json_num(f, o->cell_budget);
+    xattn_json_field(f, "cell_budget_s", o->cell_budget);
     fprintf(f, ", \"check\": %s, \"check_limit_flops\": ", o->check ? "true" : "false");
     xattn_json_num(f, o->check_limit);
     fprintf(f, ", \"threads\": %d, \"thread_list\": [", o->threads);
@@ -195,14 +194,10 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             const xattn_ceilings *c = &d->ceilings;
             fprintf(f, "{\"fma_f32_gflops\": ");
             xattn_json_num(f, c->fma_f32_gflops);
-            fprintf(f, ", \"fma_f16_gflops\": ");
-            xattn_json_num(f, c->fma_f16_gflops);
-            fprintf(f, ", \"fma_bf16_gflops\": ");
-            xattn_json_num(f, c->fma_bf16_gflops);
-            fprintf(f, ", \"read_gbps\": ");
-            xattn_json_num(f, c->read_gbps);
-            fprintf(f, ", \"copy_gbps\": ");
-            xattn_json_num(f, c->copy_gbps);
+            xattn_json_field(f, "fma_f16_gflops", c->fma_f16_gflops);
+            xattn_json_field(f, "fma_bf16_gflops", c->fma_bf16_gflops);
+            xattn_json_field(f, "read_gbps", c->read_gbps);
+            xattn_json_field(f, "copy_gbps", c->copy_gbps);
             fprintf(f, ", \"from_cache\": %s}", c->from_cache ? "true" : "false");
         } else {
             fputs("null", f);
@@ -261,47 +256,30 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             fprintf(f, ", \"reps\": %d, \"converged\": %s, \"median_ms\": ", cl->t.n,
                     cl->converged ? "true" : "false");
             xattn_json_num(f, cl->t.median);
-            fprintf(f, ", \"min_ms\": ");
-            xattn_json_num(f, cl->t.min);
-            fprintf(f, ", \"p90_ms\": ");
-            xattn_json_num(f, cl->t.p90);
-            fprintf(f, ", \"max_ms\": ");
-            xattn_json_num(f, cl->t.max);
-            fprintf(f, ", \"mean_ms\": ");
-            xattn_json_num(f, cl->t.mean);
-            fprintf(f, ", \"mad_ms\": ");
-            xattn_json_num(f, cl->t.mad);
-            fprintf(f, ", \"spread\": ");
-            xattn_json_num(f, cl->t.spread);
-            fprintf(f, ", \"elapsed_s\": ");
-            xattn_json_num(f, cl->elapsed_s);
-            fprintf(f, ", \"build_ms\": ");
-            xattn_json_num(f, cl->build_ms);
+            xattn_json_field(f, "min_ms", cl->t.min);
+            xattn_json_field(f, "p90_ms", cl->t.p90);
+            xattn_json_field(f, "max_ms", cl->t.max);
+            xattn_json_field(f, "mean_ms", cl->t.mean);
+            xattn_json_field(f, "mad_ms", cl->t.mad);
+            xattn_json_field(f, "spread", cl->t.spread);
+            xattn_json_field(f, "elapsed_s", cl->elapsed_s);
+            xattn_json_field(f, "build_ms", cl->build_ms);
             const xattn_record *rc = &cl->rec;
-            fprintf(f, ", \"flops_dense\": ");
-            xattn_json_num(f, cl->has_rec ? rc->flops_dense : 0);
-            fprintf(f, ", \"flops_useful\": ");
-            xattn_json_num(f, cl->has_rec ? rc->flops_useful : 0);
-            fprintf(f, ", \"flops_executed\": ");
-            xattn_json_num(f, cl->has_rec ? rc->flops_executed : 0);
-            fprintf(f, ", \"bytes_min\": ");
-            xattn_json_num(f, cl->has_rec ? rc->bytes_min : 0);
-            fprintf(f, ", \"bytes_actual\": ");
-            xattn_json_num(f, cl->has_rec ? rc->bytes_actual : 0);
+            xattn_json_field(f, "flops_dense", cl->has_rec ? rc->flops_dense : 0);
+            xattn_json_field(f, "flops_useful", cl->has_rec ? rc->flops_useful : 0);
+            xattn_json_field(f, "flops_executed", cl->has_rec ? rc->flops_executed : 0);
+            xattn_json_field(f, "bytes_min", cl->has_rec ? rc->bytes_min : 0);
+            xattn_json_field(f, "bytes_actual", cl->has_rec ? rc->bytes_actual : 0);
             fprintf(f, ", \"padding_waste\": ");
             xattn__num_or_null(f, cl->has_rec ? rc->padding_waste : -1);
-            fprintf(f, ", \"gflops_useful\": ");
-            xattn_json_num(f, cl->gflops_useful);
-            fprintf(f, ", \"gflops_executed\": ");
-            xattn_json_num(f, cl->gflops_executed);
-            fprintf(f, ", \"gbytes_per_s\": ");
-            xattn_json_num(f, cl->gbytes_per_s);
+            xattn_json_field(f, "gflops_useful", cl->gflops_useful);
+            xattn_json_field(f, "gflops_executed", cl->gflops_executed);
+            xattn_json_field(f, "gbytes_per_s", cl->gbytes_per_s);
             fprintf(f, ", \"pct_fma_ceiling\": ");
             xattn__num_or_null(f, cl->pct_fma);
             fprintf(f, ", \"pct_bw_ceiling\": ");
             xattn__num_or_null(f, cl->pct_bw);
-            fprintf(f, ", \"intensity\": ");
-            xattn_json_num(f, cl->intensity);
+            xattn_json_field(f, "intensity", cl->intensity);
             fprintf(f, ", \"workspace_bytes\": %llu, \"peak_bytes\": %llu",
                     (unsigned long long)cl->info.workspace_bytes,
                     (unsigned long long)cl->peak_bytes);
@@ -316,8 +294,7 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             for (int k = 0; k < cl->info.num_phases && k < 4; k++) {
                 fprintf(f, "%s{\"name\": ", k ? ", " : "");
                 xattn_json_str(f, cl->info.phase_names[k]);
-                fprintf(f, ", \"ms\": ");
-                xattn_json_num(f, cl->info.phase_ms[k]);
+                xattn_json_field(f, "ms", cl->info.phase_ms[k]);
                 fputs("}", f);
             }
             fputs("]", f);
@@ -346,12 +323,9 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         else
             fputs("null", f);
         if (r->err.checked) {
-            fprintf(f, ", \"rel_l2\": ");
-            xattn_json_num(f, r->err.rel_l2);
-            fprintf(f, ", \"max_abs\": ");
-            xattn_json_num(f, r->err.max_abs);
-            fprintf(f, ", \"rel_l2_bound\": ");
-            xattn_json_num(f, r->err.bound);
+            xattn_json_field(f, "rel_l2", r->err.rel_l2);
+            xattn_json_field(f, "max_abs", r->err.max_abs);
+            xattn_json_field(f, "rel_l2_bound", r->err.bound);
         } else {
             fprintf(f, ", \"rel_l2\": null, \"max_abs\": null, \"rel_l2_bound\": null");
         }
@@ -368,8 +342,7 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         fprintf(f, ", \"threads_base\": %d, \"threads\": %d, \"base_ms\": ", sc->threads_base,
                 sc->threads);
         xattn_json_num(f, sc->base_ms);
-        fprintf(f, ", \"ms\": ");
-        xattn_json_num(f, sc->ms);
+        xattn_json_field(f, "ms", sc->ms);
         fprintf(f, ", \"speedup\": ");
         xattn__num_or_null(f, sc->speedup);
         fprintf(f, ", \"efficiency\": ");

@@ -102,6 +102,8 @@ void xattn_progress_done(xattn_progress *p);
 
 void xattn_json_str(FILE *f, const char *s); /* a JSON string literal, escaped, valid UTF-8 */
 void xattn_json_num(FILE *f, double v);      /* %.17g, null when not finite */
+/* `, "key": v` (v as xattn_json_num writes it): a field after the first. */
+void xattn_json_field(FILE *f, const char *key, double v);
 void xattn_csv_str(FILE *f, const char *s);  /* RFC 4180 field */
 void xattn_xml_text(FILE *f, const char *s); /* escaped XML character data / attribute */
 void xattn_fmt_bytes(double bytes, char *out, size_t n); /* "2.1 MiB" */

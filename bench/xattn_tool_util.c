@@ -301,6 +301,12 @@ void xattn_json_num(FILE *f, double v)
     }
 }
 
+void xattn_json_field(FILE *f, const char *key, double v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    xattn_json_num(f, v);
+}
+
 void xattn_csv_str(FILE *f, const char *s)
 {
     s = s ? s : "";
