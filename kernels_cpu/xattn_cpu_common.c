@@ -88,14 +88,17 @@ uint64_t xattn_cpu_l1d_bytes(void)
     return xattn__cpu_l1d;
 }
 
+int64_t xattn__cpu_fit_keys(int64_t keys, uint64_t bytes_per_key, uint64_t budget)
+{
+    while (keys > 16 && (uint64_t)keys * bytes_per_key > budget)
+        keys /= 2;
+    return keys;
+}
+
 int64_t xattn__cpu_bk(const xattn_problem *p)
 {
     const uint64_t row = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD) * 4u;
-    const uint64_t budget = xattn__cpu_l1d / 4u * 3u;
-    int64_t bk = XATTN_CPU_BK;
-    while (bk > 16 && (uint64_t)bk * row > budget)
-        bk /= 2;
-    return bk;
+    return xattn__cpu_fit_keys(XATTN_CPU_BK, row, xattn__cpu_l1d / 4u * 3u);
 }
 
 /* ---- context, rows, masks ---------------------------------------------------- */

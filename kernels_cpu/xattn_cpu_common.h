@@ -64,6 +64,9 @@
  * tile, would take more than 3/4 of the L1 data cache (D 256: 32 keys on a
  * 48 KiB L1). A multiple of 16, at most XATTN_CPU_BK. */
 int64_t xattn__cpu_bk(const xattn_problem *p);
+/* `keys` (a power-of-two multiple of 16) halved, down to 16, while
+ * keys * bytes_per_key exceeds budget: the tile and step sizes above. */
+int64_t xattn__cpu_fit_keys(int64_t keys, uint64_t bytes_per_key, uint64_t budget);
 /* Largest head dim (DESIGN.md) rounded up to the padding unit. */
 #define XATTN__CPU_DMAX 256
 /* f32 rows in scratch are padded to a multiple of 16 floats with zeros, so the

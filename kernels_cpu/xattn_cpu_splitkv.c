@@ -52,10 +52,7 @@ static int64_t xattn__cpu_skv_step(const xattn_problem *p, int64_t nk)
         nk *
         (xattn__cpu_round_up(p->D, XATTN__CPU_PAD) + xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD)) *
         4;
-    int64_t sb = xattn__cpu_bk(p);
-    while (sb > 16 && sb * row > (int64_t)xattn_cpu_l1d_bytes())
-        sb /= 2;
-    return sb;
+    return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)row, xattn_cpu_l1d_bytes());
 }
 
 /* Keys per step when K and V are read in place: the heads take turns over a
@@ -67,10 +64,7 @@ static int64_t xattn__cpu_skv_step(const xattn_problem *p, int64_t nk)
 static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
 {
     const int64_t es = p->k.dtype == XATTN_DTYPE_F32 ? 4 : 2;
-    int64_t sb = xattn__cpu_bk(p);
-    while (sb > 16 && sb * nk * p->D * es > (128 << 10))
-        sb /= 2;
-    return sb;
+    return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)(nk * p->D * es), 128u << 10);
 }
 
 /* Per-thread bytes of the streaming path: one tile state per head + the
