@@ -429,8 +429,12 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         void *ws = pack && bytes != UINT64_MAX
                        ? xattn__host_alloc(ctx, bytes, "FLASH scratch and packed K/V", &st)
                        : NULL;
-        if (!ws) {
+        if (!ws && pack) {
+            /* Packing is an optimization: its refusal is not the call's error. */
+            xattn__clear_error();
             pack = 0;
+        }
+        if (!ws) {
             bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, 0);
             ws = xattn__cpu_workspace(ctx, bytes, "FLASH scratch", &st);
         }
