@@ -458,6 +458,10 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
             return st;
         info->workspace_bytes = bytes;
         info->num_splits = splits;
+        /* As for NAIVE: the pages are faulted in before the timers (a decode
+         * step's few MiB of partials and tile states took ~0.7 ms to fault,
+         * a quarter of a B1 Sk8192 f16 call on the 2-core VM). */
+        xattn_cpu_prefault(ws, bytes, a.num_threads);
         double t1 = xattn__now();
         xattn_cpu_splitkv_partial(&a, splits, ws);
         double t2 = xattn__now();

@@ -428,30 +428,33 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
                         st[(c0 + c) * XQ + r0 + r] = lanes[r * QR_CB + c];                     \
             }                                                                                  \
     }                                                                                          \
-    /* 4 rows x PV_DB vectors of Dv (v0 ..), keys [lo, hi). */                                 \
-    static inline XV_TARGET void XV_FN(pv_src4_##SFX)(float *acc, int ldacc, const float *st,  \
-                                                      const T *vsrc, int64_t vstride, int r0,  \
-                                                      int v0, int nb, int lo, int hi)          \
+    /* 4 rows x nb <= PV_DB vectors of Dv (v0 ..), keys [lo, hi). Always       \
+     * inlined, so that a call with nb == PV_DB unrolls and keeps the 4 x PV_DB \
+     * accumulators in registers (with nb a run-time count, GCC 12 kept them in \
+     * memory: a load and a store around every FMA, half the decode time). */   \
+    static inline __attribute__((always_inline)) XV_TARGET void XV_FN(pv_src4_##SFX)(         \
+        float *acc, int ldacc, const float *st, const T *vsrc, int64_t vstride, int r0, int v0, \
+        int nb, int lo, int hi)                                                                \
     {                                                                                          \
         XV a[4][PV_DB];                                                                        \
-        for (int r = 0; r < 4; r++)                                                            \
-            for (int x = 0; x < nb; x++)                                                       \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
+            _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++)                              \
                 a[r][x] = xv_load(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN);        \
         for (int c = lo; c < hi; c++) {                                                        \
             const T *vp = vsrc + (int64_t)c * vstride + v0 * XV_LEN;                           \
             const float *pp = st + c * XQ + r0;                                                \
             XV vv[PV_DB];                                                                      \
-            for (int x = 0; x < nb; x++)                                                       \
-                vv[x] = LOADX(vp + x * XV_LEN);                                                \
+            _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) vv[x] =                      \
+                LOADX(vp + x * XV_LEN);                                                        \
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                               \
             {                                                                                  \
                 const XV pb = xv_set1(pp[r]);                                                  \
-                for (int x = 0; x < nb; x++)                                                   \
-                    a[r][x] = xv_fma(pb, vv[x], a[r][x]);                                      \
+                _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) a[r][x] =                \
+                    xv_fma(pb, vv[x], a[r][x]);                                                \
             }                                                                                  \
         }                                                                                      \
-        for (int r = 0; r < 4; r++)                                                            \
-            for (int x = 0; x < nb; x++)                                                       \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
+            _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++)                              \
                 xv_store(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN, a[r][x]);        \
     }                                                                                          \
     /* pv_tile's contract for nr <= 4 padded rows (rows nr..3 of acc exist, p = 0). */         \
@@ -469,9 +472,11 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
                 }                                                                              \
             if (lo >= hi)                                                                      \
                 continue;                                                                      \
-            for (int v = 0; v < nv; v += PV_DB)                                                \
-                XV_FN(pv_src4_##SFX)(acc, ldacc, st, vsrc, vstride, r0, v,                     \
-                                     nv - v < PV_DB ? nv - v : PV_DB, lo, hi);                 \
+            int v = 0;                                                                         \
+            for (; v + PV_DB <= nv; v += PV_DB) /* constant width: registers */                \
+                XV_FN(pv_src4_##SFX)(acc, ldacc, st, vsrc, vstride, r0, v, PV_DB, lo, hi);     \
+            for (; v < nv; v++)                                                                \
+                XV_FN(pv_src4_##SFX)(acc, ldacc, st, vsrc, vstride, r0, v, 1, lo, hi);         \
         }                                                                                      \
     }
 
