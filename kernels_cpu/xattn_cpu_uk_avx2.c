@@ -50,6 +50,29 @@ static inline XV_TARGET XV xv_neginf_to_zero(XV x)
     return _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), x);
 }
 
+/* Four-float groups (see the AVX-512 file): 2 groups of 4 lanes. */
+static inline XV_TARGET XV xv_load4s(const float *p, int64_t stride)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + stride),
+                                1);
+}
+static inline XV_TARGET void xv_store4s(float *p, int64_t stride, XV v)
+{
+    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+    _mm_storeu_ps(p + stride, _mm256_extractf128_ps(v, 1));
+}
+static inline XV_TARGET XV xv_bcast4(const float *p) { return _mm256_broadcast_ps((const __m128 *)p); }
+static inline XV_TARGET void xv_store4(float *p, XV v) { _mm_storeu_ps(p, _mm256_castps256_ps128(v)); }
+static inline XV_TARGET XV xv_fold4_add(XV v)
+{
+    return _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
+}
+static inline XV_TARGET XV xv_max_nan(XV m, XV s);
+static inline XV_TARGET XV xv_fold4_max_nan(XV v)
+{
+    return xv_max_nan(v, _mm256_permute2f128_ps(v, v, 1));
+}
+
 static inline XV_TARGET float xv_hsum(XV v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

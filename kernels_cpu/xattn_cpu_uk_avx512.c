@@ -47,6 +47,37 @@ static inline XV_TARGET XV xv_neginf_to_zero(XV x)
     return _mm512_mask_blend_ps(ninf, x, _mm512_setzero_ps());
 }
 
+/* Four-float groups (a few-row tile: 4 query rows of a key per group): group g
+ * of the vector is p[g*stride .. +3]; fold4 combines the groups so that every
+ * group holds the result over all of them. */
+static inline XV_TARGET XV xv_load4s(const float *p, int64_t stride)
+{
+    XV v = _mm512_castps128_ps512(_mm_loadu_ps(p));
+    v = _mm512_insertf32x4(v, _mm_loadu_ps(p + stride), 1);
+    v = _mm512_insertf32x4(v, _mm_loadu_ps(p + 2 * stride), 2);
+    return _mm512_insertf32x4(v, _mm_loadu_ps(p + 3 * stride), 3);
+}
+static inline XV_TARGET void xv_store4s(float *p, int64_t stride, XV v)
+{
+    _mm_storeu_ps(p, _mm512_castps512_ps128(v));
+    _mm_storeu_ps(p + stride, _mm512_extractf32x4_ps(v, 1));
+    _mm_storeu_ps(p + 2 * stride, _mm512_extractf32x4_ps(v, 2));
+    _mm_storeu_ps(p + 3 * stride, _mm512_extractf32x4_ps(v, 3));
+}
+static inline XV_TARGET XV xv_bcast4(const float *p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
+static inline XV_TARGET void xv_store4(float *p, XV v) { _mm_storeu_ps(p, _mm512_castps512_ps128(v)); }
+static inline XV_TARGET XV xv_fold4_add(XV v)
+{
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+static inline XV_TARGET XV xv_max_nan(XV m, XV s);
+static inline XV_TARGET XV xv_fold4_max_nan(XV v)
+{
+    v = xv_max_nan(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    return xv_max_nan(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
 static inline XV_TARGET float xv_hsum(XV v)
 {
     __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));

@@ -287,9 +287,46 @@ static XV_TARGET void XV_FN(qk_rows)(float *st, const float *qr, int ldq, int nr
         }
 }
 
+/* softmax_tile for at most 4 rows (decode: one position of a GQA group of 4):
+ * a vector holds 4 rows of XV_LEN / 4 keys, so that no lane is idle (the
+ * general path spends a whole vector, and its exp, on each key). */
+static XV_TARGET void XV_FN(softmax_rows4)(float *st, int nc, float *m, float *l, float *alpha)
+{
+    const int G = XV_LEN / 4;
+    const XV mo = xv_bcast4(m);
+    XV mx = mo;
+    int c = 0;
+    for (; c + G <= nc; c += G)
+        mx = xv_max_nan(mx, xv_load4s(st + c * XQ, XQ));
+    for (; c < nc; c++) /* the last keys: every group holds the same key */
+        mx = xv_max_nan(mx, xv_bcast4(st + c * XQ));
+    mx = xv_fold4_max_nan(mx);
+    const XV mu = xv_neginf_to_zero(mx);
+    XV sum = xv_zero(), tail = xv_zero();
+    for (c = 0; c + G <= nc; c += G) {
+        const XV p = xv_exp(xv_sub(xv_load4s(st + c * XQ, XQ), mu));
+        xv_store4s(st + c * XQ, XQ, p);
+        sum = xv_add(sum, p);
+    }
+    for (; c < nc; c++) {
+        const XV p = xv_exp(xv_sub(xv_bcast4(st + c * XQ), mu));
+        xv_store4(st + c * XQ, p);
+        tail = xv_add(tail, p);
+    }
+    const XV al = xv_exp(xv_sub(mo, mu));
+    sum = xv_add(xv_fold4_add(sum), tail);
+    xv_store4(l, xv_fma(xv_bcast4(l), al, sum));
+    xv_store4(m, mx);
+    xv_store4(alpha, al);
+}
+
 static XV_TARGET void XV_FN(softmax_tile)(float *st, int nc, int nr, float *m, float *l,
                                           float *alpha)
 {
+    if (nr <= 4) {
+        XV_FN(softmax_rows4)(st, nc, m, l, alpha);
+        return;
+    }
     const int nrv = (nr + XV_LEN - 1) / XV_LEN;
     for (int rv = 0; rv < nrv; rv++) {
         const int o = rv * XV_LEN;
