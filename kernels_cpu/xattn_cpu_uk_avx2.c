@@ -61,8 +61,14 @@ static inline XV_TARGET void xv_store4s(float *p, int64_t stride, XV v)
     _mm_storeu_ps(p, _mm256_castps256_ps128(v));
     _mm_storeu_ps(p + stride, _mm256_extractf128_ps(v, 1));
 }
-static inline XV_TARGET XV xv_bcast4(const float *p) { return _mm256_broadcast_ps((const __m128 *)p); }
-static inline XV_TARGET void xv_store4(float *p, XV v) { _mm_storeu_ps(p, _mm256_castps256_ps128(v)); }
+static inline XV_TARGET XV xv_bcast4(const float *p)
+{
+    return _mm256_broadcast_ps((const __m128 *)p);
+}
+static inline XV_TARGET void xv_store4(float *p, XV v)
+{
+    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+}
 static inline XV_TARGET XV xv_fold4_add(XV v)
 {
     return _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
@@ -176,34 +182,41 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
 
-/* max over the magnitudes (sign cleared) of n f32 bit patterns / n 16-bit
- * patterns (n a multiple of 16), as unsigned integers: >= the all-ones
- * exponent means an inf or NaN is among them. */
-static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t n)
+/* max over the magnitudes (sign cleared) of the bit patterns of rows r < nrows
+ * (row r at p + r*stride, n elements): see the AVX-512 file. */
+static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t stride, int64_t n,
+                                              int64_t nrows)
 {
     const __m256i mask = _mm256_set1_epi32(0x7fffffff);
     __m256i m = _mm256_setzero_si256();
-    for (int64_t t = 0; t < n; t += 8)
-        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + t)), mask));
-    unsigned v[8], r = 0;
+    for (int64_t r = 0; r < nrows; r++, p += stride)
+        for (int64_t t = 0; t < n; t += 8) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(p + t));
+            m = _mm256_max_epu32(m, _mm256_and_si256(x, mask));
+        }
+    unsigned v[8], x = 0;
     _mm256_storeu_si256((__m256i *)v, m);
     for (int k = 0; k < 8; k++)
-        r = v[k] > r ? v[k] : r;
-    return r;
+        x = v[k] > x ? v[k] : x;
+    return x;
 }
 
-static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t n)
+static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t stride, int64_t n,
+                                              int64_t nrows)
 {
     const __m256i mask = _mm256_set1_epi16(0x7fff);
     __m256i m = _mm256_setzero_si256();
-    for (int64_t t = 0; t < n; t += 16)
-        m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + t)), mask));
+    for (int64_t r = 0; r < nrows; r++, p += stride)
+        for (int64_t t = 0; t < n; t += 16) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(p + t));
+            m = _mm256_max_epu16(m, _mm256_and_si256(x, mask));
+        }
     uint16_t v[16];
-    unsigned r = 0;
+    unsigned x = 0;
     _mm256_storeu_si256((__m256i *)v, m);
     for (int k = 0; k < 16; k++)
-        r = v[k] > r ? v[k] : r;
-    return r;
+        x = v[k] > x ? v[k] : x;
+    return x;
 }
 
 #include "xattn_cpu_uk_template.h"

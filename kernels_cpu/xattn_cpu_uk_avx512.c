@@ -64,8 +64,14 @@ static inline XV_TARGET void xv_store4s(float *p, int64_t stride, XV v)
     _mm_storeu_ps(p + 2 * stride, _mm512_extractf32x4_ps(v, 2));
     _mm_storeu_ps(p + 3 * stride, _mm512_extractf32x4_ps(v, 3));
 }
-static inline XV_TARGET XV xv_bcast4(const float *p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
-static inline XV_TARGET void xv_store4(float *p, XV v) { _mm_storeu_ps(p, _mm512_castps512_ps128(v)); }
+static inline XV_TARGET XV xv_bcast4(const float *p)
+{
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+}
+static inline XV_TARGET void xv_store4(float *p, XV v)
+{
+    _mm_storeu_ps(p, _mm512_castps512_ps128(v));
+}
 static inline XV_TARGET XV xv_fold4_add(XV v)
 {
     v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -170,29 +176,39 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
-/* max over the magnitudes (sign cleared) of n f32 bit patterns / n 16-bit
- * patterns (n a multiple of 16), as unsigned integers: >= the all-ones
- * exponent means an inf or NaN is among them. */
-static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t n)
+/* max over the magnitudes (sign cleared) of the f32 / 16-bit patterns of rows
+ * r < nrows (row r at p + r*stride, n elements, n a multiple of 16), as
+ * unsigned integers: >= the all-ones exponent means an inf or NaN is among
+ * them. One running max over all the rows and one reduction at the end (a
+ * reduction per row was most of the check's cost). */
+static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t stride, int64_t n,
+                                              int64_t nrows)
 {
     const __m512i mask = _mm512_set1_epi32(0x7fffffff);
     __m512i m = _mm512_setzero_si512();
-    for (int64_t t = 0; t < n; t += 16)
-        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + t)), mask));
+    for (int64_t r = 0; r < nrows; r++, p += stride)
+        for (int64_t t = 0; t < n; t += 16) {
+            const __m512i x = _mm512_loadu_si512((const void *)(p + t));
+            m = _mm512_max_epu32(m, _mm512_and_si512(x, mask));
+        }
     return _mm512_reduce_max_epu32(m);
 }
-
-static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t n)
+static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t stride, int64_t n,
+                                              int64_t nrows)
 {
     const __m512i mask = _mm512_set1_epi16(0x7fff);
     __m512i m = _mm512_setzero_si512();
-    int64_t t = 0;
-    for (; t + 32 <= n; t += 32)
-        m = _mm512_max_epu16(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + t)), mask));
-    if (t < n) { /* 16 left: the upper half of the vector zero */
-        const __m512i x = _mm512_inserti64x4(_mm512_setzero_si512(),
-                                             _mm256_loadu_si256((const __m256i *)(p + t)), 0);
-        m = _mm512_max_epu16(m, _mm512_and_si512(x, mask));
+    for (int64_t r = 0; r < nrows; r++, p += stride) {
+        int64_t t = 0;
+        for (; t + 32 <= n; t += 32) {
+            const __m512i x = _mm512_loadu_si512((const void *)(p + t));
+            m = _mm512_max_epu16(m, _mm512_and_si512(x, mask));
+        }
+        if (t < n) { /* 16 left: the upper half of the vector zero */
+            const __m512i x = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                                 _mm256_loadu_si256((const __m256i *)(p + t)), 0);
+            m = _mm512_max_epu16(m, _mm512_and_si512(x, mask));
+        }
     }
     /* the 32 lanes as 16 u32 pairs: max of each pair's halves, then over lanes */
     const __m512i lo = _mm512_and_si512(m, _mm512_set1_epi32(0xffff));

@@ -565,18 +565,10 @@ static XV_TARGET void XV_FN(pv_rows_src)(float *acc, int ldacc, const float *st,
 static XV_TARGET int XV_FN(bad_src)(const void *base, int64_t idx0, int64_t stride,
                                     xattn_dtype dt, int64_t n, int64_t nrows)
 {
-    for (int64_t c = 0; c < nrows; c++) {
-        const int64_t idx = idx0 + c * stride;
-        if (dt == XATTN_DTYPE_F32) {
-            if (xv_max_mag32((const float *)base + idx, n) >= 0x7f800000u)
-                return 1;
-        } else {
-            const unsigned lim = dt == XATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
-            if (xv_max_mag16((const uint16_t *)base + idx, n) >= lim)
-                return 1;
-        }
-    }
-    return 0;
+    if (dt == XATTN_DTYPE_F32)
+        return xv_max_mag32((const float *)base + idx0, stride, n, nrows) >= 0x7f800000u;
+    const unsigned lim = dt == XATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+    return xv_max_mag16((const uint16_t *)base + idx0, stride, n, nrows) >= lim;
 }
 
 static XV_TARGET int XV_FN(nonfinite)(const float *x, int64_t n)
