@@ -508,16 +508,11 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * that a masked key cannot leak NaN into a row (the reference skips masked
      * keys), while an unmasked key of weight 0 (underflow) still brings its inf
      * and NaN, as the reference does. */
-    /* V checked here, after QK^T has streamed K in and asked for V (the two
-     * streams overlap); the rows are in L1 by now. */
-    const int src_vbad =
-        src && (src->vbad < 0 ? uk->bad_src(cx->a->v, src->vidx, src->vstride, p->v.dtype, Dv, nc)
-                              : src->vbad);
-    if (src && !src_vbad) {
-        uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride, p->v.dtype,
-                        (int)Dv, R, sc->clo, sc->chi);
+    /* In place, V is checked by the P.V itself: it adds the tile's sums to
+     * acc only when they are all finite, and otherwise leaves acc as it was. */
+    if (src && !uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride,
+                                p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
         return 1;
-    }
     if (src) { /* inf/NaN in V: the careful path below, on converted rows */
         xattn__cpu_load_rows(uk, sc->vt, Dvp, cx->a->v, src->vidx, src->vstride, Dv, Dvp, nc,
                              p->v.dtype, 0);

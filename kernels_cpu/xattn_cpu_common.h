@@ -178,18 +178,17 @@ typedef struct xattn__cpu_uk {
      * pv_tile with row c of K/V at element idx0 + c*stride of `base` in dtype
      * dt, converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
      * read; pv_rows_src may add junk into acc rows nr .. round_up(nr, 4)
-     * (unused rows). qk_rows_src also asks L1 for pfbytes at pf + c*pfstride
-     * for each key c it reads (the V rows the P.V reads next: the K and V
-     * streams then overlap), pf NULL for none. bad_src: 1 when rows c < nrows hold an inf or NaN (raw
-     * bits). */
+     * (unused rows), and returns 1, leaving acc unchanged, when the tile's
+     * sums of the rows < nr hold an inf or NaN (an inf or NaN in the V rows
+     * they use). qk_rows_src also asks L1 for pfbytes at pf + c*pfstride for
+     * each key c it reads (the V rows the P.V reads next: the K and V streams
+     * then overlap), pf NULL for none. */
     void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base,
                         int64_t idx0, int64_t stride, xattn_dtype dt, int n, int nc,
                         const void *pf, int64_t pfstride, int pfbytes);
-    void (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
-                        int64_t stride, xattn_dtype dt, int n, int nr, const int *clo,
-                        const int *chi);
-    int (*bad_src)(const void *base, int64_t idx0, int64_t stride, xattn_dtype dt, int64_t n,
-                   int64_t nrows);
+    int (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
+                       int64_t stride, xattn_dtype dt, int n, int nr, const int *clo,
+                       const int *chi);
     /* A tile: rows c < nc at element idx0 + c*rstride of `base` (contiguous
      * elements) to tile + c*ld, n converted elements each, zeros up to zero_to;
      * with `check`, returns 1 when one of them is inf or NaN. NULL: the
@@ -424,11 +423,9 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
 void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
                              int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
 /* K and V rows where they lie, from key ja on (decode in place, see
- * uk->qk_rows_src): element indices of key ja's rows, row strides, and
- * whether V holds inf/NaN in the tile. */
+ * uk->qk_rows_src): element indices of key ja's rows and row strides. */
 typedef struct xattn__cpu_kvsrc {
     int64_t kidx, vidx, kstride, vstride;
-    int vbad; /* -1: check the tile's V rows here, before the P.V */
 } xattn__cpu_kvsrc;
 
 int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,

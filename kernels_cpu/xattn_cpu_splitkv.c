@@ -250,7 +250,6 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
                     src.vidx = xattn__cpu_krow(&p->v, p, b, ja[l], hk0 + k);
                     src.kstride = p->k.ss;
                     src.vstride = p->v.ss;
-                    src.vbad = -1; /* checked after QK^T, once the rows are in */
                     xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, ja[l], jb[l], NULL, 0, NULL, 0, 0,
                                            &src);
                 }

@@ -182,43 +182,6 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
 
-/* max over the magnitudes (sign cleared) of the bit patterns of rows r < nrows
- * (row r at p + r*stride, n elements): see the AVX-512 file. */
-static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t stride, int64_t n,
-                                              int64_t nrows)
-{
-    const __m256i mask = _mm256_set1_epi32(0x7fffffff);
-    __m256i m = _mm256_setzero_si256();
-    for (int64_t r = 0; r < nrows; r++, p += stride)
-        for (int64_t t = 0; t < n; t += 8) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(p + t));
-            m = _mm256_max_epu32(m, _mm256_and_si256(x, mask));
-        }
-    unsigned v[8], x = 0;
-    _mm256_storeu_si256((__m256i *)v, m);
-    for (int k = 0; k < 8; k++)
-        x = v[k] > x ? v[k] : x;
-    return x;
-}
-
-static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t stride, int64_t n,
-                                              int64_t nrows)
-{
-    const __m256i mask = _mm256_set1_epi16(0x7fff);
-    __m256i m = _mm256_setzero_si256();
-    for (int64_t r = 0; r < nrows; r++, p += stride)
-        for (int64_t t = 0; t < n; t += 16) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(p + t));
-            m = _mm256_max_epu16(m, _mm256_and_si256(x, mask));
-        }
-    uint16_t v[16];
-    unsigned x = 0;
-    _mm256_storeu_si256((__m256i *)v, m);
-    for (int k = 0; k < 16; k++)
-        x = v[k] > x ? v[k] : x;
-    return x;
-}
-
 #include "xattn_cpu_uk_template.h"
 
 #else

@@ -176,46 +176,6 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
-/* max over the magnitudes (sign cleared) of the f32 / 16-bit patterns of rows
- * r < nrows (row r at p + r*stride, n elements, n a multiple of 16), as
- * unsigned integers: >= the all-ones exponent means an inf or NaN is among
- * them. One running max over all the rows and one reduction at the end (a
- * reduction per row was most of the check's cost). */
-static inline XV_TARGET unsigned xv_max_mag32(const float *p, int64_t stride, int64_t n,
-                                              int64_t nrows)
-{
-    const __m512i mask = _mm512_set1_epi32(0x7fffffff);
-    __m512i m = _mm512_setzero_si512();
-    for (int64_t r = 0; r < nrows; r++, p += stride)
-        for (int64_t t = 0; t < n; t += 16) {
-            const __m512i x = _mm512_loadu_si512((const void *)(p + t));
-            m = _mm512_max_epu32(m, _mm512_and_si512(x, mask));
-        }
-    return _mm512_reduce_max_epu32(m);
-}
-static inline XV_TARGET unsigned xv_max_mag16(const uint16_t *p, int64_t stride, int64_t n,
-                                              int64_t nrows)
-{
-    const __m512i mask = _mm512_set1_epi16(0x7fff);
-    __m512i m = _mm512_setzero_si512();
-    for (int64_t r = 0; r < nrows; r++, p += stride) {
-        int64_t t = 0;
-        for (; t + 32 <= n; t += 32) {
-            const __m512i x = _mm512_loadu_si512((const void *)(p + t));
-            m = _mm512_max_epu16(m, _mm512_and_si512(x, mask));
-        }
-        if (t < n) { /* 16 left: the upper half of the vector zero */
-            const __m512i x = _mm512_inserti64x4(_mm512_setzero_si512(),
-                                                 _mm256_loadu_si256((const __m256i *)(p + t)), 0);
-            m = _mm512_max_epu16(m, _mm512_and_si512(x, mask));
-        }
-    }
-    /* the 32 lanes as 16 u32 pairs: max of each pair's halves, then over lanes */
-    const __m512i lo = _mm512_and_si512(m, _mm512_set1_epi32(0xffff));
-    const __m512i hi = _mm512_srli_epi32(m, 16);
-    return _mm512_reduce_max_epu32(_mm512_max_epu32(lo, hi));
-}
-
 #include "xattn_cpu_uk_template.h"
 
 #else

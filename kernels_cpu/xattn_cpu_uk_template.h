@@ -472,18 +472,19 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
                         st[(c0 + c) * XQ + r0 + r] = lanes[r * QR_CB + c];                     \
             }                                                                                  \
     }                                                                                          \
-    /* 4 rows x nb <= PV_DB vectors of Dv (v0 ..), keys [lo, hi). Always       \
-     * inlined, so that a call with nb == PV_DB unrolls and keeps the 4 x PV_DB \
-     * accumulators in registers (with nb a run-time count, GCC 12 kept them in \
-     * memory: a load and a store around every FMA, half the decode time). */   \
+    /* The sums over keys [lo, hi) of p * V for 4 rows x nb <= PV_DB vectors of \
+     * Dv (v0 ..), written to t (rows r0.., pitch ldt); fin becomes NaN when  \
+     * one of the first nvalid rows' sums is inf or NaN. Always inlined, so     \
+     * that a call with nb == PV_DB unrolls and keeps the 4 x PV_DB sums in     \
+     * registers (with nb a run-time count, GCC 12 kept them in memory: a load  \
+     * and a store around every FMA, half the decode time). */                 \
     static inline __attribute__((always_inline)) XV_TARGET void XV_FN(pv_src4_##SFX)(         \
-        float *acc, int ldacc, const float *st, const T *vsrc, int64_t vstride, int r0, int v0, \
-        int nb, int lo, int hi)                                                                \
+        float *t, int ldt, const float *st, const T *vsrc, int64_t vstride, int r0, int v0,    \
+        int nb, int lo, int hi, int nvalid, XV *fin)                                           \
     {                                                                                          \
         XV a[4][PV_DB];                                                                        \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
-            _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++)                              \
-                a[r][x] = xv_load(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN);        \
+            _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) a[r][x] = xv_zero();         \
         for (int c = lo; c < hi; c++) {                                                        \
             const T *vp = vsrc + (int64_t)c * vstride + v0 * XV_LEN;                           \
             const float *pp = st + c * XQ + r0;                                                \
@@ -498,15 +499,29 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
             }                                                                                  \
         }                                                                                      \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
+        {                                                                                      \
             _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++)                              \
-                xv_store(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN, a[r][x]);        \
+            {                                                                                  \
+                xv_store(t + (int64_t)(r0 + r) * ldt + (v0 + x) * XV_LEN, a[r][x]);            \
+                if (r < nvalid) /* x * 0 is NaN for x inf or NaN */                            \
+                    *fin = xv_fma(a[r][x], xv_zero(), *fin);                                   \
+            }                                                                                  \
+        }                                                                                      \
     }                                                                                          \
-    /* pv_tile's contract for nr <= 4 padded rows (rows nr..3 of acc exist, p = 0). */         \
-    static XV_TARGET void XV_FN(pv_rows_##SFX)(float *acc, int ldacc, const float *st,         \
-                                               const T *vsrc, int64_t vstride, int n, int nr,  \
-                                               const int *clo, const int *chi)                 \
+    /* pv_tile's contract for nr <= 8 padded rows (rows nr..round_up(nr, 4) of   \
+     * acc exist, p = 0), with the inf/NaN check of V folded in: the tile's sums \
+     * go to a local buffer first, and only when they are all finite into acc  \
+     * (returns 0); an inf or NaN in a V row the rows use makes a sum inf or NaN \
+     * (0 * inf is NaN), and then acc is left as it was (returns 1) for the      \
+     * careful path. This replaced a separate pass over V (bad_src). */          \
+    static XV_TARGET int XV_FN(pv_rows_##SFX)(float *acc, int ldacc, const float *st,          \
+                                              const T *vsrc, int64_t vstride, int n, int nr,   \
+                                              const int *clo, const int *chi)                  \
     {                                                                                          \
-        const int nv = n / XV_LEN;                                                             \
+        const int nv = n / XV_LEN, ldt = XATTN__CPU_DMAX;                                      \
+        float t[XATTN__CPU_FEW_ROWS * XATTN__CPU_DMAX];                                        \
+        int used[XATTN__CPU_FEW_ROWS / 4] = {0};                                               \
+        XV fin = xv_zero();                                                                    \
         for (int r0 = 0; r0 < nr; r0 += 4) {                                                   \
             int lo = INT32_MAX, hi = 0;                                                        \
             for (int k = r0; k < r0 + 4 && k < nr; k++)                                        \
@@ -516,12 +531,26 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
                 }                                                                              \
             if (lo >= hi)                                                                      \
                 continue;                                                                      \
+            used[r0 / 4] = 1;                                                                  \
             int v = 0;                                                                         \
             for (; v + PV_DB <= nv; v += PV_DB) /* constant width: registers */                \
-                XV_FN(pv_src4_##SFX)(acc, ldacc, st, vsrc, vstride, r0, v, PV_DB, lo, hi);     \
+                XV_FN(pv_src4_##SFX)(t, ldt, st, vsrc, vstride, r0, v, PV_DB, lo, hi, nr - r0, \
+                                     &fin);                                                    \
             for (; v < nv; v++)                                                                \
-                XV_FN(pv_src4_##SFX)(acc, ldacc, st, vsrc, vstride, r0, v, 1, lo, hi);         \
+                XV_FN(pv_src4_##SFX)(t, ldt, st, vsrc, vstride, r0, v, 1, lo, hi, nr - r0,     \
+                                     &fin);                                                    \
         }                                                                                      \
+        const float f = xv_hsum(fin);                                                          \
+        if (f != f)                                                                            \
+            return 1;                                                                          \
+        for (int r0 = 0; r0 < nr; r0 += 4)                                                     \
+            if (used[r0 / 4])                                                                  \
+                for (int r = r0; r < r0 + 4; r++)                                              \
+                    for (int x = 0; x < nv; x++) {                                             \
+                        float *ap = acc + (int64_t)r * ldacc + x * XV_LEN;                     \
+                        xv_store(ap, xv_add(xv_load(ap), xv_load(t + r * ldt + x * XV_LEN)));  \
+                    }                                                                          \
+        return 0;                                                                              \
     }
 
 XATTN__SRC_KERNELS(f32, float, xv_load)
@@ -546,29 +575,18 @@ static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, in
                             pfstride, pfbytes);
 }
 
-static XV_TARGET void XV_FN(pv_rows_src)(float *acc, int ldacc, const float *st, const void *base,
-                                         int64_t idx0, int64_t stride, xattn_dtype dt, int n,
-                                         int nr, const int *clo, const int *chi)
+static XV_TARGET int XV_FN(pv_rows_src)(float *acc, int ldacc, const float *st, const void *base,
+                                        int64_t idx0, int64_t stride, xattn_dtype dt, int n,
+                                        int nr, const int *clo, const int *chi)
 {
     if (dt == XATTN_DTYPE_F32)
-        XV_FN(pv_rows_f32)(acc, ldacc, st, (const float *)base + idx0, stride, n, nr, clo, chi);
-    else if (dt == XATTN_DTYPE_F16)
-        XV_FN(pv_rows_f16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr, clo, chi);
-    else
-        XV_FN(pv_rows_bf16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr, clo,
-                            chi);
-}
-
-/* 1 when rows c < nrows (element idx0 + c*stride, n each, n a multiple of 16)
- * hold an inf or NaN: the raw exponent bits at their maximum, checked with
- * integer max over the magnitudes (no conversion, no FMA chain). */
-static XV_TARGET int XV_FN(bad_src)(const void *base, int64_t idx0, int64_t stride,
-                                    xattn_dtype dt, int64_t n, int64_t nrows)
-{
-    if (dt == XATTN_DTYPE_F32)
-        return xv_max_mag32((const float *)base + idx0, stride, n, nrows) >= 0x7f800000u;
-    const unsigned lim = dt == XATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
-    return xv_max_mag16((const uint16_t *)base + idx0, stride, n, nrows) >= lim;
+        return XV_FN(pv_rows_f32)(acc, ldacc, st, (const float *)base + idx0, stride, n, nr, clo,
+                                  chi);
+    if (dt == XATTN_DTYPE_F16)
+        return XV_FN(pv_rows_f16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr,
+                                  clo, chi);
+    return XV_FN(pv_rows_bf16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr, clo,
+                               chi);
 }
 
 static XV_TARGET int XV_FN(nonfinite)(const float *x, int64_t n)
@@ -670,7 +688,6 @@ const xattn__cpu_uk XV_TABLE = {
     .qk_rows = XV_FN(qk_rows),
     .qk_rows_src = XV_FN(qk_rows_src),
     .pv_rows_src = XV_FN(pv_rows_src),
-    .bad_src = XV_FN(bad_src),
     .softmax_tile = XV_FN(softmax_tile),
     .pv_tile = XV_FN(pv_tile),
     .nonfinite = XV_FN(nonfinite),
