@@ -357,7 +357,7 @@ static void build_cases(void)
     CASE(.nan_in = NAN_K, .wl = 3, .wr = 3, .Sq = 40, .Sk = 40);        /* masked K NaN: unused */
     CASE(.nan_in = NAN_K, .lens = LENS_VARLEN, .B = 3, .causal = 1, .dq = F16, .dkv = F16);
     CASE(.nan_in = NAN_V, .dq = F16, .dkv = F16, .Sq = 1, .Sk = 600);
-    /* Decode with V read in place (SPLITKV's streaming path): the raw-bits inf/NaN check
+    /* Decode with V read in place (SPLITKV's streaming path): the inf/NaN check of the P.V
      * in f32 and bf16, GQA, and a NaN left of a window (masked: unused). */
     CASE(.nan_in = NAN_V, .Hq = 8, .Hkv = 2, .Sq = 1, .Sk = 700);
     CASE(.nan_in = NAN_V, .dq = BF16, .dkv = BF16, .Hq = 8, .Hkv = 2, .Sq = 2, .Sk = 300);
