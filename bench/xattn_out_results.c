@@ -36,9 +36,10 @@ static const char *xattn__scope_name(const xattn_bench_result *r)
     return r->ref_mode == XATTN_REF_SUB ? "sub-batch" : "full";
 }
 
-/* A number, or null when negative (undefined) or not finite. */
-static void xattn__num_or_null(FILE *f, double v)
+/* `, "key": v`, with null for v negative (undefined) or not finite. */
+static void xattn__field_or_null(FILE *f, const char *key, double v)
 {
+    fprintf(f, ", \"%s\": ", key);
     if (v < 0 || !isfinite(v))
         fputs("null", f);
     else
@@ -270,25 +271,19 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             xattn_json_field(f, "flops_executed", cl->has_rec ? rc->flops_executed : 0);
             xattn_json_field(f, "bytes_min", cl->has_rec ? rc->bytes_min : 0);
             xattn_json_field(f, "bytes_actual", cl->has_rec ? rc->bytes_actual : 0);
-            fprintf(f, ", \"padding_waste\": ");
-            xattn__num_or_null(f, cl->has_rec ? rc->padding_waste : -1);
+            xattn__field_or_null(f, "padding_waste", cl->has_rec ? rc->padding_waste : -1);
             xattn_json_field(f, "gflops_useful", cl->gflops_useful);
             xattn_json_field(f, "gflops_executed", cl->gflops_executed);
             xattn_json_field(f, "gbytes_per_s", cl->gbytes_per_s);
-            fprintf(f, ", \"pct_fma_ceiling\": ");
-            xattn__num_or_null(f, cl->pct_fma);
-            fprintf(f, ", \"pct_bw_ceiling\": ");
-            xattn__num_or_null(f, cl->pct_bw);
+            xattn__field_or_null(f, "pct_fma_ceiling", cl->pct_fma);
+            xattn__field_or_null(f, "pct_bw_ceiling", cl->pct_bw);
             xattn_json_field(f, "intensity", cl->intensity);
             fprintf(f, ", \"workspace_bytes\": %llu, \"peak_bytes\": %llu",
                     (unsigned long long)cl->info.workspace_bytes,
                     (unsigned long long)cl->peak_bytes);
-            fprintf(f, ", \"pct_fma_per_thread\": ");
-            xattn__num_or_null(f, r->pct_fma_per_thread);
-            fprintf(f, ", \"gbytes_min_per_s\": ");
-            xattn__num_or_null(f, xattn__gbps_min(cl));
-            fprintf(f, ", \"pct_bw_min_ceiling\": ");
-            xattn__num_or_null(f, xattn__pct_bw_min(cl));
+            xattn__field_or_null(f, "pct_fma_per_thread", r->pct_fma_per_thread);
+            xattn__field_or_null(f, "gbytes_min_per_s", xattn__gbps_min(cl));
+            xattn__field_or_null(f, "pct_bw_min_ceiling", xattn__pct_bw_min(cl));
             /* the last timed call's phases */
             fprintf(f, ", \"phases\": [");
             for (int k = 0; k < cl->info.num_phases && k < 4; k++) {
@@ -343,14 +338,10 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
                 sc->threads);
         xattn_json_num(f, sc->base_ms);
         xattn_json_field(f, "ms", sc->ms);
-        fprintf(f, ", \"speedup\": ");
-        xattn__num_or_null(f, sc->speedup);
-        fprintf(f, ", \"efficiency\": ");
-        xattn__num_or_null(f, sc->efficiency);
-        fprintf(f, ", \"pct_fma_per_thread_base\": ");
-        xattn__num_or_null(f, sc->pct_fma_per_thread_base);
-        fprintf(f, ", \"pct_fma_per_thread\": ");
-        xattn__num_or_null(f, sc->pct_fma_per_thread);
+        xattn__field_or_null(f, "speedup", sc->speedup);
+        xattn__field_or_null(f, "efficiency", sc->efficiency);
+        xattn__field_or_null(f, "pct_fma_per_thread_base", sc->pct_fma_per_thread_base);
+        xattn__field_or_null(f, "pct_fma_per_thread", sc->pct_fma_per_thread);
         fputs("}", f);
     }
     fprintf(f,
