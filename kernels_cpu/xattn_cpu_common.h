@@ -177,7 +177,8 @@ typedef struct xattn__cpu_uk {
     /* Decode on K/V in place (NULL where a path has none): qk_rows and
      * pv_tile with row c of K/V at element idx0 + c*stride of `base` in dtype
      * dt, converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
-     * read; pv_rows_src may add junk into acc rows nr .. round_up(nr, 4)
+     * read; pv_rows_src takes nr <= XATTN__CPU_FEW_ROWS (its tile sums live on
+     * the stack) and may add junk into acc rows nr .. round_up(nr, 4)
      * (unused rows), and returns 1, leaving acc unchanged, when the tile's
      * sums of the rows < nr hold an inf or NaN (an inf or NaN in the V rows
      * they use). qk_rows_src also asks L1 for pfbytes at pf + c*pfstride for

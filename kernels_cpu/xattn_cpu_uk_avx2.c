@@ -73,7 +73,6 @@ static inline XV_TARGET XV xv_fold4_add(XV v)
 {
     return _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
 }
-static inline XV_TARGET XV xv_max_nan(XV m, XV s);
 static inline XV_TARGET XV xv_fold4_max_nan(XV v)
 {
     return xv_max_nan(v, _mm256_permute2f128_ps(v, v, 1));

@@ -77,7 +77,6 @@ static inline XV_TARGET XV xv_fold4_add(XV v)
     v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
     return _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
 }
-static inline XV_TARGET XV xv_max_nan(XV m, XV s);
 static inline XV_TARGET XV xv_fold4_max_nan(XV v)
 {
     v = xv_max_nan(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));

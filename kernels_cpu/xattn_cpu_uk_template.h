@@ -420,6 +420,15 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
     }
 }
 
+/* Asks L1 for `bytes` of each of rows c < nrows at base + c*pitch. */
+static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitch, int nrows,
+                                                  int bytes)
+{
+    for (int c = 0; c < nrows; c++)
+        for (int o = 0; o < bytes; o += 64)
+            _mm_prefetch(base + c * pitch + o, _MM_HINT_T0);
+}
+
 /* ---- decode kernels on K/V in place (f32, f16, bf16 rows, any row stride) --- */
 
 /*
@@ -442,17 +451,19 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
                 const T *kp[QR_CB];                                                            \
                 for (int c = 0; c < QR_CB; c++) /* past nc: the last key again (unused) */    \
                     kp[c] = k + (int64_t)(c0 + c < nc ? c0 + c : nc - 1) * kstride;            \
-                /* The next block's K rows: the loads of this block alone keep too           \
-                 * few misses in flight (B8 H32/8 D128 Sk32768, medians of 5: f16            \
-                 * 71 -> 65 ms, bf16 67 -> 60 ms; 8 keys ahead gained less). */              \
-                if (r0 == 0)                                                                   \
-                    for (int c = c0 + QR_CB; c < c0 + 2 * QR_CB && c < nc; c++)                \
-                        for (int o = 0; o < n * (int)sizeof(T); o += 64)                       \
-                            _mm_prefetch((const char *)(k + c * kstride) + o, _MM_HINT_T0);    \
-                if (pf && r0 == 0) /* the block's V rows, read next by the P.V */            \
-                    for (int c = c0; c < c0 + QR_CB && c < nc; c++)                            \
-                        for (int o = 0; o < pfbytes; o += 64)                                  \
-                            _mm_prefetch(pf + c * pfstride + o, _MM_HINT_T0);                  \
+                if (r0 == 0) {                                                                 \
+                    /* The next block's K rows: this block's loads alone keep too              \
+                     * few misses in flight (B8 H32/8 D128 Sk32768, medians of 5:              \
+                     * f16 71 -> 65 ms, bf16 67 -> 60 ms; 8 keys ahead gained less). */        \
+                    const int nnext = (int)xattn__cpu_min(QR_CB, nc - c0 - QR_CB);             \
+                    if (nnext > 0)                                                             \
+                        XV_FN(prefetch_rows)((const char *)(k + (c0 + QR_CB) * kstride),       \
+                                             kstride * (int64_t)sizeof(T), nnext,              \
+                                             n * (int)sizeof(T));                              \
+                    if (pf) /* the block's V rows, read next by the P.V */                     \
+                        XV_FN(prefetch_rows)(pf + c0 * pfstride, pfstride,                     \
+                                             (int)xattn__cpu_min(QR_CB, nc - c0), pfbytes);    \
+                }                                                                              \
                 const float *qp = qr + (int64_t)r0 * ldq;                                      \
                 for (int v = 0; v < nd; v++) {                                                 \
                     XV kv[QR_CB];                                                              \
@@ -508,12 +519,13 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
-    /* pv_tile's contract for nr <= 8 padded rows (rows nr..round_up(nr, 4) of   \
-     * acc exist, p = 0), with the inf/NaN check of V folded in: the tile's sums \
-     * go to a local buffer first, and only when they are all finite into acc  \
-     * (returns 0); an inf or NaN in a V row the rows use makes a sum inf or NaN \
-     * (0 * inf is NaN), and then acc is left as it was (returns 1) for the      \
-     * careful path. This replaced a separate pass over V (bad_src). */          \
+    /* pv_tile's contract for nr <= XATTN__CPU_FEW_ROWS padded rows (rows nr ..  \
+     * round_up(nr, 4) of acc exist, p = 0), with the inf/NaN check of V         \
+     * folded in: the tile's sums go to a local buffer first, and only when      \
+     * they are all finite into acc (returns 0); an inf or NaN in a V row the    \
+     * rows use makes a sum inf or NaN (0 * inf is NaN), and then acc is left    \
+     * as it was (returns 1) for the careful path. This replaced a separate      \
+     * pass over V. */                                                           \
     static XV_TARGET int XV_FN(pv_rows_##SFX)(float *acc, int ldacc, const float *st,          \
                                               const T *vsrc, int64_t vstride, int n, int nr,   \
                                               const int *clo, const int *chi)                  \
