@@ -162,6 +162,29 @@ static inline XV_TARGET XV xv_load_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
+/* 2 x XV_LEN bf16 as the even-index then the odd-index elements; see the
+ * AVX-512 file. */
+static inline XV_TARGET void xv_load2_bf16_eo(const uint16_t *p, XV *even, XV *odd)
+{
+    const __m256i w = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+static inline XV_TARGET void xv_unzip(XV a, XV b, XV *even, XV *odd)
+{
+    /* per 128-bit lane (a0 a2 b0 b2 | a4 a6 b4 b6), then the 64-bit pairs in order */
+    const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline XV_TARGET void xv_zip(XV even, XV odd, XV *a, XV *b)
+{
+    const __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    *a = _mm256_permute2f128_ps(lo, hi, 0x20);
+    *b = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+
 static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
 {
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

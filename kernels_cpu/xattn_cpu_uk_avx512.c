@@ -160,6 +160,31 @@ static inline XV_TARGET XV xv_load_bf16(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
+/* 2 x XV_LEN bf16 at p as two vectors, the elements of even index then those
+ * of odd index: a shift and a mask, where xv_load_bf16 widens with a shuffle
+ * (half the conversion work of the decode loop; the order is undone by
+ * xv_zip, and xv_unzip puts Q in the same order). */
+static inline XV_TARGET void xv_load2_bf16_eo(const uint16_t *p, XV *even, XV *odd)
+{
+    const __m512i w = _mm512_loadu_si512(p);
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* x = (a, b) in order -> its even and odd elements. */
+static inline XV_TARGET void xv_unzip(XV a, XV b, XV *even, XV *odd)
+{
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    *even = _mm512_permutex2var_ps(a, ie, b);
+    *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+}
+/* The inverse of xv_unzip. */
+static inline XV_TARGET void xv_zip(XV even, XV odd, XV *a, XV *b)
+{
+    const __m512i ia = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    *a = _mm512_permutex2var_ps(even, ia, odd);
+    *b = _mm512_permutex2var_ps(even, _mm512_add_epi32(ia, _mm512_set1_epi32(8)), odd);
+}
+
 static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
 {
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

@@ -257,7 +257,9 @@ static XV_TARGET void XV_FN(qk_tile)(float *st, const float *qt, const float *kt
 static XV_TARGET void XV_FN(qk_rows)(float *st, const float *qr, int ldq, int nr, const float *kt,
                                      int ldk, int n, int nc)
 {
-    _Static_assert(QR_RB * QR_CB == XV_LEN, "one accumulator per lane");
+    /* Accumulator c*QR_RB + r, so that the reduced lanes hold key by key the
+     * 4 rows' scores, one group of 4 per st row (xv_store4s). */
+    _Static_assert(QR_RB * QR_CB == XV_LEN && QR_RB == 4, "one accumulator per lane");
     const int nd = n / XV_LEN;
     for (int r0 = 0; r0 < nr; r0 += QR_RB)
         for (int c0 = 0; c0 < nc; c0 += QR_CB) {
@@ -276,14 +278,10 @@ static XV_TARGET void XV_FN(qk_rows)(float *st, const float *qr, int ldq, int nr
                     const XV q = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);
 #pragma GCC unroll 16
                     for (int c = 0; c < QR_CB; c++)
-                        a[r * QR_CB + c] = xv_fma(q, kv[c], a[r * QR_CB + c]);
+                        a[c * QR_RB + r] = xv_fma(q, kv[c], a[c * QR_RB + r]);
                 }
             }
-            float lanes[XV_LEN];
-            xv_store(lanes, xv_reduce_lanes(a));
-            for (int r = 0; r < QR_RB; r++)
-                for (int c = 0; c < QR_CB; c++)
-                    st[(c0 + c) * XQ + r0 + r] = lanes[r * QR_CB + c];
+            xv_store4s(st + c0 * XQ + r0, XQ, xv_reduce_lanes(a));
         }
 }
 
@@ -433,17 +431,52 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
 
 /*
  * The few-row QK^T (qk_rows) and the P.V (pv_tile) reading K and V rows where
- * they lie, converting each vector as it is loaded (F16C for f16, a shift for
- * bf16): no f32 copy of the tile is written and read back, which is what
- * bounds the decode loop otherwise. Row c at element idx0 + c*stride of
+ * they lie, converting each vector as it is loaded (F16C for f16, a shift and
+ * a mask for bf16): no f32 copy of the tile is written and read back, which is
+ * what bounds the decode loop otherwise. Row c at element idx0 + c*stride of
  * `base`; n (D or Dv) a multiple of 16. Instantiated per dtype.
+ *
+ * The vectors of a row go by pairs (LOAD2: 2 x XV_LEN elements into two
+ * vectors), and a last odd one alone (LOADX). With ZIP, LOAD2 gives the pair's
+ * even-index elements then its odd-index ones (bf16: 1 instruction per vector
+ * where widening takes 2, with 16-bit K/V the loop's conversions cost about as
+ * much as a third of its FMAs): the QK^T reads Q unzipped the same way, and the
+ * P.V zips its sums back before it writes them.
  */
-#define XATTN__SRC_KERNELS(SFX, T, LOADX)                                                      \
+#define XATTN__LOAD2_PLAIN(LOADX, p, lo, hi)                                                   \
+    do {                                                                                       \
+        (lo) = LOADX(p);                                                                       \
+        (hi) = LOADX((p) + XV_LEN);                                                            \
+    } while (0)
+#define XATTN__LOAD2_BF16_EO(p, lo, hi) xv_load2_bf16_eo((p), &(lo), &(hi))
+#define XATTN__LOAD2_F32(p, lo, hi) XATTN__LOAD2_PLAIN(xv_load, p, lo, hi)
+#define XATTN__LOAD2_F16(p, lo, hi) XATTN__LOAD2_PLAIN(xv_load_f16, p, lo, hi)
+
+#define XATTN__SRC_KERNELS(SFX, T, LOADX, LOAD2, ZIP)                                          \
     static XV_TARGET void XV_FN(qk_rows_##SFX)(float *st, const float *qr, int ldq, int nr,    \
                                                const T *k, int64_t kstride, int n, int nc,     \
                                                const char *pf, int64_t pfstride, int pfbytes)  \
     {                                                                                          \
         const int nd = n / XV_LEN;                                                             \
+        float qz[ZIP ? XATTN__CPU_FEW_ROWS * XATTN__CPU_DMAX : 1];                             \
+        if (ZIP) { /* Q in the order LOAD2 gives K (rows up to a whole QR_RB block) */        \
+            const int nrq = (nr + QR_RB - 1) / QR_RB * QR_RB;                                  \
+            for (int r = 0; r < nrq; r++) {                                                    \
+                const float *q = qr + (int64_t)r * ldq;                                        \
+                float *z = qz + r * n;                                                         \
+                int v = 0;                                                                     \
+                for (; v + 2 <= nd; v += 2) {                                                  \
+                    XV e, o;                                                                   \
+                    xv_unzip(xv_load(q + v * XV_LEN), xv_load(q + (v + 1) * XV_LEN), &e, &o);  \
+                    xv_store(z + v * XV_LEN, e);                                               \
+                    xv_store(z + (v + 1) * XV_LEN, o);                                         \
+                }                                                                              \
+                if (v < nd)                                                                    \
+                    xv_store(z + v * XV_LEN, xv_load(q + v * XV_LEN));                         \
+            }                                                                                  \
+            qr = qz;                                                                           \
+            ldq = n;                                                                           \
+        }                                                                                      \
         for (int r0 = 0; r0 < nr; r0 += QR_RB)                                                 \
             for (int c0 = 0; c0 < nc; c0 += QR_CB) {                                           \
                 XV a[XV_LEN];                                                                  \
@@ -465,7 +498,21 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                                              (int)xattn__cpu_min(QR_CB, nc - c0), pfbytes);    \
                 }                                                                              \
                 const float *qp = qr + (int64_t)r0 * ldq;                                      \
-                for (int v = 0; v < nd; v++) {                                                 \
+                int v = 0;                                                                     \
+                for (; v + 2 <= nd; v += 2) {                                                  \
+                    XV k0[QR_CB], k1[QR_CB];                                                   \
+                    _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++)                  \
+                        LOAD2(kp[c] + v * XV_LEN, k0[c], k1[c]);                               \
+                    _Pragma("GCC unroll 16") for (int r = 0; r < QR_RB; r++)                  \
+                    {                                                                          \
+                        const XV q0 = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);             \
+                        const XV q1 = xv_load(qp + (int64_t)r * ldq + (v + 1) * XV_LEN);       \
+                        _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++)              \
+                            a[c * QR_RB + r] =                                                 \
+                                xv_fma(q1, k1[c], xv_fma(q0, k0[c], a[c * QR_RB + r]));        \
+                    }                                                                          \
+                }                                                                              \
+                if (v < nd) {                                                                  \
                     XV kv[QR_CB];                                                              \
                     _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++) kv[c] =           \
                         LOADX(kp[c] + v * XV_LEN);                                             \
@@ -473,14 +520,10 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                     {                                                                          \
                         const XV q = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);              \
                         _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++)              \
-                            a[r * QR_CB + c] = xv_fma(q, kv[c], a[r * QR_CB + c]);             \
+                            a[c * QR_RB + r] = xv_fma(q, kv[c], a[c * QR_RB + r]);             \
                     }                                                                          \
                 }                                                                              \
-                float lanes[XV_LEN];                                                           \
-                xv_store(lanes, xv_reduce_lanes(a));                                           \
-                for (int r = 0; r < QR_RB; r++)                                                \
-                    for (int c = 0; c < QR_CB; c++)                                            \
-                        st[(c0 + c) * XQ + r0 + r] = lanes[r * QR_CB + c];                     \
+                xv_store4s(st + c0 * XQ + r0, XQ, xv_reduce_lanes(a));                         \
             }                                                                                  \
     }                                                                                          \
     /* The sums over keys [lo, hi) of p * V for 4 rows x nb <= PV_DB vectors of \
@@ -500,8 +543,10 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
             const T *vp = vsrc + (int64_t)c * vstride + v0 * XV_LEN;                           \
             const float *pp = st + c * XQ + r0;                                                \
             XV vv[PV_DB];                                                                      \
-            _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) vv[x] =                      \
-                LOADX(vp + x * XV_LEN);                                                        \
+            _Pragma("GCC unroll 8") for (int x = 0; x + 2 <= nb; x += 2)                      \
+                LOAD2(vp + x * XV_LEN, vv[x], vv[x + 1]);                                      \
+            if (nb % 2)                                                                        \
+                vv[nb - 1] = LOADX(vp + (nb - 1) * XV_LEN);                                    \
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                               \
             {                                                                                  \
                 const XV pb = xv_set1(pp[r]);                                                  \
@@ -511,12 +556,14 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
         }                                                                                      \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
         {                                                                                      \
+            if (r < nvalid) /* x * 0 is NaN for x inf or NaN */                                \
+                _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) *fin =                   \
+                    xv_fma(a[r][x], xv_zero(), *fin);                                          \
+            if (ZIP)                                                                           \
+                _Pragma("GCC unroll 8") for (int x = 0; x + 2 <= nb; x += 2)                  \
+                    xv_zip(a[r][x], a[r][x + 1], &a[r][x], &a[r][x + 1]);                      \
             _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++)                              \
-            {                                                                                  \
                 xv_store(t + (int64_t)(r0 + r) * ldt + (v0 + x) * XV_LEN, a[r][x]);            \
-                if (r < nvalid) /* x * 0 is NaN for x inf or NaN */                            \
-                    *fin = xv_fma(a[r][x], xv_zero(), *fin);                                   \
-            }                                                                                  \
         }                                                                                      \
     }                                                                                          \
     /* pv_tile's contract for nr <= XATTN__CPU_FEW_ROWS padded rows (rows nr ..  \
@@ -565,10 +612,14 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
         return 0;                                                                              \
     }
 
-XATTN__SRC_KERNELS(f32, float, xv_load)
-XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16)
-XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16)
+XATTN__SRC_KERNELS(f32, float, xv_load, XATTN__LOAD2_F32, 0)
+XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16, XATTN__LOAD2_F16, 0)
+XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, XATTN__LOAD2_BF16_EO, 1)
 #undef XATTN__SRC_KERNELS
+#undef XATTN__LOAD2_PLAIN
+#undef XATTN__LOAD2_BF16_EO
+#undef XATTN__LOAD2_F32
+#undef XATTN__LOAD2_F16
 
 static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, int nr,
                                          const void *base, int64_t idx0, int64_t stride,

@@ -390,6 +390,11 @@ static void build_cases(void)
         }
     CASE(.Sq = 1, .Sk = 2048, .Hq = 32, .Hkv = 8, .D = 128, .dq = BF16, .dkv = BF16, .B = 1,
          .splits = 0);
+    /* bf16 K/V read in place go by pairs of vectors in even/odd order (uk_template.h):
+     * head dims with an odd vector count (a last vector alone) and D != Dv. */
+    CASE(.Sq = 1, .Sk = 300, .Hq = 8, .Hkv = 2, .D = 80, .dq = BF16, .dkv = BF16, .B = 1);
+    CASE(.Sq = 2, .Sk = 200, .Hq = 4, .Hkv = 1, .D = 48, .Dv = 112, .dq = F32, .dkv = BF16, .B = 1,
+         .causal = 1);
     CASE(.Sq = 1, .Sk = 2048, .Hq = 4, .Hkv = 4, .D = 64, .B = 2, .splits = 5, .lse = 1);
     CASE(.Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 96, .dq = F16, .dkv = F16, .B = 1, .wl = 256,
          .causal = 1, .splits = 4);
