@@ -20,7 +20,8 @@
 /* 4 rows x 2 vectors = 8 accumulators + 2 V vectors + 1 broadcast. */
 #define PV_DB 2
 /* Few-row QK^T (decode): 4 rows x 2 keys = 8 accumulators (one per lane of
- * the reduced vector) + 2 K vectors + 1 Q vector. */
+ * the reduced vector) + 2 K vectors + 1 Q vector; the in-place kernels take D
+ * two vectors at a time, with twice the K and Q vectors. */
 #define QR_RB 4
 #define QR_CB 2
 
