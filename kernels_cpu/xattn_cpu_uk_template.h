@@ -436,30 +436,28 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
  * what bounds the decode loop otherwise. Row c at element idx0 + c*stride of
  * `base`; n (D or Dv) a multiple of 16. Instantiated per dtype.
  *
- * The vectors of a row go by pairs (LOAD2: 2 x XV_LEN elements into two
- * vectors), and a last odd one alone (LOADX). With ZIP, LOAD2 gives the pair's
- * even-index elements then its odd-index ones (bf16: 1 instruction per vector
+ * The vectors of a row go by pairs (XATTN__LOAD2_<ZIP>: 2 x XV_LEN elements into
+ * two vectors), and a last odd one alone (LOADX). With ZIP 1 the pair holds the
+ * even-index elements then the odd-index ones (bf16: 1 instruction per vector
  * where widening takes 2, with 16-bit K/V the loop's conversions cost about as
  * much as a third of its FMAs): the QK^T reads Q unzipped the same way, and the
  * P.V zips its sums back before it writes them.
  */
-#define XATTN__LOAD2_PLAIN(LOADX, p, lo, hi)                                                   \
+#define XATTN__LOAD2_0(LOADX, p, lo, hi) /* in order */                                    \
     do {                                                                                       \
         (lo) = LOADX(p);                                                                       \
         (hi) = LOADX((p) + XV_LEN);                                                            \
     } while (0)
-#define XATTN__LOAD2_BF16_EO(p, lo, hi) xv_load2_bf16_eo((p), &(lo), &(hi))
-#define XATTN__LOAD2_F32(p, lo, hi) XATTN__LOAD2_PLAIN(xv_load, p, lo, hi)
-#define XATTN__LOAD2_F16(p, lo, hi) XATTN__LOAD2_PLAIN(xv_load_f16, p, lo, hi)
+#define XATTN__LOAD2_1(LOADX, p, lo, hi) xv_load2_bf16_eo((p), &(lo), &(hi)) /* zipped */
 
-#define XATTN__SRC_KERNELS(SFX, T, LOADX, LOAD2, ZIP)                                          \
+#define XATTN__SRC_KERNELS(SFX, T, LOADX, ZIP)                                                 \
     static XV_TARGET void XV_FN(qk_rows_##SFX)(float *st, const float *qr, int ldq, int nr,    \
                                                const T *k, int64_t kstride, int n, int nc,     \
                                                const char *pf, int64_t pfstride, int pfbytes)  \
     {                                                                                          \
         const int nd = n / XV_LEN;                                                             \
         float qz[ZIP ? XATTN__CPU_FEW_ROWS * XATTN__CPU_DMAX : 1];                             \
-        if (ZIP) { /* Q in the order LOAD2 gives K (rows up to a whole QR_RB block) */        \
+        if (ZIP) { /* Q in the order K is loaded (rows up to a whole QR_RB block) */          \
             const int nrq = (nr + QR_RB - 1) / QR_RB * QR_RB;                                  \
             for (int r = 0; r < nrq; r++) {                                                    \
                 const float *q = qr + (int64_t)r * ldq;                                        \
@@ -502,7 +500,7 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                 for (; v + 2 <= nd; v += 2) {                                                  \
                     XV k0[QR_CB], k1[QR_CB];                                                   \
                     _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++)                  \
-                        LOAD2(kp[c] + v * XV_LEN, k0[c], k1[c]);                               \
+                        XATTN__LOAD2_##ZIP(LOADX, kp[c] + v * XV_LEN, k0[c], k1[c]);           \
                     _Pragma("GCC unroll 16") for (int r = 0; r < QR_RB; r++)                  \
                     {                                                                          \
                         const XV q0 = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);             \
@@ -544,7 +542,7 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
             const float *pp = st + c * XQ + r0;                                                \
             XV vv[PV_DB];                                                                      \
             _Pragma("GCC unroll 8") for (int x = 0; x + 2 <= nb; x += 2)                      \
-                LOAD2(vp + x * XV_LEN, vv[x], vv[x + 1]);                                      \
+                XATTN__LOAD2_##ZIP(LOADX, vp + x * XV_LEN, vv[x], vv[x + 1]);                  \
             if (nb % 2)                                                                        \
                 vv[nb - 1] = LOADX(vp + (nb - 1) * XV_LEN);                                    \
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                               \
@@ -612,14 +610,12 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
         return 0;                                                                              \
     }
 
-XATTN__SRC_KERNELS(f32, float, xv_load, XATTN__LOAD2_F32, 0)
-XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16, XATTN__LOAD2_F16, 0)
-XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, XATTN__LOAD2_BF16_EO, 1)
+XATTN__SRC_KERNELS(f32, float, xv_load, 0)
+XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16, 0)
+XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, 1)
 #undef XATTN__SRC_KERNELS
-#undef XATTN__LOAD2_PLAIN
-#undef XATTN__LOAD2_BF16_EO
-#undef XATTN__LOAD2_F32
-#undef XATTN__LOAD2_F16
+#undef XATTN__LOAD2_0
+#undef XATTN__LOAD2_1
 
 static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, int nr,
                                          const void *base, int64_t idx0, int64_t stride,
