@@ -10,6 +10,7 @@
  * (docs/benchmarks-cpu.md). A kernel-tuning tool: no tests depend on it.
  */
 #include "xattn_cpu_common.h"
+#include "xattn_stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,12 +22,6 @@ static double ukb_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int ukb_cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct ukb_opts {
@@ -87,10 +82,11 @@ static double ukb_time(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, 
             ukb_pass(uk, o, b, dt, what);
         t[r] = (ukb_now() - s) * 1e9 / (double)(passes * per);
     }
-    qsort(t, (size_t)o->reps, sizeof t[0], ukb_cmp);
+    xattn_stats sm;
+    xattn_stats_compute(t, o->reps, &sm);
     if (best)
-        *best = t[0];
-    return t[o->reps / 2];
+        *best = sm.min;
+    return sm.median;
 }
 
 static int ukb_run(const xattn__cpu_uk *uk, const ukb_opts *o, xattn_dtype dt)
