@@ -361,11 +361,16 @@ static void xattn__cpu_phase(xattn_run_info *info, const char *name, double t0, 
 }
 
 /* Workspace through the tracking allocator, with a hint when it is the
- * materialized score matrix that does not fit. */
+ * materialized score matrix that does not fit. With prefault_threads > 0 its
+ * pages are faulted in here, by that many threads (the kernel's), as part of
+ * the allocation that the phase timers leave out (docs/measurement.md: NAIVE's
+ * score matrix, SPLITKV's partials and tile states). */
 static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
-                                  xattn_status *st)
+                                  int prefault_threads, xattn_status *st)
 {
     void *ws = xattn__host_alloc(ctx, bytes, what, st); /* accounts >= 1 byte for 0 */
+    if (ws && prefault_threads > 0)
+        xattn_cpu_prefault(ws, bytes, prefault_threads);
     if (!ws && !strcmp(what, "NAIVE score matrix")) {
         char cause[1024]; /* the message is rewritten in place: copy it first */
         snprintf(cause, sizeof cause, "%s", xattn_last_error());
@@ -403,13 +408,10 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
             return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
                                 "NAIVE: the score matrix B*Hq*Sq*Sk*4 bytes overflows 64 bits; "
                                 "use XATTN_ALGO_FLASH");
-        float *s = xattn__cpu_workspace(ctx, bytes, "NAIVE score matrix", &st);
+        float *s = xattn__cpu_workspace(ctx, bytes, "NAIVE score matrix", a.num_threads, &st);
         if (!s)
             return st;
         info->workspace_bytes = bytes;
-        /* Faulting the pages in is part of the allocation, which the phase
-         * times leave out (docs/measurement.md); with the kernel's threads. */
-        xattn_cpu_prefault(s, bytes, a.num_threads);
         double t1 = xattn__now();
         xattn_cpu_naive_qk(&a, s);
         double t2 = xattn__now();
@@ -423,7 +425,9 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         xattn__cpu_phase(info, "pv", t3, t4);
     } else if (p->algo == XATTN_ALGO_FLASH) {
         /* Packed K/V panels when they pay; without them when the memory limit
-         * (or the machine) refuses the larger workspace. */
+         * (or the machine) refuses the larger workspace. Not faulted in ahead:
+         * the packing's first writes fault the panels in, inside the timer, as
+         * the prefill figures in docs/benchmarks-cpu.md were measured. */
         int pack = xattn_cpu_flash_packs(p);
         uint64_t bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, pack);
         void *ws = pack && bytes != UINT64_MAX
@@ -436,7 +440,7 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         }
         if (!ws) {
             bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, 0);
-            ws = xattn__cpu_workspace(ctx, bytes, "FLASH scratch", &st);
+            ws = xattn__cpu_workspace(ctx, bytes, "FLASH scratch", 0, &st);
         }
         if (!ws)
             return st;
@@ -453,15 +457,13 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
     } else if (p->algo == XATTN_ALGO_SPLITKV) {
         int splits = xattn_cpu_splitkv_num_splits(p, a.num_threads);
         uint64_t bytes = xattn_cpu_splitkv_workspace_bytes(p, splits, a.num_threads);
-        void *ws = xattn__cpu_workspace(ctx, bytes, "SPLITKV partials", &st);
+        /* A decode step's few MiB of partials and tile states took ~0.7 ms to
+         * fault in, a quarter of a B1 Sk8192 f16 call on the 2-core VM. */
+        void *ws = xattn__cpu_workspace(ctx, bytes, "SPLITKV partials", a.num_threads, &st);
         if (!ws)
             return st;
         info->workspace_bytes = bytes;
         info->num_splits = splits;
-        /* As for NAIVE: the pages are faulted in before the timers (a decode
-         * step's few MiB of partials and tile states took ~0.7 ms to fault,
-         * a quarter of a B1 Sk8192 f16 call on the 2-core VM). */
-        xattn_cpu_prefault(ws, bytes, a.num_threads);
         double t1 = xattn__now();
         xattn_cpu_splitkv_partial(&a, splits, ws);
         double t2 = xattn__now();
