@@ -89,8 +89,9 @@ typedef struct xattn_cli_opts {
     /* where to run */
     int n_backends;
     xattn_backend backends[XATTN_BACKEND_COUNT + 1]; /* XATTN_BACKEND_AUTO allowed for run */
-    int device;  /* device index; -1 = every device of each backend (bench/check/advise) */
-    int threads; /* CPU worker threads, 0 = all (bench: the first value of thread_list) */
+    int device;   /* device index; -1 = every device of each backend (bench/check/advise) */
+    int threads;  /* CPU worker threads, 0 = all (bench: the first value of thread_list) */
+    int cpu_simd; /* --cpu-simd: the XATTN_OPT_CPU_SIMD value (0 = the best path) */
     /* bench: --threads as a sweep axis ("1,2", "0" = all); n = 0 when not given.
      * run, check and advise take one value. */
     xattn_cli_ilist thread_list;
@@ -165,6 +166,9 @@ int xattn_cli_parse(int argc, char **argv, xattn_cli_opts *out, char *err, size_
 
 /* The default --check-limit of a command (FLOPs the reference may spend). */
 double xattn_cli_default_check_limit(xattn_cli_cmd cmd);
+
+/* The --cpu-simd name of an XATTN_OPT_CPU_SIMD value ("best" for 0; "?" out of range). */
+const char *xattn_cli_simd_name(int value);
 
 /* The --help text of a subcommand (static storage). */
 const char *xattn_cli_help_text(xattn_cli_cmd cmd);

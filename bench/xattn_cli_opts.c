@@ -77,7 +77,8 @@ enum {
     O_FORCE,
     O_FILTER,
     O_VERBOSE,
-    O_FAIL_ON_SLOWER
+    O_FAIL_ON_SLOWER,
+    O_CPU_SIMD
 };
 
 typedef struct xattn__flag {
@@ -114,6 +115,7 @@ static const xattn__flag xattn__flags[] = {
     {"varlen", no_argument, O_VARLEN, XATTN__RUN | XATTN__BENCH},
     {"seed", required_argument, O_SEED, XATTN__CASE | XATTN__CHECK},
     {"threads", required_argument, O_THREADS, XATTN__CASE | XATTN__CHECK},
+    {"cpu-simd", required_argument, O_CPU_SIMD, XATTN__CASE | XATTN__CHECK},
     {"reps", required_argument, O_REPS, XATTN__CASE},
     {"min-reps", required_argument, O_MIN_REPS, XATTN__BENCH | XATTN__ADV},
     {"max-reps", required_argument, O_MAX_REPS, XATTN__BENCH | XATTN__ADV},
@@ -157,6 +159,15 @@ xattn_cli_cmd xattn_cli_cmd_from_name(const char *name)
 const char *xattn_cli_cmd_name(xattn_cli_cmd cmd)
 {
     return cmd > XATTN_CLI_NONE && cmd < XATTN_CLI_CMD_COUNT ? xattn__cmd_names[cmd] : "?";
+}
+
+/* --cpu-simd names, indexed by their XATTN_OPT_CPU_SIMD value. */
+static const char *const xattn__simd_names[] = {"best", "portable", "avx2", "avx512"};
+#define XATTN__NSIMD (int)(sizeof xattn__simd_names / sizeof xattn__simd_names[0])
+
+const char *xattn_cli_simd_name(int value)
+{
+    return value >= 0 && value < XATTN__NSIMD ? xattn__simd_names[value] : "?";
 }
 
 static int xattn__fail(char *err, size_t errlen, const char *fmt, ...)
@@ -521,6 +532,14 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
         o->threads = (int)o->thread_list.v[0];
         o->given |= XATTN_GIVEN_THREADS;
         return 0;
+    case O_CPU_SIMD:
+        for (int i = 0; i < XATTN__NSIMD; i++)
+            if (!strcmp(arg, xattn__simd_names[i])) {
+                o->cpu_simd = i;
+                return 0;
+            }
+        return xattn__fail(err, errlen, "--cpu-simd: '%s' is not best, portable, avx2 or avx512",
+                           arg);
     case O_REPS:
     case O_MAX_REPS:
         if (xattn__i64(arg, 1, 100000, &v))
@@ -883,7 +902,9 @@ static const char xattn__help_run[] =
     "the CPU)\n"
     "  --device N                       device index within the backend (default 0)\n"
     "  --algo auto|naive|flash|splitkv  algorithm (default auto)\n"
-    "  --threads N                      CPU worker threads (0 = all)\n" XATTN__HELP_CASE
+    "  --threads N                      CPU worker threads (0 = all)\n"
+    "  --cpu-simd PATH                  CPU kernels: best (default), portable, avx2 or avx512\n"
+    "                                   (a path the CPU lacks is an error)\n" XATTN__HELP_CASE
     "  --varlen                         pack the --lengths batch (cu_seqlens) instead of padding\n"
     "measurement and outputs:\n"
     "  --reps N                         timed calls (default 5)\n"
@@ -918,6 +939,8 @@ static const char xattn__help_bench[] =
     "  --threads LIST                   CPU worker threads, a sweep axis: 1,2 or 1..8 (0 = all);\n"
     "                                   CPU cells only: other backends run once, without it;\n"
     "                                   several counts add a thread-scaling block\n"
+    "  --cpu-simd PATH                  CPU kernels: best (default), portable, avx2 or avx512\n"
+    "                                   (a path the CPU lacks is an error)\n"
     "sweep axes (lists: 128,256 or 128..4096 doubling; --sk follows --sq unless given):\n"
     "  --dtype LIST  --batch LIST  --heads LIST  --kv-heads LIST  --sq LIST  --sk LIST\n"
     "  --head-dim LIST  --head-dim-v LIST, and the single-valued case flags:\n" XATTN__HELP_CASE
@@ -943,7 +966,7 @@ static const char xattn__help_check[] =
     "  --backend LIST  --device N  --algo LIST   restrict the matrix\n"
     "  --filter TEXT                   only features whose name contains TEXT\n"
     "  --quick                         a smaller set of features\n"
-    "  --threads N  --seed N  --verbose (every cell's error)\n"
+    "  --threads N  --cpu-simd PATH  --seed N  --verbose (every cell's error)\n"
     "  --json FILE                     the matrix as JSON\n"
     "exit status: 0 all passed, 1 a mismatch or a failure, 2 bad command line\n";
 
@@ -966,7 +989,7 @@ static const char xattn__help_advise[] =
     "  (arithmetic intensity vs the ridge point FMA ceiling / bandwidth), and with\n"
     "  --lengths the padding waste of the padded batch vs a packed (varlen) one, measured\n"
     "  both ways; then recommends.\n\n"
-    "  --backend LIST  --device N  --threads N  --json FILE\n" XATTN__HELP_CASE
+    "  --backend LIST  --device N  --threads N  --cpu-simd PATH  --json FILE\n" XATTN__HELP_CASE
     "  --cell-budget S (0.5)  --max-spread R  --min-reps N  --max-reps N  --warmup N\n"
     "  --measure-ceilings               measure the ceilings when not cached (seconds)\n";
 

@@ -51,8 +51,10 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     xattn_ctx_device_info(ctx, &info);
     char desc[320];
     xattn_case_describe(&c, desc, sizeof desc);
-    printf("device   %s [%d] %s\ncase     %s\n", xattn_backend_name(xattn_ctx_backend(ctx)),
-           be == XATTN_BACKEND_AUTO ? info.index : o->device, info.name, desc);
+    const int forced = o->cpu_simd && xattn_ctx_backend(ctx) == XATTN_BACKEND_CPU;
+    printf("device   %s [%d] %s%s%s%s\ncase     %s\n", xattn_backend_name(xattn_ctx_backend(ctx)),
+           be == XATTN_BACKEND_AUTO ? info.index : o->device, info.name, forced ? " (" : "",
+           forced ? xattn_cli_simd_name(o->cpu_simd) : "", forced ? " kernels)" : "", desc);
 
     /* Every call of the run is recorded (the warm-up too): the last record is
      * printed, the exports take them all. */

@@ -161,7 +161,8 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
     fprintf(f, ", \"threads\": %d, \"thread_list\": [", o->threads);
     for (int i = 0; i < o->thread_list.n; i++)
         fprintf(f, "%s%lld", i ? ", " : "", (long long)o->thread_list.v[i]);
-    fprintf(f, "], \"seed\": %llu},\n", (unsigned long long)o->seed);
+    fprintf(f, "], \"cpu_simd\": \"%s\", \"seed\": %llu},\n", xattn_cli_simd_name(o->cpu_simd),
+            (unsigned long long)o->seed);
 
     fprintf(f, "  \"devices\": [");
     for (int i = 0; i < rep->n_devices; i++) {

@@ -27,7 +27,7 @@ typedef struct xattn_target {
  * (or of --backend), or only --device N. Backends that are not available
  * are reported to `notes` (may be NULL) with the reason. Returns the count. */
 int xattn_targets_select(const xattn_cli_opts *o, xattn_target *out, int cap, FILE *notes);
-/* A context on the target, with --threads applied on the CPU. */
+/* A context on the target, with --threads and --cpu-simd applied on the CPU. */
 xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int device, xattn_ctx **ctx);
 /* "cpu:0" */
 void xattn_target_name(xattn_backend be, int device, char *out, size_t n);

@@ -67,6 +67,8 @@ xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int devic
     xattn_status st = xattn_ctx_create(be, device, ctx);
     if (st == XATTN_STATUS_OK && o->threads && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
         st = xattn_ctx_set_option(*ctx, XATTN_OPT_NUM_THREADS, o->threads);
+    if (st == XATTN_STATUS_OK && o->cpu_simd && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
+        st = xattn_ctx_set_option(*ctx, XATTN_OPT_CPU_SIMD, o->cpu_simd);
     if (st != XATTN_STATUS_OK) {
         xattn_ctx_destroy(*ctx);
         *ctx = NULL;

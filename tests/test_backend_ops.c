@@ -395,6 +395,15 @@ static void build_cases(void)
     CASE(.Sq = 1, .Sk = 300, .Hq = 8, .Hkv = 2, .D = 80, .dq = BF16, .dkv = BF16, .B = 1);
     CASE(.Sq = 2, .Sk = 200, .Hq = 4, .Hkv = 1, .D = 48, .Dv = 112, .dq = F32, .dkv = BF16, .B = 1,
          .causal = 1);
+    /* More of bf16 decode in place: a last tile of 45 keys (Sk 301) at D 256 with 8 rows
+     * per KV head, a NaN in K, and a few positions with a window, ALiBi, softcap, a scale
+     * and Dv != D. */
+    CASE(.Sq = 1, .Sk = 301, .Hq = 8, .Hkv = 1, .D = 256, .dq = BF16, .dkv = BF16, .B = 1,
+         .splits = 3, .lse = 1);
+    CASE(.nan_in = NAN_K, .Sq = 1, .Sk = 290, .Hq = 8, .Hkv = 2, .D = 64, .dq = BF16, .dkv = BF16,
+         .B = 1);
+    CASE(.Sq = 3, .Sk = 250, .Hq = 4, .Hkv = 2, .D = 96, .Dv = 32, .dq = BF16, .dkv = BF16, .B = 2,
+         .causal = 1, .wl = 150, .alibi = 1, .softcap = 3.0f, .scale = 0.7f, .lse = 1);
     CASE(.Sq = 1, .Sk = 2048, .Hq = 4, .Hkv = 4, .D = 64, .B = 2, .splits = 5, .lse = 1);
     CASE(.Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 96, .dq = F16, .dkv = F16, .B = 1, .wl = 256,
          .causal = 1, .splits = 4);

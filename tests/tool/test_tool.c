@@ -504,6 +504,16 @@ static void test_parse(void)
     CHECK(parse(&o, err, sizeof err, "run", "--threads", "3", NULL) == 0 && o.threads == 3 &&
               o.thread_list.n == 1,
           "run --threads 3: %s", err);
+    /* --cpu-simd: the XATTN_OPT_CPU_SIMD values by name. */
+    CHECK(parse(&o, err, sizeof err, "run", "--cpu-simd", "avx2", NULL) == 0 && o.cpu_simd == 2,
+          "run --cpu-simd avx2: %s (%d)", err, o.cpu_simd);
+    CHECK(parse(&o, err, sizeof err, "run", NULL) == 0 && o.cpu_simd == 0, "run: cpu_simd %d",
+          o.cpu_simd);
+    CHECK(parse(&o, err, sizeof err, "bench", "--cpu-simd", "sse4", NULL) == XATTN_EXIT_USAGE &&
+              strstr(err, "--cpu-simd: 'sse4'"),
+          "--cpu-simd sse4: '%s'", err);
+    CHECK(!strcmp(xattn_cli_simd_name(3), "avx512") && !strcmp(xattn_cli_simd_name(9), "?"),
+          "xattn_cli_simd_name");
     CHECK(parse(&o, err, sizeof err, "bench", "--threads", "2", "--preset", "cpu-targets", NULL) ==
                   0 &&
               (o.given & XATTN_GIVEN_THREADS) && !(o.given & XATTN_GIVEN_CASE_MASK),
@@ -1000,6 +1010,9 @@ static void test_outputs(void)
     json_decref(cj);
 #endif
 
+    rc = run_tool("run", "--backend", "cpu", "--sq", "16", "--cpu-simd", "portable", NULL);
+    CHECK(rc == 0 && strstr(g_out, "(portable kernels)"), "run --cpu-simd portable: exit %d\n%s",
+          rc, g_out);
     rc = run_tool("devices", NULL);
     CHECK(rc == 0 && strstr(g_out, "cpu     1 device"), "devices: exit %d\n%s", rc, g_out);
     rc = run_tool("bench", "--list-presets", NULL);
@@ -1022,9 +1035,10 @@ static void test_threads(void)
     char out[2048], path[4096];
     snprintf(out, sizeof out, "%s/bench-threads", g_dir);
     /* 1 case x 2 algorithms x 2 thread counts: 4 cells, 2 scaling lines. */
-    int rc = run_tool("bench", "--backend", "cpu", "--sq", "48", "--heads", "2", "--head-dim", "32",
-                      "--algo", "naive,flash", "--threads", "1,2", "--cell-budget", "0.02",
-                      "--max-reps", "10", "--no-progress", "--out", out, NULL);
+    int rc =
+        run_tool("bench", "--backend", "cpu", "--sq", "48", "--heads", "2", "--head-dim", "32",
+                 "--algo", "naive,flash", "--threads", "1,2", "--cpu-simd", "portable",
+                 "--cell-budget", "0.02", "--max-reps", "10", "--no-progress", "--out", out, NULL);
     CHECK(rc == 0, "bench --threads 1,2: exit %d\n%s\n%s", rc, g_out, g_err);
     CHECK(strstr(g_out, "4 cells: 4 ok") != NULL, "summary line:\n%s", g_out);
     CHECK(strstr(g_out, " thr ") && strstr(g_out, "%BW"), "table columns thr and %%BW:\n%s", g_out);
@@ -1058,6 +1072,8 @@ static void test_threads(void)
     CHECK(json_array_size(tl) == 2 && json_integer_value(json_array_get(tl, 0)) == 1 &&
               json_integer_value(json_array_get(tl, 1)) == 2,
           "settings.thread_list");
+    json_t *cs = json_object_get(json_object_get(doc, "settings"), "cpu_simd");
+    CHECK(json_is_string(cs) && !strcmp(json_string_value(cs), "portable"), "settings.cpu_simd");
     size_t i;
     json_t *r;
     int per[3] = {0};
