@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "xattn_cli.h"
+#include "xattn_parse.h"
 
 #define XATTN__C(cmd) (1u << (cmd))
 #define XATTN__DEV XATTN__C(XATTN_CLI_DEVICES)
@@ -181,19 +182,6 @@ static int xattn__fail(char *err, size_t errlen, const char *fmt, ...)
     return XATTN_EXIT_USAGE;
 }
 
-static int xattn__i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int xattn__dbl(const char *s, double lo, double hi, double *out)
 {
     if (!s || !*s)
@@ -233,7 +221,7 @@ static int xattn__ilist(const char *flag, const char *arg, int64_t lo, int64_t h
         int64_t a, b;
         if (dots) {
             *dots = '\0';
-            if (xattn__i64(item, lo, hi, &a) || xattn__i64(dots + 2, lo, hi, &b) || b < a)
+            if (xattn_parse_i64(item, lo, hi, &a) || xattn_parse_i64(dots + 2, lo, hi, &b) || b < a)
                 return xattn__fail(err, errlen,
                                    "--%s: '%s' is not a range A..B with %lld <= A <= B <= %lld",
                                    flag, arg, (long long)lo, (long long)hi);
@@ -246,7 +234,7 @@ static int xattn__ilist(const char *flag, const char *arg, int64_t lo, int64_t h
                     break;
             }
         } else {
-            if (xattn__i64(item, lo, hi, &a))
+            if (xattn_parse_i64(item, lo, hi, &a))
                 return xattn__fail(err, errlen, "--%s: '%s' is not an integer in %lld..%lld", flag,
                                    item, (long long)lo, (long long)hi);
             if (out->n >= XATTN_CLI_MAX_LIST)
@@ -378,7 +366,7 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
         o->given |= XATTN_GIVEN_BACKEND;
         return 0;
     case O_DEVICE:
-        if (xattn__i64(arg, 0, 1023, &v))
+        if (xattn_parse_i64(arg, 0, 1023, &v))
             return xattn__fail(err, errlen, "--device: '%s' is not a device index (0..1023)", arg);
         o->device = (int)v;
         o->given |= XATTN_GIVEN_DEVICE;
@@ -468,8 +456,8 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
                                arg);
         memcpy(left, arg, len);
         left[len] = '\0';
-        if (xattn__i64(left, INT64_MIN / 2, 1 << 30, &l) ||
-            xattn__i64(comma + 1, INT64_MIN / 2, 1 << 30, &r))
+        if (xattn_parse_i64(left, INT64_MIN / 2, 1 << 30, &l) ||
+            xattn_parse_i64(comma + 1, INT64_MIN / 2, 1 << 30, &r))
             return xattn__fail(err, errlen,
                                "--window: '%s' is not L,R with integers up to 2^30 (negative = "
                                "unbounded)",
@@ -509,7 +497,7 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
         o->given |= XATTN_GIVEN_VARLEN;
         return 0;
     case O_SPLITS:
-        if (xattn__i64(arg, 0, 4096, &v))
+        if (xattn_parse_i64(arg, 0, 4096, &v))
             return xattn__fail(err, errlen, "--splits: '%s' is not an integer in 0..4096", arg);
         o->num_splits = (int)v;
         o->given |= XATTN_GIVEN_SPLITS;
@@ -521,7 +509,7 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
         o->given |= XATTN_GIVEN_LENGTHS;
         return 0;
     case O_SEED:
-        if (xattn__i64(arg, 0, INT64_MAX, &v))
+        if (xattn_parse_i64(arg, 0, INT64_MAX, &v))
             return xattn__fail(err, errlen, "--seed: '%s' is not a non-negative integer", arg);
         o->seed = (uint64_t)v;
         return 0;
@@ -542,18 +530,18 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
                            arg);
     case O_REPS:
     case O_MAX_REPS:
-        if (xattn__i64(arg, 1, 100000, &v))
+        if (xattn_parse_i64(arg, 1, 100000, &v))
             return xattn__fail(err, errlen, "--%s: '%s' is not an integer in 1..100000", name, arg);
         o->reps = (int)v;
         o->given |= XATTN_GIVEN_REPS;
         return 0;
     case O_MIN_REPS:
-        if (xattn__i64(arg, 1, 100000, &v))
+        if (xattn_parse_i64(arg, 1, 100000, &v))
             return xattn__fail(err, errlen, "--min-reps: '%s' is not an integer in 1..100000", arg);
         o->min_reps = (int)v;
         return 0;
     case O_WARMUP:
-        if (xattn__i64(arg, 0, 1000, &v))
+        if (xattn_parse_i64(arg, 0, 1000, &v))
             return xattn__fail(err, errlen, "--warmup: '%s' is not an integer in 0..1000", arg);
         o->warmup = (int)v;
         return 0;
@@ -835,12 +823,13 @@ int xattn_cli_parse_lengths(const char *text, int32_t *lq, int32_t *lk, int cap,
                                "\"LQ LK\")",
                                line);
         int64_t a, b = -1;
-        if (xattn__i64(tok[0], 0, 1 << 22, &a) || (nt == 2 && xattn__i64(tok[1], 0, 1 << 22, &b)))
-            return xattn__fail(err, errlen,
-                               "line %d: '%s' is not a length (integers 0..4194304; \"L\" or "
-                               "\"LQ LK\")",
-                               line,
-                               nt == 2 && !xattn__i64(tok[0], 0, 1 << 22, &a) ? tok[1] : tok[0]);
+        if (xattn_parse_i64(tok[0], 0, 1 << 22, &a) ||
+            (nt == 2 && xattn_parse_i64(tok[1], 0, 1 << 22, &b)))
+            return xattn__fail(
+                err, errlen,
+                "line %d: '%s' is not a length (integers 0..4194304; \"L\" or "
+                "\"LQ LK\")",
+                line, nt == 2 && !xattn_parse_i64(tok[0], 0, 1 << 22, &a) ? tok[1] : tok[0]);
         if (*n >= cap)
             return xattn__fail(err, errlen, "line %d: more than %d sequences", line, cap);
         if (nt == 2) {

@@ -18,6 +18,7 @@
 
 #include "xattn.h"
 #include "xattn_case.h"
+#include "xattn_parse.h"
 
 static double xattn__wall(void)
 {
@@ -36,16 +37,6 @@ static double xattn__median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, xattn__cmp);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static int xattn__arg_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
 }
 
 int main(int argc, char **argv)
@@ -71,17 +62,17 @@ int main(int argc, char **argv)
             ok = xattn_backend_from_name(v, &backend) == XATTN_STATUS_OK;
         } else if (!strcmp(a, "--algo")) {
             ok = xattn_algo_from_name(v, &c.algo) == XATTN_STATUS_OK;
-        } else if (!strcmp(a, "--sq") && (ok = xattn__arg_i64(v, 1, 1 << 20, &x))) {
+        } else if (!strcmp(a, "--sq") && (ok = !xattn_parse_i64(v, 1, 1 << 20, &x))) {
             c.sq = x;
-        } else if (!strcmp(a, "--sk") && (ok = xattn__arg_i64(v, 1, 1 << 22, &x))) {
+        } else if (!strcmp(a, "--sk") && (ok = !xattn_parse_i64(v, 1, 1 << 22, &x))) {
             c.sk = x;
-        } else if (!strcmp(a, "--heads") && (ok = xattn__arg_i64(v, 1, 256, &x))) {
+        } else if (!strcmp(a, "--heads") && (ok = !xattn_parse_i64(v, 1, 256, &x))) {
             c.heads = c.kv_heads = x;
-        } else if (!strcmp(a, "--head-dim") && (ok = xattn__arg_i64(v, 1, 256, &x))) {
+        } else if (!strcmp(a, "--head-dim") && (ok = !xattn_parse_i64(v, 1, 256, &x))) {
             c.head_dim = c.head_dim_v = x;
-        } else if (!strcmp(a, "--reps") && (ok = xattn__arg_i64(v, 10, 1000000, &x))) {
+        } else if (!strcmp(a, "--reps") && (ok = !xattn_parse_i64(v, 10, 1000000, &x))) {
             reps = x;
-        } else if (!strcmp(a, "--threads") && (ok = xattn__arg_i64(v, 0, 4096, &x))) {
+        } else if (!strcmp(a, "--threads") && (ok = !xattn_parse_i64(v, 0, 4096, &x))) {
             threads = x;
         } else {
             ok = 0;

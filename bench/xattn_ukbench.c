@@ -10,6 +10,7 @@
  * (docs/benchmarks-cpu.md). A kernel-tuning tool: no tests depend on it.
  */
 #include "xattn_cpu_common.h"
+#include "xattn_parse.h"
 #include "xattn_stats.h"
 
 #include <stdio.h>
@@ -166,23 +167,13 @@ static void ukb_usage(FILE *f)
             XATTN__CPU_DMAX, XATTN__CPU_FEW_ROWS, XATTN_CPU_BK);
 }
 
-static int ukb_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    const long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     ukb_opts o = {128, 4, 64, 9, 64, 0};
     const char *dts = "all";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        long v = 0;
+        int64_t v = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             ukb_usage(stdout);
             return 0;
@@ -198,22 +189,22 @@ int main(int argc, char **argv)
             ok = !strcmp(val, "all") || !strcmp(val, "f32") || !strcmp(val, "f16") ||
                  !strcmp(val, "bf16");
         } else if (!strcmp(a, "--head-dim")) {
-            ok = ukb_int(val, 16, XATTN__CPU_DMAX, &v) && v % 16 == 0;
+            ok = !xattn_parse_i64(val, 16, XATTN__CPU_DMAX, &v) && v % 16 == 0;
             o.D = (int)v;
         } else if (!strcmp(a, "--rows")) {
-            ok = ukb_int(val, 1, XATTN__CPU_FEW_ROWS, &v);
+            ok = !xattn_parse_i64(val, 1, XATTN__CPU_FEW_ROWS, &v);
             o.rows = (int)v;
         } else if (!strcmp(a, "--tile")) {
-            ok = ukb_int(val, 16, XATTN_CPU_BK, &v) && v % 16 == 0;
+            ok = !xattn_parse_i64(val, 16, XATTN_CPU_BK, &v) && v % 16 == 0;
             o.tile = (int)v;
         } else if (!strcmp(a, "--keys")) {
-            ok = ukb_int(val, 16, 1L << 24, &v);
+            ok = !xattn_parse_i64(val, 16, 1L << 24, &v);
             o.keys = v;
         } else if (!strcmp(a, "--stride")) {
-            ok = ukb_int(val, 0, 1L << 16, &v);
+            ok = !xattn_parse_i64(val, 0, 1L << 16, &v);
             o.stride = v;
         } else if (!strcmp(a, "--reps")) {
-            ok = ukb_int(val, 1, 64, &v);
+            ok = !xattn_parse_i64(val, 1, 64, &v);
             o.reps = (int)v;
         } else {
             fprintf(stderr, "xattn_ukbench: unknown option %s\n", a);
