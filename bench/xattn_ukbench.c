@@ -7,7 +7,8 @@
  * CPU runs. The result is the decode loop's compute rate in K+V bytes per
  * second per core: what the loop could stream at most if memory cost nothing,
  * to set against the read ceiling of `xattn devices --measure`
- * (docs/benchmarks-cpu.md). A kernel-tuning tool: no tests depend on it.
+ * (docs/benchmarks-cpu.md). A kernel-tuning tool: its tests (tool_ukbench) check
+ * that it runs and reports, never its figures.
  */
 #include "xattn_cpu_common.h"
 #include "xattn_parse.h"
