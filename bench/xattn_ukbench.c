@@ -122,6 +122,7 @@ static int ukb_run(const xattn__cpu_uk *uk, const ukb_opts *o, xattn_dtype dt)
     for (int r = 0; r < o->rows; r++)
         for (int d = 0; d < o->D; d++)
             b.qr[r * ldk + d] = 0.01f * (float)((r * 7 + d) % 13);
+    uk->order_q_src(b.qr, (int)ldk, o->rows, o->D, dt); /* as the library does, once */
     memset(b.st, 0, (size_t)((o->tile + XATTN__CPU_PAD) * XATTN_CPU_BQ) * 4);
     memset(b.acc, 0, (size_t)(XATTN__CPU_FEW_ROWS * ldk) * 4);
     for (int r = 0; r < XATTN_CPU_BQ; r++) {

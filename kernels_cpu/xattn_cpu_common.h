@@ -183,7 +183,8 @@ typedef struct xattn__cpu_uk {
      * sums of the rows < nr hold an inf or NaN (an inf or NaN in the V rows
      * they use). qk_rows_src also asks L1 for pfbytes at pf + c*pfstride for
      * each key c it reads (the V rows the P.V reads next: the K and V streams
-     * then overlap), pf NULL for none. */
+     * then overlap), pf NULL for none; it reads qr as order_q_src left it. */
+    void (*order_q_src)(float *qr, int ldq, int nr, int n, xattn_dtype dt);
     void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base,
                         int64_t idx0, int64_t stride, xattn_dtype dt, int n, int nc,
                         const void *pf, int64_t pfstride, int pfbytes);

@@ -229,6 +229,12 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
      * copy), when the table has them and the rows are whole vectors. */
     const int direct =
         cx->uk->qk_rows_src && p->D % 16 == 0 && p->Dv % 16 == 0 && R_all > 0 && ln[0].sc[0].few;
+    if (direct) /* Q in the order the in-place QK^T loads K, once per query tile */
+        for (int l = 0; l < nl; l++)
+            for (int k = 0; k < nk; k++)
+                if (ln[l].sc[k].ulo < ln[l].sc[k].uhi)
+                    cx->uk->order_q_src(ln[l].sc[k].qr, (int)ldk, ln[l].sc[k].R, (int)p->D,
+                                        p->k.dtype);
     const int64_t SB = direct ? xattn__cpu_skv_direct_step(p, nk) : xattn__cpu_skv_step(p, nk);
     int64_t steps = 0;
     for (int l = 0; l < nl; l++)

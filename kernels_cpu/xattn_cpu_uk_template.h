@@ -440,8 +440,9 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
  * two vectors), and a last odd one alone (LOADX). With ZIP 1 the pair holds the
  * even-index elements then the odd-index ones (bf16: 1 instruction per vector
  * where widening takes 2, with 16-bit K/V the loop's conversions cost about as
- * much as a third of its FMAs): the QK^T reads Q unzipped the same way, and the
- * P.V zips its sums back before it writes them.
+ * much as a third of its FMAs): the QK^T reads Q in the same order (put so once
+ * per query tile by order_q_src), and the P.V zips its sums back before it
+ * writes them.
  */
 #define XATTN__LOAD2_0(LOADX, p, lo, hi) /* in order */                                    \
     do {                                                                                       \
@@ -456,25 +457,6 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                                                const char *pf, int64_t pfstride, int pfbytes)  \
     {                                                                                          \
         const int nd = n / XV_LEN;                                                             \
-        float qz[ZIP ? XATTN__CPU_FEW_ROWS * XATTN__CPU_DMAX : 1];                             \
-        if (ZIP) { /* Q in the order K is loaded (rows up to a whole QR_RB block) */          \
-            const int nrq = (nr + QR_RB - 1) / QR_RB * QR_RB;                                  \
-            for (int r = 0; r < nrq; r++) {                                                    \
-                const float *q = qr + (int64_t)r * ldq;                                        \
-                float *z = qz + r * n;                                                         \
-                int v = 0;                                                                     \
-                for (; v + 2 <= nd; v += 2) {                                                  \
-                    XV e, o;                                                                   \
-                    xv_unzip(xv_load(q + v * XV_LEN), xv_load(q + (v + 1) * XV_LEN), &e, &o);  \
-                    xv_store(z + v * XV_LEN, e);                                               \
-                    xv_store(z + (v + 1) * XV_LEN, o);                                         \
-                }                                                                              \
-                if (v < nd)                                                                    \
-                    xv_store(z + v * XV_LEN, xv_load(q + v * XV_LEN));                         \
-            }                                                                                  \
-            qr = qz;                                                                           \
-            ldq = n;                                                                           \
-        }                                                                                      \
         for (int r0 = 0; r0 < nr; r0 += QR_RB)                                                 \
             for (int c0 = 0; c0 < nc; c0 += QR_CB) {                                           \
                 XV a[XV_LEN];                                                                  \
@@ -617,6 +599,25 @@ XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, 1)
 #undef XATTN__LOAD2_0
 #undef XATTN__LOAD2_1
 
+/* Q rows r < round_up(nr, QR_RB) (pitch ldq, n elements) in place into the
+ * order the in-place kernels load K of dtype dt: for bf16, each pair of
+ * vectors as its even-index then its odd-index elements (xv_load2_bf16_eo);
+ * other dtypes are loaded in order, and Q stays as it is. */
+static XV_TARGET void XV_FN(order_q_src)(float *qr, int ldq, int nr, int n, xattn_dtype dt)
+{
+    if (dt != XATTN_DTYPE_BF16)
+        return;
+    const int nd = n / XV_LEN, nrq = (nr + QR_RB - 1) / QR_RB * QR_RB;
+    for (int r = 0; r < nrq; r++)
+        for (int v = 0; v + 2 <= nd; v += 2) { /* a last odd vector stays in order */
+            float *q = qr + (int64_t)r * ldq + v * XV_LEN;
+            XV e, o;
+            xv_unzip(xv_load(q), xv_load(q + XV_LEN), &e, &o);
+            xv_store(q, e);
+            xv_store(q + XV_LEN, o);
+        }
+}
+
 static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, int nr,
                                          const void *base, int64_t idx0, int64_t stride,
                                          xattn_dtype dt, int n, int nc, const void *pf,
@@ -745,6 +746,7 @@ const xattn__cpu_uk XV_TABLE = {
     .load_rows = XV_FN(load_rows),
     .qk_tile = XV_FN(qk_tile),
     .qk_rows = XV_FN(qk_rows),
+    .order_q_src = XV_FN(order_q_src),
     .qk_rows_src = XV_FN(qk_rows_src),
     .pv_rows_src = XV_FN(pv_rows_src),
     .softmax_tile = XV_FN(softmax_tile),
