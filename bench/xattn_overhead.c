@@ -19,6 +19,7 @@
 #include "xattn.h"
 #include "xattn_case.h"
 #include "xattn_parse.h"
+#include "xattn_stats.h"
 
 static double xattn__wall(void)
 {
@@ -27,16 +28,12 @@ static double xattn__wall(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int xattn__cmp(const void *a, const void *b)
+/* The median of n >= 1 samples (the tool's definition, xattn_stats.c). */
+static double xattn__median(const double *v, int n)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double xattn__median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, xattn__cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    xattn_stats sm;
+    xattn_stats_compute(v, n, &sm);
+    return sm.median;
 }
 
 int main(int argc, char **argv)
