@@ -456,9 +456,10 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         info->tile_k = tile_k;
     } else if (p->algo == XATTN_ALGO_SPLITKV) {
         int splits = xattn_cpu_splitkv_num_splits(p, a.num_threads);
-        uint64_t bytes = xattn_cpu_splitkv_workspace_bytes(p, splits, a.num_threads);
-        /* A decode step's few MiB of partials and tile states took ~0.7 ms to
-         * fault in, a quarter of a B1 Sk8192 f16 call on the 2-core VM. */
+        uint64_t bytes = xattn_cpu_splitkv_workspace_bytes(p, a.simd, splits, a.num_threads);
+        /* A decode step's partials and tile states (7.4 MiB then, 1.1 MiB
+         * now at B1 H32/8 D128) took ~0.7 ms to fault in, a quarter of a B1
+         * Sk8192 f16 call on the 2-core VM. */
         void *ws = xattn__cpu_workspace(ctx, bytes, "SPLITKV partials", a.num_threads, &st);
         if (!ws)
             return st;

@@ -223,43 +223,51 @@ static uint64_t xattn__cpu_a64(uint64_t bytes)
 /* Section sizes in bytes, in the order xattn__cpu_scratch_map lays them out. */
 #define XATTN__CPU_NSECT 13
 
-static void xattn__cpu_scratch_sizes(const xattn_problem *p, uint64_t sz[XATTN__CPU_NSECT])
+static void xattn__cpu_scratch_sizes(const xattn_problem *p, int without,
+                                     uint64_t sz[XATTN__CPU_NSECT])
 {
     const uint64_t BQ = XATTN_CPU_BQ, BK = XATTN_CPU_BK;
     const uint64_t D = (uint64_t)xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
     const uint64_t Dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
-    sz[0] = xattn__cpu_a64(D * BQ * 4);                             /* qt */
-    sz[1] = xattn__cpu_a64(BK * D * 4);                             /* kt */
-    sz[2] = xattn__cpu_a64(BK * Dvp * 4);                           /* vt */
-    sz[3] = xattn__cpu_a64(BK * BQ * 4);                            /* st */
-    sz[4] = xattn__cpu_a64(BQ * Dvp * 4);                           /* acc */
-    sz[5] = xattn__cpu_a64(BQ * 4);                                 /* m */
-    sz[6] = xattn__cpu_a64(BQ * 4);                                 /* l */
-    sz[7] = xattn__cpu_a64(BQ * 4);                                 /* alpha */
-    sz[8] = xattn__cpu_a64((XATTN__CPU_DMAX + XATTN__CPU_PAD) * 4); /* tmp */
-    sz[9] = xattn__cpu_a64(BQ * sizeof(int));                       /* clo */
-    sz[10] = xattn__cpu_a64(BQ * sizeof(int));                      /* chi */
-    sz[11] = xattn__cpu_a64(BQ * sizeof(xattn__cpu_row));           /* rows */
-    sz[12] = xattn__cpu_a64(XATTN__CPU_FEW_ROWS * D * 4);           /* qr */
+    const int kv = !(without & XATTN__CPU_SC_NO_KV), few = without & XATTN__CPU_SC_FEW;
+    sz[0] = few ? 0 : xattn__cpu_a64(D * BQ * 4);  /* qt */
+    sz[1] = kv ? xattn__cpu_a64(BK * D * 4) : 0;   /* kt */
+    sz[2] = kv ? xattn__cpu_a64(BK * Dvp * 4) : 0; /* vt */
+    sz[3] = xattn__cpu_a64(BK * BQ * 4);           /* st (rows BQ apart whatever R) */
+    sz[4] = xattn__cpu_a64((few ? XATTN__CPU_FEW_ROWS : BQ) * Dvp * 4); /* acc */
+    sz[5] = xattn__cpu_a64(BQ * 4);                                     /* m */
+    sz[6] = xattn__cpu_a64(BQ * 4);                                     /* l */
+    sz[7] = xattn__cpu_a64(BQ * 4);                                     /* alpha */
+    sz[8] = xattn__cpu_a64((XATTN__CPU_DMAX + XATTN__CPU_PAD) * 4);     /* tmp */
+    sz[9] = xattn__cpu_a64(BQ * sizeof(int));                           /* clo */
+    sz[10] = xattn__cpu_a64(BQ * sizeof(int));                          /* chi */
+    sz[11] = xattn__cpu_a64(BQ * sizeof(xattn__cpu_row));               /* rows */
+    sz[12] = xattn__cpu_a64(XATTN__CPU_FEW_ROWS * D * 4);               /* qr */
 }
 
-uint64_t xattn__cpu_scratch_bytes(const xattn_problem *p)
+uint64_t xattn__cpu_scratch_bytes_without(const xattn_problem *p, int without)
 {
     uint64_t sz[XATTN__CPU_NSECT], total = 0;
-    xattn__cpu_scratch_sizes(p, sz);
+    xattn__cpu_scratch_sizes(p, without, sz);
     for (int k = 0; k < XATTN__CPU_NSECT; k++)
         total += sz[k];
     return total;
 }
 
-void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p)
+uint64_t xattn__cpu_scratch_bytes(const xattn_problem *p)
+{
+    return xattn__cpu_scratch_bytes_without(p, 0);
+}
+
+void xattn__cpu_scratch_map_without(xattn__cpu_scratch *sc, void *base, const xattn_problem *p,
+                                    int without)
 {
     uint64_t sz[XATTN__CPU_NSECT];
-    xattn__cpu_scratch_sizes(p, sz);
+    xattn__cpu_scratch_sizes(p, without, sz);
     char *c = base;
     void *ptr[XATTN__CPU_NSECT];
     for (int k = 0; k < XATTN__CPU_NSECT; k++) {
-        ptr[k] = c;
+        ptr[k] = sz[k] ? c : NULL;
         c += sz[k];
     }
     sc->qt = ptr[0];
@@ -275,6 +283,11 @@ void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_prob
     sc->chi = ptr[10];
     sc->rows = ptr[11];
     sc->qr = ptr[12];
+}
+
+void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p)
+{
+    xattn__cpu_scratch_map_without(sc, base, p, 0);
 }
 
 /* Sets bytes to `v` in 1 MiB chunks across the threads. */

@@ -355,6 +355,15 @@ typedef struct xattn__cpu_scratch {
 uint64_t xattn__cpu_scratch_bytes(const xattn_problem *p);
 /* Carves the scratch at `base` (64-byte aligned, xattn__cpu_scratch_bytes long). */
 void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p);
+/* The same with fewer sections, for tile states that never use them:
+ * XATTN__CPU_SC_NO_KV leaves out kt and vt (NULL: the caller gives every tile
+ * its K/V), XATTN__CPU_SC_FEW is for tiles of at most XATTN__CPU_FEW_ROWS
+ * rows (no qt, which is NULL, and acc for that many rows). */
+#define XATTN__CPU_SC_NO_KV 1
+#define XATTN__CPU_SC_FEW 2
+uint64_t xattn__cpu_scratch_bytes_without(const xattn_problem *p, int without);
+void xattn__cpu_scratch_map_without(xattn__cpu_scratch *sc, void *base, const xattn_problem *p,
+                                    int without);
 
 /*
  * Query tiles pack the heads of a KV group (GQA/MQA): a tile holds rows

@@ -84,8 +84,11 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, uint64_t *tile
 /* The split count the kernels would use for p (p->num_splits if > 0, clamped). */
 int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads);
 /* Bytes for partial O [splits, B, Hq, Sq, Dv] f32 + partial LSE [splits, B, Hq, Sq]
- * f32 + per-thread scratch; UINT64_MAX when that overflows 64 bits. */
-uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, int num_threads);
+ * f32 + per-thread scratch (which depends on the SIMD path's kernels: the
+ * decode path reads K/V in place where it has them); UINT64_MAX when that
+ * overflows 64 bits. */
+uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, xattn_cpu_simd simd, int splits,
+                                           int num_threads);
 /* Phase 1: each (b, h, split) chunk writes its partial O and LSE. */
 void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws);
 /* Phase 2: merge the partials into O and LSE. */

@@ -67,20 +67,52 @@ static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
     return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)(nk * p->D * es), 128u << 10);
 }
 
-/* Per-thread bytes of the streaming path: one tile state per head + the
- * shared K and V buffers (one extra zero row block for the 16-key tails). */
-static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p)
+/* Whether the streaming path reads K and V in place (no f32 copies of the
+ * tiles): the table has the _src micro-kernels, rows are whole vectors, and
+ * every query tile has few rows (group * Sq rows at most, so that each tile
+ * state's `few` holds). Decided from the problem alone, so that the workspace
+ * is sized for it before the call. */
+static int xattn__cpu_skv_direct(const xattn__cpu_uk *uk, const xattn_problem *p)
+{
+    return uk->qk_rows_src && uk->qk_rows && p->D % 16 == 0 && p->Dv % 16 == 0 &&
+           p->group * p->Sq <= XATTN__CPU_FEW_ROWS;
+}
+
+/* Sections the streaming path's tile states go without: their K/V come from
+ * the lane buffers or from the arrays in place, and in place the tiles have
+ * few rows. */
+static int xattn__cpu_skv_without(int direct)
+{
+    return XATTN__CPU_SC_NO_KV | (direct ? XATTN__CPU_SC_FEW : 0);
+}
+
+/* Bytes of one lane of the streaming path: one tile state per head, and
+ * unless K/V are read in place, the lane's converted K and V (one extra zero
+ * row block for the 16-key tails). */
+static uint64_t xattn__cpu_skv_lane_bytes(const xattn_problem *p, int direct)
 {
     const uint64_t H = (uint64_t)xattn__cpu_min(p->Hkv, XATTN__CPU_SKV_HEADS);
     const uint64_t ldk = (uint64_t)xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
     const uint64_t dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
     const uint64_t rows = (uint64_t)XATTN_CPU_BK + XATTN__CPU_PAD;
-    return 2u * (H * xattn__cpu_scratch_bytes(p) + rows * H * (ldk + dvp) * 4u);
+    const uint64_t states = H * xattn__cpu_scratch_bytes_without(p, xattn__cpu_skv_without(direct));
+    return direct ? states : states + rows * H * (ldk + dvp) * 4u;
 }
 
-static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p)
+/* Per-thread bytes of the streaming path: two lanes, and in place one f32 V
+ * tile that the lanes' heads share, for the careful P.V of a V tile holding
+ * inf or NaN (a multiple of 64 bytes: Dvp is a multiple of 16). */
+static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p, int direct)
 {
-    return xattn__cpu_skv_streams(p) ? xattn__cpu_skv_stream_bytes(p) : xattn__cpu_scratch_bytes(p);
+    const uint64_t dvp = (uint64_t)xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
+    return 2u * xattn__cpu_skv_lane_bytes(p, direct) +
+           (direct ? (uint64_t)XATTN_CPU_BK * dvp * 4u : 0u);
+}
+
+static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p, const xattn__cpu_uk *uk)
+{
+    return xattn__cpu_skv_streams(p) ? xattn__cpu_skv_stream_bytes(p, xattn__cpu_skv_direct(uk, p))
+                                     : xattn__cpu_scratch_bytes(p);
 }
 
 int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
@@ -134,12 +166,14 @@ static uint64_t xattn__cpu_skv_partials_bytes(const xattn_problem *p, int splits
     return (bytes + 63u) & ~(uint64_t)63u;
 }
 
-uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, int splits, int num_threads)
+uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, xattn_cpu_simd simd, int splits,
+                                           int num_threads)
 {
     const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
     uint64_t total;
     if (__builtin_add_overflow(xattn__cpu_skv_partials_bytes(p, splits),
-                               nt * xattn__cpu_skv_thread_bytes(p), &total))
+                               nt * xattn__cpu_skv_thread_bytes(p, xattn__cpu_uk_get(simd)),
+                               &total))
         return UINT64_MAX;
     return total;
 }
@@ -199,11 +233,18 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
 {
     const xattn_problem *p = cx->p;
     const int64_t ldk = cx->ldk, Dvp = cx->Dvp;
-    const int64_t per = (int64_t)xattn__cpu_scratch_bytes(p);
-    const int64_t bufk = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
-    const int64_t bufv = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * Dvp;
-    const int64_t lane_bytes = per * nk + (bufk + bufv) * 4;
     const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
+    /* In place: K and V read where they lie by the _src micro-kernels (no f32
+     * copy). The workspace was sized by the same test (R_all > 0 aside: a
+     * sequence without query rows has no tiles). */
+    const int sized_direct = xattn__cpu_skv_direct(cx->uk, p);
+    const int direct = sized_direct && R_all > 0;
+    const int without = xattn__cpu_skv_without(sized_direct);
+    const int64_t per = (int64_t)xattn__cpu_scratch_bytes_without(p, without);
+    const int64_t bufk = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
+    const int64_t lane_bytes = (int64_t)xattn__cpu_skv_lane_bytes(p, sized_direct);
+    /* The heads' shared f32 V tile (in place only), after the two lanes. */
+    float *vshared = sized_direct ? (float *)(mem + 2 * lane_bytes) : NULL;
     const int nl = s0 + 1 < splits ? 2 : 1;
     xattn__cpu_skv_lane ln[2];
     for (int l = 0; l < nl; l++) {
@@ -212,11 +253,12 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
         int64_t k0, k1;
         L->s = s0 + l;
         xattn__cpu_skv_chunk(p, splits, L->s, &k0, &k1);
-        L->kb = (float *)(base + per * nk);
-        L->vb = L->kb + bufk;
+        L->kb = sized_direct ? NULL : (float *)(base + per * nk);
+        L->vb = sized_direct ? NULL : L->kb + bufk;
         L->ulo = L->uhi = 0;
         for (int k = 0; k < nk; k++) {
-            xattn__cpu_scratch_map(&L->sc[k], base + per * k, p);
+            xattn__cpu_scratch_map_without(&L->sc[k], base + per * k, p, without);
+            L->sc[k].vt = vshared; /* read only by the careful P.V, in place */
             xattn__cpu_attend_begin(cx, &L->sc[k], b, (hk0 + k) * p->group, (int)p->group, 0,
                                     (int)R_all, k0, k1);
             L->ulo = L->sc[k].ulo; /* the heads share positions, so intervals */
@@ -225,10 +267,6 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
         if (R_all == 0 || L->ulo >= L->uhi)
             L->ulo = L->uhi = 0;
     }
-    /* In place: K and V read where they lie by the _src micro-kernels (no f32
-     * copy), when the table has them and the rows are whole vectors. */
-    const int direct =
-        cx->uk->qk_rows_src && p->D % 16 == 0 && p->Dv % 16 == 0 && R_all > 0 && ln[0].sc[0].few;
     if (direct) /* Q in the order the in-place QK^T loads K, once per query tile */
         for (int l = 0; l < nl; l++)
             for (int k = 0; k < nk; k++)
@@ -299,7 +337,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
     xattn__cpu_ctx_init(&cx, a);
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     (void)nt; /* unused without OpenMP */
-    const uint64_t per = xattn__cpu_skv_thread_bytes(p);
+    const uint64_t per = xattn__cpu_skv_thread_bytes(p, cx.uk);
     const uint64_t part = xattn__cpu_skv_partials_bytes(p, splits);
     if (p->poison)
         xattn__cpu_poison(ws, part + per * (uint64_t)nt, nt);
