@@ -283,6 +283,7 @@ void xattn__cpu_scratch_map_without(xattn__cpu_scratch *sc, void *base, const xa
     sc->chi = ptr[10];
     sc->rows = ptr[11];
     sc->qr = ptr[12];
+    sc->few_max = (without & XATTN__CPU_SC_FEW) ? XATTN__CPU_FEW_ROWS : XATTN__CPU_FEW_ROWS_TILED;
 }
 
 void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_problem *p)
@@ -415,7 +416,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
         ulo = uhi = 0; /* every row fully masked in this key range */
     sc->ulo = ulo;
     sc->uhi = uhi;
-    sc->few = R <= XATTN__CPU_FEW_ROWS && uk->qk_rows;
+    sc->few = R <= sc->few_max && uk->qk_rows;
     if (ulo >= uhi)
         return;
 

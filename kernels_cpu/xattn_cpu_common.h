@@ -55,10 +55,18 @@
 #ifndef XATTN_CPU_BK
 #define XATTN_CPU_BK 64
 #endif
-/* Query tiles with at most this many rows (decode: one position times a GQA
- * group) use uk->qk_rows, whose vectors run along D, rather than the outer
- * product, whose vectors of rows would be mostly empty. */
-#define XATTN__CPU_FEW_ROWS 8
+/* Query tiles with few rows (decode: a few positions times a GQA group) use
+ * uk->qk_rows, whose vectors run along D, rather than the outer product,
+ * whose vectors of rows would be mostly empty. XATTN__CPU_FEW_ROWS is the
+ * most rows of such a tile (its buffers; the in-place decode kernels take
+ * that many). On f32 tiles already converted, the outer product wins from 9
+ * rows on, so that few-row tiles stop at XATTN__CPU_FEW_ROWS_TILED there
+ * (FLASH f32 H8 Sq12 and Sq16, one KV head per tile: 1.03-1.04x the time
+ * with 16); reading K/V in place, the few-row kernels avoid the conversion
+ * and win up to 16 (SPLITKV B8 H32/8 Sk8192 Sq4, 16 rows: bf16 0.64x, f16
+ * 0.85x, f32 0.68x the time of the tiled path). */
+#define XATTN__CPU_FEW_ROWS 16
+#define XATTN__CPU_FEW_ROWS_TILED 8
 /* The KV tile (keys) for p: XATTN_CPU_BK, halved (down to 16) while the V
  * tile, which the P.V micro-kernel re-reads for every 4-row block of the query
  * tile, would take more than 3/4 of the L1 data cache (D 256: 32 keys on a
@@ -346,6 +354,7 @@ typedef struct xattn__cpu_scratch {
      * head, the union [ulo, uhi) of its rows' valid keys, and whether it
      * uses uk->qk_rows. */
     int R, few;
+    int few_max; /* the most rows with few = 1 (xattn__cpu_scratch_map*) */
     int64_t hk, ulo, uhi;
     int *clo, *chi;
     xattn__cpu_row *rows;
@@ -360,7 +369,7 @@ void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_prob
  * its K/V), XATTN__CPU_SC_FEW is for tiles of at most XATTN__CPU_FEW_ROWS
  * rows (no qt, which is NULL, and acc for that many rows). */
 #define XATTN__CPU_SC_NO_KV 1
-#define XATTN__CPU_SC_FEW 2
+#define XATTN__CPU_SC_FEW 2 /* few up to XATTN__CPU_FEW_ROWS, else _TILED */
 uint64_t xattn__cpu_scratch_bytes_without(const xattn_problem *p, int without);
 void xattn__cpu_scratch_map_without(xattn__cpu_scratch *sc, void *base, const xattn_problem *p,
                                     int without);

@@ -404,6 +404,17 @@ static void build_cases(void)
          .B = 1);
     CASE(.Sq = 3, .Sk = 250, .Hq = 4, .Hkv = 2, .D = 96, .Dv = 32, .dq = BF16, .dkv = BF16, .B = 2,
          .causal = 1, .wl = 150, .alibi = 1, .softcap = 3.0f, .scale = 0.7f, .lse = 1);
+    /* 9 to 16 rows per KV head, read in place too (XATTN__CPU_FEW_ROWS): 12 and 16 rows of
+     * bf16 with a last odd vector and a NaN in V, MQA over 16 heads with ALiBi and a window,
+     * 10 rows of f32 varlen with Dv != D. */
+    CASE(.Sq = 3, .Sk = 333, .Hq = 16, .Hkv = 4, .D = 80, .dq = BF16, .dkv = BF16, .B = 2,
+         .causal = 1, .splits = 3, .lse = 1);
+    CASE(.nan_in = NAN_V, .nan_last = 1, .Sq = 4, .Sk = 260, .Hq = 8, .Hkv = 2, .D = 64, .dq = BF16,
+         .dkv = BF16, .B = 1, .causal = 1);
+    CASE(.Sq = 1, .Sk = 777, .Hq = 16, .Hkv = 1, .D = 128, .dq = F16, .dkv = F16, .B = 2,
+         .alibi = 1, .wl = 300, .softcap = 4.0f, .splits = 5);
+    CASE(.Sq = 5, .Sk = 400, .lens = LENS_VARLEN, .B = 3, .Hq = 4, .Hkv = 2, .D = 48, .Dv = 96,
+         .causal = 1, .lse = 1);
     CASE(.Sq = 1, .Sk = 2048, .Hq = 4, .Hkv = 4, .D = 64, .B = 2, .splits = 5, .lse = 1);
     CASE(.Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 96, .dq = F16, .dkv = F16, .B = 1, .wl = 256,
          .causal = 1, .splits = 4);
