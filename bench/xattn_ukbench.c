@@ -46,8 +46,9 @@ static void ukb_pass(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, xa
     const int64_t es = dt == XATTN_DTYPE_F32 ? 4 : 2, ldk = xattn__cpu_round_up(o->D, 16);
     for (int64_t j = 0; j + o->tile <= o->keys; j += o->tile) {
         if (what & UKB_QK) {
-            /* As the library does: 16-bit V rows asked for while K streams in. */
-            const char *vpf = es == 2 ? (const char *)b->v + j * o->stride * es : NULL;
+            /* As the library does (xattn__cpu_attend_tile). */
+            const char *vpf =
+                xattn__cpu_v_prefetch_in_qk(dt) ? (const char *)b->v + j * o->stride * es : NULL;
             uk->qk_rows_src(b->st, b->qr, (int)ldk, o->rows, b->k, j * o->stride, o->stride, dt,
                             o->D, o->tile, vpf, o->stride * es, (int)(o->D * es));
         }

@@ -481,10 +481,9 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * they are readable (next keys or zeros) and their scores are unused. */
     if (src) {
         const int64_t es = p->v.dtype == XATTN_DTYPE_F32 ? 4 : 2;
-        /* With 16-bit V the P.V's rows are asked for while K streams in; with
-         * f32 (twice the lines) that measured slower than letting the P.V
-         * fetch them (B8 H32/8 D128 Sk32768: 100-105 vs 107-110 ms). */
-        const char *vpf = es == 2 ? (const char *)cx->a->v + src->vidx * es : NULL;
+        const char *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype)
+                              ? (const char *)cx->a->v + src->vidx * es
+                              : NULL;
         uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, src->kstride, p->k.dtype,
                         (int)D, nc, vpf, src->vstride * es, (int)(Dv * es));
     } else {

@@ -88,6 +88,12 @@ static inline int64_t xattn__cpu_round_up(int64_t x, int64_t m) { return (x + m 
 static inline int64_t xattn__cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t xattn__cpu_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Whether the in-place QK^T asks L1 for the V rows that the P.V reads next
+ * (its pf argument): with 16-bit V, yes; with f32 (twice the lines) that
+ * measured slower than letting the P.V fetch them (B8 H32/8 D128 Sk32768:
+ * 100-105 vs 107-110 ms). */
+static inline int xattn__cpu_v_prefetch_in_qk(xattn_dtype v) { return v != XATTN_DTYPE_F32; }
+
 /* ---- scalar dtype conversions (own copies: kernels share nothing with the
  * reference or the dispatch layer) ------------------------------------------ */
 

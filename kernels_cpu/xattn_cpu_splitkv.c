@@ -235,16 +235,14 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
     const int64_t ldk = cx->ldk, Dvp = cx->Dvp;
     const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
     /* In place: K and V read where they lie by the _src micro-kernels (no f32
-     * copy). The workspace was sized by the same test (R_all > 0 aside: a
-     * sequence without query rows has no tiles). */
-    const int sized_direct = xattn__cpu_skv_direct(cx->uk, p);
-    const int direct = sized_direct && R_all > 0;
-    const int without = xattn__cpu_skv_without(sized_direct);
+     * copy); the workspace was sized by the same test. */
+    const int direct = xattn__cpu_skv_direct(cx->uk, p);
+    const int without = xattn__cpu_skv_without(direct);
     const int64_t per = (int64_t)xattn__cpu_scratch_bytes_without(p, without);
     const int64_t bufk = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
-    const int64_t lane_bytes = (int64_t)xattn__cpu_skv_lane_bytes(p, sized_direct);
+    const int64_t lane_bytes = (int64_t)xattn__cpu_skv_lane_bytes(p, direct);
     /* The heads' shared f32 V tile (in place only), after the two lanes. */
-    float *vshared = sized_direct ? (float *)(mem + 2 * lane_bytes) : NULL;
+    float *vshared = direct ? (float *)(mem + 2 * lane_bytes) : NULL;
     const int nl = s0 + 1 < splits ? 2 : 1;
     xattn__cpu_skv_lane ln[2];
     for (int l = 0; l < nl; l++) {
@@ -253,8 +251,8 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
         int64_t k0, k1;
         L->s = s0 + l;
         xattn__cpu_skv_chunk(p, splits, L->s, &k0, &k1);
-        L->kb = sized_direct ? NULL : (float *)(base + per * nk);
-        L->vb = sized_direct ? NULL : L->kb + bufk;
+        L->kb = direct ? NULL : (float *)(base + per * nk);
+        L->vb = direct ? NULL : L->kb + bufk;
         L->ulo = L->uhi = 0;
         for (int k = 0; k < nk; k++) {
             xattn__cpu_scratch_map_without(&L->sc[k], base + per * k, p, without);
