@@ -7,12 +7,14 @@
  * CPU runs. The result is the decode loop's compute rate in K+V bytes per
  * second per core: what the loop could stream at most if memory cost nothing,
  * to set against the read ceiling of `xattn devices --measure`
- * (docs/benchmarks-cpu.md). A kernel-tuning tool: its tests (tool_ukbench) check
- * that it runs and reports, never its figures.
+ * (docs/benchmarks-cpu.md). With --rates, the throughput of single vector
+ * instructions instead (xattn_ukbench_rates.c). A kernel-tuning tool: its
+ * tests (tool_ukbench*) check that it runs and reports, never its figures.
  */
 #include "xattn_cpu_common.h"
 #include "xattn_parse.h"
 #include "xattn_stats.h"
+#include "xattn_ukbench_rates.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +157,7 @@ static void ukb_usage(FILE *f)
     fprintf(f,
             "usage: xattn_ukbench [--dtype f32|f16|bf16|all] [--head-dim N] [--rows N]\n"
             "                     [--tile N] [--keys N] [--stride N] [--reps N]\n"
+            "       xattn_ukbench --rates [--reps N]\n"
             "  Times the CPU decode micro-kernels (few-row QK^T and P.V reading K/V in place,\n"
             "  the online softmax) on one thread, for each SIMD path this CPU runs.\n"
             "  --head-dim  D = Dv, a multiple of 16 up to %d (default 128)\n"
@@ -166,7 +169,10 @@ static void ukb_usage(FILE *f)
             "  --reps      timed repetitions of about 10 ms each (default 9)\n"
             "Columns: medians of the ns per key and KV head for the QK^T, the P.V and the\n"
             "whole tile (the three, with the softmax), the K+V bytes the whole tile consumes\n"
-            "per ns (GB/s on one core), and the same for the fastest repetition.\n",
+            "per ns (GB/s on one core), and the same for the fastest repetition.\n"
+            "--rates: ns per instruction, on one core, of the vector instructions a decode\n"
+            "step could use (FMA, AVX512-BF16 VDPBF16PS, the f16 and bf16 conversions),\n"
+            "each alone with its latency hidden.\n",
             XATTN__CPU_DMAX, XATTN__CPU_FEW_ROWS, XATTN_CPU_BK);
 }
 
@@ -174,12 +180,17 @@ int main(int argc, char **argv)
 {
     ukb_opts o = {128, 4, 64, 9, 64, 0};
     const char *dts = "all";
+    int rates = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int64_t v = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             ukb_usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--rates")) {
+            rates = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "xattn_ukbench: %s needs a value\n", a);
@@ -219,6 +230,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (rates)
+        return xattn_ukbench_rates(o.reps);
     if (o.stride == 0)
         o.stride = o.D;
     if (o.stride < o.D) {
