@@ -8,13 +8,15 @@
  * second per core: what the loop could stream at most if memory cost nothing,
  * to set against the read ceiling of `xattn devices --measure`
  * (docs/benchmarks-cpu.md). With --rates, the throughput of single vector
- * instructions instead (xattn_ukbench_rates.c). A kernel-tuning tool: its
- * tests (tool_ukbench*) check that it runs and reports, never its figures.
+ * instructions instead (xattn_ukbench_rates.c); with --memory, one core's
+ * memory latency and misses in flight (xattn_ukbench_memory.c). A
+ * kernel-tuning tool: its tests (tool_ukbench*) check that it runs and
+ * reports, never its figures.
  */
 #include "xattn_cpu_common.h"
 #include "xattn_parse.h"
 #include "xattn_stats.h"
-#include "xattn_ukbench_rates.h"
+#include "xattn_ukbench_modes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ typedef struct ukb_bufs {
 } ukb_bufs;
 
 enum { UKB_QK = 1, UKB_SOFTMAX = 2, UKB_PV = 4 };
+enum { UKB_MIB_MIN = 64, UKB_MIB_MAX = 8192 }; /* --memory's buffer */
 
 /* One pass over the keys, tile by tile, running the parts in `what`. */
 static void ukb_pass(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, xattn_dtype dt,
@@ -158,6 +161,7 @@ static void ukb_usage(FILE *f)
             "usage: xattn_ukbench [--dtype f32|f16|bf16|all] [--head-dim N] [--rows N]\n"
             "                     [--tile N] [--keys N] [--stride N] [--reps N]\n"
             "       xattn_ukbench --rates [--reps N]\n"
+            "       xattn_ukbench --memory [--mib N] [--reps N]\n"
             "  Times the CPU decode micro-kernels (few-row QK^T and P.V reading K/V in place,\n"
             "  the online softmax) on one thread, for each SIMD path this CPU runs.\n"
             "  --head-dim  D = Dv, a multiple of 16 up to %d (default 128)\n"
@@ -172,15 +176,19 @@ static void ukb_usage(FILE *f)
             "per ns (GB/s on one core), and the same for the fastest repetition.\n"
             "--rates: ns per instruction, on one core, of the vector instructions a decode\n"
             "step could use (FMA, AVX512-BF16 VDPBF16PS, the f16 and bf16 conversions),\n"
-            "each alone with its latency hidden.\n",
-            XATTN__CPU_DMAX, XATTN__CPU_FEW_ROWS, XATTN_CPU_BK);
+            "each alone with its latency hidden.\n"
+            "--memory: one core's memory latency, and the misses it keeps in flight: 1 to\n"
+            "48 chains of dependent loads at once over --mib MiB (default 1024, %d..%d),\n"
+            "random lines, so that no hardware prefetcher helps.\n",
+            XATTN__CPU_DMAX, XATTN__CPU_FEW_ROWS, XATTN_CPU_BK, UKB_MIB_MIN, UKB_MIB_MAX);
 }
 
 int main(int argc, char **argv)
 {
     ukb_opts o = {128, 4, 64, 9, 64, 0};
     const char *dts = "all";
-    int rates = 0;
+    int rates = 0, memory = 0;
+    int64_t mib = 1024;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int64_t v = 0;
@@ -190,6 +198,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--rates")) {
             rates = 1;
+            continue;
+        }
+        if (!strcmp(a, "--memory")) {
+            memory = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -217,6 +229,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--stride")) {
             ok = !xattn_parse_i64(val, 0, 1L << 16, &v);
             o.stride = v;
+        } else if (!strcmp(a, "--mib")) {
+            ok = !xattn_parse_i64(val, UKB_MIB_MIN, UKB_MIB_MAX, &mib);
         } else if (!strcmp(a, "--reps")) {
             ok = !xattn_parse_i64(val, 1, 64, &v);
             o.reps = (int)v;
@@ -230,8 +244,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (rates && memory) {
+        fprintf(stderr, "xattn_ukbench: --rates and --memory are separate runs\n");
+        return 2;
+    }
     if (rates)
         return xattn_ukbench_rates(o.reps);
+    if (memory)
+        return xattn_ukbench_memory(mib, o.reps);
     if (o.stride == 0)
         o.stride = o.D;
     if (o.stride < o.D) {

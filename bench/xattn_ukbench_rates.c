@@ -8,9 +8,9 @@
  * VDPBF16PS does twice an FMA's multiply-adds per instruction, which pays only
  * if it issues at least half as often.
  */
-#include "xattn_ukbench_rates.h"
 #include "xattn_cpu_common.h"
 #include "xattn_stats.h"
+#include "xattn_ukbench_modes.h"
 
 #include <stdio.h>
 #include <time.h>
