@@ -14,19 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "xattn.h"
 #include "xattn_case.h"
 #include "xattn_parse.h"
 #include "xattn_stats.h"
-
-static double xattn__wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The median of n >= 1 samples (the tool's definition, xattn_stats.c). */
 static double xattn__median(const double *v, int n)
@@ -112,9 +104,9 @@ int main(int argc, char **argv)
             /* Alternate which goes first, too. */
             int prof = (n & 1) ? !on : on;
             xattn_profiler_enable(ctx, prof);
-            double t0 = xattn__wall();
+            double t0 = xattn_now_s();
             st = xattn_attention(ctx, &r.desc, &info);
-            double dt = xattn__wall() - t0;
+            double dt = xattn_now_s() - t0;
             (prof ? t_on : t_off)[n] = dt * 1e3;
         }
     }

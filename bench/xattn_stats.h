@@ -1,10 +1,14 @@
 /* Statistics of the xattn tool: sample summaries, the noise rule of
  * `compare`, padding waste of a batch, and the roofline position. Pure
- * functions (docs/tool.md defines each figure). */
+ * functions (docs/tool.md defines each figure), and the clock that the tool
+ * and its helpers take their samples with. */
 #ifndef XATTN_STATS_H
 #define XATTN_STATS_H
 
 #include <stdint.h>
+
+/* Monotonic seconds. */
+double xattn_now_s(void);
 
 typedef struct xattn_stats {
     int n;

@@ -13,7 +13,6 @@
 
 extern const char *xattn_prog; /* "xattn" */
 
-double xattn_now_s(void); /* monotonic seconds */
 
 /* ---- devices to run on ---------------------------------------------------- */
 

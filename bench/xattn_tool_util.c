@@ -14,13 +14,6 @@
 
 const char *xattn_prog = "xattn";
 
-double xattn_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- devices ---------------------------------------------------------------- */
 
 void xattn_target_name(xattn_backend be, int device, char *out, size_t n)

@@ -21,14 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double ukb_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct ukb_opts {
     int D, rows, tile, reps;
@@ -79,16 +71,16 @@ static double ukb_time(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, 
     const int64_t per = (o->keys / o->tile) * o->tile;
     int64_t passes = 1;
     ukb_pass(uk, o, b, dt, what); /* warm-up, and the pass count for ~10 ms */
-    const double t0 = ukb_now();
+    const double t0 = xattn_now_s();
     ukb_pass(uk, o, b, dt, what);
-    const double one = ukb_now() - t0;
+    const double one = xattn_now_s() - t0;
     if (one > 0)
         passes = (int64_t)(0.01 / one) + 1;
     for (int r = 0; r < o->reps; r++) {
-        const double s = ukb_now();
+        const double s = xattn_now_s();
         for (int64_t p = 0; p < passes; p++)
             ukb_pass(uk, o, b, dt, what);
-        t[r] = (ukb_now() - s) * 1e9 / (double)(passes * per);
+        t[r] = (xattn_now_s() - s) * 1e9 / (double)(passes * per);
     }
     xattn_stats sm;
     xattn_stats_compute(t, o->reps, &sm);

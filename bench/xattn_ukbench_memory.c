@@ -21,20 +21,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
 
 #define UKM_MAX_CHAINS 48
 #define UKM_LINE 64 /* bytes; one index per line, the rest unused */
-
-static double ukm_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* xorshift64: a fixed seed, so that every run walks the same cycle. */
 static uint64_t ukm_next(uint64_t *s)
@@ -135,9 +127,9 @@ int xattn_ukbench_memory(int64_t mib, int reps)
             for (int j = 0; j < c; j++)
                 pos[j] = order[(cursor + (uint64_t)j * (uint64_t)steps) % lines];
             cursor = (cursor + (uint64_t)c * (uint64_t)steps) % lines;
-            const double s = ukm_now();
+            const double s = xattn_now_s();
             sink += ukm_walk(a, pos, c, steps);
-            t[r] = (ukm_now() - s) * 1e9 / (double)steps;
+            t[r] = (xattn_now_s() - s) * 1e9 / (double)steps;
         }
         xattn_stats sm;
         xattn_stats_compute(t, reps, &sm);
@@ -173,9 +165,9 @@ int xattn_ukbench_memory(int64_t mib, int reps)
             for (uint64_t i = 0; i < n; i++) /* distinct, fresh lines: the cursor moves on */
                 idx[i] = order[(cursor + i) % lines];
             cursor = (cursor + n) % lines;
-            const double s = ukm_now();
+            const double s = xattn_now_s();
             sink += ukm_touch(a, idx, n, kind);
-            t[r] = (ukm_now() - s) * 1e9 / (double)n; /* ns per line */
+            t[r] = (xattn_now_s() - s) * 1e9 / (double)n; /* ns per line */
         }
         xattn_stats sm;
         xattn_stats_compute(t, reps, &sm);

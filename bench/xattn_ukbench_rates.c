@@ -13,18 +13,10 @@
 #include "xattn_ukbench_modes.h"
 
 #include <stdio.h>
-#include <time.h>
 
 #if XATTN__CPU_X86
 
 #include <immintrin.h>
-
-static double ukr_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 #define UKR_ITERS 1000000L /* x 12 instructions: about 2-10 ms a repetition */
 /* clang-format off */
@@ -119,9 +111,9 @@ static double ukr_time(void (*fn)(long), int reps, double *best)
     double t[64];
     fn(UKR_ITERS / 10); /* warm-up: the vector units powered up */
     for (int r = 0; r < reps; r++) {
-        const double s = ukr_now();
+        const double s = xattn_now_s();
         fn(UKR_ITERS);
-        t[r] = (ukr_now() - s) * 1e9 / (12.0 * (double)UKR_ITERS);
+        t[r] = (xattn_now_s() - s) * 1e9 / (12.0 * (double)UKR_ITERS);
     }
     xattn_stats sm;
     xattn_stats_compute(t, reps, &sm);
