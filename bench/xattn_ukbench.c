@@ -40,7 +40,7 @@ enum { UKB_MIB_MIN = 64, UKB_MIB_MAX = 8192 }; /* --memory's buffer */
 static void ukb_pass(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, xattn_dtype dt,
                      int what)
 {
-    const int64_t es = dt == XATTN_DTYPE_F32 ? 4 : 2, ldk = xattn__cpu_round_up(o->D, 16);
+    const int64_t es = xattn__cpu_esize(dt), ldk = xattn__cpu_round_up(o->D, 16);
     for (int64_t j = 0; j + o->tile <= o->keys; j += o->tile) {
         if (what & UKB_QK) {
             /* As the library does (xattn__cpu_attend_tile). */
@@ -91,7 +91,7 @@ static double ukb_time(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, 
 
 static int ukb_run(const xattn__cpu_uk *uk, const ukb_opts *o, xattn_dtype dt)
 {
-    const int64_t es = dt == XATTN_DTYPE_F32 ? 4 : 2, ldk = xattn__cpu_round_up(o->D, 16);
+    const int64_t es = xattn__cpu_esize(dt), ldk = xattn__cpu_round_up(o->D, 16);
     const size_t kv = (size_t)(o->keys * o->stride * es);
     ukb_bufs b;
     memset(&b, 0, sizeof b);

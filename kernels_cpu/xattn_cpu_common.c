@@ -361,7 +361,7 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
 void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
                               int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc)
 {
-    const int64_t esz = v->dtype == XATTN_DTYPE_F32 ? 4 : 2;
+    const int64_t esz = xattn__cpu_esize(v->dtype);
     if (v->sd != 1)
         return; /* strided rows: not worth guessing */
     for (int64_t c = 0; c < nc; c++) {
@@ -480,7 +480,7 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
      * they are readable (next keys or zeros) and their scores are unused. */
     if (src) {
-        const int64_t es = p->v.dtype == XATTN_DTYPE_F32 ? 4 : 2;
+        const int64_t es = xattn__cpu_esize(p->v.dtype);
         const char *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype)
                               ? (const char *)cx->a->v + src->vidx * es
                               : NULL;

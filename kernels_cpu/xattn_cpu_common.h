@@ -87,6 +87,8 @@ _Static_assert(XATTN_CPU_BK % 16 == 0 && XATTN_CPU_BK > 0, "XATTN_CPU_BK: multip
 static inline int64_t xattn__cpu_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static inline int64_t xattn__cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t xattn__cpu_max(int64_t a, int64_t b) { return a > b ? a : b; }
+/* Bytes of one element of a K/V/Q array (the kernels' dtypes). */
+static inline int64_t xattn__cpu_esize(xattn_dtype t) { return t == XATTN_DTYPE_F32 ? 4 : 2; }
 
 /* Whether the in-place QK^T asks L1 for the V rows that the P.V reads next
  * (its pf argument): with 16-bit V, yes; with f32 (twice the lines) that

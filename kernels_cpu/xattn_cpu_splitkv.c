@@ -63,7 +63,7 @@ static int64_t xattn__cpu_skv_step(const xattn_problem *p, int64_t nk)
  * 97-105 ms vs 64 keys 128-132 ms). A multiple of 16 in [16, BK]. */
 static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
 {
-    const int64_t es = p->k.dtype == XATTN_DTYPE_F32 ? 4 : 2;
+    const int64_t es = xattn__cpu_esize(p->k.dtype);
     return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)(nk * p->D * es), 128u << 10);
 }
 
