@@ -476,7 +476,7 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
         /* Sq = 0 or no query tokens: a valid no-op (recorded, with no work). */
         if (prof) {
             XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
-            xattn__profiler_on_call(ctx, d, &sum, NULL, ri, t_submit, xattn__now(),
+            xattn__profiler_on_call(ctx, d, &sum, NULL, ri, NULL, t_submit, xattn__now(),
                                     atomic_load(&ctx->mem_current));
             xattn__ctx_leave(ctx);
         }
@@ -490,10 +490,12 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
     xattn_status st = xattn__problem_build(ctx, d, &sum, &p, &arrays);
     if (st == XATTN_STATUS_OK) {
         p.algo = algo;
-        st = ctx->be->attention(ctx, &p, ri, info != NULL || prof);
+        xattn__exec exec;
+        xattn__exec_init(&exec);
+        st = ctx->be->attention(ctx, &p, ri, info != NULL || prof, &exec);
         xattn_record *rec = NULL;
         if (prof && st == XATTN_STATUS_OK)
-            rec = xattn__profiler_on_call(ctx, d, &sum, &p, ri, t_submit, xattn__now(),
+            rec = xattn__profiler_on_call(ctx, d, &sum, &p, ri, &exec, t_submit, xattn__now(),
                                           mem_before);
         xattn__problem_free(ctx, &sum, arrays);
         if (rec) /* the context's bytes once the call has given back what it took */

@@ -382,8 +382,9 @@ static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const c
 }
 
 static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_problem *p,
-                                         xattn_run_info *info, int timed)
+                                         xattn_run_info *info, int timed, xattn__exec *exec)
 {
+    (void)exec; /* the kernels' own counts are not wired yet: the tile model is used */
     (void)timed; /* CPU calls are synchronous: always timed */
     xattn_cpu_ctx *c = ctx->bctx;
     xattn_cpu_args a;
@@ -397,6 +398,7 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
     a.bias = p->has_bias ? p->bias.buf->host : NULL;
     a.num_threads = c->num_threads > 0 ? c->num_threads : 1;
     a.simd = c->simd;
+    snprintf(info->kernel, sizeof info->kernel, "%s", xattn_cpu_simd_name(a.simd));
     xattn__cpu_place_threads(c, a.num_threads);
 
     xattn_status st = XATTN_STATUS_OK;

@@ -1478,8 +1478,9 @@ static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, i
 }
 
 static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_problem *p,
-                                        xattn_run_info *info, int timed)
+                                        xattn_run_info *info, int timed, xattn__exec *exec)
 {
+    (void)exec; /* the OpenCL kernels do not count their work yet: the tile model is used */
     xattn_cl_ctx *c = ctx->bctx;
     c->last_build_ms = 0.0;
     if (p->B * p->Hq > INT32_MAX)

@@ -175,6 +175,10 @@ static int xattn__ceil_read(const char *path, const char *key, xattn_ceilings *c
             bad |= !xattn__parse_pos(v, &c->read_gbps, 0), seen |= 8;
         else if (!strcmp(k, "copy_gbps"))
             bad |= !xattn__parse_pos(v, &c->copy_gbps, 0), seen |= 16;
+        else if (!strcmp(k, "mma_f16_gflops")) /* optional: 0 when absent */
+            bad |= !xattn__parse_pos(v, &c->mma_f16_gflops, 1);
+        else if (!strcmp(k, "mma_bf16_gflops"))
+            bad |= !xattn__parse_pos(v, &c->mma_bf16_gflops, 1);
         /* other keys (measured_at, notes) are informative */
     }
     xattn__c_locale_leave(&loc);
@@ -226,9 +230,10 @@ static xattn_status xattn__ceil_write(const char *path, const char *key, const x
     fprintf(f,
             "# xattn device ceilings (measured by the built-in micro-benchmarks; delete to "
             "measure again)\nformat=%d\nkey=%s\nfma_f32_gflops=%.17g\nfma_f16_gflops=%.17g\n"
-            "fma_bf16_gflops=%.17g\nread_gbps=%.17g\ncopy_gbps=%.17g\n",
+            "fma_bf16_gflops=%.17g\nread_gbps=%.17g\ncopy_gbps=%.17g\nmma_f16_gflops=%.17g\n"
+            "mma_bf16_gflops=%.17g\n",
             XATTN__CEIL_FORMAT, key, c->fma_f32_gflops, c->fma_f16_gflops, c->fma_bf16_gflops,
-            c->read_gbps, c->copy_gbps);
+            c->read_gbps, c->copy_gbps, c->mma_f16_gflops, c->mma_bf16_gflops);
     xattn__c_locale_leave(&loc);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
@@ -293,7 +298,8 @@ xattn_status xattn_ceilings_measure(xattn_ctx *ctx, int force, xattn_ceilings *o
     if (st == XATTN_STATUS_OK &&
         !(c.fma_f32_gflops > 0 && isfinite(c.fma_f32_gflops) && c.read_gbps > 0 &&
           isfinite(c.read_gbps) && c.copy_gbps > 0 && isfinite(c.copy_gbps) &&
-          c.fma_f16_gflops >= 0 && c.fma_bf16_gflops >= 0))
+          c.fma_f16_gflops >= 0 && c.fma_bf16_gflops >= 0 && c.mma_f16_gflops >= 0 &&
+          isfinite(c.mma_f16_gflops) && c.mma_bf16_gflops >= 0 && isfinite(c.mma_bf16_gflops)))
         st = xattn__error(XATTN_STATUS_INTERNAL,
                           "ceilings: the %s micro-benchmarks gave fma %g GFLOP/s, read %g GB/s, "
                           "copy %g GB/s; expected positive figures",

@@ -151,6 +151,9 @@ static void xattn__json_record(FILE *f, const xattn_record *r)
     XATTN__JI("tile_q", r->tile_q);
     XATTN__JI("tile_k", r->tile_k);
     XATTN__JI("tile_heads", r->tile_heads);
+    XATTN__JS("kernel", r->kernel);
+    XATTN__JB("matrix_units", r->matrix_units);
+    XATTN__JB("work_counted", r->work_counted);
     XATTN__JS("range", r->range);
     XATTN__JN("host_submit_us", r->host_submit_us);
     XATTN__JN("host_return_us", r->host_return_us);
@@ -197,6 +200,8 @@ static void xattn__json_ceilings(FILE *f, const struct xattn_ctx *ctx)
     xattn__json_num(f, c->fma_f32_gflops);
     XATTN__JN("fma_f16_gflops", c->fma_f16_gflops);
     XATTN__JN("fma_bf16_gflops", c->fma_bf16_gflops);
+    XATTN__JN("mma_f16_gflops", c->mma_f16_gflops);
+    XATTN__JN("mma_bf16_gflops", c->mma_bf16_gflops);
     XATTN__JN("read_gbps", c->read_gbps);
     XATTN__JN("copy_gbps", c->copy_gbps);
     XATTN__JB("from_cache", c->from_cache);
@@ -258,7 +263,7 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
     fputs(",build_ms,workspace_bytes,mem_current_bytes,mem_peak_bytes,device_mem_total,"
           "device_mem_free,flops_dense,flops_useful,flops_executed,bytes_min,bytes_actual,"
           "gflops_useful,gflops_executed,gbytes_per_s,padding_waste,pct_fma_ceiling,"
-          "pct_bw_ceiling\n",
+          "pct_bw_ceiling,kernel,matrix_units,work_counted\n",
           f);
     for (size_t n = 0; n < ctx->prof.nrecs; n++) {
         const xattn_record *r = &ctx->prof.recs[n].rec;
@@ -311,7 +316,9 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
             fputc(',', f);
             xattn__csv_num(f, work[i]);
         }
-        fputc('\n', f);
+        fputc(',', f);
+        xattn__csv_str(f, r->kernel);
+        fprintf(f, ",%d,%d\n", r->matrix_units, r->work_counted);
     }
 }
 

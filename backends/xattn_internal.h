@@ -59,6 +59,7 @@ static inline int xattn__add_overflow(uint64_t a, uint64_t b, uint64_t *r)
 /* ---- objects ------------------------------------------------------------ */
 
 struct xattn_backend_iface;
+struct xattn__exec;
 
 /* ---- profiler state (xattn_profiler.c) ------------------------------------ */
 
@@ -170,6 +171,26 @@ void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes);
 /* ---- backend interface -------------------------------------------------- */
 
 /*
+ * The work one call's kernels did, counted by the kernels as they ran (summed
+ * over sequences and heads), so that executed FLOPs and a share of a ceiling
+ * follow what really ran (docs/measurement.md, "Executed work"). A count < 0
+ * means "not counted": the accounting then uses the tile model of
+ * xattn_work.c and the record says so (work_counted = 0).
+ */
+typedef struct xattn__exec {
+    double qk_pairs; /* (query row, key) scores computed: 2*D FLOPs each */
+    double pv_pairs; /* (query row, key) terms of P.V computed: 2*Dv FLOPs each */
+    double kv_rows;  /* rows of K (and V) read from memory, each load counted, summed
+                      * over KV heads (< 0: from the tile model) */
+} xattn__exec;
+
+/* Every count "not counted". */
+static inline void xattn__exec_init(xattn__exec *x)
+{
+    x->qk_pairs = x->pv_pairs = x->kv_rows = -1.0;
+}
+
+/*
  * One table per backend (ggml's ggml_backend_i). The dispatch layer validates
  * every argument before calling a member, so members can trust their input.
  * Members report failure with xattn__error(), which keeps the native code and
@@ -212,10 +233,13 @@ typedef struct xattn_backend_iface {
                                 void *dst, size_t bytes);
 
     /* Run attention for a validated problem. `info` is never NULL: fill
-     * num_splits, workspace_bytes, device_ms and the phases. `timed` says the
-     * caller wants times (the call may then synchronize). */
+     * num_splits, workspace_bytes, device_ms, the phases and the kernel
+     * variant. `timed` says the caller wants times (the call may then
+     * synchronize). `exec` is never NULL and comes in with every count < 0
+     * ("not counted"): a backend whose kernels count the work they do fills
+     * it (xattn__exec), and the records then carry those counts. */
     xattn_status (*attention)(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
-                              int timed);
+                              int timed, struct xattn__exec *exec);
 
     /* Optional (NULL = no micro-benchmarks on this backend): measure the
      * device's FMA throughput and memory bandwidth on ctx's device. */
@@ -277,8 +301,8 @@ void xattn__profiler_free(struct xattn_ctx *ctx);
  * record, or NULL when it could not be stored (counted in prof.dropped). */
 xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_desc *d,
                                       const xattn_desc_summary *sum, const xattn_problem *p,
-                                      const xattn_run_info *ri, double t_submit,
-                                      double t_done, uint64_t mem_before);
+                                      const xattn_run_info *ri, const xattn__exec *exec,
+                                      double t_submit, double t_done, uint64_t mem_before);
 
 /* Work accounting of one call (docs/measurement.md has the model). */
 typedef struct xattn__work {
@@ -290,6 +314,7 @@ typedef struct xattn__work {
     double flops_dense, flops_useful, flops_executed;
     double bytes_min, bytes_actual;
     double padding_waste;  /* 1 - sum(Lq*Lk) / (B*Sq*Sk) */
+    int counted;           /* flops_executed came from the kernels' own counts */
 } xattn__work;
 
 /* Pairs of (query row, key) that the masks and lengths leave valid, summed
@@ -302,8 +327,9 @@ double xattn__useful_pairs(const xattn_problem *p);
  * heads; O(B * Sq / tile_q). tile_q or tile_k <= 0 count as 1. */
 double xattn__executed_pairs(const xattn_problem *p, int tile_q, int tile_k);
 /* Everything a record carries about work, for p as run (algorithm, tiles and
- * splits from ri). */
-void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn__work *w);
+ * splits from ri; the kernels' own counts from exec where they gave them). */
+void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
+                         const xattn__exec *exec, xattn__work *w);
 
 /* Device ceilings: looks the context's device up in the on-disk cache (once;
  * sets prof.ceil_state). Never fails: a missing or corrupt entry just leaves

@@ -79,10 +79,16 @@ static void xattn__record_derive(const struct xattn_ctx *ctx, xattn_record *r)
     if (ctx->prof.ceil_state != 1 || r->device_ms <= 0)
         return;
     const xattn_ceilings *c = &ctx->prof.ceil;
-    /* The CPU kernels compute in f32 whatever the storage dtype; other backends
-     * use a 16-bit ceiling when the device has one and the inputs are 16-bit. */
+    /* The ceiling of the units that did the products: the matrix units'
+     * (tensor cores) when the kernel says it used them, else the f32 FMA
+     * ceiling; the CPU kernels compute in f32 whatever the storage dtype, and
+     * other backends use a 16-bit FMA ceiling when the device has one and the
+     * inputs are 16-bit. No ceiling for the units used: no share. */
     double fma = c->fma_f32_gflops;
-    if (r->backend != XATTN_BACKEND_CPU && r->q_dtype == r->kv_dtype) {
+    const int half = r->q_dtype == r->kv_dtype && r->q_dtype != XATTN_DTYPE_F32;
+    if (r->matrix_units) {
+        fma = !half ? 0.0 : r->q_dtype == XATTN_DTYPE_F16 ? c->mma_f16_gflops : c->mma_bf16_gflops;
+    } else if (r->backend != XATTN_BACKEND_CPU && half) {
         if (r->q_dtype == XATTN_DTYPE_F16 && c->fma_f16_gflops > 0)
             fma = c->fma_f16_gflops;
         else if (r->q_dtype == XATTN_DTYPE_BF16 && c->fma_bf16_gflops > 0)
@@ -96,8 +102,8 @@ static void xattn__record_derive(const struct xattn_ctx *ctx, xattn_record *r)
 
 xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_desc *d,
                                       const xattn_desc_summary *sum, const xattn_problem *p,
-                                      const xattn_run_info *ri, double t_submit,
-                                      double t_done, uint64_t mem_before)
+                                      const xattn_run_info *ri, const xattn__exec *exec,
+                                      double t_submit, double t_done, uint64_t mem_before)
 {
     xattn__profiler *pr = &ctx->prof;
     if (!xattn__grow((void **)&pr->recs, &pr->cap_recs, pr->nrecs + 1, sizeof *pr->recs, 64)) {
@@ -165,6 +171,8 @@ xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_de
     r->tile_q = ri->tile_q;
     r->tile_k = ri->tile_k;
     r->tile_heads = ri->tile_heads > 1 ? ri->tile_heads : 1;
+    xattn__copy_str(r->kernel, sizeof r->kernel, ri->kernel);
+    r->matrix_units = ri->matrix_units != 0;
 
     /* memory */
     r->workspace_bytes = ri->workspace_bytes;
@@ -176,7 +184,8 @@ xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_de
     /* work */
     if (p) {
         xattn__work w;
-        xattn__work_account(p, ri, &w);
+        xattn__work_account(p, ri, exec, &w);
+        r->work_counted = w.counted;
         r->flops_dense = w.flops_dense;
         r->flops_useful = w.flops_useful;
         r->flops_executed = w.flops_executed;

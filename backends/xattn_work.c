@@ -162,7 +162,8 @@ double xattn__executed_pairs(const xattn_problem *p, int tile_q, int tile_k)
     return (double)pairs * (double)p->Hq;
 }
 
-void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn__work *w)
+void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
+                         const xattn__exec *exec, xattn__work *w)
 {
     const double Hq = (double)p->Hq, Hkv = (double)p->Hkv, D = (double)p->D, Dv = (double)p->Dv;
     const double qs = (double)xattn_dtype_size(p->q.dtype);
@@ -170,7 +171,7 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn
     const int64_t tq = ri->tile_q > 0 ? ri->tile_q : 1, tk = ri->tile_k > 0 ? ri->tile_k : 1;
     const int tiled = p->algo == XATTN_ALGO_FLASH || p->algo == XATTN_ALGO_SPLITKV;
 
-    __int128 useful = 0, exec = 0, keys = 0, real_pairs = 0;
+    __int128 useful = 0, tiles_pairs = 0, keys = 0, real_pairs = 0;
     double rows_out = 0, rows_read = 0, keys_read = 0, bias_min = 0;
     int64_t max_lq = 0, max_lk = 0;
     for (int64_t b = 0; b < p->B; b++) {
@@ -178,7 +179,7 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn
         xattn__seq_rule_init(p, b, &r);
         useful += xattn__rule_pairs(&r, 0, r.Lq);
         if (tiled)
-            xattn__rule_tiles(&r, tq, tk, &exec, &keys);
+            xattn__rule_tiles(&r, tq, tk, &tiles_pairs, &keys);
         real_pairs += (__int128)r.Lq * r.Lk;
         max_lq = xattn__max64(max_lq, r.Lq);
         max_lk = xattn__max64(max_lk, r.Lk);
@@ -197,7 +198,7 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn
     const double dense = (double)p->B * (double)p->Sq * (double)p->Sk * Hq;
     w->pairs_dense = dense;
     w->pairs_useful = (double)useful * Hq;
-    w->pairs_executed = tiled ? (double)exec * Hq : dense;
+    w->pairs_executed = tiled ? (double)tiles_pairs * Hq : dense;
     /* A K/V tile load serves tile_heads query heads of one group (GQA
      * packing): ceil(group / tile_heads) loads per KV head. */
     const double th = ri->tile_heads > 1 ? (double)ri->tile_heads : 1.0;
@@ -207,6 +208,14 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, xattn
     w->flops_dense = per_pair * w->pairs_dense;
     w->flops_useful = per_pair * w->pairs_useful;
     w->flops_executed = per_pair * w->pairs_executed;
+    w->counted = exec && exec->qk_pairs >= 0 && exec->pv_pairs >= 0;
+    if (w->counted) {
+        /* What the kernels counted as they ran replaces the model. */
+        w->pairs_executed = exec->qk_pairs;
+        w->flops_executed = 2.0 * D * exec->qk_pairs + 2.0 * Dv * exec->pv_pairs;
+    }
+    if (tiled && exec && exec->kv_rows >= 0)
+        w->kv_tile_keys = exec->kv_rows;
     w->padding_waste = (p->B > 0 && p->Sq > 0 && p->Sk > 0)
                            ? 1.0 - (double)real_pairs / ((double)p->B * (double)p->Sq * (double)p->Sk)
                            : 0.0;

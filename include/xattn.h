@@ -377,6 +377,11 @@ typedef struct xattn_run_info {
     uint64_t device_mem_free;
     int tile_heads;             /* query heads of one GQA group that share each loaded K/V
                                  * tile (GQA packing); 0 or 1: every head loads its own */
+    char kernel[32];            /* the kernel variant that ran: the CPU's SIMD path
+                                 * ("avx512", "avx2", "portable"), CUDA's "mma" or "simt",
+                                 * OpenCL's kernel form; "" where a backend does not say */
+    int matrix_units;           /* 1 when the products ran on matrix units (tensor cores):
+                                 * shares of the FMA ceiling then use the matrix ceiling */
 } xattn_run_info;
 
 /**
@@ -446,6 +451,11 @@ typedef struct xattn_record {
     /* appended */
     int tile_q, tile_k;         /* FLASH/SPLITKV tiles the executed work was counted with */
     int tile_heads;             /* query heads sharing each K/V tile load (bytes_actual) */
+    char kernel[32];            /* as xattn_run_info.kernel */
+    int matrix_units;           /* as xattn_run_info.matrix_units */
+    int work_counted;           /* 1: flops_executed (and the K/V part of bytes_actual) were
+                                 * counted by the kernels as they ran; 0: computed from the
+                                 * tile model of docs/measurement.md */
 } xattn_record;
 
 /**
@@ -494,6 +504,11 @@ typedef struct xattn_ceilings {
     double copy_gbps;        /* read + write bandwidth (bytes moved / s) */
     int from_cache;          /* 1 when loaded from the on-disk cache */
     char cache_path[512];
+    /* Appended: dense f16 / bf16 products on the device's matrix units (tensor
+     * cores), f32 accumulation; 0 where the device has none or the backend
+     * does not measure them. Runs with matrix_units = 1 are shares of these. */
+    double mma_f16_gflops;
+    double mma_bf16_gflops;
 } xattn_ceilings;
 
 /**
