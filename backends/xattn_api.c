@@ -258,6 +258,33 @@ xattn_status xattn_ctx_mem_stats(const xattn_ctx *ctx, xattn_mem_stats *stats)
     return XATTN_STATUS_OK;
 }
 
+xattn_status xattn_ctx_device_memory(const xattn_ctx *ctx, uint64_t *total, uint64_t *available)
+{
+    xattn__clear_error();
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    uint64_t t = 0, a = 0;
+    xattn_status st = XATTN_STATUS_OK;
+    if (ctx->be->device_memory) {
+        /* The busy flag only: the backend may use the context's queue or device. */
+        struct xattn_ctx *c = (struct xattn_ctx *)ctx;
+        XATTN_RETURN_IF_ERROR(xattn__ctx_enter(c));
+        st = ctx->be->device_memory(c, &t, &a);
+        xattn__ctx_leave(c);
+    } else if (ctx->info.device_type == XATTN_DEVICE_TYPE_CPU) {
+        xattn__host_memory(&t, &a);
+    } else {
+        t = a = ctx->info.global_mem_bytes;
+    }
+    if (st == XATTN_STATUS_OK) {
+        if (total)
+            *total = t;
+        if (available)
+            *available = a;
+    }
+    return st;
+}
+
 xattn_status xattn_ctx_reset_peak(xattn_ctx *ctx)
 {
     xattn__clear_error();

@@ -43,27 +43,12 @@ static int xattn__cpu_default_threads(void)
 #endif
 }
 
-/* MemAvailable from /proc/meminfo (free memory without evicting the page
- * cache's clean pages), else the free pages; 0 when unknown. */
+/* Memory this process may still use (MemAvailable within its cgroup's
+ * limit); 0 when unknown. */
 static uint64_t xattn__cpu_free_bytes(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        unsigned long long kb = 0;
-        int found = 0;
-        while (!found && fgets(line, sizeof line, f))
-            found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
-        fclose(f);
-        if (found)
-            return (uint64_t)kb * 1024u;
-    }
-#ifdef _SC_AVPHYS_PAGES
-    long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psize > 0)
-        return (uint64_t)pages * (uint64_t)psize;
-#endif
-    return 0;
+    uint64_t total, avail;
+    return xattn__host_memory(&total, &avail) ? avail : 0;
 }
 
 static xattn_status xattn__cpu_probe(void) { return XATTN_STATUS_OK; }

@@ -710,6 +710,22 @@ static xattn_status xattn__cuda_measure_ceilings(struct xattn_ctx *ctx, xattn_ce
     return st;
 }
 
+static xattn_status xattn__cuda_device_memory(struct xattn_ctx *ctx, uint64_t *total,
+                                              uint64_t *avail)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    size_t mfree = 0, mtotal = 0;
+    cudaError_t e = cudaMemGetInfo(&mfree, &mtotal);
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemGetInfo", e);
+    *total = mtotal;
+    *avail = mfree;
+    return XATTN_STATUS_OK;
+}
+
 const xattn_backend_iface xattn__backend_cuda = {
     .id = XATTN_BACKEND_CUDA,
     .name = "cuda",
@@ -727,6 +743,7 @@ const xattn_backend_iface xattn__backend_cuda = {
     .buffer_read = xattn__cuda_buffer_read,
     .attention = xattn__cuda_attention,
     .measure_ceilings = xattn__cuda_measure_ceilings,
+    .device_memory = xattn__cuda_device_memory,
 };
 
 /* ---- tests ---------------------------------------------------------------- */

@@ -167,6 +167,12 @@ void *xattn__aligned_alloc(size_t bytes);
 void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                         xattn_status *status);
 void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes);
+/* Host memory: total and what this process may still use (MemAvailable,
+ * bounded by its cgroup's limit less usage, every ancestor included); 0 when
+ * nothing could be read. xattn__host_memory_at reads the files under `root`
+ * instead of / (tests build such trees). */
+int xattn__host_memory(uint64_t *total, uint64_t *avail);
+int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail);
 
 /* ---- backend interface -------------------------------------------------- */
 
@@ -244,6 +250,10 @@ typedef struct xattn_backend_iface {
     /* Optional (NULL = no micro-benchmarks on this backend): measure the
      * device's FMA throughput and memory bandwidth on ctx's device. */
     xattn_status (*measure_ceilings)(struct xattn_ctx *ctx, xattn_ceilings *out);
+
+    /* Optional: the device's total and currently free memory (NULL: host
+     * memory for CPU-type devices, else the global memory size for both). */
+    xattn_status (*device_memory)(struct xattn_ctx *ctx, uint64_t *total, uint64_t *avail);
 } xattn_backend_iface;
 
 /* The registry: the table of a backend compiled into this build, or NULL. */

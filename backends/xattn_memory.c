@@ -1,7 +1,11 @@
 /* The tracking allocator: every byte the library allocates for a context is
  * accounted here (buffers, workspaces, backend scratch), so that a context's
  * current and peak figures are complete and a memory limit can be enforced. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -106,3 +110,188 @@ xattn_status xattn__ctx_enter(struct xattn_ctx *ctx)
 }
 
 void xattn__ctx_leave(struct xattn_ctx *ctx) { atomic_store(&ctx->busy, 0); }
+
+/* ---- memory available to the process ------------------------------------- */
+
+/* The first unsigned number in file root/path (a cgroup value); "max" reads
+ * as UINT64_MAX. 0 when unreadable. */
+static int xattn__read_u64(const char *root, const char *path, uint64_t *out)
+{
+    char full[2048];
+    if (snprintf(full, sizeof full, "%s%s", root, path) >= (int)sizeof full)
+        return 0;
+    FILE *f = fopen(full, "re");
+    if (!f)
+        return 0;
+    char line[64];
+    int ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return 0;
+    if (!strncmp(line, "max", 3)) {
+        *out = UINT64_MAX;
+        return 1;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(line, &end, 10);
+    if (errno || end == line)
+        return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+/* Where the cgroup hierarchy holding `controller` ("" = the v2 unified one)
+ * is mounted and which group is the mount's root, from
+ * root/proc/self/mountinfo; 0 when it is not mounted. */
+static int xattn__cgroup_mount(const char *root, const char *controller, char *mpoint, size_t n,
+                               char *mroot, size_t nr)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/proc/self/mountinfo", root);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        /* id parent major:minor root mountpoint options... - fstype source superoptions */
+        char r[512], m[512], fstype[64], super[1024];
+        const char *dash = strstr(line, " - ");
+        if (!dash || sscanf(line, "%*s %*s %*s %511s %511s", r, m) != 2 ||
+            sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
+            continue;
+        if (controller[0] == '\0') {
+            found = !strcmp(fstype, "cgroup2");
+        } else if (!strcmp(fstype, "cgroup")) {
+            char *save = NULL; /* super options: rw,memory[,...] */
+            for (char *t = strtok_r(super, ",", &save); t && !found; t = strtok_r(NULL, ",", &save))
+                found = !strcmp(t, controller);
+        }
+        if (found) {
+            snprintf(mpoint, n, "%s", m);
+            snprintf(mroot, nr, "%s", r);
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The process's group in the v1 memory hierarchy (v2 = 0) or the v2 one
+ * (v2 = 1), from root/proc/self/cgroup; 0 when it has none. */
+static int xattn__cgroup_group(const char *root, int v2, char *out, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c1 = *c2 = '\0';
+        char *ctrls = c1 + 1;
+        if (v2) {
+            found = !strcmp(line, "0") && ctrls[0] == '\0';
+        } else {
+            char *save = NULL;
+            for (char *t = strtok_r(ctrls, ",", &save); t && !found; t = strtok_r(NULL, ",", &save))
+                found = !strcmp(t, "memory");
+        }
+        if (found)
+            snprintf(out, n, "%s", c2 + 1);
+    }
+    fclose(f);
+    return found;
+}
+
+/* The tightest (limit - usage) over the process's memory cgroup and its
+ * ancestors (each limit binds), in the v1 (memory.limit_in_bytes) and v2
+ * (memory.max) hierarchies; UINT64_MAX when no limit is set or none can be
+ * read. `root` prefixes every path ("" for the real files; tests point it at
+ * a tree of their own). */
+static uint64_t xattn__cgroup_room(const char *root)
+{
+    uint64_t room = UINT64_MAX;
+    for (int v2 = 0; v2 < 2; v2++) {
+        char group[1024], mount[512], mroot[512], dir[1600];
+        if (!xattn__cgroup_group(root, v2, group, sizeof group) ||
+            !xattn__cgroup_mount(root, v2 ? "" : "memory", mount, sizeof mount, mroot,
+                                 sizeof mroot))
+            continue;
+        /* A mount of a sub-group (containers) shows the group's path below it. */
+        const char *rel = group;
+        const size_t rl = strlen(mroot);
+        if (rl > 1 && !strncmp(group, mroot, rl) && (group[rl] == '/' || group[rl] == '\0'))
+            rel = group + rl;
+        const size_t ml = strlen(mount);
+        snprintf(dir, sizeof dir, "%s%s", mount, rel);
+        for (;;) { /* the group, then each ancestor up to the mount */
+            size_t len = strlen(dir);
+            while (len > ml && dir[len - 1] == '/')
+                dir[--len] = '\0';
+            char lp[1700], up[1700];
+            snprintf(lp, sizeof lp, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+            snprintf(up, sizeof up, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+            uint64_t lim, use;
+            /* v1 writes "no limit" as a huge page-rounded number, v2 as "max". */
+            if (xattn__read_u64(root, lp, &lim) && lim < ((uint64_t)1 << 60) &&
+                xattn__read_u64(root, up, &use)) {
+                const uint64_t r = lim > use ? lim - use : 0;
+                if (r < room)
+                    room = r;
+            }
+            if (len <= ml)
+                break;
+            char *slash = strrchr(dir + ml, '/');
+            if (!slash)
+                break;
+            *slash = '\0';
+        }
+    }
+    return room;
+}
+
+int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail)
+{
+    *total = *avail = 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    FILE *f = fopen(path, "re");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+                *total = (uint64_t)kb * 1024u;
+            else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+                *avail = (uint64_t)kb * 1024u;
+        }
+        fclose(f);
+    }
+#ifdef _SC_AVPHYS_PAGES
+    if (root[0] == '\0' && (*total == 0 || *avail == 0)) {
+        long pages = sysconf(_SC_PHYS_PAGES), apages = sysconf(_SC_AVPHYS_PAGES),
+             psize = sysconf(_SC_PAGESIZE);
+        if (*total == 0 && pages > 0 && psize > 0)
+            *total = (uint64_t)pages * (uint64_t)psize;
+        if (*avail == 0 && apages > 0 && psize > 0)
+            *avail = (uint64_t)apages * (uint64_t)psize;
+    }
+#endif
+    if (*total == 0 && *avail == 0)
+        return 0;
+    const uint64_t room = xattn__cgroup_room(root);
+    if (room != UINT64_MAX && (room < *avail || *avail == 0))
+        *avail = room;
+    return 1;
+}
+
+int xattn__host_memory(uint64_t *total, uint64_t *avail)
+{
+    return xattn__host_memory_at("", total, avail);
+}

@@ -231,6 +231,21 @@ XATTN_API xattn_status xattn_ctx_mem_stats(const xattn_ctx *ctx, xattn_mem_stats
 /** Sets the peak to the current value. */
 XATTN_API xattn_status xattn_ctx_reset_peak(xattn_ctx *ctx);
 
+/**
+ * Memory of the context's device, in bytes: its `total` and what this process
+ * can still use of it now (`available`); either pointer may be NULL, and a
+ * figure is 0 where the backend cannot tell. CPU, and OpenCL devices of the
+ * CPU type: physical memory, and the kernel's MemAvailable bounded by the
+ * process's cgroup memory limit less the cgroup's usage (cgroup v1 and v2,
+ * every ancestor's limit). CUDA: the driver's free and total memory. Other
+ * OpenCL devices: the global memory size for both (OpenCL has no free figure).
+ * Programs check an allocation against `available` before making it (the
+ * tool does for `xattn run` and `bench`); the library itself checks a
+ * workspace it is about to fault in.
+ */
+XATTN_API xattn_status xattn_ctx_device_memory(const xattn_ctx *ctx, uint64_t *total,
+                                               uint64_t *available);
+
 /* ---- buffers ----------------------------------------------------------- */
 
 typedef struct xattn_buffer xattn_buffer;
