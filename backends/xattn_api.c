@@ -56,6 +56,10 @@ xattn_status xattn__ctx_alloc(const xattn_backend_iface *be, int device, struct 
     struct xattn_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "allocating a context failed");
+    if (pthread_mutex_init(&ctx->buf_lock, NULL) != 0) {
+        free(ctx);
+        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "creating a context's lock failed");
+    }
     ctx->be = be;
     ctx->device = device;
     atomic_init(&ctx->mem_current, 0);
@@ -75,6 +79,7 @@ void xattn__ctx_free_shell(struct xattn_ctx *ctx)
     if (!ctx)
         return;
     xattn__profiler_free(ctx);
+    pthread_mutex_destroy(&ctx->buf_lock);
     free(ctx);
 }
 
@@ -139,19 +144,69 @@ xattn_status xattn_ctx_create(xattn_backend backend, int device, xattn_ctx **out
     return XATTN_STATUS_OK;
 }
 
+/* Releases a buffer's memory and unlists it; the object stays (the caller
+ * frees it, or marks it dead). Called with ctx->buf_lock not held. */
+static void xattn__buffer_release_memory(struct xattn_ctx *ctx, struct xattn_buffer *buf)
+{
+    ctx->be->buffer_release(ctx, buf);
+    if (buf->owned)
+        xattn__mem_release(ctx, buf->size);
+}
+
+static void xattn__buffer_unlink(struct xattn_ctx *ctx, struct xattn_buffer *buf)
+{
+    pthread_mutex_lock(&ctx->buf_lock);
+    if (buf->prev)
+        buf->prev->next = buf->next;
+    else if (ctx->buf_head == buf)
+        ctx->buf_head = buf->next;
+    if (buf->next)
+        buf->next->prev = buf->prev;
+    buf->prev = buf->next = NULL;
+    pthread_mutex_unlock(&ctx->buf_lock);
+}
+
+/*
+ * Buffers still live when their context goes are freed with it: the work on
+ * the queue is waited for, each buffer's memory is released (caller memory
+ * that was only wrapped is left alone), and each handle becomes dead: it
+ * stays valid for xattn_buffer_free, which then frees just the handle, and
+ * every other call given it returns an error instead of touching freed
+ * memory (include/xattn.h).
+ */
 void xattn_ctx_destroy(xattn_ctx *ctx)
 {
     if (!ctx)
         return;
+    size_t live = 0;
+    if (ctx->buf_head) {
+        if (ctx->be->sync(ctx) != XATTN_STATUS_OK) /* the buffers may be in use on the queue */
+            xattn__clear_error();
+        for (;;) {
+            pthread_mutex_lock(&ctx->buf_lock);
+            struct xattn_buffer *b = ctx->buf_head;
+            pthread_mutex_unlock(&ctx->buf_lock);
+            if (!b)
+                break;
+            xattn__buffer_unlink(ctx, b);
+            xattn__buffer_release_memory(ctx, b);
+            b->ctx = NULL;
+            b->host = b->native = b->aux = NULL;
+            b->size = 0;
+            live++;
+        }
+        xattn__log(XATTN_LOG_WARN,
+                   "context destroyed with %zu buffer%s not freed: %s memory was freed with "
+                   "the context; give each handle to xattn_buffer_free to free the handle",
+                   live, live == 1 ? "" : "s", live == 1 ? "its" : "their");
+    }
     ctx->be->ctx_destroy(ctx);
     uint64_t left = atomic_load(&ctx->mem_current);
     if (left)
-        xattn__log(XATTN_LOG_WARN,
-                   "context destroyed with %llu bytes still allocated (buffers not freed "
-                   "with xattn_buffer_free); their handles are now invalid",
+        xattn__log(XATTN_LOG_WARN, "context destroyed with %llu bytes still counted by its "
+                                   "allocator (an internal accounting error)",
                    (unsigned long long)left);
-    xattn__profiler_free(ctx);
-    free(ctx);
+    xattn__ctx_free_shell(ctx);
 }
 
 xattn_status xattn_ctx_sync(xattn_ctx *ctx)
@@ -305,8 +360,23 @@ xattn_status xattn__buffer_new(struct xattn_ctx *ctx, size_t size, int owned,
     b->ctx = ctx;
     b->size = size;
     b->owned = owned;
+    b->mem_space = XATTN__MEM_HANDLE;
+    pthread_mutex_lock(&ctx->buf_lock);
+    b->next = ctx->buf_head;
+    if (b->next)
+        b->next->prev = b;
+    ctx->buf_head = b;
+    pthread_mutex_unlock(&ctx->buf_lock);
     *out = b;
     return XATTN_STATUS_OK;
+}
+
+void xattn__buffer_discard(struct xattn_buffer *buf)
+{
+    if (!buf)
+        return;
+    xattn__buffer_unlink(buf->ctx, buf);
+    free(buf);
 }
 
 xattn_status xattn_buffer_alloc(xattn_ctx *ctx, size_t bytes, xattn_buffer **out)
@@ -324,8 +394,19 @@ xattn_status xattn_buffer_alloc(xattn_ctx *ctx, size_t bytes, xattn_buffer **out
         st = xattn__buffer_new(ctx, bytes, 1, &b);
         if (st == XATTN_STATUS_OK)
             st = ctx->be->buffer_alloc(ctx, b, bytes);
-        if (st != XATTN_STATUS_OK) {
-            free(b);
+        if (st == XATTN_STATUS_OK) {
+            /* Host-visible memory has an address; device memory of the CUDA
+             * backend lives in its unified address space; an OpenCL buffer is
+             * known only by its cl_mem. */
+            if (b->host) {
+                b->mem_space = XATTN__MEM_HOST;
+                b->mem_base = (uintptr_t)b->host;
+            } else if (ctx->be->id == XATTN_BACKEND_CUDA) {
+                b->mem_space = XATTN__MEM_DEVICE;
+                b->mem_base = (uintptr_t)b->native;
+            }
+        } else {
+            xattn__buffer_discard(b);
             b = NULL;
             xattn__mem_release(ctx, bytes);
         }
@@ -353,8 +434,11 @@ xattn_status xattn_buffer_wrap_host(xattn_ctx *ctx, void *ptr, size_t bytes, xat
     xattn_status st = xattn__buffer_new(ctx, bytes, 0, &b);
     if (st == XATTN_STATUS_OK) {
         st = ctx->be->buffer_wrap_host(ctx, b, ptr, bytes);
-        if (st != XATTN_STATUS_OK) {
-            free(b);
+        if (st == XATTN_STATUS_OK) {
+            b->mem_space = XATTN__MEM_HOST;
+            b->mem_base = (uintptr_t)ptr;
+        } else {
+            xattn__buffer_discard(b);
             b = NULL;
         }
     }
@@ -368,9 +452,10 @@ void xattn_buffer_free(xattn_buffer *buf)
     if (!buf)
         return;
     struct xattn_ctx *ctx = buf->ctx;
-    ctx->be->buffer_release(ctx, buf);
-    if (buf->owned)
-        xattn__mem_release(ctx, buf->size);
+    if (ctx) { /* NULL: a dead handle, whose memory went with its context */
+        xattn__buffer_unlink(ctx, buf);
+        xattn__buffer_release_memory(ctx, buf);
+    }
     free(buf);
 }
 
@@ -379,6 +464,10 @@ static xattn_status xattn__check_range(const xattn_buffer *buf, size_t offset, s
 {
     if (!buf)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "buf: NULL");
+    if (!buf->ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "buf: its context was destroyed, which freed its memory (only "
+                            "xattn_buffer_free may be given it now)");
     if (!ptr && bytes)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", what);
     if (offset > buf->size || bytes > buf->size - offset)

@@ -867,6 +867,8 @@ xattn_status xattn_cuda_buffer_wrap(xattn_ctx *ctx, void *device_ptr, size_t byt
         b->native = device_ptr;
         b->host = NULL;
         b->aux = NULL;
+        b->mem_space = XATTN__MEM_DEVICE; /* device pointers alias by address */
+        b->mem_base = (uintptr_t)device_ptr;
     }
     xattn__ctx_leave(ctx);
     *out = b;

@@ -6,6 +6,7 @@
 #ifndef XATTN_INTERNAL_H
 #define XATTN_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -122,16 +123,31 @@ struct xattn_ctx {
 
     atomic_int busy; /* one thread at a time; see xattn__ctx_enter */
 
+    /* Every live buffer of the context (xattn_ctx_destroy frees what is left). */
+    pthread_mutex_t buf_lock;
+    struct xattn_buffer *buf_head;
+
     xattn__profiler prof; /* records, user ranges, ceilings */
 };
 
+/* Which memory a buffer's bytes are, so that two handles on the same memory
+ * are seen to alias (xattn_validate.c). */
+typedef enum xattn__mem_space {
+    XATTN__MEM_HANDLE = 0, /* only the backend handle `native` identifies it (cl_mem) */
+    XATTN__MEM_HOST = 1,   /* host virtual addresses from mem_base */
+    XATTN__MEM_DEVICE = 2  /* device virtual addresses from mem_base (CUDA) */
+} xattn__mem_space;
+
 struct xattn_buffer {
-    struct xattn_ctx *ctx;
+    struct xattn_ctx *ctx; /* NULL once the context was destroyed (a dead handle) */
     size_t size;
     int owned;    /* the library allocated the memory (and counts it) */
     void *host;   /* host address when the memory is host-visible (CPU backend) */
     void *native; /* the backend's handle: cl_mem, CUDA device pointer, ... */
     void *aux;    /* backend-private */
+    xattn__mem_space mem_space; /* set by the dispatch layer or the interop constructor */
+    uintptr_t mem_base;         /* address of byte 0 in that space (HOST, DEVICE) */
+    struct xattn_buffer *prev, *next; /* the context's list */
 };
 
 /* For interop constructors in backend modules (xattn_opencl.h, xattn_cuda.h):
@@ -141,12 +157,16 @@ struct xattn_buffer {
 xattn_status xattn__ctx_alloc(const struct xattn_backend_iface *be, int device,
                               struct xattn_ctx **out);
 void xattn__ctx_free_shell(struct xattn_ctx *ctx);
-/* A buffer object of `size` bytes bound to ctx, with no memory attached; the
- * caller sets host/native/aux. `owned` = 0 for caller memory (not counted). On
+/* A buffer object of `size` bytes bound to ctx and listed on it, with no
+ * memory attached; the caller sets host/native/aux (and mem_space/mem_base
+ * when the memory has an address: the default, HANDLE, identifies it by
+ * `native`). `owned` = 0 for caller memory (not counted). On
  * xattn_buffer_free, be->buffer_release is called, then the object is freed
- * and, when owned, the size is released from the allocator. */
+ * and, when owned, the size is released from the allocator. An object whose
+ * memory could not be attached goes with xattn__buffer_discard. */
 xattn_status xattn__buffer_new(struct xattn_ctx *ctx, size_t size, int owned,
                                struct xattn_buffer **out);
+void xattn__buffer_discard(struct xattn_buffer *buf);
 
 /* Marks the context in use by this call; XATTN_STATUS_BUSY if another thread has it. */
 xattn_status xattn__ctx_enter(struct xattn_ctx *ctx);

@@ -23,24 +23,30 @@ const xattn_backend_iface *xattn__backend_get(xattn_backend id)
     return xattn__backends[id];
 }
 
-static pthread_once_t xattn__probe_once = PTHREAD_ONCE_INIT;
+/*
+ * Each backend is probed the first time something asks for it, once per
+ * process: a CPU context never loads the OpenCL ICD loader and its drivers
+ * (PoCL alone brings LLVM: tens of MB and a signal stack in the probing
+ * thread) nor the CUDA runtime. AUTO and `xattn devices` ask for every one.
+ */
+static pthread_once_t xattn__probe_once[XATTN_BACKEND_COUNT] = {
+    PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+_Static_assert(XATTN_BACKEND_COUNT == 3, "one PTHREAD_ONCE_INIT per backend");
 static xattn_status xattn__probe_status[XATTN_BACKEND_COUNT];
 static char xattn__probe_reason[XATTN_BACKEND_COUNT][1024];
 
-static void xattn__probe_all(void)
+static void xattn__probe_one(int i)
 {
     /* Probing must not leave a message behind for the caller's own call. */
     char saved[sizeof xattn__probe_reason[0]];
     snprintf(saved, sizeof saved, "%s", xattn_last_error());
-    for (int i = 0; i < XATTN_BACKEND_COUNT; i++) {
-        const xattn_backend_iface *be = xattn__backends[i];
-        if (!be) {
-            xattn__probe_status[i] = XATTN_STATUS_BACKEND_UNAVAILABLE;
-            snprintf(xattn__probe_reason[i], sizeof xattn__probe_reason[i],
-                     "%s: backend not compiled into this build of xattn",
-                     xattn_backend_name((xattn_backend)i));
-            continue;
-        }
+    const xattn_backend_iface *be = xattn__backends[i];
+    if (!be) {
+        xattn__probe_status[i] = XATTN_STATUS_BACKEND_UNAVAILABLE;
+        snprintf(xattn__probe_reason[i], sizeof xattn__probe_reason[i],
+                 "%s: backend not compiled into this build of xattn",
+                 xattn_backend_name((xattn_backend)i));
+    } else {
         xattn__clear_error();
         xattn_status st = be->probe();
         if (st == XATTN_STATUS_OK && be->device_count() <= 0) {
@@ -49,11 +55,20 @@ static void xattn__probe_all(void)
         }
         xattn__probe_status[i] = st == XATTN_STATUS_OK ? st : XATTN_STATUS_BACKEND_UNAVAILABLE;
         if (st != XATTN_STATUS_OK)
-            snprintf(xattn__probe_reason[i], sizeof xattn__probe_reason[i], "%s: %s",
-                     be->name, xattn_last_error());
+            snprintf(xattn__probe_reason[i], sizeof xattn__probe_reason[i], "%s: %s", be->name,
+                     xattn_last_error());
     }
     xattn__set_error_text(saved);
 }
+
+static void xattn__probe_cpu(void) { xattn__probe_one(XATTN_BACKEND_CPU); }
+static void xattn__probe_opencl(void) { xattn__probe_one(XATTN_BACKEND_OPENCL); }
+static void xattn__probe_cuda(void) { xattn__probe_one(XATTN_BACKEND_CUDA); }
+static void (*const xattn__probe_fns[XATTN_BACKEND_COUNT])(void) = {
+    [XATTN_BACKEND_CPU] = xattn__probe_cpu,
+    [XATTN_BACKEND_OPENCL] = xattn__probe_opencl,
+    [XATTN_BACKEND_CUDA] = xattn__probe_cuda,
+};
 
 /* Returns OK or BACKEND_UNAVAILABLE with the probe's reason as the last error. */
 static xattn_status xattn__backend_usable(xattn_backend backend)
@@ -62,7 +77,7 @@ static xattn_status xattn__backend_usable(xattn_backend backend)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                             "backend: %d is not a backend (expected 0..%d)", (int)backend,
                             XATTN_BACKEND_COUNT - 1);
-    pthread_once(&xattn__probe_once, xattn__probe_all);
+    pthread_once(&xattn__probe_once[backend], xattn__probe_fns[backend]);
     if (xattn__probe_status[backend] != XATTN_STATUS_OK)
         return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE, "%s",
                             xattn__probe_reason[backend]);

@@ -21,6 +21,9 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
     if (!t->buffer)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s.buffer: NULL (%s is required)",
                             name, name);
+    if (!t->buffer->ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "%s.buffer: its context was destroyed, which freed its memory", name);
     if (t->buffer->ctx != ctx)
         return xattn__error(XATTN_STATUS_WRONG_CONTEXT,
                             "%s.buffer: belongs to another context (a buffer can only be "
@@ -134,24 +137,54 @@ static void xattn__view_range(const xattn_tensor *t, uint64_t *lo, uint64_t *hi)
     *hi = t->offset + (last + 1) * xattn_dtype_size(t->dtype);
 }
 
+/* The memory a view's bytes are: *id names it (a handle for HANDLE memory,
+ * 0 for memory with addresses) and [*lo, *hi) are the view's bytes in it
+ * (addresses, or offsets into the handle). */
+static void xattn__view_memory(const xattn_tensor *t, uintptr_t *id, uint64_t *lo, uint64_t *hi)
+{
+    const struct xattn_buffer *b = t->buffer;
+    xattn__view_range(t, lo, hi);
+    if (b->mem_space == XATTN__MEM_HANDLE) {
+        *id = b->native ? (uintptr_t)b->native : (uintptr_t)b;
+    } else {
+        *id = 0;
+        *lo += (uint64_t)b->mem_base;
+        *hi += (uint64_t)b->mem_base;
+    }
+}
+
 /* An output must not share bytes with an input or with the other output:
  * the kernels read inputs while they write, in no promised order. The check is
- * on byte ranges, so two views interleaved in one buffer are refused too;
- * give outputs their own buffer (or disjoint regions of one). */
+ * on the memory the views cover, not on buffer handles: two handles wrapping
+ * the same host memory (or the same cl_mem, or overlapping CUDA pointers)
+ * alias as surely as one handle does. It is on byte ranges, so two views
+ * interleaved in one memory are refused too; give outputs their own memory
+ * (or disjoint regions of it). */
 static xattn_status xattn__check_disjoint(const xattn_tensor *out, const char *oname,
                                           const xattn_tensor *other, const char *name)
 {
-    if (!other->buffer || other->buffer != out->buffer)
+    if (!other->buffer || other->buffer->mem_space != out->buffer->mem_space)
         return XATTN_STATUS_OK;
+    uintptr_t ia, ib;
     uint64_t a0, a1, b0, b1;
-    xattn__view_range(out, &a0, &a1);
-    xattn__view_range(other, &b0, &b1);
-    if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+    xattn__view_memory(out, &ia, &a0, &a1);
+    xattn__view_memory(other, &ib, &b0, &b1);
+    if (ia == ib && a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1) {
+        if (other->buffer == out->buffer)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "%s: bytes [%llu, %llu) of its buffer overlap %s's bytes [%llu, "
+                                "%llu) (an output may not share memory with an input or another "
+                                "output)",
+                                oname, (unsigned long long)(a0 - out->buffer->mem_base),
+                                (unsigned long long)(a1 - out->buffer->mem_base), name,
+                                (unsigned long long)(b0 - out->buffer->mem_base),
+                                (unsigned long long)(b1 - out->buffer->mem_base));
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "%s: bytes [%llu, %llu) of its buffer overlap %s's bytes [%llu, %llu) "
-                            "(an output may not share memory with an input or another output)",
-                            oname, (unsigned long long)a0, (unsigned long long)a1, name,
-                            (unsigned long long)b0, (unsigned long long)b1);
+                            "%s: its bytes share memory with %s's, through another buffer handle "
+                            "on the same memory (an output may not share memory with an input "
+                            "or another output)",
+                            oname, name);
+    }
     return XATTN_STATUS_OK;
 }
 
