@@ -191,7 +191,14 @@ typedef struct xattn_ctx xattn_ctx;
  * XATTN_STATUS_BUSY instead of racing.
  */
 XATTN_API xattn_status xattn_ctx_create(xattn_backend backend, int device, xattn_ctx **out);
-/** Waits for pending work and frees everything the context owns. NULL is a no-op. */
+/**
+ * Waits for pending work and frees everything the context owns, buffers still
+ * live included: their memory is freed (memory only wrapped is left to its
+ * owner), and each such handle becomes dead. A dead handle may only be given to
+ * xattn_buffer_free, which then frees the handle itself (do so, or its few
+ * bytes leak); any other call given one returns XATTN_STATUS_INVALID_ARGUMENT.
+ * NULL is a no-op.
+ */
 XATTN_API void xattn_ctx_destroy(xattn_ctx *ctx);
 /** Waits until all work submitted on the context has finished. */
 XATTN_API xattn_status xattn_ctx_sync(xattn_ctx *ctx);
@@ -260,7 +267,8 @@ XATTN_API xattn_status xattn_buffer_alloc(xattn_ctx *ctx, size_t bytes, xattn_bu
  */
 XATTN_API xattn_status xattn_buffer_wrap_host(xattn_ctx *ctx, void *ptr, size_t bytes,
                                               xattn_buffer **out);
-/** Frees a buffer (the memory itself only if the library allocated it). NULL is a no-op. */
+/** Frees a buffer (the memory itself only if the library allocated it). NULL is a no-op;
+ * a handle whose context was destroyed is freed too (xattn_ctx_destroy). */
 XATTN_API void xattn_buffer_free(xattn_buffer *buf);
 /** Copies `bytes` from host memory into the buffer at byte `offset` (blocking). */
 XATTN_API xattn_status xattn_buffer_write(xattn_buffer *buf, size_t offset, const void *src,
@@ -335,7 +343,9 @@ typedef enum xattn_align {
  *   i + Lk - Lq (bottom-right); ALiBi: s += -slope[h]*|p - j|; bias: s += bias;
  *   masked (s = -inf) when j >= Lk, causal and j > p, window and j < p - left or
  *   j > p + right. Rows i >= Lq (padding) give O = 0 and LSE = -inf; a row with
- *   every score -inf gives O = 0 and LSE = -inf; a NaN score makes its row NaN.
+ *   every score -inf gives O = 0 and LSE = -inf; a NaN score makes its row NaN;
+ *   a masked key contributes nothing (not even 0 * NaN from its V row).
+ *   docs/semantics.md writes these rules out step by step.
  */
 typedef struct xattn_attn_desc {
     size_t struct_size; /* set by xattn_attn_desc_init to sizeof(xattn_attn_desc) */
@@ -415,7 +425,7 @@ XATTN_API xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_a
 /* ---- measurement: records, user ranges, exports, ceilings -------------- */
 
 /**
- * One attention call as the profiler saw it (DESIGN.md, "Measurement model").
+ * One attention call as the profiler saw it (docs/measurement.md).
  * Times on the host timeline are microseconds on the monotonic clock since the
  * context was created; device times come from the backend's own timer (CPU
  * clock, OpenCL event profiling, CUDA events) and are placed on the host
