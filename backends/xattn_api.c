@@ -571,8 +571,9 @@ static xattn_algo xattn__choose_algo(const xattn_desc_summary *s, char *reason, 
 xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run_info *info)
 {
     xattn__clear_error();
-    const int prof = ctx != NULL && ctx->prof.on;
-    const double t_submit = prof ? xattn__now() : 0.0;
+    /* The clock is read before anything else; whether profiling is on is read
+     * only once the context is ours (another thread may be switching it). */
+    const double t_submit = xattn__now();
     xattn_run_info local;
     xattn_run_info *ri = info ? info : &local;
     memset(ri, 0, sizeof *ri);
@@ -588,18 +589,17 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
         snprintf(ri->reason, sizeof ri->reason, "%s: asked for by the caller",
                  xattn_algo_name(algo));
     ri->algo_chosen = algo;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+    const int prof = ctx->prof.on;
     if (sum.rows_total == 0) {
         /* Sq = 0 or no query tokens: a valid no-op (recorded, with no work). */
-        if (prof) {
-            XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
+        if (prof)
             xattn__profiler_on_call(ctx, d, &sum, NULL, ri, NULL, t_submit, xattn__now(),
                                     atomic_load(&ctx->mem_current));
-            xattn__ctx_leave(ctx);
-        }
+        xattn__ctx_leave(ctx);
         return XATTN_STATUS_OK;
     }
 
-    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
     const uint64_t mem_before = prof ? atomic_load(&ctx->mem_current) : 0;
     xattn_problem p;
     int32_t *arrays = NULL;

@@ -1,4 +1,5 @@
 /* Status strings, the per-thread last-error message and the log callback. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,24 @@ void xattn__set_error_text(const char *text)
 
 /* ---- logging ------------------------------------------------------------ */
 
-static xattn_log_fn xattn__log_fn;
-static void *xattn__log_user;
-static int xattn__log_max = -2; /* -2: not yet read from XATTN_LOG; -1: silent */
+/*
+ * The registration (callback, its user pointer, its level) changes only under
+ * xattn__log_lock, and a message is delivered from a copy taken under it, so
+ * that a callback is never called with another registration's pointer. The
+ * level is also kept in an atomic, read without the lock, so that a message
+ * nobody listens to costs one load. xattn_set_log_callback returns only when
+ * no thread is still inside the previous callback (unless it is called from
+ * inside a callback, where it cannot wait), so the caller may free what `user`
+ * pointed to as soon as it returns.
+ */
+static pthread_mutex_t xattn__log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t xattn__log_idle = PTHREAD_COND_INITIALIZER;
+static xattn_log_fn xattn__log_fn;       /* under the lock */
+static void *xattn__log_user;            /* under the lock */
+static int xattn__log_inflight;          /* callbacks running, under the lock */
+static _Thread_local int xattn__log_mine; /* callbacks running on this thread */
+static atomic_int xattn__log_max = -1;    /* most verbose level delivered; -1: none */
+static pthread_once_t xattn__log_env_once = PTHREAD_ONCE_INIT;
 
 static int xattn__env_log_level(void)
 {
@@ -65,30 +81,57 @@ static int xattn__env_log_level(void)
     return XATTN_LOG_WARN;
 }
 
+/* The default (no callback): XATTN_LOG's level, read once. */
+static void xattn__log_env_init(void)
+{
+    pthread_mutex_lock(&xattn__log_lock);
+    if (!xattn__log_fn)
+        atomic_store(&xattn__log_max, xattn__env_log_level());
+    pthread_mutex_unlock(&xattn__log_lock);
+}
+
 void xattn_set_log_callback(xattn_log_fn fn, void *user, xattn_log_level max_level)
 {
+    pthread_once(&xattn__log_env_once, xattn__log_env_init);
+    pthread_mutex_lock(&xattn__log_lock);
     xattn__log_fn = fn;
-    xattn__log_user = user;
-    xattn__log_max = fn ? (int)max_level : -2;
+    xattn__log_user = fn ? user : NULL;
+    atomic_store(&xattn__log_max, fn ? (int)max_level : xattn__env_log_level());
+    /* From inside a callback it cannot wait: two threads doing so would wait
+     * for each other. */
+    while (xattn__log_mine == 0 && xattn__log_inflight > 0)
+        pthread_cond_wait(&xattn__log_idle, &xattn__log_lock);
+    pthread_mutex_unlock(&xattn__log_lock);
 }
 
 static void xattn__vlog(xattn_log_level level, const char *fmt, va_list ap)
 {
-    int max = xattn__log_max;
-    if (max == -2 && !xattn__log_fn) {
-        max = xattn__env_log_level();
-        xattn__log_max = max;
-    }
-    if ((int)level > max)
+    pthread_once(&xattn__log_env_once, xattn__log_env_init);
+    if ((int)level > atomic_load_explicit(&xattn__log_max, memory_order_relaxed))
         return;
     char msg[4096];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    if (xattn__log_fn) {
-        xattn__log_fn(level, msg, xattn__log_user);
-    } else {
+    pthread_mutex_lock(&xattn__log_lock);
+    const xattn_log_fn fn = xattn__log_fn;
+    void *const user = xattn__log_user;
+    const int wanted = (int)level <= atomic_load(&xattn__log_max);
+    if (fn && wanted)
+        xattn__log_inflight++;
+    pthread_mutex_unlock(&xattn__log_lock);
+    if (!wanted)
+        return;
+    if (!fn) {
         static const char *names[] = {"error", "warn", "info", "debug"};
         fprintf(stderr, "xattn %s: %s\n", names[level], msg);
+        return;
     }
+    xattn__log_mine++;
+    fn(level, msg, user);
+    xattn__log_mine--;
+    pthread_mutex_lock(&xattn__log_lock);
+    if (--xattn__log_inflight == 0)
+        pthread_cond_broadcast(&xattn__log_idle);
+    pthread_mutex_unlock(&xattn__log_lock);
 }
 
 void xattn__log(xattn_log_level level, const char *fmt, ...)

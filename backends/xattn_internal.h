@@ -115,11 +115,12 @@ struct xattn_ctx {
     _Atomic uint64_t mem_current;
     _Atomic uint64_t mem_peak;
     _Atomic uint64_t alloc_count;
-    uint64_t mem_limit; /* 0 = none */
-
-    int64_t opt_num_threads;
-    int64_t opt_cpu_simd;
-    int64_t opt_poison;
+    /* Options: atomic, since xattn_ctx_get_option and xattn_ctx_mem_stats
+     * read them without taking the context while another thread may set them. */
+    _Atomic uint64_t mem_limit; /* 0 = none */
+    _Atomic int64_t opt_num_threads;
+    _Atomic int64_t opt_cpu_simd;
+    _Atomic int64_t opt_poison;
 
     atomic_int busy; /* one thread at a time; see xattn__ctx_enter */
 

@@ -103,7 +103,11 @@ typedef void (*xattn_log_fn)(xattn_log_level level, const char *message, void *u
  * as program builds) to fn, for messages at max_level or more severe.
  * fn = NULL restores the default, which prints errors and warnings to stderr
  * only when the environment variable XATTN_LOG is set (to error|warn|info|debug).
- * The callback may be called from any thread that calls into the library.
+ * The callback may be called from any thread that calls into the library,
+ * always with the `user` pointer registered with it. Setting a callback (or
+ * NULL) is safe while other threads log: when this returns, no thread is still
+ * running the previous callback (except when it is called from inside a
+ * callback, where it does not wait), so `user` may then be freed.
  */
 XATTN_API void xattn_set_log_callback(xattn_log_fn fn, void *user, xattn_log_level max_level);
 

@@ -201,7 +201,9 @@ static int xattn__cpu_has_leaf7(unsigned sub, unsigned reg, unsigned bit)
 
 typedef float (*xattn__fma_fn)(int64_t iters);
 
-static float xattn__fma_sink; /* results land here so that no loop is dead code */
+/* Results land here so that no loop is dead code; per thread, since two
+ * contexts may measure at once. */
+static _Thread_local volatile float xattn__fma_sink;
 
 /* Team FLOP rate of fn: calibrated on one thread to last about `seconds`. */
 static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, double seconds,
@@ -358,7 +360,7 @@ __attribute__((target("avx512f"))) static uint64_t xattn__read_avx512(const char
 
 typedef uint64_t (*xattn__read_fn)(const char *p, size_t n);
 
-static volatile uint64_t xattn__read_sink;
+static _Thread_local volatile uint64_t xattn__read_sink; /* per thread, as above */
 
 void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt)
 {

@@ -512,6 +512,195 @@ static void test_hammer(void)
     xattn_ctx_destroy(ctx);
 }
 
+/* ---- global state under threads (run under ThreadSanitizer in CI) ---------- */
+
+#define LOG_MAGIC 0x5a17u
+#define LOG_ROUNDS 2000
+
+static atomic_int g_log_calls, g_log_bad;
+static atomic_int g_log_stop;
+
+static void log_check(xattn_log_level level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    atomic_fetch_add(&g_log_calls, 1);
+    if (!user || *(const unsigned *)user != LOG_MAGIC)
+        atomic_fetch_add(&g_log_bad, 1);
+}
+
+static atomic_int g_log_rounds;
+
+/* Registers and unregisters until the callback has run LOG_ROUNDS times (so
+ * that the race was really run), or a bound on the rounds is reached. */
+static void *log_setter(void *vp)
+{
+    unsigned *x = vp;
+    int i = 0;
+    for (; i < 1000000 && (i < LOG_ROUNDS || atomic_load(&g_log_calls) < LOG_ROUNDS); i++) {
+        xattn_set_log_callback(log_check, x, XATTN_LOG_DEBUG);
+        sched_yield();
+        xattn_set_log_callback(NULL, NULL, XATTN_LOG_ERROR);
+    }
+    atomic_store(&g_log_rounds, i);
+    atomic_store(&g_log_stop, 1);
+    return NULL;
+}
+
+static void *log_caller(void *vp)
+{
+    (void)vp;
+    while (!atomic_load(&g_log_stop))
+        xattn_attention(NULL, NULL, NULL); /* an error: logged */
+    return NULL;
+}
+
+/* One thread registers and unregisters a callback while others log: the
+ * callback always gets its own user pointer (it got NULL before the fix). */
+static void test_log_callback_race(void)
+{
+    unsigned *x = malloc(sizeof *x);
+    if (!x) {
+        EXPECT(0, "out of memory");
+        return;
+    }
+    *x = LOG_MAGIC;
+    pthread_t set, call[2];
+    atomic_store(&g_log_stop, 0);
+    int made = pthread_create(&set, NULL, log_setter, x) == 0;
+    for (int i = 0; i < 2; i++)
+        made &= pthread_create(&call[i], NULL, log_caller, NULL) == 0;
+    EXPECT(made, "pthread_create");
+    pthread_join(set, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(call[i], NULL);
+    /* Unregistered: the pointer may go, and the callback must not run again. */
+    *x = 0;
+    free(x);
+    const int before = atomic_load(&g_log_calls);
+    xattn_attention(NULL, NULL, NULL);
+    EXPECT(atomic_load(&g_log_calls) == before, "the callback ran after it was unregistered");
+    EXPECT(atomic_load(&g_log_bad) == 0, "%d of %d callbacks got another registration's pointer",
+           atomic_load(&g_log_bad), atomic_load(&g_log_calls));
+    EXPECT(atomic_load(&g_log_calls) >= LOG_ROUNDS, "only %d callbacks ran in %d registrations",
+           atomic_load(&g_log_calls), atomic_load(&g_log_rounds));
+    printf("  %d registrations against two logging threads: %d callbacks, %d with a wrong "
+           "pointer\n",
+           atomic_load(&g_log_rounds), atomic_load(&g_log_calls), atomic_load(&g_log_bad));
+}
+
+typedef struct opt_arg {
+    prob *p;
+    atomic_int *stop;
+    int bad;
+} opt_arg;
+
+static void *opt_setter(void *vp)
+{
+    opt_arg *a = vp;
+    for (int i = 0; i < 400; i++) {
+        xattn_status st = xattn_ctx_set_option(a->p->ctx, XATTN_OPT_MEMORY_LIMIT,
+                                               i & 1 ? 0 : ((int64_t)1 << 40));
+        st = st == XATTN_STATUS_OK ? xattn_profiler_enable(a->p->ctx, i & 1) : st;
+        if (st != XATTN_STATUS_OK && st != XATTN_STATUS_BUSY)
+            a->bad++;
+    }
+    atomic_store(a->stop, 1);
+    return NULL;
+}
+
+static void *opt_reader(void *vp)
+{
+    opt_arg *a = vp;
+    while (!atomic_load(a->stop)) {
+        int64_t v = -1;
+        xattn_mem_stats ms;
+        if (xattn_ctx_get_option(a->p->ctx, XATTN_OPT_MEMORY_LIMIT, &v) != XATTN_STATUS_OK ||
+            (v != 0 && v != ((int64_t)1 << 40)))
+            a->bad++;
+        if (xattn_ctx_mem_stats(a->p->ctx, &ms) != XATTN_STATUS_OK ||
+            (ms.limit_bytes != 0 && ms.limit_bytes != (1ull << 40)))
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void *opt_runner(void *vp)
+{
+    opt_arg *a = vp;
+    while (!atomic_load(a->stop)) {
+        xattn_status st = xattn_attention(a->p->ctx, &a->p->d, NULL);
+        if (st != XATTN_STATUS_OK && st != XATTN_STATUS_BUSY)
+            a->bad++;
+    }
+    return NULL;
+}
+
+/* Options and profiling switched while another thread reads them and a third
+ * runs calls: every read sees a value that was set, every call is OK or BUSY
+ * (and ThreadSanitizer sees no race). */
+static void test_options_race(void)
+{
+    xattn_ctx *ctx = NULL;
+    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &ctx) != XATTN_STATUS_OK) {
+        EXPECT(0, "context: %s", xattn_last_error());
+        return;
+    }
+    xattn_ctx_set_option(ctx, XATTN_OPT_NUM_THREADS, 1);
+    prob p;
+    if (prob_make(&p, ctx, 1, 4, 64, 2, 1, 32, F32, F32, 0, 7) != XATTN_STATUS_OK) {
+        EXPECT(0, "setup: %s", xattn_last_error());
+        xattn_ctx_destroy(ctx);
+        return;
+    }
+    atomic_int stop = 0;
+    opt_arg args[3] = {{&p, &stop, 0}, {&p, &stop, 0}, {&p, &stop, 0}};
+    void *(*fns[3])(void *) = {opt_setter, opt_reader, opt_runner};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        if (pthread_create(&th[i], NULL, fns[i], &args[i]) != 0) {
+            EXPECT(0, "pthread_create");
+            atomic_store(&stop, 1);
+        }
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    EXPECT(args[0].bad + args[1].bad + args[2].bad == 0, "setter %d, reader %d, runner %d bad",
+           args[0].bad, args[1].bad, args[2].bad);
+    prob_free(&p);
+    xattn_ctx_destroy(ctx);
+}
+
+static void *ceil_thread(void *vp)
+{
+    xattn_ctx *ctx = vp;
+    xattn_ceilings c;
+    if (xattn_ceilings_measure(ctx, 1, &c) != XATTN_STATUS_OK || !(c.fma_f32_gflops > 0))
+        return (void *)1;
+    return NULL;
+}
+
+/* Two contexts measure their ceilings at the same time (quick mode). */
+static void test_ceilings_race(void)
+{
+    xattn_ctx *ctx[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &ctx[i]) != XATTN_STATUS_OK) {
+            EXPECT(0, "context: %s", xattn_last_error());
+            xattn_ctx_destroy(ctx[0]);
+            return;
+        }
+    pthread_t th[2];
+    void *ret[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&th[i], NULL, ceil_thread, ctx[i]) != 0)
+            EXPECT(0, "pthread_create");
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], &ret[i]);
+    EXPECT(ret[0] == NULL && ret[1] == NULL, "a concurrent ceilings measurement failed");
+    for (int i = 0; i < 2; i++)
+        xattn_ctx_destroy(ctx[i]);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -521,6 +710,12 @@ int main(void)
     test_shared_busy();
     printf("one context, many threads\n");
     test_hammer();
+    printf("the log callback changed while threads log\n");
+    test_log_callback_race();
+    printf("options and profiling switched during calls\n");
+    test_options_race();
+    printf("two contexts measure ceilings at once\n");
+    test_ceilings_race();
     int failed = atomic_load(&g_failed);
     printf("%d passed, %d failed, 0 skipped\n", atomic_load(&g_passed), failed);
     return failed ? 1 : 0;
