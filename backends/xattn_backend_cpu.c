@@ -353,7 +353,10 @@ static void xattn__cpu_phase(xattn_run_info *info, const char *name, double t0, 
 static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                                   int prefault_threads, xattn_status *st)
 {
-    void *ws = xattn__host_alloc(ctx, bytes, what, st); /* accounts >= 1 byte for 0 */
+    /* Every byte of a workspace is touched (prefault, or the kernels' writes). */
+    *st = xattn__host_room(bytes, what);
+    void *ws = *st == XATTN_STATUS_OK ? xattn__host_alloc(ctx, bytes, what, st) /* >= 1 byte */
+                                      : NULL;
     if (ws && prefault_threads > 0)
         xattn_cpu_prefault(ws, bytes, prefault_threads);
     if (!ws && !strcmp(what, "NAIVE score matrix")) {
@@ -417,8 +420,9 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
          * the prefill figures in docs/benchmarks-cpu.md were measured. */
         int pack = xattn_cpu_flash_packs(p);
         uint64_t bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, pack);
-        void *ws = pack && bytes != UINT64_MAX
-                       ? xattn__host_alloc(ctx, bytes, "FLASH scratch and packed K/V", &st)
+        const char *what = "FLASH scratch and packed K/V";
+        void *ws = pack && bytes != UINT64_MAX && xattn__host_room(bytes, what) == XATTN_STATUS_OK
+                       ? xattn__host_alloc(ctx, bytes, what, &st)
                        : NULL;
         if (!ws && pack) {
             /* Packing is an optimization: its refusal is not the call's error. */

@@ -193,6 +193,11 @@ void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes);
  * nothing could be read. xattn__host_memory_at reads the files under `root`
  * instead of / (tests build such trees). */
 int xattn__host_memory(uint64_t *total, uint64_t *avail);
+/* OUT_OF_MEMORY (naming `what`) when `bytes` of host memory that are about to
+ * be touched exceed what the process can still use: under Linux's default
+ * overcommit the allocation itself would succeed and touching it would bring
+ * the OOM killer. Allocations under 32 MiB are not checked. */
+xattn_status xattn__host_room(uint64_t bytes, const char *what);
 int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail);
 
 /* ---- backend interface -------------------------------------------------- */

@@ -295,3 +295,21 @@ int xattn__host_memory(uint64_t *total, uint64_t *avail)
 {
     return xattn__host_memory_at("", total, avail);
 }
+
+xattn_status xattn__host_room(uint64_t bytes, const char *what)
+{
+    /* Small allocations cannot end a process alone; reading the files costs
+     * tens of microseconds, nothing beside faulting in 32 MiB. */
+    if (bytes < ((uint64_t)32 << 20))
+        return XATTN_STATUS_OK;
+    uint64_t total, avail;
+    if (!xattn__host_memory(&total, &avail) || avail == 0 || bytes <= avail)
+        return XATTN_STATUS_OK;
+    return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                        "%s: %llu MiB, but only %llu MiB of memory are available to this "
+                        "process (MemAvailable, within its cgroup's limit); the pages would be "
+                        "touched, and the kernel would end the process instead of the "
+                        "allocation failing",
+                        what, (unsigned long long)(bytes >> 20),
+                        (unsigned long long)(avail >> 20));
+}
