@@ -26,8 +26,11 @@
  *
  * Disk cache file: "XATTNCL1", u32 key length, the key (device, vendor,
  * driver, versions, source hash, build options), u64 binary length, the
- * binary, u64 FNV-1a of the binary. Any mismatch or a binary the driver
- * refuses falls back to a source build (and a warning), never to an error.
+ * binary, u64 FNV-1a of the binary (xattn_file.c). Files are read and written
+ * through xattn_file.c: only from the user's private cache folder, regular
+ * files of a bounded size, counted by the context's allocator. Any mismatch,
+ * an untrusted folder or file, or a binary the driver refuses falls back to a
+ * source build (and a warning), never to an error.
  */
 #include <errno.h>
 #include <limits.h>
@@ -35,20 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#ifdef _WIN32
-#include <direct.h>
-#include <process.h>
-#define xattn__mkdir(p) _mkdir(p)
-#define xattn__getpid() _getpid()
-#else
 #include <unistd.h>
-#define xattn__mkdir(p) mkdir((p), 0755)
-#define xattn__getpid() getpid()
-#endif
 
 #include "xattn_backend_opencl.h"
+#include "xattn_file.h"
 #include "xattn_internal.h"
 #include "xattn_opencl.h"
 
@@ -501,9 +494,11 @@ typedef struct xattn_cl_ctx {
     char src_origin[512];
     uint64_t src_hash;
 
-    char cache_dir[1024]; /* "" = no disk cache */
-    int cache_write;      /* store binaries after source builds (XATTN_CL_BINARY_CACHE) */
+    char cache_dir[1024]; /* "" = no disk cache; else <cache_root>/opencl */
+    char cache_root[1024];
+    int cache_write; /* store binaries after source builds (XATTN_CL_BINARY_CACHE) */
     const char *cache_policy;
+    struct xattn_ctx *owner; /* whose allocator counts the cache files' bytes */
 
     xattn_cl_prog *progs;
     xattn_opencl_cache_stats stats;
@@ -605,131 +600,91 @@ static xattn_status xattn__cl_sources_load(xattn_cl_ctx *c)
 
 /* ---- disk cache ----------------------------------------------------------- */
 
-#define XATTN_CL_CACHE_MAGIC "XATTNCL1"
-
 static void xattn__cl_cache_dir_resolve(xattn_cl_ctx *c)
 {
-    c->cache_dir[0] = '\0';
-    const char *env = getenv("XATTN_CACHE_DIR");
-    char root[900];
-    if (env) {
-        if (!*env)
-            return; /* explicitly disabled */
-        snprintf(root, sizeof root, "%s", env);
-    } else if (getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME")) {
-        snprintf(root, sizeof root, "%s/xattn", getenv("XDG_CACHE_HOME"));
-    } else if (getenv("HOME") && *getenv("HOME")) {
-        snprintf(root, sizeof root, "%s/.cache/xattn", getenv("HOME"));
-    } else {
-        return;
-    }
-    snprintf(c->cache_dir, sizeof c->cache_dir, "%s/opencl", root);
+    c->cache_dir[0] = c->cache_root[0] = '\0';
+    if (!xattn__cache_root(c->cache_root, sizeof c->cache_root) ||
+        snprintf(c->cache_dir, sizeof c->cache_dir, "%s/opencl", c->cache_root) >=
+            (int)sizeof c->cache_dir)
+        c->cache_dir[0] = '\0';
 }
 
-/* mkdir -p; 0 on success. */
-static int xattn__mkdirs(const char *path)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *s = tmp + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (xattn__mkdir(tmp) != 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    }
-    if (xattn__mkdir(tmp) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
-/* The full key of a program (everything that changes its binary) and its file. */
+/* The full key of a program (everything that changes its binary) and its file
+ * name in the cache folder. */
 static void xattn__cl_cache_key(const xattn_cl_ctx *c, const char *options, char *key, size_t keyn,
-                                char *path, size_t pathn)
+                                char *name, size_t namen)
 {
     snprintf(key, keyn, "%s\nsources=%016llx\noptions=%s", c->cache_ident,
              (unsigned long long)c->src_hash, options);
-    uint64_t h = xattn__fnv1a(XATTN_FNV_INIT, key, strlen(key));
-    snprintf(path, pathn, "%s/%016llx.clbin", c->cache_dir, (unsigned long long)h);
+    uint64_t h = xattn__fnv1a64(XATTN__FNV_INIT, key, strlen(key));
+    snprintf(name, namen, "%016llx.clbin", (unsigned long long)h);
 }
 
-/* Loads a cached binary: NULL when absent, unreadable or corrupt (reason says which). */
-static unsigned char *xattn__cl_cache_read(const char *path, const char *key, size_t *bin_len,
-                                           const char **reason)
+/* Reads the cached entry `name`: OK with the whole file in *file (*flen bytes,
+ * counted by the context's allocator; free with xattn__file_free) and the
+ * binary at *file + *off, *blen bytes; ABSENT; or SKIP with why. */
+static int xattn__cl_cache_read(xattn_cl_ctx *c, const char *name, const char *key,
+                                unsigned char **file, size_t *flen, size_t *off, size_t *blen,
+                                char *why, size_t whyn)
 {
-    size_t n = 0;
-    char *file = xattn__read_file(path, &n, (size_t)1 << 30);
-    if (!file) {
-        *reason = errno == ENOENT ? NULL : "unreadable";
-        return NULL;
+    int dfd;
+    int rc = xattn__cache_dir_open(c->cache_root, "opencl", 0, &dfd, why, whyn);
+    if (rc != XATTN__FILE_OK)
+        return rc;
+    rc = xattn__file_read(dfd, name, XATTN__PROG_FILE_MAX, c->owner, "program cache file", file,
+                          flen, why, whyn);
+    close(dfd);
+    if (rc != XATTN__FILE_OK)
+        return rc;
+    const char *reason = NULL;
+    rc = xattn__prog_entry_parse(*file, *flen, key, off, blen, &reason);
+    if (rc != XATTN__FILE_OK) {
+        snprintf(why, whyn, "program cache file %s: %s", name, reason);
+        xattn__file_free(c->owner, *file, *flen);
+        *file = NULL;
     }
-    size_t klen = strlen(key);
-    const size_t head = 8 + 4 + klen + 8;
-    uint32_t fk = 0;
-    uint64_t blen = 0, sum = 0;
-    *reason = "corrupt";
-    if (n < head + 8 || memcmp(file, XATTN_CL_CACHE_MAGIC, 8) != 0)
-        goto bad;
-    memcpy(&fk, file + 8, 4);
-    if (fk != klen || memcmp(file + 12, key, klen) != 0) {
-        *reason = "key mismatch";
-        goto bad;
-    }
-    memcpy(&blen, file + 12 + klen, 8);
-    if (blen == 0 || blen != n - head - 8)
-        goto bad;
-    memcpy(&sum, file + head + blen, 8);
-    if (sum != xattn__fnv1a(XATTN_FNV_INIT, file + head, (size_t)blen))
-        goto bad;
-    unsigned char *bin = malloc((size_t)blen);
-    if (!bin) {
-        *reason = "out of host memory";
-        goto bad;
-    }
-    memcpy(bin, file + head, (size_t)blen);
-    free(file);
-    *bin_len = (size_t)blen;
-    *reason = NULL;
-    return bin;
-bad:
-    free(file);
-    return NULL;
+    return rc;
 }
 
-/* Writes the program's binary atomically (temp file + rename); 0 on success. */
-static int xattn__cl_cache_write(xattn_cl_ctx *c, cl_program prog, const char *path,
-                                 const char *key)
+/* Writes the program's binary as the entry `name` (a temporary file, then a
+ * rename); OK or SKIP with why. */
+static int xattn__cl_cache_write(xattn_cl_ctx *c, cl_program prog, const char *name,
+                                 const char *key, char *why, size_t whyn)
 {
     size_t blen = 0;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof blen, &blen, NULL) != CL_SUCCESS ||
-        blen == 0)
-        return -1;
-    unsigned char *bin = malloc(blen);
+        blen == 0) {
+        snprintf(why, whyn, "the driver gives no program binary");
+        return XATTN__FILE_SKIP;
+    }
+    /* What would not be read back is not written. */
+    if (blen > XATTN__PROG_FILE_MAX - XATTN__PROG_HEAD_MAX) {
+        snprintf(why, whyn, "the program binary (%zu bytes) is larger than a cache file may be",
+                 blen);
+        return XATTN__FILE_SKIP;
+    }
+    unsigned char *bin = xattn__file_alloc(c->owner, blen, "program binary", why, whyn);
     if (!bin)
-        return -1;
+        return XATTN__FILE_SKIP;
     unsigned char *bins[1] = {bin};
-    int rc = -1;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS &&
-        xattn__mkdirs(c->cache_dir) == 0) {
-        char tmp[1200];
-        snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)xattn__getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (f) {
-            uint32_t klen = (uint32_t)strlen(key);
-            uint64_t b64 = blen, sum = xattn__fnv1a(XATTN_FNV_INIT, bin, blen);
-            int ok = fwrite(XATTN_CL_CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&klen, 4, 1, f) == 1 &&
-                     fwrite(key, 1, klen, f) == klen && fwrite(&b64, 8, 1, f) == 1 &&
-                     fwrite(bin, 1, blen, f) == blen && fwrite(&sum, 8, 1, f) == 1;
-            ok = (fclose(f) == 0) && ok;
-            if (ok && rename(tmp, path) == 0)
-                rc = 0;
-            else
-                remove(tmp);
+    int rc = XATTN__FILE_SKIP;
+    unsigned char head[XATTN__PROG_HEAD_MAX], tail[8];
+    size_t hlen = 0;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS)
+        snprintf(why, whyn, "clGetProgramInfo(CL_PROGRAM_BINARIES) failed");
+    else if (!(hlen = xattn__prog_entry_head(head, tail, key, bin, blen)))
+        snprintf(why, whyn, "the program's key is too long");
+    else {
+        int dfd;
+        rc = xattn__cache_dir_open(c->cache_root, "opencl", 1, &dfd, why, whyn);
+        if (rc == XATTN__FILE_OK) {
+            const xattn__file_part parts[3] = {{head, hlen}, {bin, blen}, {tail, 8}};
+            rc = xattn__file_write(dfd, name, parts, 3, why, whyn);
+            close(dfd);
         }
     }
-    free(bin);
-    return rc;
+    xattn__file_release(c->owner, bin, blen);
+    return rc == XATTN__FILE_OK ? XATTN__FILE_OK : XATTN__FILE_SKIP;
 }
 
 /* ---- programs --------------------------------------------------------------- */
@@ -848,19 +803,19 @@ static xattn_status xattn__cl_build(xattn_cl_ctx *c, xattn_cl_prog *pg, const ch
                                     const char **how)
 {
     cl_int e;
-    char key[2048], path[1100];
+    char key[2048], name[64], why[1600];
     int use_disk = c->cache_dir[0] != '\0';
     if (use_disk) {
-        xattn__cl_cache_key(c, options, key, sizeof key, path, sizeof path);
-        size_t blen = 0;
-        const char *reason = NULL;
-        unsigned char *bin = xattn__cl_cache_read(path, key, &blen, &reason);
-        if (bin) {
-            const unsigned char *bins[1] = {bin};
+        xattn__cl_cache_key(c, options, key, sizeof key, name, sizeof name);
+        unsigned char *file = NULL;
+        size_t flen = 0, off = 0, blen = 0;
+        int rc = xattn__cl_cache_read(c, name, key, &file, &flen, &off, &blen, why, sizeof why);
+        if (rc == XATTN__FILE_OK) {
+            const unsigned char *bins[1] = {file + off};
             cl_int bst = CL_SUCCESS;
             pg->program =
                 clCreateProgramWithBinary(c->context, 1, &c->device, &blen, bins, &bst, &e);
-            free(bin);
+            xattn__file_free(c->owner, file, flen);
             if (e == CL_SUCCESS && bst == CL_SUCCESS)
                 e = clBuildProgram(pg->program, 1, &c->device, options, NULL, NULL);
             else if (e == CL_SUCCESS)
@@ -871,7 +826,8 @@ static xattn_status xattn__cl_build(xattn_cl_ctx *c, xattn_cl_prog *pg, const ch
                 if (e == CL_SUCCESS) {
                     c->stats.disk_hits++;
                     *how = "binary from the disk cache";
-                    xattn__log(XATTN_LOG_DEBUG, "opencl: program loaded from %s", path);
+                    xattn__log(XATTN_LOG_DEBUG, "opencl: program loaded from %s/%s", c->cache_dir,
+                               name);
                     return XATTN_STATUS_OK;
                 }
             }
@@ -883,15 +839,16 @@ static xattn_status xattn__cl_build(xattn_cl_ctx *c, xattn_cl_prog *pg, const ch
             if (pg->program)
                 clReleaseProgram(pg->program);
             pg->program = NULL;
-            reason = "refused by the driver";
-            xattn__log(XATTN_LOG_DEBUG, "opencl: cached binary %s: %s (%d)", path,
-                       xattn__cl_err_name(e), (int)e);
+            snprintf(why, sizeof why,
+                     "program cache file %s: the driver refused its binary (%s, %d)", name,
+                     xattn__cl_err_name(e), (int)e);
+            rc = XATTN__FILE_SKIP;
         }
-        if (reason) {
+        if (rc == XATTN__FILE_SKIP) {
             c->stats.disk_rejects++;
             xattn__log(XATTN_LOG_WARN,
-                       "opencl: program cache file %s is %s; building from source instead", path,
-                       reason);
+                       "opencl: program cache in %s: %s; building from source instead",
+                       c->cache_dir, why);
         }
     }
 
@@ -912,11 +869,11 @@ static xattn_status xattn__cl_build(xattn_cl_ctx *c, xattn_cl_prog *pg, const ch
     c->stats.source_builds++;
     *how = "compiled from source";
     if (use_disk && c->cache_write) {
-        if (xattn__cl_cache_write(c, pg->program, path, key) == 0)
+        if (xattn__cl_cache_write(c, pg->program, name, key, why, sizeof why) == XATTN__FILE_OK)
             c->stats.disk_writes++;
         else
-            xattn__log(XATTN_LOG_WARN, "opencl: could not write the program cache file %s (%s)",
-                       path, strerror(errno));
+            xattn__log(XATTN_LOG_WARN, "opencl: program binary not cached in %s: %s", c->cache_dir,
+                       why);
     }
     return XATTN_STATUS_OK;
 }
@@ -1141,6 +1098,7 @@ static xattn_status xattn__cl_ctx_create(struct xattn_ctx *ctx)
     if (!c)
         return st;
     memset(c, 0, sizeof *c);
+    c->owner = ctx;
     const xattn_cl_dev *d = &xattn__cl_devs[ctx->device];
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     cl_int e;
@@ -1925,6 +1883,7 @@ xattn_status xattn_opencl_ctx_create(cl_context context, cl_device_id device,
         return st;
     }
     memset(c, 0, sizeof *c);
+    c->owner = ctx;
     clRetainContext(context);
     c->context = context;
     c->device = device;

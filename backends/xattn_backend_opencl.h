@@ -31,8 +31,9 @@ typedef struct xattn_opencl_cache_stats {
     uint64_t disk_hits;     /* programs loaded from a binary in the disk cache */
     uint64_t source_builds; /* programs compiled from source */
     uint64_t disk_writes;   /* binaries written to the disk cache */
-    uint64_t disk_rejects;  /* cache files found unreadable, corrupt or refused by the driver
-                               (each fell back to a source build) */
+    uint64_t disk_rejects;  /* cache files found unreadable, untrusted (or in an untrusted
+                               folder), corrupt or refused by the driver (each fell back to a
+                               source build) */
     double build_ms_total;  /* wall time spent creating and building programs */
 } xattn_opencl_cache_stats;
 

@@ -2,13 +2,15 @@
  * Device ceilings: the backend's micro-benchmarks (FMA throughput, read and
  * copy bandwidth), and their on-disk cache.
  *
- * Cache: one small key=value text file per device in
- *   $XATTN_CACHE_DIR, else $XDG_CACHE_HOME/xattn, else $HOME/.cache/xattn
- * named <backend>-<device>-<hash of the key>.txt. The key holds everything that
- * changes the figures: backend, device name, driver, platform, CPU features,
- * compute units, and whether the quick (test) mode measured them. A file that
- * does not parse, has another key, or holds a non-positive figure is ignored
- * and measured again. Files are written to a temporary name, then renamed.
+ * Cache: one small key=value text file per device in the cache root
+ * ($XATTN_CACHE_DIR, else $XDG_CACHE_HOME/xattn, else $HOME/.cache/xattn; ""
+ * turns it off) named <backend>-<device>-<hash of the key>.txt. The key holds
+ * everything that changes the figures: backend, device name, driver, platform,
+ * CPU features, compute units, and whether the quick (test) mode measured
+ * them. Files are read and written through xattn_file.c, which trusts only
+ * the user's private folder and regular files of a bounded size; a file that
+ * is not trusted, does not parse, has another key, or holds a non-positive
+ * figure is ignored with a warning and measured again.
  * Numbers are read and written in the "C" locale whatever the caller's.
  */
 #include <errno.h>
@@ -17,9 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "xattn_file.h"
 #include "xattn_internal.h"
 
 #define XATTN__CEIL_FORMAT 1
@@ -28,21 +30,6 @@ int xattn__ceilings_quick(void)
 {
     const char *q = getenv("XATTN_CEILINGS_QUICK");
     return q && !strcmp(q, "1");
-}
-
-/* The cache folder; 0 when the environment names none. */
-static int xattn__cache_dir(char *out, size_t n)
-{
-    const char *e = getenv("XATTN_CACHE_DIR");
-    if (e && *e)
-        return snprintf(out, n, "%s", e) < (int)n;
-    e = getenv("XDG_CACHE_HOME");
-    if (e && *e)
-        return snprintf(out, n, "%s/xattn", e) < (int)n;
-    e = getenv("HOME");
-    if (e && *e)
-        return snprintf(out, n, "%s/.cache/xattn", e) < (int)n;
-    return 0;
 }
 
 static void xattn__key_part(char *dst, size_t *k, size_t n, const char *name, const char *v)
@@ -72,21 +59,16 @@ static void xattn__ceil_key(const struct xattn_ctx *ctx, char *key, size_t n)
     xattn__key_part(key, &k, n, "mode", xattn__ceilings_quick() ? "quick" : "full");
 }
 
-static uint64_t xattn__fnv1a(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
+/* The cache root, the file name of ctx's device within it, and the file's
+ * whole path (a cache_path); 0 when there is no cache folder. */
+typedef struct xattn__ceil_loc {
+    char root[400], name[128];
+    char path[sizeof((xattn_ceilings *)0)->cache_path];
+} xattn__ceil_loc;
 
-/* The cache file of ctx's device; 0 when there is no cache folder. */
-static int xattn__ceil_path(const struct xattn_ctx *ctx, const char *key, char *path, size_t n)
+static int xattn__ceil_where(const struct xattn_ctx *ctx, const char *key, xattn__ceil_loc *l)
 {
-    char dir[400];
-    if (!xattn__cache_dir(dir, sizeof dir))
+    if (!xattn__cache_root(l->root, sizeof l->root))
         return 0;
     char dev[41];
     size_t k = 0;
@@ -97,8 +79,13 @@ static int xattn__ceil_path(const struct xattn_ctx *ctx, const char *key, char *
         dev[k++] = ok ? ch : '_';
     }
     dev[k] = '\0';
-    return snprintf(path, n, "%s/%s-%s-%016llx.txt", dir, ctx->be->name, dev,
-                    (unsigned long long)xattn__fnv1a(key)) < (int)n;
+    uint64_t h = xattn__fnv1a64(XATTN__FNV_INIT, key, strlen(key));
+    int w = snprintf(l->name, sizeof l->name, "%s-%s-%016llx.txt", ctx->be->name, dev,
+                     (unsigned long long)h);
+    if (w < 0 || (size_t)w >= sizeof l->name)
+        return 0;
+    w = snprintf(l->path, sizeof l->path, "%s/%s", l->root, l->name);
+    return w > 0 && (size_t)w < sizeof l->path;
 }
 
 /* Runs with the thread's locale switched to "C" (number formatting). */
@@ -131,12 +118,8 @@ static int xattn__parse_pos(const char *v, double *out, int allow_zero)
     return 1;
 }
 
-/* 1 when `path` holds a valid entry for `key`. */
-static int xattn__ceil_read(const char *path, const char *key, xattn_ceilings *c)
+int xattn__ceil_parse(const char *text, size_t n, const char *key, xattn_ceilings *c)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
     memset(c, 0, sizeof *c);
     c->struct_size = sizeof *c;
     int format = 0, key_ok = 0, bad = 0;
@@ -144,14 +127,18 @@ static int xattn__ceil_read(const char *path, const char *key, xattn_ceilings *c
     char line[2048];
     xattn__c_locale loc;
     xattn__c_locale_enter(&loc);
-    while (!bad && fgets(line, sizeof line, f)) {
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\n')
-            line[--len] = '\0';
-        else if (!feof(f)) { /* a line longer than any we write */
+    size_t pos = 0;
+    while (!bad && pos < n) {
+        const char *nl = memchr(text + pos, '\n', n - pos);
+        size_t len = nl ? (size_t)(nl - (text + pos)) : n - pos;
+        /* a line longer than any we write, or a NUL inside one */
+        if (len >= sizeof line || memchr(text + pos, '\0', len)) {
             bad = 1;
             break;
         }
+        memcpy(line, text + pos, len);
+        line[len] = '\0';
+        pos += len + (nl != NULL);
         if (!len || line[0] == '#')
             continue;
         char *eq = strchr(line, '=');
@@ -182,78 +169,91 @@ static int xattn__ceil_read(const char *path, const char *key, xattn_ceilings *c
         /* other keys (measured_at, notes) are informative */
     }
     xattn__c_locale_leave(&loc);
-    bad |= ferror(f);
-    fclose(f);
-    if (bad || !format || !key_ok || seen != 31)
+    return !bad && format && key_ok && seen == 31;
+}
+
+size_t xattn__ceil_format(char *out, size_t n, const char *key, const xattn_ceilings *c)
+{
+    xattn__c_locale loc;
+    xattn__c_locale_enter(&loc);
+    int w =
+        snprintf(out, n,
+                 "# xattn device ceilings (measured by the built-in micro-benchmarks; delete "
+                 "to measure again)\nformat=%d\nkey=%s\nfma_f32_gflops=%.17g\n"
+                 "fma_f16_gflops=%.17g\nfma_bf16_gflops=%.17g\nread_gbps=%.17g\n"
+                 "copy_gbps=%.17g\nmma_f16_gflops=%.17g\nmma_bf16_gflops=%.17g\n",
+                 XATTN__CEIL_FORMAT, key, c->fma_f32_gflops, c->fma_f16_gflops, c->fma_bf16_gflops,
+                 c->read_gbps, c->copy_gbps, c->mma_f16_gflops, c->mma_bf16_gflops);
+    xattn__c_locale_leave(&loc);
+    return w > 0 && (size_t)w < n ? (size_t)w : 0;
+}
+
+/* Reads the cache entry of ctx's device into *c; 0 when there is none (an
+ * entry that is there but not used is a warning). The file's bytes are
+ * counted by ctx's allocator while they are parsed. */
+static int xattn__ceil_lookup(const struct xattn_ctx *ctx, xattn_ceilings *c)
+{
+    char key[1200], why[1024];
+    xattn__ceil_loc l;
+    xattn__ceil_key(ctx, key, sizeof key);
+    if (!xattn__ceil_where(ctx, key, &l))
         return 0;
+    int dfd;
+    int rc = xattn__cache_dir_open(l.root, NULL, 0, &dfd, why, sizeof why);
+    if (rc == XATTN__FILE_SKIP)
+        xattn__log(XATTN_LOG_WARN, "ceilings cache not used: %s", why);
+    if (rc != XATTN__FILE_OK)
+        return 0;
+    /* Only the byte counters change: a const context is not otherwise touched. */
+    struct xattn_ctx *counted = (struct xattn_ctx *)ctx;
+    unsigned char *text = NULL;
+    size_t len = 0;
+    rc = xattn__file_read(dfd, l.name, XATTN__CEIL_FILE_MAX, counted, "ceilings cache file", &text,
+                          &len, why, sizeof why);
+    close(dfd);
+    if (rc == XATTN__FILE_SKIP)
+        xattn__log(XATTN_LOG_WARN, "ceilings cache in %s: %s", l.root, why);
+    if (rc != XATTN__FILE_OK)
+        return 0;
+    int ok = xattn__ceil_parse((const char *)text, len, key, c);
+    xattn__file_free(counted, text, len);
+    if (!ok) {
+        xattn__log(XATTN_LOG_WARN,
+                   "ceilings cache file %s does not hold valid ceilings for this device: not "
+                   "used (xattn_ceilings_measure measures and rewrites it)",
+                   l.path);
+        return 0;
+    }
     c->from_cache = 1;
-    snprintf(c->cache_path, sizeof c->cache_path, "%s", path);
+    memcpy(c->cache_path, l.path, sizeof c->cache_path);
     return 1;
 }
 
-/* mkdir -p */
-static int xattn__mkdirs(const char *dir)
+/* Stores *c as ctx's device entry; 1 on success, else 0 after a warning. */
+static int xattn__ceil_store(const struct xattn_ctx *ctx, xattn_ceilings *c)
 {
-    char tmp[512];
-    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp)
-        return 0;
-    for (char *s = tmp + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return 0;
-        *s = '/';
-    }
-    return !mkdir(tmp, 0755) || errno == EEXIST;
-}
-
-static xattn_status xattn__ceil_write(const char *path, const char *key, const xattn_ceilings *c)
-{
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        if (!xattn__mkdirs(dir))
-            return xattn__error(XATTN_STATUS_IO, "ceilings cache: cannot create folder '%s': %s",
-                                dir, strerror(errno));
-    }
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return xattn__error(XATTN_STATUS_IO, "ceilings cache: cannot write '%s': %s", tmp,
-                            strerror(errno));
-    xattn__c_locale loc;
-    xattn__c_locale_enter(&loc);
-    fprintf(f,
-            "# xattn device ceilings (measured by the built-in micro-benchmarks; delete to "
-            "measure again)\nformat=%d\nkey=%s\nfma_f32_gflops=%.17g\nfma_f16_gflops=%.17g\n"
-            "fma_bf16_gflops=%.17g\nread_gbps=%.17g\ncopy_gbps=%.17g\nmma_f16_gflops=%.17g\n"
-            "mma_bf16_gflops=%.17g\n",
-            XATTN__CEIL_FORMAT, key, c->fma_f32_gflops, c->fma_f16_gflops, c->fma_bf16_gflops,
-            c->read_gbps, c->copy_gbps, c->mma_f16_gflops, c->mma_bf16_gflops);
-    xattn__c_locale_leave(&loc);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) {
-        int err = errno;
-        remove(tmp);
-        return xattn__error(XATTN_STATUS_IO, "ceilings cache: cannot write '%s': %s", path,
-                            strerror(err));
-    }
-    return XATTN_STATUS_OK;
-}
-
-/* Reads the cache entry of ctx's device into *c; 0 when there is none. */
-static int xattn__ceil_lookup(const struct xattn_ctx *ctx, xattn_ceilings *c)
-{
-    char key[1200], path[512];
+    char key[1200], why[1024], text[2048];
+    xattn__ceil_loc l;
     xattn__ceil_key(ctx, key, sizeof key);
-    if (!xattn__ceil_path(ctx, key, path, sizeof path))
+    if (!xattn__ceil_where(ctx, key, &l))
         return 0;
-    return xattn__ceil_read(path, key, c);
+    size_t len = xattn__ceil_format(text, sizeof text, key, c);
+    int dfd = -1;
+    int rc = len ? xattn__cache_dir_open(l.root, NULL, 1, &dfd, why, sizeof why) : XATTN__FILE_SKIP;
+    if (!len)
+        snprintf(why, sizeof why, "the entry for %s does not fit %zu bytes", l.path, sizeof text);
+    if (rc == XATTN__FILE_OK) {
+        xattn__file_part part = {text, len};
+        rc = xattn__file_write(dfd, l.name, &part, 1, why, sizeof why);
+        close(dfd);
+    }
+    if (rc != XATTN__FILE_OK) {
+        /* A cache that cannot be written is not the caller's failure. */
+        xattn__log(XATTN_LOG_WARN, "ceilings not cached: %s", why);
+        return 0;
+    }
+    memcpy(c->cache_path, l.path, sizeof c->cache_path);
+    return 1;
 }
 
 void xattn__ceilings_load(struct xattn_ctx *ctx)
@@ -307,16 +307,7 @@ xattn_status xattn_ceilings_measure(xattn_ctx *ctx, int force, xattn_ceilings *o
     if (st == XATTN_STATUS_OK) {
         c.from_cache = 0;
         c.cache_path[0] = '\0';
-        char key[1200], path[512];
-        xattn__ceil_key(ctx, key, sizeof key);
-        if (xattn__ceil_path(ctx, key, path, sizeof path)) {
-            /* A cache that cannot be written is not the caller's failure. */
-            if (xattn__ceil_write(path, key, &c) == XATTN_STATUS_OK)
-                snprintf(c.cache_path, sizeof c.cache_path, "%s", path);
-            else
-                xattn__log(XATTN_LOG_WARN, "%s", xattn_last_error());
-            xattn__clear_error();
-        }
+        xattn__ceil_store(ctx, &c);
         ctx->prof.ceil = c;
         ctx->prof.ceil_state = 1;
         *out = c;

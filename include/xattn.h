@@ -544,8 +544,9 @@ typedef struct xattn_ceilings {
  * The context's device ceilings: from the on-disk cache (keyed by device
  * identity) unless `force` is 1 or no valid entry exists, in which case the
  * micro-benchmarks run (seconds) and the cache is written. Records made
- * afterwards carry % of ceiling. Cache folder: $XATTN_CACHE_DIR, else
- * $XDG_CACHE_HOME/xattn, else ~/.cache/xattn; a cache that cannot be written
+ * afterwards carry % of ceiling. Cache folder: $XATTN_CACHE_DIR ("" = none),
+ * else $XDG_CACHE_HOME/xattn, else ~/.cache/xattn, used only when it is the
+ * user's own and private (docs/guarantees.md); a cache that cannot be written
  * is not an error (cache_path is then ""). XATTN_CEILINGS_QUICK=1 shortens the
  * micro-benchmarks (tests; cached apart). XATTN_STATUS_UNSUPPORTED when the
  * backend has no micro-benchmarks.
