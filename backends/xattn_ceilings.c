@@ -321,12 +321,18 @@ xattn_status xattn_ceilings_get(const xattn_ctx *ctx, xattn_ceilings *out)
     xattn__clear_error();
     if (!ctx || !out)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "out" : "ctx");
-    if (ctx->prof.ceil_state == 1) {
+    /* Taken like a call (BUSY while another thread measures): the ceilings
+     * are written by xattn_ceilings_measure. The cast touches only the flag. */
+    struct xattn_ctx *c = (struct xattn_ctx *)ctx;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(c));
+    int known = ctx->prof.ceil_state == 1;
+    if (known)
         *out = ctx->prof.ceil;
-        return XATTN_STATUS_OK;
-    }
     /* An interop context that was never looked up: read the cache now. */
-    if (ctx->prof.ceil_state == 0 && xattn__ceil_lookup(ctx, out))
+    else if (ctx->prof.ceil_state == 0)
+        known = xattn__ceil_lookup(ctx, out);
+    xattn__ctx_leave(c);
+    if (known)
         return XATTN_STATUS_OK;
     return xattn__error(XATTN_STATUS_UNSUPPORTED,
                         "ceilings: none known for %s device %d (%s); run "
