@@ -30,6 +30,20 @@
  * ALiBi -slope*|p - j|; bias; masks set s = -inf; rows i >= Lq are padding
  * (O = 0, LSE = -inf); a fully masked row gives O = 0, LSE = -inf; a NaN score
  * makes its row NaN (the running max is sticky for NaN).
+ *
+ * Kernel shape: a kernel that calls barrier() never returns before its end.
+ * A work-group with nothing to do (a padding row, rows past the sequence)
+ * runs its loops zero times and every work-item still reaches every barrier;
+ * the writes are what the row's flags guard. OpenCL allows the early return
+ * when the whole work-group takes it, but CPU implementations that turn a
+ * work-group into loops over its work-items must then decide which
+ * "region" between barriers each work-item runs, and PoCL 3.x's work-item
+ * loops get it wrong: they resolve the branch once, for work-item 0, and a
+ * later get_local_id(0) == 0 test is then taken for every work-item; LLVM,
+ * seeing paths that no other work-item can take, drops the exit test of the
+ * loop before it (NAIVE's softmax ran off its row and crashed on AVX2 and
+ * SSE2 targets; docs/backends.md, "PoCL and kernel shapes"). One exit per
+ * kernel is a shape that every compiler handles.
  */
 
 #ifndef XATTN_QDT

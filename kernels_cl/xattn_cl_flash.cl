@@ -81,7 +81,8 @@ inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local floa
     const long i = i0 + get_local_id(0), pos = i + s.poff;
     const float slope = xattn_alibi_slope(meta, B, h, flags);
 
-    /* This row's keys, and the union over the group's valid rows. */
+    /* This row's keys, and the union over the group's valid rows (empty
+     * when the group has none: i0 >= s.lq). */
     long lo, hi, ulo, uhi, tmp;
     xattn_row_range(s, i, causal, win_l, win_r, kmin, kmax, &lo, &hi);
     const long i_last = min(i0 + XATTN_BQ, (long)s.lq) - 1;
@@ -148,23 +149,23 @@ __kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void xattn_flash(
     const int b = bh / Hq, h = bh - b * Hq;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
     const long i0 = (g % nt) * XATTN_BQ;
-    if (i0 >= s.rows)
-        return; /* the whole work-group: no row of this sequence */
     const long i = i0 + get_local_id(0);
     const int valid = i < s.lq;
 
+    /* A group with no row of the sequence (i0 >= s.rows >= s.lq) walks no
+     * tile; it does not return early (kernel shape, xattn_cl_common.cl). */
     float acc[XATTN_DVMAX];
     const xattn_row_state st =
         xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, 0, s.lk, valid, acc);
-    if (i >= s.rows)
-        return;
-    if (!valid || st.m == -INFINITY) {
-        xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
-        return;
+    if (i < s.rows) {
+        if (!valid || st.m == -INFINITY) {
+            xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
+        } else {
+            const float inv = 1.0f / st.l;
+            for (int c = 0; c < XATTN_HDV; c++)
+                XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
+            if (flags & XATTN_F_LSE)
+                lse[XATTN_LSE_AT(b, h, s.sq + i)] = st.m + log(st.l);
+        }
     }
-    const float inv = 1.0f / st.l;
-    for (int c = 0; c < XATTN_HDV; c++)
-        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
-    if (flags & XATTN_F_LSE)
-        lse[XATTN_LSE_AT(b, h, s.sq + i)] = st.m + log(st.l);
 }

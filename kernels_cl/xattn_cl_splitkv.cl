@@ -27,29 +27,30 @@ xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, c
     const int bh = (int)(g % ((long)B * Hq)), sp = (int)(g / ((long)B * Hq));
     const int b = bh / Hq, h = bh - b * Hq;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
-    if (i0 >= s.lq)
-        return; /* the whole work-group: rows past the length are the combine's */
     const long i = i0 + get_local_id(0);
     const int valid = i < s.lq;
     const long kv_lo = (long)sp * chunk;
 
+    /* Rows past the length are the combine's: a group with none of the
+     * sequence's rows (i0 >= s.lq) walks no tile, and does not return early
+     * (kernel shape, xattn_cl_common.cl). */
     float acc[XATTN_DVMAX];
     const xattn_row_state st =
         xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, kv_lo, kv_lo + chunk, valid, acc);
-    if (!valid)
-        return;
-    const long row = XATTN_WS_ROW(sp, bh, i);
-    __global float *out = ws_o + row * XATTN_HDV;
-    if (st.m == -INFINITY) {
-        for (int c = 0; c < XATTN_HDV; c++)
-            out[c] = 0.0f;
-        ws_l[row] = -INFINITY;
-        return;
+    if (valid) {
+        const long row = XATTN_WS_ROW(sp, bh, i);
+        __global float *out = ws_o + row * XATTN_HDV;
+        if (st.m == -INFINITY) { /* no visible key in this chunk */
+            for (int c = 0; c < XATTN_HDV; c++)
+                out[c] = 0.0f;
+            ws_l[row] = -INFINITY;
+        } else {
+            const float inv = 1.0f / st.l;
+            for (int c = 0; c < XATTN_HDV; c++)
+                out[c] = acc[c] * inv;
+            ws_l[row] = st.m + log(st.l);
+        }
     }
-    const float inv = 1.0f / st.l;
-    for (int c = 0; c < XATTN_HDV; c++)
-        out[c] = acc[c] * inv;
-    ws_l[row] = st.m + log(st.l);
 }
 
 /* Combine phase. Work-group: CWG columns of Dv of one row; groups numbered

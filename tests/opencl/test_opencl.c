@@ -728,12 +728,43 @@ static const test_entry tests[] = {
     {"run_info", test_run_info},
 };
 
+/* XATTN_TEST_POCL_CPU=haswell: this run is one of the reruns with PoCL
+ * compiling the kernels for another CPU model (POCL_KERNELLIB_NAME, see
+ * tests/opencl/CMakeLists.txt). 1 when OpenCL device 0 is PoCL compiling for
+ * that model (its name is "pthread-<model>-<cpu>"), else 0 with the reason:
+ * another driver, or a host that lacks the model's instructions (PoCL then
+ * falls back to the best model the host has). */
+static int pocl_cpu_as_asked(void)
+{
+    const char *want = getenv("XATTN_TEST_POCL_CPU");
+    if (!want || !*want)
+        return 1;
+    xattn_device_info info;
+    if (xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &info) != XATTN_STATUS_OK) {
+        printf("SKIP: OpenCL device 0: %s\n", xattn_last_error());
+        return 0;
+    }
+    char pat[96];
+    snprintf(pat, sizeof pat, "-%s-", want);
+    if (!strstr(info.name, pat)) {
+        const char *lib = getenv("POCL_KERNELLIB_NAME");
+        printf("SKIP: OpenCL device 0 is '%s', not PoCL compiling for %s "
+               "(POCL_KERNELLIB_NAME=%s)\n",
+               info.name, want, lib ? lib : "");
+        return 0;
+    }
+    printf("OpenCL device 0: %s\n", info.name);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     if (xattn_backend_available(XATTN_BACKEND_OPENCL) != XATTN_STATUS_OK) {
         printf("SKIP: OpenCL backend unavailable: %s\n", xattn_last_error());
         return 77;
     }
+    if (!pocl_cpu_as_asked())
+        return 77;
     int ran = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (argc > 1 && strcmp(argv[1], tests[i].name))
