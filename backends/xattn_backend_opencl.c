@@ -772,9 +772,27 @@ static void xattn__cl_options(char *out, size_t n, int qdt, int kdt, int dmax, i
              t->naive_local);
 }
 
+/* Private arrays of FLASH and the SPLITKV partial, per work-item
+ * (xattn_attend): the query row (dmax floats), the accumulator (dvmax) and one
+ * tile's scores (bk). */
+static uint64_t xattn__cl_private_bytes(int bk, int dmax, int dvmax)
+{
+    return ((uint64_t)dmax + (uint64_t)dvmax + (uint64_t)bk) * 4u;
+}
+
+/* A CPU device runs a work-group on one thread, and that thread's stack holds
+ * the private arrays of all its work-items (PoCL's work-item loops keep them
+ * side by side): 4096 x (32 + 32 + 512) floats, 9 MiB, overflowed PoCL's 8 MiB
+ * thread stack. A work-group may use at most an eighth of that. */
+#define XATTN_CL_CPU_WG_PRIVATE_MAX (1u << 20)
+
 /* Fits a tile to the device: work-group sizes within CL_DEVICE_MAX_WORK_GROUP_SIZE,
- * FLASH's K/V tiles within CL_DEVICE_LOCAL_MEM_SIZE. */
-static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, int dmax, int dvmax)
+ * FLASH's K/V tiles within CL_DEVICE_LOCAL_MEM_SIZE, and on CPU devices a
+ * work-group's private arrays within XATTN_CL_CPU_WG_PRIVATE_MAX (bq shrinks;
+ * with `refuse_env` set, an XATTN_CL_TILE bq that would have to shrink for
+ * that is refused instead). */
+static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, int dmax, int dvmax,
+                                       const char *refuse_env)
 {
     size_t wg = c->max_wg ? c->max_wg : 1;
     while ((size_t)t->bq > wg && t->bq > 1)
@@ -793,11 +811,27 @@ static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, 
     while (t->bk > 1 && (cl_ulong)t->bk * (cl_ulong)(dmax + dvmax) * 4u > budget)
         t->bk /= 2;
     if ((cl_ulong)t->bk * (cl_ulong)(dmax + dvmax) * 4u > budget ||
-        2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget)
+        2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget ||
+        (cl_ulong)t->rwg * 4u > budget)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: the device's %llu bytes of local memory cannot hold one "
-                            "key of K and V (D array %d + Dv array %d floats)",
-                            (unsigned long long)c->local_mem, dmax, dvmax);
+                            "OpenCL: the device's %llu bytes of local memory cannot hold the "
+                            "kernels' arrays (one key of K and V: D array %d + Dv array %d "
+                            "floats; NAIVE nt=%d: 2 x nt x (nt + 1) floats; rwg=%d floats)",
+                            (unsigned long long)c->local_mem, dmax, dvmax, t->nt, t->rwg);
+    if (c->type & CL_DEVICE_TYPE_CPU) {
+        const uint64_t wi = xattn__cl_private_bytes(t->bk, dmax, dvmax);
+        if (refuse_env && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            return xattn__error(
+                XATTN_STATUS_INVALID_ARGUMENT,
+                "XATTN_CL_TILE='%s': bq=%d work-items x %llu bytes of private arrays each (D %d "
+                "+ Dv %d + bk %d floats, at the smallest head dims) need %llu bytes a "
+                "work-group; a CPU device runs a work-group on one thread's stack, which allows "
+                "%u: lower bq or bk",
+                refuse_env, t->bq, (unsigned long long)wi, dmax, dvmax, t->bk,
+                (unsigned long long)((uint64_t)t->bq * wi), XATTN_CL_CPU_WG_PRIVATE_MAX);
+        while (t->bq > 1 && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            t->bq /= 2;
+    }
     return XATTN_STATUS_OK;
 }
 
@@ -930,7 +964,7 @@ static xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, x
     xattn__cl_head_dim(p->Dv, t.fixed_dims, &dvmax, &dvfix);
     const int qdt = t.fixed_dtypes ? (int)p->q.dtype : -1;
     const int kdt = t.fixed_dtypes ? (int)p->k.dtype : -1;
-    XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &t, dmax, dvmax));
+    XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &t, dmax, dvmax, NULL));
     char key[512];
     xattn__cl_options(key, sizeof key, qdt, kdt, dmax, dfix, dvmax, dvfix, &t);
     for (xattn_cl_prog *pg = c->progs; pg; pg = pg->next) {
@@ -1091,8 +1125,19 @@ static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
     c->tile = row->tile;
     c->tile_class = row->device_class;
     const char *env = getenv("XATTN_CL_TILE");
-    if (env && *env)
+    if (env && *env) {
         XATTN_RETURN_IF_ERROR(xattn__cl_tile_parse(env, &c->tile));
+        /* A tile that cannot fit at the smallest head dims is refused here;
+         * larger ones shrink it per program (xattn__cl_program). */
+        xattn_cl_tile smallest = c->tile;
+        xattn_status st = xattn__cl_tile_fit(c, &smallest, 32, 32, env);
+        if (st == XATTN_STATUS_UNSUPPORTED) {
+            char why[512]; /* a copy: the message is rewritten from it */
+            snprintf(why, sizeof why, "%s", xattn_last_error());
+            return xattn__error(st, "XATTN_CL_TILE='%s': %s", env, why);
+        }
+        XATTN_RETURN_IF_ERROR(st);
+    }
 
     XATTN_RETURN_IF_ERROR(xattn__cl_sources_load(c));
     xattn__cl_cache_dir_resolve(c);

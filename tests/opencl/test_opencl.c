@@ -12,7 +12,8 @@
  *                 the caller's own OpenCL calls; wrong objects give errors that
  *                 carry the OpenCL error's name
  *   tiles         XATTN_CL_TILE overrides the tile (results still right); a bad
- *                 value is refused with the variable's name
+ *                 value, or one that cannot fit the device (a CPU work-group's
+ *                 private arrays), is refused with the variable's name
  *   run_info      phases, device times and workspace bytes of every algorithm
  *
  * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
@@ -613,6 +614,64 @@ static void test_interop(void)
     clReleaseContext(cctx);
 }
 
+/* FLASH and SPLITKV at D = Dv = 256 under XATTN_CL_TILE=bq=1024,bk=64 (set by
+ * the caller): on a CPU device a work-group's private arrays, 1024 x (256 +
+ * 256 + 64) floats, pass the 1 MiB a work-group may keep on its thread's
+ * stack, so bq shrinks for this program; the result stays right. */
+static void tiles_big_dims(int cpu_device)
+{
+    enum { BS = 1, QS = 6, KS = 40, HD = 256 };
+    static float hq[QS * HD], hk[KS * HD], hv[KS * HD], out[QS * HD];
+    static double ref[QS * HD];
+    fill(hq, QS * HD, 11);
+    fill(hk, KS * HD, 12);
+    fill(hv, KS * HD, 13);
+    xattn_ctx *ctx = cl_ctx();
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+    if (!ctx || xattn_buffer_alloc(ctx, sizeof hq, &bq) ||
+        xattn_buffer_alloc(ctx, sizeof hk, &bk) || xattn_buffer_alloc(ctx, sizeof hv, &bv) ||
+        xattn_buffer_alloc(ctx, sizeof out, &bo) || xattn_buffer_write(bq, 0, hq, sizeof hq) ||
+        xattn_buffer_write(bk, 0, hk, sizeof hk) || xattn_buffer_write(bv, 0, hv, sizeof hv)) {
+        EXPECT(0, "D=256 setup: %s", xattn_last_error());
+    } else {
+        xattn_attn_desc d;
+        xattn_attn_desc_init(&d);
+        d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, BS, QS, 1, HD);
+        d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, BS, KS, 1, HD);
+        d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, BS, KS, 1, HD);
+        d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, BS, QS, 1, HD);
+        d.causal = 1;
+        EXPECT(xattn_reference_attention(ctx, &d, ref, NULL) == XATTN_STATUS_OK, "reference: %s",
+               xattn_last_error());
+        for (int a = XATTN_ALGO_FLASH; a <= XATTN_ALGO_SPLITKV; a++) {
+            d.algo = (xattn_algo)a;
+            xattn_run_info info;
+            xattn_status st = xattn_attention(ctx, &d, &info);
+            EXPECT(st == XATTN_STATUS_OK, "D=256 %s: %s", xattn_algo_name(d.algo),
+                   xattn_last_error());
+            double err = 0.0;
+            if (st != XATTN_STATUS_OK || xattn_buffer_read(bo, 0, out, sizeof out))
+                err = 1e30;
+            for (int i = 0; i < QS * HD && err < 1e30; i++) {
+                double e = fabs((double)out[i] - ref[i]);
+                if (!(e <= err))
+                    err = e;
+            }
+            EXPECT(err < 1e-5, "D=256 %s with bq=1024: error %g", xattn_algo_name(d.algo), err);
+            if (cpu_device)
+                EXPECT(info.tile_q >= 1 && info.tile_q <= 256 && info.tile_k == 64,
+                       "D=256 %s: tile %dx%d, expected bq shrunk to <= 256 for the private "
+                       "arrays (1024 x 576 floats > 1 MiB)",
+                       xattn_algo_name(d.algo), info.tile_q, info.tile_k);
+        }
+    }
+    xattn_buffer_free(bq);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    xattn_buffer_free(bo);
+    xattn_ctx_destroy(ctx);
+}
+
 static void test_tiles(void)
 {
     /* Small tiles: several key tiles per work-group, several row tiles. */
@@ -636,8 +695,21 @@ static void test_tiles(void)
         problem_free(&p);
     }
     xattn_ctx_destroy(ctx);
-    const char *bad[] = {"bq=abc", "bq=0", "rwg=24", "tile=4", "bq"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+
+    /* On a CPU device a work-group keeps its private arrays on one thread's
+     * stack: a tile whose FLASH work-group needs more than 1 MiB even at the
+     * smallest head dims is refused (4096 x (32 + 32 + 4096) floats, 68 MB,
+     * crashed PoCL); a smaller one runs, shrunk where a head dim needs it. */
+    xattn_device_info dev;
+    const int cpu_device =
+        xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &dev) == XATTN_STATUS_OK &&
+        dev.device_type == XATTN_DEVICE_TYPE_CPU;
+    setenv("XATTN_CL_TILE", "bq=1024,bk=64", 1);
+    tiles_big_dims(cpu_device);
+
+    const char *bad[] = {"bq=abc", "bq=0", "rwg=24", "tile=4", "bq", "bq=4096,bk=4096"};
+    const size_t nbad = sizeof bad / sizeof bad[0] - (cpu_device ? 0 : 1);
+    for (size_t i = 0; i < nbad; i++) {
         setenv("XATTN_CL_TILE", bad[i], 1);
         xattn_ctx *b = NULL;
         xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &b);
