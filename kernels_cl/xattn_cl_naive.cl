@@ -40,7 +40,7 @@ inline float xattn_naive_score(XATTN_KARGS, float dot, int b, int h, xattn_seq s
 /* Phase 1. Work-group: NT x NT work-items on NT rows x NT keys of one (b, h);
  * groups numbered (key tile, row tile, bh), key tile fastest. */
 __kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
-xattn_naive_qk(XATTN_KARGS, __global float *S)
+xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long cnt_at)
 {
     const long nj = (Sk + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
     long g = get_group_id(0);
@@ -76,7 +76,16 @@ xattn_naive_qk(XATTN_KARGS, __global float *S)
     }
     if (i < s.lq && j < s.lk)
         S[XATTN_S_AT(bh, i, j)] = xattn_naive_score(XATTN_KARGS_PASS, dot, b, h, s, i, j);
+    /* Every work-item of a tile that runs computes a dot product, padding
+     * lanes (rows or keys past the sequence, zeros) included. */
+    if (get_local_id(0) == 0 && (flags & XATTN_F_COUNT))
+        cnt[cnt_at + get_group_id(0)] = active ? (ulong)(XATTN_NT * XATTN_NT) : 0;
 #else
+    /* The work-items inside the sequence compute a dot product; work-item 0
+     * (row i0, key j0) counts them before it may leave. */
+    if (get_local_id(0) == 0 && (flags & XATTN_F_COUNT))
+        cnt[cnt_at + get_group_id(0)] = (ulong)clamp(s.lq - i0, 0L, (long)XATTN_NT) *
+                                        (ulong)clamp(s.lk - j0, 0L, (long)XATTN_NT);
     if (i >= s.lq || j >= s.lk)
         return;
     const long qa = XATTN_Q_AT(b, s.sq + i, h, 0), ka = XATTN_K_AT(b, s.sk + j, kh, 0);
@@ -164,7 +173,7 @@ xattn_naive_softmax(XATTN_KARGS, __global float *S)
  * one (b, h); groups numbered (column tile, row tile, bh). A key with P = 0
  * (masked) adds nothing, not even 0 * NaN. */
 __kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
-xattn_naive_pv(XATTN_KARGS, __global const float *P)
+xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const long cnt_at)
 {
     const long nc = (XATTN_HDV + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
     long g = get_group_id(0);
@@ -178,6 +187,7 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P)
     const long i0 = it * XATTN_NT, i = i0 + ti;
     const int c = (int)(ct * XATTN_NT) + tc;
     float acc = 0.0f;
+    ulong keys = 0; /* keys this row added into O (counted in column 0) */
 #if XATTN_NAIVE_LOCAL
     /* P and V staged through local memory, NT keys at a time. */
     __local float ps[XATTN_NT][XATTN_NT + 1];
@@ -194,6 +204,7 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P)
             const float pj = ps[ti][jj];
             acc += pj != 0.0f ? pj * vs[jj][tc] : 0.0f;
         }
+        keys += XATTN_NT; /* every lane of the tile, padding included */
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
@@ -204,11 +215,16 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P)
         const long va = XATTN_V_AT(b, s.sk, kh, c);
         for (long j = lo; j < hi; j++) {
             const float pj = pr[j];
-            if (pj != 0.0f)
+            if (pj != 0.0f) {
                 acc += pj * XATTN_LOAD_KV(v, va + j * v_ss);
+                keys++;
+            }
         }
     }
 #endif
     if (i < s.rows && c < XATTN_HDV)
         XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), i < s.lq ? acc : 0.0f);
+    /* One count a row of work-items: (bh, row tile, row in the tile). */
+    if (ct == 0 && tc == 0 && (flags & XATTN_F_COUNT))
+        cnt[cnt_at + ((long)bh * ni + it) * XATTN_NT + ti] = keys;
 }

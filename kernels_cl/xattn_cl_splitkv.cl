@@ -16,10 +16,12 @@
 /* Partial phase. Work-group: BQ work-items; groups numbered (row tile, bh,
  * split), row tile fastest. */
 __kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void
-xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, const int chunk)
+xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, const int chunk,
+                      __global ulong *cnt, const long cnt_at)
 {
     __local float ks[XATTN_BK * XATTN_DMAX];
     __local float vs[XATTN_BK * XATTN_DVMAX];
+    __local ulong cred[2 * XATTN_BQ];
     const long nt = (Sq + XATTN_BQ - 1) / XATTN_BQ;
     long g = get_group_id(0);
     const long i0 = (g % nt) * XATTN_BQ;
@@ -36,7 +38,8 @@ xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, c
      * (kernel shape, xattn_cl_common.cl). */
     float acc[XATTN_DVMAX];
     const xattn_row_state st =
-        xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, kv_lo, kv_lo + chunk, valid, acc);
+        xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, kv_lo, kv_lo + chunk, valid, acc, cred,
+                     cnt, cnt_at);
     if (valid) {
         const long row = XATTN_WS_ROW(sp, bh, i);
         __global float *out = ws_o + row * XATTN_HDV;
