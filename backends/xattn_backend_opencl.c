@@ -454,11 +454,12 @@ enum {
     XATTN_CL_K_FLASH,
     XATTN_CL_K_PARTIAL,
     XATTN_CL_K_COMBINE,
+    XATTN_CL_K_COUNT_SUM,
     XATTN_CL_NUM_KERNELS
 };
 static const char *const xattn__cl_kernel_names[XATTN_CL_NUM_KERNELS] = {
-    "xattn_naive_qk", "xattn_naive_softmax",   "xattn_naive_pv",
-    "xattn_flash",    "xattn_splitkv_partial", "xattn_splitkv_combine"};
+    "xattn_naive_qk",        "xattn_naive_softmax",   "xattn_naive_pv", "xattn_flash",
+    "xattn_splitkv_partial", "xattn_splitkv_combine", "xattn_count_sum"};
 
 /* One built program: the configuration asked for (key) and as built. */
 typedef struct xattn_cl_prog {
@@ -502,7 +503,8 @@ typedef struct xattn_cl_ctx {
 
     xattn_cl_prog *progs;
     xattn_opencl_cache_stats stats;
-    double last_build_ms; /* of the last attention call */
+    double last_build_ms;  /* of the last attention call */
+    xattn__exec last_exec; /* the last attention call's counts (tests) */
 } xattn_cl_ctx;
 
 static int xattn__is_cl_ctx(const xattn_ctx *ctx)
@@ -523,6 +525,18 @@ xattn_status xattn__opencl_cache_stats(xattn_ctx *ctx, xattn_opencl_cache_stats 
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                             "ctx/out: NULL or not an OpenCL context");
     *out = ((xattn_cl_ctx *)ctx->bctx)->stats;
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn__opencl_last_counts(xattn_ctx *ctx, double *qk, double *pv, double *kv_rows)
+{
+    if (!xattn__is_cl_ctx(ctx) || !qk || !pv || !kv_rows)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "ctx/qk/pv/kv_rows: NULL or not an OpenCL context");
+    const xattn__exec *x = &((xattn_cl_ctx *)ctx->bctx)->last_exec;
+    *qk = x->qk_pairs;
+    *pv = x->pv_pairs;
+    *kv_rows = x->kv_rows;
     return XATTN_STATUS_OK;
 }
 
@@ -727,9 +741,27 @@ static void xattn__cl_options(char *out, size_t n, int qdt, int kdt, int dmax, i
              t->naive_local);
 }
 
+/* Private arrays of FLASH and the SPLITKV partial, per work-item
+ * (xattn_attend): the query row (dmax floats), the accumulator (dvmax) and one
+ * tile's scores (bk). */
+static uint64_t xattn__cl_private_bytes(int bk, int dmax, int dvmax)
+{
+    return ((uint64_t)dmax + (uint64_t)dvmax + (uint64_t)bk) * 4u;
+}
+
+/* A CPU device runs a work-group on one thread, and that thread's stack holds
+ * the private arrays of all its work-items (PoCL's work-item loops keep them
+ * side by side): 4096 x (32 + 32 + 512) floats, 9 MiB, overflowed PoCL's 8 MiB
+ * thread stack. A work-group may use at most an eighth of that. */
+#define XATTN_CL_CPU_WG_PRIVATE_MAX (1u << 20)
+
 /* Fits a tile to the device: work-group sizes within CL_DEVICE_MAX_WORK_GROUP_SIZE,
- * FLASH's K/V tiles within CL_DEVICE_LOCAL_MEM_SIZE. */
-static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, int dmax, int dvmax)
+ * FLASH's K/V tiles within CL_DEVICE_LOCAL_MEM_SIZE, and on CPU devices a
+ * work-group's private arrays within XATTN_CL_CPU_WG_PRIVATE_MAX (bq shrinks;
+ * with `refuse_env` set, an XATTN_CL_TILE bq that would have to shrink for
+ * that is refused instead). */
+static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, int dmax, int dvmax,
+                                       const char *refuse_env)
 {
     size_t wg = c->max_wg ? c->max_wg : 1;
     while ((size_t)t->bq > wg && t->bq > 1)
@@ -743,17 +775,39 @@ static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, 
         t->cwg = cmax;
     while ((size_t)t->cwg > wg && t->cwg > 1)
         t->cwg /= 2;
-    /* Leave 1 KiB of local memory for the implementation's own use. */
+    /* Leave 1 KiB of local memory for the implementation's own use. FLASH
+     * and the SPLITKV partial hold a K and a V tile and 2 x bq counts; NAIVE's
+     * qk and pv two nt x (nt + 1) tiles; the softmax and xattn_count_sum rwg
+     * values (floats, ulongs). */
     cl_ulong budget = c->local_mem > 1024 ? c->local_mem - 1024 : 0;
-    while (t->bk > 1 && (cl_ulong)t->bk * (cl_ulong)(dmax + dvmax) * 4u > budget)
+#define XATTN_CL_FLASH_LOCAL(t)                                                                    \
+    ((cl_ulong)(t)->bk * (cl_ulong)(dmax + dvmax) * 4u + 16u * (cl_ulong)(t)->bq)
+    while (t->bk > 1 && XATTN_CL_FLASH_LOCAL(t) > budget)
         t->bk /= 2;
-    if ((cl_ulong)t->bk * (cl_ulong)(dmax + dvmax) * 4u > budget ||
-        2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget)
+    if (XATTN_CL_FLASH_LOCAL(t) > budget ||
+        2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget ||
+        (cl_ulong)t->rwg * 8u > budget)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: the device's %llu bytes of local memory cannot hold one "
-                            "key of K and V (D array %d + Dv array %d floats)",
-                            (unsigned long long)c->local_mem, dmax, dvmax);
+                            "OpenCL: the device's %llu bytes of local memory cannot hold the "
+                            "kernels' arrays (one key of K and V: D array %d + Dv array %d "
+                            "floats; NAIVE nt=%d: 2 x nt x (nt + 1) floats; rwg=%d floats)",
+                            (unsigned long long)c->local_mem, dmax, dvmax, t->nt, t->rwg);
+    if (c->type & CL_DEVICE_TYPE_CPU) {
+        const uint64_t wi = xattn__cl_private_bytes(t->bk, dmax, dvmax);
+        if (refuse_env && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            return xattn__error(
+                XATTN_STATUS_INVALID_ARGUMENT,
+                "XATTN_CL_TILE='%s': bq=%d work-items x %llu bytes of private arrays each (D %d "
+                "+ Dv %d + bk %d floats, at the smallest head dims) need %llu bytes a "
+                "work-group; a CPU device runs a work-group on one thread's stack, which allows "
+                "%u: lower bq or bk",
+                refuse_env, t->bq, (unsigned long long)wi, dmax, dvmax, t->bk,
+                (unsigned long long)((uint64_t)t->bq * wi), XATTN_CL_CPU_WG_PRIVATE_MAX);
+        while (t->bq > 1 && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            t->bq /= 2;
+    }
     return XATTN_STATUS_OK;
+#undef XATTN_CL_FLASH_LOCAL
 }
 
 /* "clBuildProgram failed: ...; build log: ..." with the log's head. */
@@ -887,7 +941,7 @@ static xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, x
     xattn__cl_head_dim(p->Dv, t.fixed_dims, &dvmax, &dvfix);
     const int qdt = t.fixed_dtypes ? (int)p->q.dtype : -1;
     const int kdt = t.fixed_dtypes ? (int)p->k.dtype : -1;
-    XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &t, dmax, dvmax));
+    XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &t, dmax, dvmax, NULL));
     char key[512];
     xattn__cl_options(key, sizeof key, qdt, kdt, dmax, dfix, dvmax, dvfix, &t);
     for (xattn_cl_prog *pg = c->progs; pg; pg = pg->next) {
@@ -917,9 +971,9 @@ static xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, x
         st = xattn__cl_build(c, pg, options, &how);
         if (st != XATTN_STATUS_OK)
             break;
-        size_t need[XATTN_CL_NUM_KERNELS] = {(size_t)t.nt * t.nt, (size_t)t.rwg,
-                                             (size_t)t.nt * t.nt, (size_t)t.bq,
-                                             (size_t)t.bq,        (size_t)t.cwg};
+        size_t need[XATTN_CL_NUM_KERNELS] = {
+            (size_t)t.nt * t.nt, (size_t)t.rwg, (size_t)t.nt * t.nt, (size_t)t.bq,
+            (size_t)t.bq,        (size_t)t.cwg, (size_t)t.rwg};
         int fits = 1;
         for (int i = 0; i < XATTN_CL_NUM_KERNELS; i++) {
             size_t kwg = 0;
@@ -931,7 +985,8 @@ static xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, x
             switch (i) {
             case XATTN_CL_K_QK:
             case XATTN_CL_K_PV: t.nt = t.nt > 1 ? t.nt / 2 : 1; break;
-            case XATTN_CL_K_SOFTMAX: t.rwg = t.rwg > 1 ? t.rwg / 2 : 1; break;
+            case XATTN_CL_K_SOFTMAX:
+            case XATTN_CL_K_COUNT_SUM: t.rwg = t.rwg > 1 ? t.rwg / 2 : 1; break;
             case XATTN_CL_K_COMBINE: t.cwg = t.cwg > 1 ? t.cwg / 2 : 1; break;
             default: t.bq = t.bq > 1 ? t.bq / 2 : 1; break;
             }
@@ -998,6 +1053,7 @@ static void xattn__cl_state_free(xattn_cl_ctx *c)
  * device and queue are set). */
 static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
 {
+    xattn__exec_init(&c->last_exec);
     cl_command_queue_properties qp = 0;
     XATTN_CL_CHECK(clGetCommandQueueInfo(c->queue, CL_QUEUE_PROPERTIES, sizeof qp, &qp, NULL),
                    "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
@@ -1048,8 +1104,19 @@ static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
     c->tile = row->tile;
     c->tile_class = row->device_class;
     const char *env = getenv("XATTN_CL_TILE");
-    if (env && *env)
+    if (env && *env) {
         XATTN_RETURN_IF_ERROR(xattn__cl_tile_parse(env, &c->tile));
+        /* A tile that cannot fit at the smallest head dims is refused here;
+         * larger ones shrink it per program (xattn__cl_program). */
+        xattn_cl_tile smallest = c->tile;
+        xattn_status st = xattn__cl_tile_fit(c, &smallest, 32, 32, env);
+        if (st == XATTN_STATUS_UNSUPPORTED) {
+            char why[512]; /* a copy: the message is rewritten from it */
+            snprintf(why, sizeof why, "%s", xattn_last_error());
+            return xattn__error(st, "XATTN_CL_TILE='%s': %s", env, why);
+        }
+        XATTN_RETURN_IF_ERROR(st);
+    }
 
     XATTN_RETURN_IF_ERROR(xattn__cl_sources_load(c));
     xattn__cl_cache_dir_resolve(c);
@@ -1212,13 +1279,14 @@ static xattn_status xattn__cl_buffer_read(struct xattn_ctx *ctx, struct xattn_bu
 #define XATTN_CL_FLAG_BIAS 16
 #define XATTN_CL_FLAG_BIAS_F16 32
 #define XATTN_CL_FLAG_ALIBI 64
+#define XATTN_CL_FLAG_COUNT 128 /* the kernels write their executed-work counts */
 /* bits 8-9: q/o dtype, bits 10-11: k/v dtype (xattn_dtype values) */
 #define XATTN_CL_NUM_COMMON_ARGS 48
 
 /* Device memory of one call, accounted while it is held. */
 typedef struct xattn_cl_scratch {
-    cl_mem mem[3];
-    uint64_t bytes[3];
+    cl_mem mem[4];
+    uint64_t bytes[4];
     int n;
 } xattn_cl_scratch;
 
@@ -1267,7 +1335,7 @@ static void xattn__cl_scratch_free(struct xattn_ctx *ctx, xattn_cl_scratch *s)
 }
 
 /* Sets the XATTN_KARGS arguments (xattn_cl_common.cl) of a kernel. */
-static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem meta)
+static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem meta, int count)
 {
     cl_int e = CL_SUCCESS;
     cl_uint a = 0;
@@ -1345,8 +1413,8 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 (p->varlen ? XATTN_CL_FLAG_VARLEN : 0) | (p->has_lse ? XATTN_CL_FLAG_LSE : 0) |
                 (p->has_bias ? XATTN_CL_FLAG_BIAS : 0) |
                 (p->has_bias && p->bias.dtype == XATTN_DTYPE_F16 ? XATTN_CL_FLAG_BIAS_F16 : 0) |
-                (p->alibi ? XATTN_CL_FLAG_ALIBI : 0) | ((int)p->q.dtype << 8) |
-                ((int)p->k.dtype << 10);
+                (p->alibi ? XATTN_CL_FLAG_ALIBI : 0) | (count ? XATTN_CL_FLAG_COUNT : 0) |
+                ((int)p->q.dtype << 8) | ((int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
     ARG_FLOAT(p->softcap);
@@ -1381,7 +1449,7 @@ typedef struct xattn_cl_phase {
 
 static xattn_status xattn__cl_launch(xattn_cl_ctx *c, const xattn_problem *p, cl_kernel k,
                                      cl_mem meta, int kind, size_t local, uint64_t groups,
-                                     int timed, xattn_cl_phase *ph)
+                                     int timed, int count, xattn_cl_phase *ph)
 {
     if (groups == 0)
         return XATTN_STATUS_OK; /* nothing to do (Sk = 0 for the score phase) */
@@ -1392,7 +1460,7 @@ static xattn_status xattn__cl_launch(xattn_cl_ctx *c, const xattn_problem *p, cl
                             "size_t counts",
                             xattn__cl_kernel_names[kind], (unsigned long long)groups, local);
     const size_t global = (size_t)items;
-    cl_int e = xattn__cl_set_common(k, p, meta);
+    cl_int e = xattn__cl_set_common(k, p, meta, count);
     if (e != CL_SUCCESS)
         return xattn__error(XATTN_STATUS_BACKEND, "clSetKernelArg(%s) failed: %s (%d)",
                             xattn__cl_kernel_names[kind], xattn__cl_err_name(e), (int)e);
@@ -1412,6 +1480,101 @@ static xattn_status xattn__cl_launch(xattn_cl_ctx *c, const xattn_problem *p, cl
             return xattn__cl_fail(e, "clFinish");
         ph->host_ms = (xattn__now() - t0) * 1e3;
     }
+    return XATTN_STATUS_OK;
+}
+
+/*
+ * Executed-work counts (kernels_cl/xattn_cl_common.cl, "executed-work counts"):
+ * a ulong array of the three sums, then three segments that the kernels fill
+ * (scores computed, keys added into O, K/V rows loaded). The kernels write
+ * them when the call is timed, which synchronizes anyway: reading the sums
+ * back then costs one small read, and untimed calls stay asynchronous. The
+ * array is allocated either way, so that a call's workspace (and what a memory
+ * limit lets through) does not depend on whether times were asked for.
+ */
+typedef struct xattn_cl_counts {
+    cl_mem mem;
+    uint64_t n[3]; /* segment lengths */
+} xattn_cl_counts;
+
+/* Up to this many counts are read back and added on the host (a stack
+ * buffer); more are added on the device first (xattn_count_sum). */
+#define XATTN_CL_COUNT_HOST_MAX 512
+
+static xattn_status xattn__cl_counts_new(struct xattn_ctx *ctx, xattn_cl_scratch *scratch,
+                                         xattn_cl_counts *cn, uint64_t n0, uint64_t n1, uint64_t n2,
+                                         int poison, uint64_t *ws_bytes)
+{
+    uint64_t n, bytes;
+    if (xattn__add_overflow(n0, n1, &n) || xattn__add_overflow(n, n2, &n) ||
+        xattn__add_overflow(n, 3u, &n) || xattn__mul_overflow(n, 8u, &bytes))
+        return xattn__error(
+            XATTN_STATUS_SIZE_OVERFLOW,
+            "OpenCL: the executed-work counts (%llu + %llu + %llu) overflow 64 bits",
+            (unsigned long long)n0, (unsigned long long)n1, (unsigned long long)n2);
+    XATTN_RETURN_IF_ERROR(
+        xattn__cl_scratch_new(ctx, scratch, bytes, NULL, "OpenCL executed-work counts", &cn->mem));
+    cn->n[0] = n0;
+    cn->n[1] = n1;
+    cn->n[2] = n2;
+    *ws_bytes += bytes;
+    if (poison) { /* a count that no kernel writes shows up as a huge sum */
+        const cl_ulong all = ~(cl_ulong)0;
+        xattn_cl_ctx *c = ctx->bctx;
+        cl_int e = clEnqueueFillBuffer(c->queue, cn->mem, &all, sizeof all, 0, (size_t)bytes, 0,
+                                       NULL, NULL);
+        if (e != CL_SUCCESS)
+            return xattn__cl_fail(e, "clEnqueueFillBuffer (poison counts)");
+    }
+    return XATTN_STATUS_OK;
+}
+
+/* Sets a kernel's (cnt, cnt_at) arguments at index a: the counts array and
+ * where the kernel's part starts. */
+static cl_int xattn__cl_arg_counts(cl_kernel k, cl_uint a, const xattn_cl_counts *cn, uint64_t at)
+{
+    cl_long off = (cl_long)at;
+    cl_int e = clSetKernelArg(k, a, sizeof cn->mem, &cn->mem);
+    return e != CL_SUCCESS ? e : clSetKernelArg(k, a + 1, sizeof off, &off);
+}
+
+/* The three sums of the counts (after the call's kernels, in queue order). */
+static xattn_status xattn__cl_counts_sum(xattn_cl_ctx *c, xattn_cl_prog *pg,
+                                         const xattn_cl_counts *cn, uint64_t sums[3])
+{
+    const uint64_t n = cn->n[0] + cn->n[1] + cn->n[2];
+    cl_int e;
+    if (n <= XATTN_CL_COUNT_HOST_MAX) {
+        cl_ulong buf[XATTN_CL_COUNT_HOST_MAX];
+        if (n && (e = clEnqueueReadBuffer(c->queue, cn->mem, CL_TRUE, 3 * sizeof(cl_ulong),
+                                          (size_t)n * sizeof(cl_ulong), buf, 0, NULL, NULL)) !=
+                     CL_SUCCESS)
+            return xattn__cl_fail(e, "clEnqueueReadBuffer (executed-work counts)");
+        uint64_t at = 0;
+        for (int seg = 0; seg < 3; seg++) {
+            sums[seg] = 0;
+            for (uint64_t i = 0; i < cn->n[seg]; i++)
+                sums[seg] += buf[at++];
+        }
+        return XATTN_STATUS_OK;
+    }
+    cl_kernel k = pg->kernels[XATTN_CL_K_COUNT_SUM];
+    const cl_long n0 = (cl_long)cn->n[0], n1 = (cl_long)cn->n[1], n2 = (cl_long)cn->n[2];
+    const size_t local = (size_t)pg->tile.rwg;
+    if ((e = clSetKernelArg(k, 0, sizeof cn->mem, &cn->mem)) != CL_SUCCESS ||
+        (e = clSetKernelArg(k, 1, sizeof n0, &n0)) != CL_SUCCESS ||
+        (e = clSetKernelArg(k, 2, sizeof n1, &n1)) != CL_SUCCESS ||
+        (e = clSetKernelArg(k, 3, sizeof n2, &n2)) != CL_SUCCESS)
+        return xattn__cl_fail(e, "clSetKernelArg (xattn_count_sum)");
+    if ((e = clEnqueueNDRangeKernel(c->queue, k, 1, NULL, &local, &local, 0, NULL, NULL)) !=
+        CL_SUCCESS)
+        return xattn__cl_fail(e, "clEnqueueNDRangeKernel (xattn_count_sum)");
+    cl_ulong out[3];
+    if ((e = clEnqueueReadBuffer(c->queue, cn->mem, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL)) !=
+        CL_SUCCESS)
+        return xattn__cl_fail(e, "clEnqueueReadBuffer (executed-work counts)");
+    for (int seg = 0; seg < 3; seg++)
+        sums[seg] = out[seg];
     return XATTN_STATUS_OK;
 }
 
@@ -1438,9 +1601,9 @@ static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, i
 static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_problem *p,
                                         xattn_run_info *info, int timed, xattn__exec *exec)
 {
-    (void)exec; /* the OpenCL kernels do not count their work yet: the tile model is used */
     xattn_cl_ctx *c = ctx->bctx;
     c->last_build_ms = 0.0;
+    xattn__exec_init(&c->last_exec);
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
@@ -1480,6 +1643,9 @@ static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_probl
     const uint64_t BH = (uint64_t)(p->B * p->Hq);
     const float nanv = NAN;
     cl_int e;
+    xattn_cl_counts counts;
+    memset(&counts, 0, sizeof counts);
+    const int count = timed; /* write and read the executed-work counts (xattn_cl_counts) */
 
     if (st != XATTN_STATUS_OK) {
         /* nothing was enqueued */
@@ -1510,11 +1676,19 @@ static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_probl
         const uint64_t g_qk = (uint64_t)xattn__ceil_div(p->Sk, t->nt) * ni * BH;
         const uint64_t g_sm = (uint64_t)p->Sq * BH;
         const uint64_t g_pv = (uint64_t)xattn__ceil_div(p->Dv, t->nt) * ni * BH;
+        /* Counts: one a qk work-group, one a pv row of work-items. */
+        const uint64_t n_qk = g_qk, n_pv = ni * nt * BH;
+        if ((st = xattn__cl_counts_new(ctx, &scratch, &counts, n_qk, n_pv, 0, count && p->poison,
+                                       &ws_bytes)) != XATTN_STATUS_OK)
+            goto done;
         cl_kernel kq = pg->kernels[XATTN_CL_K_QK], ks = pg->kernels[XATTN_CL_K_SOFTMAX],
                   kp = pg->kernels[XATTN_CL_K_PV];
-        if ((e = xattn__cl_arg_mem(kq, XATTN_CL_NUM_COMMON_ARGS, S)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(ks, XATTN_CL_NUM_COMMON_ARGS, S)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(kp, XATTN_CL_NUM_COMMON_ARGS, S)) != CL_SUCCESS) {
+        const cl_uint a = XATTN_CL_NUM_COMMON_ARGS;
+        if ((e = xattn__cl_arg_mem(kq, a, S)) != CL_SUCCESS ||
+            (e = xattn__cl_arg_mem(ks, a, S)) != CL_SUCCESS ||
+            (e = xattn__cl_arg_mem(kp, a, S)) != CL_SUCCESS ||
+            (e = xattn__cl_arg_counts(kq, a + 1, &counts, 3)) != CL_SUCCESS ||
+            (e = xattn__cl_arg_counts(kp, a + 1, &counts, 3 + n_qk)) != CL_SUCCESS) {
             st = xattn__cl_fail(e, "clSetKernelArg (NAIVE scores)");
             goto done;
         }
@@ -1522,20 +1696,28 @@ static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_probl
         ph[1].name = "softmax";
         ph[2].name = "pv";
         nph = 3;
-        st =
-            xattn__cl_launch(c, p, kq, meta, XATTN_CL_K_QK, (size_t)(nt * nt), g_qk, timed, &ph[0]);
+        st = xattn__cl_launch(c, p, kq, meta, XATTN_CL_K_QK, (size_t)(nt * nt), g_qk, timed, count,
+                              &ph[0]);
         if (st == XATTN_STATUS_OK)
             st = xattn__cl_launch(c, p, ks, meta, XATTN_CL_K_SOFTMAX, (size_t)t->rwg, g_sm, timed,
-                                  &ph[1]);
+                                  count, &ph[1]);
         if (st == XATTN_STATUS_OK)
             st = xattn__cl_launch(c, p, kp, meta, XATTN_CL_K_PV, (size_t)(nt * nt), g_pv, timed,
-                                  &ph[2]);
+                                  count, &ph[2]);
     } else if (p->algo == XATTN_ALGO_FLASH) {
         const uint64_t groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH;
+        cl_kernel kf = pg->kernels[XATTN_CL_K_FLASH];
+        if ((st = xattn__cl_counts_new(ctx, &scratch, &counts, groups, groups, groups,
+                                       count && p->poison, &ws_bytes)) != XATTN_STATUS_OK)
+            goto done;
+        if ((e = xattn__cl_arg_counts(kf, XATTN_CL_NUM_COMMON_ARGS, &counts, 3)) != CL_SUCCESS) {
+            st = xattn__cl_fail(e, "clSetKernelArg (FLASH counts)");
+            goto done;
+        }
         ph[0].name = "flash";
         nph = 1;
-        st = xattn__cl_launch(c, p, pg->kernels[XATTN_CL_K_FLASH], meta, XATTN_CL_K_FLASH,
-                              (size_t)t->bq, groups, timed, &ph[0]);
+        st = xattn__cl_launch(c, p, kf, meta, XATTN_CL_K_FLASH, (size_t)t->bq, groups, timed, count,
+                              &ph[0]);
     } else if (p->algo == XATTN_ALGO_SPLITKV) {
         int splits = xattn__cl_num_splits(c, p, t->bq, t->bk);
         int64_t chunk = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, splits);
@@ -1562,27 +1744,31 @@ static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_probl
             st = xattn__cl_fail(e, "clEnqueueFillBuffer (poison)");
             goto done;
         }
+        const uint64_t g1 = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH * (uint64_t)splits;
+        const uint64_t g2 = (uint64_t)xattn__ceil_div(p->Dv, t->cwg) * (uint64_t)p->Sq * BH;
+        if ((st = xattn__cl_counts_new(ctx, &scratch, &counts, g1, g1, g1, count && p->poison,
+                                       &ws_bytes)) != XATTN_STATUS_OK)
+            goto done;
         cl_kernel kpart = pg->kernels[XATTN_CL_K_PARTIAL], kcomb = pg->kernels[XATTN_CL_K_COMBINE];
         const cl_uint a = XATTN_CL_NUM_COMMON_ARGS;
         if ((e = xattn__cl_arg_mem(kpart, a, wo)) != CL_SUCCESS ||
             (e = xattn__cl_arg_mem(kpart, a + 1, wl)) != CL_SUCCESS ||
             (e = xattn__cl_arg_int(kpart, a + 2, (int)chunk)) != CL_SUCCESS ||
+            (e = xattn__cl_arg_counts(kpart, a + 3, &counts, 3)) != CL_SUCCESS ||
             (e = xattn__cl_arg_mem(kcomb, a, wo)) != CL_SUCCESS ||
             (e = xattn__cl_arg_mem(kcomb, a + 1, wl)) != CL_SUCCESS ||
             (e = xattn__cl_arg_int(kcomb, a + 2, splits)) != CL_SUCCESS) {
             st = xattn__cl_fail(e, "clSetKernelArg (SPLITKV)");
             goto done;
         }
-        const uint64_t g1 = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH * (uint64_t)splits;
-        const uint64_t g2 = (uint64_t)xattn__ceil_div(p->Dv, t->cwg) * (uint64_t)p->Sq * BH;
         ph[0].name = "partial";
         ph[1].name = "combine";
         nph = 2;
         st = xattn__cl_launch(c, p, kpart, meta, XATTN_CL_K_PARTIAL, (size_t)t->bq, g1, timed,
-                              &ph[0]);
+                              count, &ph[0]);
         if (st == XATTN_STATUS_OK)
             st = xattn__cl_launch(c, p, kcomb, meta, XATTN_CL_K_COMBINE, (size_t)t->cwg, g2, timed,
-                                  &ph[1]);
+                                  count, &ph[1]);
     } else {
         st = xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the OpenCL backend",
                           (int)p->algo);
@@ -1601,6 +1787,17 @@ done:
                 last = ph[i].ev;
         if (last && (e = clWaitForEvents(1, &last)) != CL_SUCCESS)
             st = xattn__cl_fail(e, "clWaitForEvents");
+    }
+    if (st == XATTN_STATUS_OK && count) {
+        uint64_t sums[3];
+        st = xattn__cl_counts_sum(c, pg, &counts, sums);
+        if (st == XATTN_STATUS_OK) {
+            exec->qk_pairs = (double)sums[0];
+            exec->pv_pairs = (double)sums[1];
+            /* NAIVE reads K and V rows per score, not per tile: not counted */
+            exec->kv_rows = p->algo == XATTN_ALGO_NAIVE ? -1.0 : (double)sums[2];
+            c->last_exec = *exec;
+        }
     }
     info->workspace_bytes = ws_bytes;
     info->num_phases = nph;
@@ -1637,6 +1834,13 @@ done:
      * tile-aligned, so there it is an estimate), and the device's memory
      * (OpenCL 1.2 has no query for free memory). */
     info->build_ms = c->last_build_ms;
+    /* The kernel form: the tile table's device class, and NAIVE's qk/pv form
+     * (tiles staged in local memory, or read from global memory). */
+    if (pg)
+        snprintf(info->kernel, sizeof info->kernel, "cl-%s%s", c->tile_class,
+                 p->algo != XATTN_ALGO_NAIVE ? ""
+                 : pg->tile.naive_local      ? "-local"
+                                             : "-global");
     if (p->algo == XATTN_ALGO_FLASH || p->algo == XATTN_ALGO_SPLITKV) {
         info->tile_q = pg ? pg->tile.bq : 0;
         info->tile_k = pg ? pg->tile.bk : 0;

@@ -46,6 +46,13 @@ double xattn__opencl_last_build_ms(xattn_ctx *ctx);
  * non-OpenCL context. */
 xattn_status xattn__opencl_cache_stats(xattn_ctx *ctx, xattn_opencl_cache_stats *out);
 
+/* The executed-work counts of the context's last xattn_attention call, as its
+ * kernels wrote them (kernels_cl/xattn_cl_common.cl, "executed-work counts"):
+ * (query row, key) scores computed, keys added into O, K/V rows loaded, summed
+ * over sequences and heads; -1 where not counted (a call without times, and
+ * NAIVE's K/V rows). INVALID_ARGUMENT for a NULL or non-OpenCL context. */
+xattn_status xattn__opencl_last_counts(xattn_ctx *ctx, double *qk, double *pv, double *kv_rows);
+
 /* The folder of the disk cache the context uses ("" when disabled). */
 const char *xattn__opencl_cache_dir(xattn_ctx *ctx);
 

@@ -30,6 +30,20 @@
  * ALiBi -slope*|p - j|; bias; masks set s = -inf; rows i >= Lq are padding
  * (O = 0, LSE = -inf); a fully masked row gives O = 0, LSE = -inf; a NaN score
  * makes its row NaN (the running max is sticky for NaN).
+ *
+ * Kernel shape: a kernel that calls barrier() never returns before its end.
+ * A work-group with nothing to do (a padding row, rows past the sequence)
+ * runs its loops zero times and every work-item still reaches every barrier;
+ * the writes are what the row's flags guard. OpenCL allows the early return
+ * when the whole work-group takes it, but CPU implementations that turn a
+ * work-group into loops over its work-items must then decide which
+ * "region" between barriers each work-item runs, and PoCL 3.x's work-item
+ * loops get it wrong: they resolve the branch once, for work-item 0, and a
+ * later get_local_id(0) == 0 test is then taken for every work-item; LLVM,
+ * seeing paths that no other work-item can take, drops the exit test of the
+ * loop before it (NAIVE's softmax ran off its row and crashed on AVX2 and
+ * SSE2 targets; docs/backends.md, "PoCL and kernel shapes"). One exit per
+ * kernel is a shape that every compiler handles.
  */
 
 #ifndef XATTN_QDT
@@ -74,6 +88,7 @@
 #define XATTN_F_BIAS 16
 #define XATTN_F_BIAS_F16 32
 #define XATTN_F_ALIBI 64
+#define XATTN_F_COUNT 128 /* write the executed-work counts (see the end of this file) */
 /* bits 8-9: q/o dtype, bits 10-11: k/v dtype (used when XATTN_QDT/KDT = -1) */
 
 /* ---- storage formats ------------------------------------------------------ */
@@ -275,3 +290,42 @@ inline float xattn_bias_load(__global const uchar *bias, long idx, int flags)
 
 /* The running max with NaN sticky: once a NaN is seen it stays. */
 inline float xattn_max_sticky(float m, float s) { return (s > m || s != s) ? s : m; }
+
+/* ---- executed-work counts --------------------------------------------------- */
+
+/*
+ * With XATTN_F_COUNT the product kernels write what they computed into a
+ * ulong array `cnt` (the host sums it; no atomics): from element cnt_at on,
+ *   xattn_naive_qk      one count a work-group: (query row, key) scores it computed
+ *   xattn_naive_pv      one count a row of work-items: keys it added into O
+ *   xattn_flash, xattn_splitkv_partial
+ *                       three segments of one count a work-group: scores computed,
+ *                       keys added into O, K/V rows loaded (G = number of groups)
+ * Each kernel writes every element of its part, so that nothing is left over
+ * from a previous call. xattn_count_sum adds up large arrays on the device.
+ */
+
+/* cnt[0..2] = the sums of the three segments of n0, n1 and n2 elements that
+ * follow them. One work-group of XATTN_RWG work-items. */
+__kernel __attribute__((reqd_work_group_size(XATTN_RWG, 1, 1))) void
+xattn_count_sum(__global ulong *cnt, const long n0, const long n1, const long n2)
+{
+    __local ulong red[XATTN_RWG];
+    const int lid = get_local_id(0);
+    long base = 3;
+    for (int seg = 0; seg < 3; seg++) {
+        const long n = seg == 0 ? n0 : seg == 1 ? n1 : n2;
+        ulong x = 0;
+        for (long e = lid; e < n; e += XATTN_RWG)
+            x += cnt[base + e];
+        red[lid] = x;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) { /* once a call: a plain loop is enough */
+            for (int r = 1; r < XATTN_RWG; r++)
+                x += red[r];
+            cnt[seg] = x;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* red is rewritten by the next segment */
+        base += n;
+    }
+}

@@ -38,9 +38,10 @@ inline void xattn_load_tile(XATTN_KARGS, __local float *ks, __local float *vs, i
 }
 
 /* The online-softmax update of one row with the scores sc[0..nk) of a tile
- * and the tile's V rows. A masked key (-inf) adds nothing, not even 0 * NaN. */
+ * and the tile's V rows. A masked key (-inf) adds nothing, not even 0 * NaN;
+ * *keys counts those that were added. */
 inline void xattn_softmax_tile(xattn_row_state *st, float *acc, const float *sc, int nk,
-                               __local const float *vs, int dv_n)
+                               __local const float *vs, int dv_n, uint *keys)
 {
     float mt = st->m;
     for (int jj = 0; jj < nk; jj++)
@@ -58,6 +59,7 @@ inline void xattn_softmax_tile(xattn_row_state *st, float *acc, const float *sc,
             continue;
         const float pj = exp(sc[jj] - mt);
         st->l += pj;
+        (*keys)++;
         __local const float *vr = vs + jj * XATTN_DVMAX;
         for (int c = 0; c < dv_n; c++)
             acc[c] += pj * vr[c];
@@ -70,18 +72,23 @@ inline void xattn_softmax_tile(xattn_row_state *st, float *acc, const float *sc,
  * sequence (kernels_cpu: xattn__cpu_attend). Every work-item of the group
  * calls it: the loop bounds are the group's, so the barriers are uniform.
  * Leaves this row's m, l and unnormalized acc; `valid` is 0 for a row past
- * the sequence's length (it only helps load the tiles).
+ * the sequence's length (it only helps load the tiles). With XATTN_F_COUNT
+ * the group's counts go to cnt (xattn_cl_common.cl, "executed-work counts"):
+ * the scores computed, the keys added into O and the K/V rows loaded; cred
+ * is 2 x XATTN_BQ of local memory for adding them up.
  */
 inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local float *vs, int b,
                                     int h, xattn_seq s, long i0, long kmin, long kmax, int valid,
-                                    float *acc)
+                                    float *acc, __local ulong *cred, __global ulong *cnt,
+                                    long cnt_at)
 {
     const int kh = h / group;
     const int causal = flags & XATTN_F_CAUSAL;
     const long i = i0 + get_local_id(0), pos = i + s.poff;
     const float slope = xattn_alibi_slope(meta, B, h, flags);
 
-    /* This row's keys, and the union over the group's valid rows. */
+    /* This row's keys, and the union over the group's valid rows (empty
+     * when the group has none: i0 >= s.lq). */
     long lo, hi, ulo, uhi, tmp;
     xattn_row_range(s, i, causal, win_l, win_r, kmin, kmax, &lo, &hi);
     const long i_last = min(i0 + XATTN_BQ, (long)s.lq) - 1;
@@ -100,13 +107,16 @@ inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local floa
     st.l = 0.0f;
 
     float sc[XATTN_BK];
+    uint n_qk = 0, n_pv = 0, n_kv = 0; /* this row's counts (n_kv: the group's) */
     for (long j0 = ulo; j0 < uhi; j0 += XATTN_BK) {
         const int nk = (int)min((long)XATTN_BK, uhi - j0);
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is no longer read */
         xattn_load_tile(XATTN_KARGS_PASS, ks, vs, b, kh, s, j0, nk);
+        n_kv += nk;
         barrier(CLK_LOCAL_MEM_FENCE);
         if (!valid || j0 >= hi || j0 + nk <= lo)
             continue; /* no key of this tile is visible to this row */
+        n_qk += (uint)(min(hi, j0 + nk) - max(lo, j0)); /* the dot products below */
         for (int jj = 0; jj < nk; jj++) {
             const long j = j0 + jj;
             float x = -INFINITY;
@@ -122,7 +132,25 @@ inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local floa
             }
             sc[jj] = x;
         }
-        xattn_softmax_tile(&st, acc, sc, nk, vs, XATTN_HDV);
+        xattn_softmax_tile(&st, acc, sc, nk, vs, XATTN_HDV, &n_pv);
+    }
+
+    /* The group's counts: work-item 0 adds up the rows' (one barrier, every
+     * work-item reaches it whether or not counts are asked for). */
+    const int lid = get_local_id(0);
+    cred[lid] = n_qk;
+    cred[XATTN_BQ + lid] = n_pv;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0 && (flags & XATTN_F_COUNT)) {
+        ulong sqk = 0, spv = 0;
+        for (int r = 0; r < XATTN_BQ; r++) {
+            sqk += cred[r];
+            spv += cred[XATTN_BQ + r];
+        }
+        const long g = get_group_id(0), ng = get_num_groups(0);
+        cnt[cnt_at + g] = sqk;
+        cnt[cnt_at + ng + g] = spv;
+        cnt[cnt_at + 2 * ng + g] = n_kv;
     }
     return st;
 }
@@ -139,32 +167,34 @@ inline void xattn_write_empty_row(XATTN_KARGS, int b, int h, xattn_seq s, long i
 
 /* FLASH. Work-group: BQ work-items; groups numbered (row tile, bh), row tile
  * fastest, in one dimension (the only one every driver allows to be large). */
-__kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void xattn_flash(XATTN_KARGS)
+__kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void
+xattn_flash(XATTN_KARGS, __global ulong *cnt, const long cnt_at)
 {
     __local float ks[XATTN_BK * XATTN_DMAX];
     __local float vs[XATTN_BK * XATTN_DVMAX];
+    __local ulong cred[2 * XATTN_BQ];
     const long nt = (Sq + XATTN_BQ - 1) / XATTN_BQ, g = get_group_id(0);
     const int bh = (int)(g / nt);
     const int b = bh / Hq, h = bh - b * Hq;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
     const long i0 = (g % nt) * XATTN_BQ;
-    if (i0 >= s.rows)
-        return; /* the whole work-group: no row of this sequence */
     const long i = i0 + get_local_id(0);
     const int valid = i < s.lq;
 
+    /* A group with no row of the sequence (i0 >= s.rows >= s.lq) walks no
+     * tile; it does not return early (kernel shape, xattn_cl_common.cl). */
     float acc[XATTN_DVMAX];
-    const xattn_row_state st =
-        xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, 0, s.lk, valid, acc);
-    if (i >= s.rows)
-        return;
-    if (!valid || st.m == -INFINITY) {
-        xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
-        return;
+    const xattn_row_state st = xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, 0, s.lk, valid,
+                                            acc, cred, cnt, cnt_at);
+    if (i < s.rows) {
+        if (!valid || st.m == -INFINITY) {
+            xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
+        } else {
+            const float inv = 1.0f / st.l;
+            for (int c = 0; c < XATTN_HDV; c++)
+                XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
+            if (flags & XATTN_F_LSE)
+                lse[XATTN_LSE_AT(b, h, s.sq + i)] = st.m + log(st.l);
+        }
     }
-    const float inv = 1.0f / st.l;
-    for (int c = 0; c < XATTN_HDV; c++)
-        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
-    if (flags & XATTN_F_LSE)
-        lse[XATTN_LSE_AT(b, h, s.sq + i)] = st.m + log(st.l);
 }

@@ -40,7 +40,7 @@ inline float xattn_naive_score(XATTN_KARGS, float dot, int b, int h, xattn_seq s
 /* Phase 1. Work-group: NT x NT work-items on NT rows x NT keys of one (b, h);
  * groups numbered (key tile, row tile, bh), key tile fastest. */
 __kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
-xattn_naive_qk(XATTN_KARGS, __global float *S)
+xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long cnt_at)
 {
     const long nj = (Sk + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
     long g = get_group_id(0);
@@ -57,11 +57,13 @@ xattn_naive_qk(XATTN_KARGS, __global float *S)
     /* Q and K staged through local memory, NT columns of D at a time. */
     __local float qs[XATTN_NT][XATTN_NT + 1];
     __local float ks[XATTN_NT][XATTN_NT + 1];
-    if (i0 >= s.lq || j0 >= s.lk)
-        return; /* the whole work-group: nothing to score */
+    /* A tile with nothing to score runs no step, and no return (kernel
+     * shape, xattn_cl_common.cl): `active` is the same for the whole group. */
+    const int active = i0 < s.lq && j0 < s.lk;
+    const int dend = active ? XATTN_HD : 0;
     const long jl = j0 + ti; /* the key this work-item loads */
     float dot = 0.0f;
-    for (int d0 = 0; d0 < XATTN_HD; d0 += XATTN_NT) {
+    for (int d0 = 0; d0 < dend; d0 += XATTN_NT) {
         const int d = d0 + tj;
         qs[ti][tj] = (i < s.lq && d < XATTN_HD)
                          ? XATTN_LOAD_Q(q, XATTN_Q_AT(b, s.sq + i, h, d)) : 0.0f;
@@ -74,7 +76,16 @@ xattn_naive_qk(XATTN_KARGS, __global float *S)
     }
     if (i < s.lq && j < s.lk)
         S[XATTN_S_AT(bh, i, j)] = xattn_naive_score(XATTN_KARGS_PASS, dot, b, h, s, i, j);
+    /* Every work-item of a tile that runs computes a dot product, padding
+     * lanes (rows or keys past the sequence, zeros) included. */
+    if (get_local_id(0) == 0 && (flags & XATTN_F_COUNT))
+        cnt[cnt_at + get_group_id(0)] = active ? (ulong)(XATTN_NT * XATTN_NT) : 0;
 #else
+    /* The work-items inside the sequence compute a dot product; work-item 0
+     * (row i0, key j0) counts them before it may leave. */
+    if (get_local_id(0) == 0 && (flags & XATTN_F_COUNT))
+        cnt[cnt_at + get_group_id(0)] = (ulong)clamp(s.lq - i0, 0L, (long)XATTN_NT) *
+                                        (ulong)clamp(s.lk - j0, 0L, (long)XATTN_NT);
     if (i >= s.lq || j >= s.lk)
         return;
     const long qa = XATTN_Q_AT(b, s.sq + i, h, 0), ka = XATTN_K_AT(b, s.sk + j, kh, 0);
@@ -127,47 +138,42 @@ xattn_naive_softmax(XATTN_KARGS, __global float *S)
     const int i = (int)(g % Sq), bh = (int)(g / Sq);
     const int b = bh / Hq, h = bh - b * Hq;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
-    if (i >= s.rows)
-        return;
-    const long lse_at = XATTN_LSE_AT(b, h, s.sq + i);
-    if (i >= s.lq) { /* padding row */
-        if (lid == 0 && (flags & XATTN_F_LSE))
-            lse[lse_at] = -INFINITY;
-        return;
-    }
+    /* Rows past the sequence (packed batches: the next one's) write nothing;
+     * padding rows only their LSE. Both still take part in the reductions,
+     * over no keys (kernel shape, xattn_cl_common.cl). */
+    const int in_seq = i < s.rows;
+    const int n = i < s.lq ? s.lk : 0;
     __global float *row = S + XATTN_S_AT(bh, i, 0);
     float m = -INFINITY;
-    for (int j = lid; j < s.lk; j += XATTN_RWG)
+    for (int j = lid; j < n; j += XATTN_RWG)
         m = xattn_max_sticky(m, row[j]);
     m = xattn_wg_max_sticky(red, m);
     float sum = 0.0f;
     if (m != -INFINITY) {
-        for (int j = lid; j < s.lk; j += XATTN_RWG) {
+        for (int j = lid; j < n; j += XATTN_RWG) {
             const float e = exp(row[j] - m);
             row[j] = e;
             sum += e;
         }
     }
     sum = xattn_wg_sum(red, sum);
-    if (m == -INFINITY) { /* fully masked: P = 0, LSE = -inf */
-        for (int j = lid; j < s.lk; j += XATTN_RWG)
+    if (m == -INFINITY) { /* fully masked (or padding): P = 0, LSE = -inf */
+        for (int j = lid; j < n; j += XATTN_RWG)
             row[j] = 0.0f;
-        if (lid == 0 && (flags & XATTN_F_LSE))
-            lse[lse_at] = -INFINITY;
-        return;
+    } else {
+        const float inv = 1.0f / sum;
+        for (int j = lid; j < n; j += XATTN_RWG)
+            row[j] *= inv;
     }
-    const float inv = 1.0f / sum;
-    for (int j = lid; j < s.lk; j += XATTN_RWG)
-        row[j] *= inv;
-    if (lid == 0 && (flags & XATTN_F_LSE))
-        lse[lse_at] = m + log(sum);
+    if (lid == 0 && in_seq && (flags & XATTN_F_LSE))
+        lse[XATTN_LSE_AT(b, h, s.sq + i)] = m == -INFINITY ? -INFINITY : m + log(sum);
 }
 
 /* Phase 3. Work-group: NT x NT work-items on NT rows x NT columns of Dv of
  * one (b, h); groups numbered (column tile, row tile, bh). A key with P = 0
  * (masked) adds nothing, not even 0 * NaN. */
 __kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
-xattn_naive_pv(XATTN_KARGS, __global const float *P)
+xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const long cnt_at)
 {
     const long nc = (XATTN_HDV + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
     long g = get_group_id(0);
@@ -181,13 +187,14 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P)
     const long i0 = it * XATTN_NT, i = i0 + ti;
     const int c = (int)(ct * XATTN_NT) + tc;
     float acc = 0.0f;
+    ulong keys = 0; /* keys this row added into O (counted in column 0) */
 #if XATTN_NAIVE_LOCAL
     /* P and V staged through local memory, NT keys at a time. */
     __local float ps[XATTN_NT][XATTN_NT + 1];
     __local float vs[XATTN_NT][XATTN_NT + 1];
-    if (i0 >= s.rows)
-        return;
-    const long jend = i0 < s.lq ? s.lk : 0; /* padding blocks read nothing */
+    /* Blocks of padding rows, or past the sequence, read nothing; no return
+     * (kernel shape, xattn_cl_common.cl). */
+    const long jend = i0 < s.lq ? s.lk : 0;
     for (long j0 = 0; j0 < jend; j0 += XATTN_NT) {
         ps[ti][tc] = (i < s.lq && j0 + tc < s.lk) ? P[XATTN_S_AT(bh, i, j0 + tc)] : 0.0f;
         vs[ti][tc] = (j0 + ti < s.lk && c < XATTN_HDV)
@@ -197,6 +204,7 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P)
             const float pj = ps[ti][jj];
             acc += pj != 0.0f ? pj * vs[jj][tc] : 0.0f;
         }
+        keys += XATTN_NT; /* every lane of the tile, padding included */
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
@@ -207,11 +215,16 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P)
         const long va = XATTN_V_AT(b, s.sk, kh, c);
         for (long j = lo; j < hi; j++) {
             const float pj = pr[j];
-            if (pj != 0.0f)
+            if (pj != 0.0f) {
                 acc += pj * XATTN_LOAD_KV(v, va + j * v_ss);
+                keys++;
+            }
         }
     }
 #endif
     if (i < s.rows && c < XATTN_HDV)
         XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), i < s.lq ? acc : 0.0f);
+    /* One count a row of work-items: (bh, row tile, row in the tile). */
+    if (ct == 0 && tc == 0 && (flags & XATTN_F_COUNT))
+        cnt[cnt_at + ((long)bh * ni + it) * XATTN_NT + ti] = keys;
 }

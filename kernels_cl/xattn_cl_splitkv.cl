@@ -16,10 +16,12 @@
 /* Partial phase. Work-group: BQ work-items; groups numbered (row tile, bh,
  * split), row tile fastest. */
 __kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void
-xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, const int chunk)
+xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, const int chunk,
+                      __global ulong *cnt, const long cnt_at)
 {
     __local float ks[XATTN_BK * XATTN_DMAX];
     __local float vs[XATTN_BK * XATTN_DVMAX];
+    __local ulong cred[2 * XATTN_BQ];
     const long nt = (Sq + XATTN_BQ - 1) / XATTN_BQ;
     long g = get_group_id(0);
     const long i0 = (g % nt) * XATTN_BQ;
@@ -27,29 +29,31 @@ xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, c
     const int bh = (int)(g % ((long)B * Hq)), sp = (int)(g / ((long)B * Hq));
     const int b = bh / Hq, h = bh - b * Hq;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
-    if (i0 >= s.lq)
-        return; /* the whole work-group: rows past the length are the combine's */
     const long i = i0 + get_local_id(0);
     const int valid = i < s.lq;
     const long kv_lo = (long)sp * chunk;
 
+    /* Rows past the length are the combine's: a group with none of the
+     * sequence's rows (i0 >= s.lq) walks no tile, and does not return early
+     * (kernel shape, xattn_cl_common.cl). */
     float acc[XATTN_DVMAX];
     const xattn_row_state st =
-        xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, kv_lo, kv_lo + chunk, valid, acc);
-    if (!valid)
-        return;
-    const long row = XATTN_WS_ROW(sp, bh, i);
-    __global float *out = ws_o + row * XATTN_HDV;
-    if (st.m == -INFINITY) {
-        for (int c = 0; c < XATTN_HDV; c++)
-            out[c] = 0.0f;
-        ws_l[row] = -INFINITY;
-        return;
+        xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, kv_lo, kv_lo + chunk, valid, acc, cred,
+                     cnt, cnt_at);
+    if (valid) {
+        const long row = XATTN_WS_ROW(sp, bh, i);
+        __global float *out = ws_o + row * XATTN_HDV;
+        if (st.m == -INFINITY) { /* no visible key in this chunk */
+            for (int c = 0; c < XATTN_HDV; c++)
+                out[c] = 0.0f;
+            ws_l[row] = -INFINITY;
+        } else {
+            const float inv = 1.0f / st.l;
+            for (int c = 0; c < XATTN_HDV; c++)
+                out[c] = acc[c] * inv;
+            ws_l[row] = st.m + log(st.l);
+        }
     }
-    const float inv = 1.0f / st.l;
-    for (int c = 0; c < XATTN_HDV; c++)
-        out[c] = acc[c] * inv;
-    ws_l[row] = st.m + log(st.l);
 }
 
 /* Combine phase. Work-group: CWG columns of Dv of one row; groups numbered

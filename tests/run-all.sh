@@ -1,7 +1,8 @@
 #!/bin/sh
 # The whole test suite: installs what is missing (Debian), then builds and
-# tests twice: the release build (every backend found: CPU, OpenCL on PoCL,
-# CUDA compiled and its tests skipped without a GPU) and the
+# tests: the release build (every backend found: CPU, OpenCL on PoCL,
+# CUDA compiled and its tests skipped without a GPU; the OpenCL tests run again
+# with PoCL compiling for two other CPU models, ctest label pocl-targets) and the
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU and OpenCL), the
 # ThreadSanitizer build of the concurrency tests, then the clang libFuzzer
 # build's short fuzz runs (descriptors and command lines).

@@ -12,8 +12,12 @@
  *                 the caller's own OpenCL calls; wrong objects give errors that
  *                 carry the OpenCL error's name
  *   tiles         XATTN_CL_TILE overrides the tile (results still right); a bad
- *                 value is refused with the variable's name
+ *                 value, or one that cannot fit the device (a CPU work-group's
+ *                 private arrays), is refused with the variable's name
  *   run_info      phases, device times and workspace bytes of every algorithm
+ *   counts        the work the kernels counted equals an independent walk of
+ *                 their tiling (causal, window, padded, packed, -inf bias), and
+ *                 the record says work_counted with useful <= executed <= possible
  *
  * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
  * device is available (ctest: skipped).
@@ -613,6 +617,64 @@ static void test_interop(void)
     clReleaseContext(cctx);
 }
 
+/* FLASH and SPLITKV at D = Dv = 256 under XATTN_CL_TILE=bq=1024,bk=64 (set by
+ * the caller): on a CPU device a work-group's private arrays, 1024 x (256 +
+ * 256 + 64) floats, pass the 1 MiB a work-group may keep on its thread's
+ * stack, so bq shrinks for this program; the result stays right. */
+static void tiles_big_dims(int cpu_device)
+{
+    enum { BS = 1, QS = 6, KS = 40, HD = 256 };
+    static float hq[QS * HD], hk[KS * HD], hv[KS * HD], out[QS * HD];
+    static double ref[QS * HD];
+    fill(hq, QS * HD, 11);
+    fill(hk, KS * HD, 12);
+    fill(hv, KS * HD, 13);
+    xattn_ctx *ctx = cl_ctx();
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+    if (!ctx || xattn_buffer_alloc(ctx, sizeof hq, &bq) ||
+        xattn_buffer_alloc(ctx, sizeof hk, &bk) || xattn_buffer_alloc(ctx, sizeof hv, &bv) ||
+        xattn_buffer_alloc(ctx, sizeof out, &bo) || xattn_buffer_write(bq, 0, hq, sizeof hq) ||
+        xattn_buffer_write(bk, 0, hk, sizeof hk) || xattn_buffer_write(bv, 0, hv, sizeof hv)) {
+        EXPECT(0, "D=256 setup: %s", xattn_last_error());
+    } else {
+        xattn_attn_desc d;
+        xattn_attn_desc_init(&d);
+        d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, BS, QS, 1, HD);
+        d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, BS, KS, 1, HD);
+        d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, BS, KS, 1, HD);
+        d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, BS, QS, 1, HD);
+        d.causal = 1;
+        EXPECT(xattn_reference_attention(ctx, &d, ref, NULL) == XATTN_STATUS_OK, "reference: %s",
+               xattn_last_error());
+        for (int a = XATTN_ALGO_FLASH; a <= XATTN_ALGO_SPLITKV; a++) {
+            d.algo = (xattn_algo)a;
+            xattn_run_info info;
+            xattn_status st = xattn_attention(ctx, &d, &info);
+            EXPECT(st == XATTN_STATUS_OK, "D=256 %s: %s", xattn_algo_name(d.algo),
+                   xattn_last_error());
+            double err = 0.0;
+            if (st != XATTN_STATUS_OK || xattn_buffer_read(bo, 0, out, sizeof out))
+                err = 1e30;
+            for (int i = 0; i < QS * HD && err < 1e30; i++) {
+                double e = fabs((double)out[i] - ref[i]);
+                if (!(e <= err))
+                    err = e;
+            }
+            EXPECT(err < 1e-5, "D=256 %s with bq=1024: error %g", xattn_algo_name(d.algo), err);
+            if (cpu_device)
+                EXPECT(info.tile_q >= 1 && info.tile_q <= 256 && info.tile_k == 64,
+                       "D=256 %s: tile %dx%d, expected bq shrunk to <= 256 for the private "
+                       "arrays (1024 x 576 floats > 1 MiB)",
+                       xattn_algo_name(d.algo), info.tile_q, info.tile_k);
+        }
+    }
+    xattn_buffer_free(bq);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    xattn_buffer_free(bo);
+    xattn_ctx_destroy(ctx);
+}
+
 static void test_tiles(void)
 {
     /* Small tiles: several key tiles per work-group, several row tiles. */
@@ -636,8 +698,21 @@ static void test_tiles(void)
         problem_free(&p);
     }
     xattn_ctx_destroy(ctx);
-    const char *bad[] = {"bq=abc", "bq=0", "rwg=24", "tile=4", "bq"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+
+    /* On a CPU device a work-group keeps its private arrays on one thread's
+     * stack: a tile whose FLASH work-group needs more than 1 MiB even at the
+     * smallest head dims is refused (4096 x (32 + 32 + 4096) floats, 68 MB,
+     * crashed PoCL); a smaller one runs, shrunk where a head dim needs it. */
+    xattn_device_info dev;
+    const int cpu_device =
+        xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &dev) == XATTN_STATUS_OK &&
+        dev.device_type == XATTN_DEVICE_TYPE_CPU;
+    setenv("XATTN_CL_TILE", "bq=1024,bk=64", 1);
+    tiles_big_dims(cpu_device);
+
+    const char *bad[] = {"bq=abc", "bq=0", "rwg=24", "tile=4", "bq", "bq=4096,bk=4096"};
+    const size_t nbad = sizeof bad / sizeof bad[0] - (cpu_device ? 0 : 1);
+    for (size_t i = 0; i < nbad; i++) {
         setenv("XATTN_CL_TILE", bad[i], 1);
         xattn_ctx *b = NULL;
         xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &b);
@@ -715,6 +790,294 @@ static void test_run_info(void)
     xattn_ctx_destroy(ctx);
 }
 
+/* ---- executed-work counts ----------------------------------------------------- */
+
+/*
+ * The kernels count what they compute (xattn_cl_common.cl, "executed-work
+ * counts"). An independent walk of the same tiling on the host gives what
+ * they must have counted, per head:
+ *   FLASH     each group of bq rows walks the union of its rows' keys in tiles
+ *             of bk from the first such key, loading every tile; a row scores
+ *             its keys in the tile and adds into O those a -inf bias leaves
+ *   SPLITKV   the same on each chunk of ceil(Sk / splits) keys
+ *   NAIVE     global form: every (row, key) of the sequence scored, and the
+ *             keys with P != 0 added; local form: whole nt x nt tiles of both
+ *             products for every tile that holds a row (and a key)
+ */
+typedef struct cnt_case {
+    const char *name;
+    int B, Sq, Sk; /* packed: the longest sequences */
+    int causal;
+    int64_t wl, wr;
+    int padded, packed, bias_inf;
+    int32_t lq[4], lk[4];
+} cnt_case;
+
+typedef struct cnt_walk {
+    double qk, pv, kv;
+} cnt_walk;
+
+enum { CH = 2, CD = 16, CDV = 8, CNT = 4, CBQ = 4, CBK = 8 };
+
+/* The keys [*lo, *hi) of row i inside [kmin, kmax) (semantics step 6,
+ * bottom-right alignment, the default). */
+static void cnt_row(const cnt_case *c, int64_t lq, int64_t lk, int64_t i, int64_t kmin,
+                    int64_t kmax, int64_t *lo, int64_t *hi)
+{
+    const int64_t pos = i + lk - lq;
+    int64_t a = 0, b = lk;
+    if (c->causal && pos + 1 < b)
+        b = pos + 1;
+    if (c->wl >= 0 && pos - c->wl > a)
+        a = pos - c->wl;
+    if (c->wr >= 0 && pos + c->wr + 1 < b)
+        b = pos + c->wr + 1;
+    b = b < kmax ? b : kmax;
+    a = a > kmin ? a : kmin;
+    a = a < kmax ? a : kmax;
+    *lo = a;
+    *hi = b > a ? b : a;
+}
+
+static int cnt_bias_inf(int64_t i, int64_t j)
+{
+    return (i * 7 + j * 3) % 5 == 0;
+}
+
+/* Keys j0 <= j < j1 of row i that the bias does not mask. */
+static double cnt_added(const cnt_case *c, int64_t i, int64_t j0, int64_t j1)
+{
+    double n = 0;
+    for (int64_t j = j0; j < j1; j++)
+        n += !(c->bias_inf && cnt_bias_inf(i, j));
+    return n;
+}
+
+/* FLASH (splits = 1) or the SPLITKV partial, one sequence and head. */
+static void cnt_walk_tiles(const cnt_case *c, int64_t lq, int64_t lk, int splits, int64_t chunk,
+                           cnt_walk *w)
+{
+    for (int sp = 0; sp < splits; sp++) {
+        const int64_t kmin = splits > 1 ? sp * chunk : 0, kmax = splits > 1 ? kmin + chunk : lk;
+        for (int64_t i0 = 0; i0 < lq; i0 += CBQ) {
+            const int64_t i1 = i0 + CBQ < lq ? i0 + CBQ : lq;
+            int64_t ulo, uhi, lo, hi;
+            cnt_row(c, lq, lk, i0, kmin, kmax, &ulo, &hi);
+            cnt_row(c, lq, lk, i1 - 1, kmin, kmax, &lo, &uhi);
+            for (int64_t j0 = ulo; j0 < uhi; j0 += CBK) {
+                const int64_t j1 = j0 + CBK < uhi ? j0 + CBK : uhi;
+                w->kv += (double)(j1 - j0);
+                for (int64_t i = i0; i < i1; i++) {
+                    cnt_row(c, lq, lk, i, kmin, kmax, &lo, &hi);
+                    const int64_t a = lo > j0 ? lo : j0, b = hi < j1 ? hi : j1;
+                    if (b > a) {
+                        w->qk += (double)(b - a);
+                        w->pv += cnt_added(c, i, a, b);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void cnt_walk_naive(const cnt_case *c, int64_t lq, int64_t lk, int local, cnt_walk *w)
+{
+    const int64_t rows = (lq + CNT - 1) / CNT * CNT, keys = (lk + CNT - 1) / CNT * CNT;
+    if (local) {
+        w->qk += (double)(rows * keys);
+        w->pv += (double)(rows * keys);
+        return;
+    }
+    w->qk += (double)(lq * lk);
+    for (int64_t i = 0; i < lq; i++) {
+        int64_t lo, hi;
+        cnt_row(c, lq, lk, i, 0, lk, &lo, &hi);
+        w->pv += cnt_added(c, i, lo, hi);
+    }
+}
+
+/* Every algorithm on one case, with small tiles in one NAIVE form. */
+static void counts_case(const cnt_case *c, int naive_local, int cpu_device)
+{
+    char tile[96];
+    snprintf(tile, sizeof tile, "bq=%d,bk=%d,nt=%d,rwg=8,cwg=8,naive_local=%d", CBQ, CBK, CNT,
+             naive_local);
+    setenv("XATTN_CL_TILE", tile, 1);
+    xattn_ctx *ctx = cl_ctx();
+    unsetenv("XATTN_CL_TILE");
+    if (!ctx)
+        return;
+    int32_t cuq[5] = {0}, cuk[5] = {0};
+    int64_t maxk = 0;
+    for (int b = 0; b < c->B; b++) {
+        cuq[b + 1] = cuq[b] + c->lq[b];
+        cuk[b + 1] = cuk[b] + c->lk[b];
+        maxk = c->lk[b] > maxk ? c->lk[b] : maxk;
+    }
+    const int64_t Bt = c->packed ? 1 : c->B, Tq = c->packed ? cuq[c->B] : c->Sq,
+                  Tk = c->packed ? cuk[c->B] : c->Sk;
+    const size_t nq = (size_t)(Bt * Tq * CH * CD), nk = (size_t)(Bt * Tk * CD),
+                 nv = (size_t)(Bt * Tk * CDV), no = (size_t)(Bt * Tq * CH * CDV),
+                 nb = (size_t)(c->Sq * c->Sk);
+    float *hq = malloc(nq * 4), *hk = malloc(nk * 4), *hv = malloc(nv * 4), *hb = malloc(nb * 4);
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bb = NULL;
+    if (!hq || !hk || !hv || !hb || xattn_buffer_alloc(ctx, nq * 4, &bq) ||
+        xattn_buffer_alloc(ctx, nk * 4, &bk) || xattn_buffer_alloc(ctx, nv * 4, &bv) ||
+        xattn_buffer_alloc(ctx, no * 4, &bo) || xattn_buffer_alloc(ctx, nb * 4, &bb)) {
+        EXPECT(0, "%s: setup: %s", c->name, xattn_last_error());
+        goto out;
+    }
+    fill(hq, nq, 21);
+    fill(hk, nk, 22);
+    fill(hv, nv, 23);
+    for (int64_t i = 0; i < c->Sq; i++)
+        for (int64_t j = 0; j < c->Sk; j++)
+            hb[i * c->Sk + j] = cnt_bias_inf(i, j) ? -INFINITY : 0.25f;
+    if (xattn_buffer_write(bq, 0, hq, nq * 4) || xattn_buffer_write(bk, 0, hk, nk * 4) ||
+        xattn_buffer_write(bv, 0, hv, nv * 4) || xattn_buffer_write(bb, 0, hb, nb * 4)) {
+        EXPECT(0, "%s: writes: %s", c->name, xattn_last_error());
+        goto out;
+    }
+
+    xattn_attn_desc d;
+    xattn_attn_desc_init(&d);
+    d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, Bt, Tq, CH, CD);
+    d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, Bt, Tk, 1, CD);
+    d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, Bt, Tk, 1, CDV);
+    d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, Bt, Tq, CH, CDV);
+    if (c->bias_inf) { /* [Sq, Sk], the same for every sequence and head */
+        xattn_tensor t = {bb, 0, XATTN_DTYPE_F32, {1, 1, c->Sq, c->Sk}, {0, 0, c->Sk, 1}};
+        d.bias = t;
+    }
+    d.causal = c->causal;
+    d.window_left = c->wl;
+    d.window_right = c->wr;
+    if (c->padded) {
+        d.seqlens_q = c->lq;
+        d.seqlens_k = c->lk;
+    }
+    if (c->packed) {
+        d.cu_seqlens_q = cuq;
+        d.cu_seqlens_k = cuk;
+        d.num_seqs = c->B;
+    }
+    /* Poisoned outputs: a count that no kernel writes would be huge. */
+    EXPECT(xattn_ctx_set_option(ctx, XATTN_OPT_POISON, 1) == XATTN_STATUS_OK &&
+               xattn_profiler_enable(ctx, 1) == XATTN_STATUS_OK,
+           "options: %s", xattn_last_error());
+    for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+        d.algo = (xattn_algo)a;
+        d.num_splits = a == XATTN_ALGO_SPLITKV ? 3 : 0;
+        const char *an = xattn_algo_name(d.algo);
+        xattn_run_info info;
+        xattn_record r;
+        size_t nrec = 0;
+        double qk = 0, pv = 0, kv = 0;
+        xattn_profiler_reset(ctx);
+        if (xattn_attention(ctx, &d, &info) != XATTN_STATUS_OK ||
+            xattn_profiler_count(ctx, &nrec) != XATTN_STATUS_OK || nrec != 1 ||
+            xattn_profiler_get(ctx, 0, &r) != XATTN_STATUS_OK ||
+            xattn__opencl_last_counts(ctx, &qk, &pv, &kv) != XATTN_STATUS_OK) {
+            EXPECT(0, "%s %s: %s (%zu records)", c->name, an, xattn_last_error(), nrec);
+            continue;
+        }
+        EXPECT(a == XATTN_ALGO_NAIVE || (info.tile_q == CBQ && info.tile_k == CBK),
+               "%s %s: ran tile %dx%d, the walk assumes %dx%d", c->name, an, info.tile_q,
+               info.tile_k, CBQ, CBK);
+        const int splits = a == XATTN_ALGO_SPLITKV ? info.num_splits : 1;
+        const int64_t chunk = ((c->packed ? maxk : c->Sk) + splits - 1) / splits;
+        cnt_walk w = {0, 0, 0};
+        double possible = 0; /* pairs the kernels could compute at most */
+        for (int b = 0; b < c->B; b++) {
+            const int64_t lq = c->padded || c->packed ? c->lq[b] : c->Sq;
+            const int64_t lk = c->padded || c->packed ? c->lk[b] : c->Sk;
+            const int64_t rows = (lq + CNT - 1) / CNT * CNT, keys = (lk + CNT - 1) / CNT * CNT;
+            if (a == XATTN_ALGO_NAIVE)
+                cnt_walk_naive(c, lq, lk, naive_local, &w);
+            else
+                cnt_walk_tiles(c, lq, lk, splits, chunk, &w);
+            possible +=
+                a == XATTN_ALGO_NAIVE && naive_local ? (double)(rows * keys) : (double)(lq * lk);
+        }
+        const char *form = a != XATTN_ALGO_NAIVE ? "" : naive_local ? " (local)" : " (global)";
+        EXPECT(qk == CH * w.qk && pv == CH * w.pv &&
+                   kv == (a == XATTN_ALGO_NAIVE ? -1.0 : CH * w.kv),
+               "%s %s%s: counted qk %.0f pv %.0f kv %.0f, the walk %.0f %.0f %.0f", c->name, an,
+               form, qk, pv, kv, CH * w.qk, CH * w.pv, a == XATTN_ALGO_NAIVE ? -1.0 : CH * w.kv);
+        EXPECT(r.work_counted == 1 && r.flops_executed == 2.0 * CD * qk + 2.0 * CDV * pv,
+               "%s %s%s: record work_counted %d, executed %.0f", c->name, an, form, r.work_counted,
+               r.flops_executed);
+        /* NAIVE's local form computes whole tiles: padding lanes may pass dense.
+         * Useful work counts the pairs that a -inf bias masks (only the masks
+         * of semantics step 6 and padding leave the model's useful pairs), and
+         * the kernels add none of them into O: there executed may be lower. */
+        const int padding_lanes = a == XATTN_ALGO_NAIVE && naive_local;
+        EXPECT((c->bias_inf || r.flops_useful <= r.flops_executed) &&
+                   r.flops_executed <= 2.0 * (CD + CDV) * CH * possible &&
+                   (padding_lanes || r.flops_executed <= r.flops_dense),
+               "%s %s%s: useful %.0f, executed %.0f, possible %.0f, dense %.0f", c->name, an, form,
+               r.flops_useful, r.flops_executed, 2.0 * (CD + CDV) * CH * possible, r.flops_dense);
+        /* The kernel form: the tile row's device class, and NAIVE's form. */
+        const char *suffix = a != XATTN_ALGO_NAIVE ? "" : naive_local ? "-local" : "-global";
+        const size_t kl = strlen(info.kernel), sl = strlen(suffix);
+        char cpu_form[32];
+        snprintf(cpu_form, sizeof cpu_form, "cl-cpu%s", suffix);
+        EXPECT(!strncmp(info.kernel, "cl-", 3) && kl > 3 + sl &&
+                   !strcmp(info.kernel + kl - sl, suffix) &&
+                   (sl || (!strstr(info.kernel, "-local") && !strstr(info.kernel, "-global"))) &&
+                   !strcmp(r.kernel, info.kernel) &&
+                   (!cpu_device || !strcmp(info.kernel, cpu_form)),
+               "%s %s: kernel '%s', record '%s'", c->name, an, info.kernel, r.kernel);
+    }
+out:
+    xattn_buffer_free(bq);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    xattn_buffer_free(bo);
+    xattn_buffer_free(bb);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(hb);
+    xattn_ctx_destroy(ctx);
+}
+
+static void test_counts(void)
+{
+    static const cnt_case cases[] = {
+        {"causal", 2, 9, 21, 1, -1, -1, 0, 0, 0, {0}, {0}},
+        {"window", 2, 13, 17, 0, 4, 1, 0, 0, 0, {0}, {0}},
+        {"causal-window", 1, 11, 30, 1, 6, -1, 0, 0, 0, {0}, {0}},
+        {"padded", 3, 9, 21, 1, -1, -1, 1, 0, 0, {9, 4, 0}, {21, 7, 13}},
+        {"packed", 3, 7, 12, 1, -1, -1, 0, 1, 0, {5, 7, 3}, {11, 6, 12}},
+        {"packed-window", 3, 7, 12, 0, 2, 3, 0, 1, 0, {5, 7, 3}, {11, 6, 12}},
+        {"bias-inf", 2, 9, 21, 0, -1, -1, 0, 0, 1, {0}, {0}},
+        /* more than XATTN_CL_COUNT_HOST_MAX counts: added on the device */
+        {"long", 2, 64, 72, 1, -1, -1, 0, 0, 0, {0}, {0}},
+    };
+    xattn_device_info dev;
+    const int cpu_device =
+        xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &dev) == XATTN_STATUS_OK &&
+        dev.device_type == XATTN_DEVICE_TYPE_CPU;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int local = 0; local <= 1; local++)
+            counts_case(&cases[i], local, cpu_device);
+
+    /* Calls without times are not counted (and stay asynchronous). */
+    xattn_ctx *ctx = cl_ctx();
+    problem p;
+    if (ctx && problem_setup(&p, ctx, XATTN_ALGO_FLASH) == 0) {
+        double qk = 0, pv = 0, kv = 0;
+        EXPECT(xattn_attention(ctx, &p.d, NULL) == XATTN_STATUS_OK &&
+                   xattn_ctx_sync(ctx) == XATTN_STATUS_OK &&
+                   xattn__opencl_last_counts(ctx, &qk, &pv, &kv) == XATTN_STATUS_OK && qk == -1.0 &&
+                   pv == -1.0 && kv == -1.0,
+               "untimed call: %s; counts %g %g %g", xattn_last_error(), qk, pv, kv);
+        problem_free(&p);
+    }
+    xattn_ctx_destroy(ctx);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 typedef struct test_entry {
@@ -725,8 +1088,37 @@ typedef struct test_entry {
 static const test_entry tests[] = {
     {"devices", test_devices},       {"build_fail", test_build_fail}, {"mem_cache", test_mem_cache},
     {"disk_cache", test_disk_cache}, {"interop", test_interop},       {"tiles", test_tiles},
-    {"run_info", test_run_info},
+    {"run_info", test_run_info},     {"counts", test_counts},
 };
+
+/* XATTN_TEST_POCL_CPU=haswell: this run is one of the reruns with PoCL
+ * compiling the kernels for another CPU model (POCL_KERNELLIB_NAME, see
+ * tests/opencl/CMakeLists.txt). 1 when OpenCL device 0 is PoCL compiling for
+ * that model (its name is "pthread-<model>-<cpu>"), else 0 with the reason:
+ * another driver, or a host that lacks the model's instructions (PoCL then
+ * falls back to the best model the host has). */
+static int pocl_cpu_as_asked(void)
+{
+    const char *want = getenv("XATTN_TEST_POCL_CPU");
+    if (!want || !*want)
+        return 1;
+    xattn_device_info info;
+    if (xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &info) != XATTN_STATUS_OK) {
+        printf("SKIP: OpenCL device 0: %s\n", xattn_last_error());
+        return 0;
+    }
+    char pat[96];
+    snprintf(pat, sizeof pat, "-%s-", want);
+    if (!strstr(info.name, pat)) {
+        const char *lib = getenv("POCL_KERNELLIB_NAME");
+        printf("SKIP: OpenCL device 0 is '%s', not PoCL compiling for %s "
+               "(POCL_KERNELLIB_NAME=%s)\n",
+               info.name, want, lib ? lib : "");
+        return 0;
+    }
+    printf("OpenCL device 0: %s\n", info.name);
+    return 1;
+}
 
 int main(int argc, char **argv)
 {
@@ -734,6 +1126,8 @@ int main(int argc, char **argv)
         printf("SKIP: OpenCL backend unavailable: %s\n", xattn_last_error());
         return 77;
     }
+    if (!pocl_cpu_as_asked())
+        return 77;
     int ran = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (argc > 1 && strcmp(argv[1], tests[i].name))
