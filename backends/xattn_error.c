@@ -144,10 +144,15 @@ void xattn__log(xattn_log_level level, const char *fmt, ...)
 
 xattn_status xattn__error(xattn_status status, const char *fmt, ...)
 {
+    /* Formatted apart first: a caller may pass xattn_last_error() itself as
+     * an argument (adding context to a message), and vsnprintf must not read
+     * the buffer it writes. */
+    char msg[sizeof xattn__last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(xattn__last_error, sizeof xattn__last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(xattn__last_error, msg, sizeof msg);
     xattn__log(XATTN_LOG_ERROR, "%s: %s", xattn_status_name(status), xattn__last_error);
     return status;
 }
