@@ -1,0 +1,17 @@
+"""The PyTorch bridge: capture the attention calls of a real forward pass and
+profile them on every xattn backend and algorithm (docs/python.md).
+
+    cap = xattn.torch.capture(model, **batch)        # or: with xattn.torch.capture(model) as cap:
+    cap.write_cases("cases.json")                     # replay with: xattn bench --cases cases.json
+
+Needs torch (pip install "./python[torch]").
+"""
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised where torch is absent
+    raise ImportError("xattn.torch needs PyTorch: pip install \"./python[torch]\" (or pip install torch)") from e
+
+from ._capture import AttentionCall, Capture, TensorInfo, capture
+
+__all__ = ["AttentionCall", "Capture", "TensorInfo", "capture"]
