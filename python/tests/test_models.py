@@ -176,18 +176,39 @@ def test_llama_profile_prefill_and_decode():
 
 def test_llama_padded_batch_mask_and_repeat_kv():
     """A right-padded batch: transformers builds a causal + padding mask and repeats
-    K/V to the query heads; the capture recovers lengths, causality and the 3 KV heads."""
+    K/V to the query heads for the prefill; the capture recovers lengths, causality and
+    the 3 KV heads. In the decode step with the mask, transformers folds the 9 query
+    heads into rows of the 3 KV heads (pack_gqa); the capture unfolds them, and the new
+    key after the padding makes that mask a bias."""
+    import inspect
+
+    from transformers import DynamicCache
+
     m = llama_or_skip(layers=2)
+    model = m.model
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     ids = torch.randint(1, 1000, (2, 10), generator=torch.Generator().manual_seed(1))
     am = torch.ones(2, 10, dtype=torch.long)
     am[1, 6:] = 0
-    prof = xt.profile(m.model, backends=["cpu"], algos=("flash",), reps=1, budget_s=0.05, max_reps=3,
-                      input_ids=ids, attention_mask=am)
-    (case,) = prof.report["cases"]
-    assert case["count"] == 2 and case["kv_repeated_by_caller"] == 3
-    assert case["shape"]["kv_heads"] == 3
-    assert case["padding"]["seqlens_k"] == [10, 6] and "causal" in case["mask_meaning"]
-    assert all(d["all_pass"] for d in prof.report["numerics"]["by_dtype"].values()), prof.report["numerics"]
+
+    def run():
+        cache = DynamicCache(config=model.config)
+        out = model(input_ids=ids, attention_mask=am, use_cache=True, **{key: cache})
+        nxt = out.logits[:, -1:].argmax(-1)
+        model(input_ids=nxt, attention_mask=torch.cat([am, torch.ones(2, 1, dtype=am.dtype)], 1), use_cache=True,
+              **{key: cache})
+
+    prof = xt.profile(model, run=run, backends=["cpu"], algos=("flash",), reps=1, budget_s=0.05, max_reps=3)
+    prefill, decode = prof.report["cases"]
+    assert prefill["count"] == 2 and prefill["kv_repeated_by_caller"] == 3
+    assert prefill["shape"]["kv_heads"] == 3 and prefill["shape"]["heads"] == 9
+    assert prefill["padding"]["seqlens_k"] == [10, 6] and "causal" in prefill["mask_meaning"]
+    assert decode["count"] == 2 and decode["q_packed_by_caller"] == 3
+    assert (decode["shape"]["heads"], decode["shape"]["kv_heads"], decode["shape"]["sq"],
+            decode["shape"]["sk"]) == (9, 3, 1, 11)
+    assert "bias" in decode["key"] and decode["xattn"][0]["xattn_vs_sdpa"] <= 2e-5
+    num = prof.report["numerics"]
+    assert num["by_dtype"]["f32"]["calls"] == 4 and num["by_dtype"]["f32"]["all_pass"], num
 
 
 def test_cli(tmp_path):

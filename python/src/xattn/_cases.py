@@ -86,6 +86,7 @@ def case_dict(first, calls) -> dict:
             "is_causal": first.is_causal,
             "enable_gqa": first.enable_gqa,
             "kv_repeated_by_caller": first.kv_repeated,
+            "query_heads_packed_by_caller": first.q_packed,
             "q_stride": list(first.q.stride),
             "k_stride": list(first.k.stride),
             "kv_layout": first.k.layout(),

@@ -54,7 +54,9 @@ def render_text(r: dict) -> str:
         w(f"case {c['case']}: {c['key']}, {c['count']} call{'s' if c['count'] != 1 else ''} ({lay_txt})")
         w(f"  mask      {c['mask_meaning']}"
           + (f"; K/V repeated x{c['kv_repeated_by_caller']} by the model (xattn reads the "
-             f"{c['shape']['kv_heads']} KV heads)" if c["kv_repeated_by_caller"] > 1 else ""))
+             f"{c['shape']['kv_heads']} KV heads)" if c["kv_repeated_by_caller"] > 1 else "")
+          + ("; the model folded its query heads into rows (SDPA saw Sq = "
+             f"{c['q_packed_by_caller']}); xattn runs them as heads" if c.get("q_packed_by_caller", 1) > 1 else ""))
         if c.get("note"):
             w(f"  note      {c['note']}")
         pad = c["padding"]

@@ -78,6 +78,7 @@ class AttentionCall:
     mask: Optional[dict]  # dtype, shape of attn_mask
     analysis: MaskAnalysis
     kv_repeated: int = 1  # K/V heads repeated this many times by the caller (repeat_kv)
+    q_packed: int = 1  # query heads packed as rows by the caller (pack_gqa): SDPA saw Sq = this
     supported: bool = True
     reason: str = ""
     time_ms: float = float("nan")  # the capture pass's own time of the call in PyTorch
@@ -384,6 +385,13 @@ def _describe(index, module, q, k, v, mask, dropout_p, is_causal, scale, enable_
                for i in range(1, g)):
             repeated = g
             hkv //= g
+    # One decode token whose GQA query heads the caller folded into rows (transformers'
+    # pack_gqa, used when there is a mask): q [B, Hkv, g, D] is the model's [B, Hq, 1, D].
+    packed = 1
+    if (supported and repeated == 1 and mod_groups > 1 and hq == hkv and sq == mod_groups
+            and isinstance(mask, torch.Tensor) and mask.dim() >= 2 and mask.shape[-2] == 1):
+        packed = mod_groups
+        hq, sq = hq * packed, 1
     m_info, an = None, analyze(None, bool(is_causal), b, hq, sq, sk)
     if isinstance(mask, torch.Tensor):
         m_info = {"dtype": dtype_name(mask.dtype), "shape": list(mask.shape)}
@@ -396,7 +404,7 @@ def _describe(index, module, q, k, v, mask, dropout_p, is_causal, scale, enable_
         batch=b, heads=hq, kv_heads=hkv, sq=sq, sk=sk, head_dim=d, head_dim_v=dv,
         scale=None if scale is None else float(scale), is_causal=bool(is_causal),
         enable_gqa=bool(enable_gqa), dropout_p=float(dropout_p), mask=m_info, analysis=an,
-        kv_repeated=repeated, supported=supported, reason=reason)
+        kv_repeated=repeated, q_packed=packed, supported=supported, reason=reason)
 
 
 def _groups_of_stack(stack, groups: dict) -> int:

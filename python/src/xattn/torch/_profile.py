@@ -344,10 +344,22 @@ def _inputs_for_xattn(c):
         q, k, v = q[None], k[None], v[None]
     if c.kv_repeated > 1:
         k, v = k[:, :: c.kv_repeated], v[:, :: c.kv_repeated]
+    if c.q_packed > 1:  # back to the model's [B, Hq, 1, D]
+        q = q.reshape(c.batch, c.heads, 1, c.head_dim)
     opts = c.xattn_options()
     if c.analysis.kind == "bias":
         opts["bias"] = torch.from_numpy(c.analysis.bias).to(q.device)
     return q, k, v, opts
+
+
+def _sdpa_out(c):
+    """SDPA's output of the call in the shape xattn's has ([B, Hq, Sq, Dv])."""
+    o = c.tensors["out"]
+    if o.dim() == 3:
+        o = o[None]
+    if c.q_packed > 1:
+        o = o.reshape(c.batch, c.heads, 1, c.head_dim_v)
+    return o
 
 
 def _sdpa_alone(c, warmup, budget_s, max_spread, max_reps):
@@ -411,6 +423,7 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
            "shape": {"batch": first.batch, "heads": first.heads, "kv_heads": first.kv_heads, "sq": first.sq,
                      "sk": first.sk, "head_dim": first.head_dim, "head_dim_v": first.head_dim_v},
            "mask_meaning": a.note or a.kind, "kv_repeated_by_caller": first.kv_repeated,
+           "q_packed_by_caller": first.q_packed,
            "pytorch": {"in_model_ms": in_model}, "supported": first.supported, "note": first.reason,
            "padding": {"pairs_useful": useful, "pairs_dense": dense,
                        "waste_from_token_counts": 1.0 - useful / dense if dense else 0.0,
@@ -426,7 +439,9 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
         return sec
     sec["pytorch"]["alone_ms"] = _sdpa_alone(first, warmup, budget_s, max_spread, max_reps)
     q, k, v, opts = _inputs_for_xattn(first)
-    sdpa_out = first.tensors["out"]
+    sdpa_out = _sdpa_out(first)
+    if q.is_cuda:  # the captured copies were made on PyTorch's stream; xattn has its own
+        torch.cuda.synchronize(q.device)
     for b, ctx in ctxs.items():
         for algo in algos:
             try:
@@ -508,13 +523,15 @@ def _numerics_section(calls, ctx) -> dict:
             continue
         q, k, v, opts = _inputs_for_xattn(c)
         copy = ctx.backend == "cuda" and not q.is_cuda
+        if q.is_cuda:
+            torch.cuda.synchronize(q.device)
         try:
             o, _ = _core.attention(q, k, v, backend=ctx, copy=copy, **opts)
             ref = _core.reference(q, k, v, backend=ctx, copy=copy, **opts)
         except _core.XattnError as e:
             rows.append({"call": c.index, "error": f"{e.status_name}: {e.message}"})
             continue
-        r = compare_outputs(o, c.tensors["out"], ref, c.dtype, rows=_rows_mask(c))
+        r = compare_outputs(o, _sdpa_out(c), ref, c.dtype, rows=_rows_mask(c))
         r["call"] = c.index
         r["layer"] = c.layer
         rows.append(r)
