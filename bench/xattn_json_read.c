@@ -258,6 +258,43 @@ static int xattn__jword(xattn__jp *jp, const char *w)
     return 0;
 }
 
+/* Room for one more element (and member name, for objects). */
+static int xattn__jgrow(xattn__jp *jp, xattn_json *out, size_t *cap, int with_keys)
+{
+    if (out->n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 8;
+    xattn_json *ni = realloc(out->items, nc * sizeof *ni);
+    if (!ni) {
+        xattn__jfail(jp, "out of memory");
+        return -1;
+    }
+    out->items = ni;
+    if (with_keys) {
+        char **nk = realloc(out->keys, nc * sizeof *nk);
+        if (!nk) {
+            xattn__jfail(jp, "out of memory");
+            return -1;
+        }
+        out->keys = nk;
+    }
+    *cap = nc;
+    return 0;
+}
+
+/* After an element: 1 at ',' (another one follows), 0 at the closing character,
+ * -1 (with the message) at anything else. */
+static int xattn__jafter(xattn__jp *jp, char close, const char *container)
+{
+    xattn__jws(jp);
+    if (jp->p < jp->end && (*jp->p == ',' || *jp->p == close))
+        return *jp->p++ == ',';
+    char w[16];
+    xattn__jfail(jp, "expected ',' or '%c' in %s, found %s", close, container,
+                 xattn__jwhat(jp, w, sizeof w));
+    return -1;
+}
+
 static int xattn__jarray(xattn__jp *jp, xattn_json *out, int depth)
 {
     out->type = XATTN_JSON_ARRAY;
@@ -269,34 +306,16 @@ static int xattn__jarray(xattn__jp *jp, xattn_json *out, int depth)
         return 0;
     }
     for (;;) {
-        if (out->n == cap) {
-            size_t nc = cap ? cap * 2 : 8;
-            xattn_json *ni = realloc(out->items, nc * sizeof *ni);
-            if (!ni) {
-                xattn__jfail(jp, "out of memory");
-                return -1;
-            }
-            out->items = ni;
-            cap = nc;
-        }
+        if (xattn__jgrow(jp, out, &cap, 0))
+            return -1;
         xattn_json *e = &out->items[out->n];
         memset(e, 0, sizeof *e);
         out->n++;
         if (xattn__jvalue(jp, e, depth + 1))
             return -1;
-        xattn__jws(jp);
-        char w[16];
-        if (jp->p < jp->end && *jp->p == ',') {
-            jp->p++;
-            continue;
-        }
-        if (jp->p < jp->end && *jp->p == ']') {
-            jp->p++;
-            return 0;
-        }
-        xattn__jfail(jp, "expected ',' or ']' in an array, found %s",
-                     xattn__jwhat(jp, w, sizeof w));
-        return -1;
+        int more = xattn__jafter(jp, ']', "an array");
+        if (more <= 0)
+            return more;
     }
 }
 
@@ -318,22 +337,8 @@ static int xattn__jobject(xattn__jp *jp, xattn_json *out, int depth)
                          xattn__jwhat(jp, w, sizeof w));
             return -1;
         }
-        if (out->n == cap) {
-            size_t nc = cap ? cap * 2 : 8;
-            xattn_json *ni = realloc(out->items, nc * sizeof *ni);
-            if (!ni) {
-                xattn__jfail(jp, "out of memory");
-                return -1;
-            }
-            out->items = ni;
-            char **nk = realloc(out->keys, nc * sizeof *nk);
-            if (!nk) {
-                xattn__jfail(jp, "out of memory");
-                return -1;
-            }
-            out->keys = nk;
-            cap = nc;
-        }
+        if (xattn__jgrow(jp, out, &cap, 1))
+            return -1;
         char *key = NULL;
         int key_line = jp->line;
         if (xattn__jstring(jp, &key))
@@ -358,18 +363,9 @@ static int xattn__jobject(xattn__jp *jp, xattn_json *out, int depth)
         jp->p++;
         if (xattn__jvalue(jp, e, depth + 1))
             return -1;
-        xattn__jws(jp);
-        if (jp->p < jp->end && *jp->p == ',') {
-            jp->p++;
-            continue;
-        }
-        if (jp->p < jp->end && *jp->p == '}') {
-            jp->p++;
-            return 0;
-        }
-        xattn__jfail(jp, "expected ',' or '}' in an object, found %s",
-                     xattn__jwhat(jp, w, sizeof w));
-        return -1;
+        int more = xattn__jafter(jp, '}', "an object");
+        if (more <= 0)
+            return more;
     }
 }
 
