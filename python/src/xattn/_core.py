@@ -612,6 +612,15 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
     return prep, out_obj, lse_obj, meta
 
 
+# The problem's options, shared by attention() and reference() (same names, same meaning).
+_OPTION_NAMES = ("layout", "causal", "align", "window", "softcap", "alibi_slopes", "bias", "seqlens_q",
+                 "seqlens_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "return_lse")
+
+
+def _options(args: dict) -> dict:
+    return {name: args[name] for name in _OPTION_NAMES}
+
+
 def _arrays_itemsize(dt: str) -> int:
     return 4 if dt == "f32" else 2
 
@@ -644,11 +653,9 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
     ctx = _resolve_context(backend, device, views)
     with ctx._lock:
-        prep, out_obj, lse_obj, meta = _prepare(
-            ctx, q, k, v, layout=layout, causal=causal, align=align, window=window, softcap=softcap,
-            alibi_slopes=alibi_slopes, bias=bias, seqlens_q=seqlens_q, seqlens_k=seqlens_k,
-            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, scale=scale, return_lse=return_lse,
-            algo=algo, num_splits=num_splits, out=out, need_outputs=True, copy=copy)
+        prep, out_obj, lse_obj, meta = _prepare(ctx, q, k, v, **_options(locals()), algo=algo,
+                                                num_splits=num_splits, out=out, need_outputs=True,
+                                                copy=copy)
         try:
             h = ctx._handle()
             raw, info = new_filled(RunInfo)
@@ -694,11 +701,8 @@ def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
     ctx = _resolve_context(backend, device, views)
     with ctx._lock:
-        prep, _, _, meta = _prepare(
-            ctx, q, k, v, layout=layout, causal=causal, align=align, window=window, softcap=softcap,
-            alibi_slopes=alibi_slopes, bias=bias, seqlens_q=seqlens_q, seqlens_k=seqlens_k,
-            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, scale=scale, return_lse=return_lse,
-            algo="auto", num_splits=0, out=None, need_outputs=False, copy=copy)
+        prep, _, _, meta = _prepare(ctx, q, k, v, **_options(locals()), algo="auto", num_splits=0,
+                                    out=None, need_outputs=False, copy=copy)
         try:
             b, s, h, dv = meta["o_shape4"]
             o_ref = np.empty((b, s, h, dv), dtype=np.float64)
