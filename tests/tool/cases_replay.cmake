@@ -21,6 +21,15 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the replay's results do not match the cases file")
 endif()
 
+# Two replays side by side (here the same one twice: no real difference), case by case.
+execute_process(COMMAND ${XATTN_BIN} compare ${WORK}/replay/results.json ${WORK}/replay/results.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(err MATCHES "jansson")
+  message("compare is not available in this build (no jansson): not checked")
+elseif(NOT rc EQUAL 0 OR NOT out MATCHES "B2 H9/3 Sq1 Sk17 D64 f32")
+  message(FATAL_ERROR "compare of two replays: exit ${rc}\n${out}${err}")
+endif()
+
 # A cases file with a typo in a member's name: exit 2, the line and the member named.
 file(READ ${CASES} text)
 string(REPLACE "\"head_dim_v\"" "\"head_dimv\"" bad "${text}")
