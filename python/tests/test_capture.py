@@ -98,6 +98,20 @@ def test_cases_file(tmp_path):
 
     with pytest.raises(ValueError, match="unknown member"):
         write_document(dict(doc, cases=[dict(gqa, casual=True)]), tmp_path / "bad.json")
+    # tensor data only when asked, and only from a capture that kept it
+    assert "tensors" not in doc
+    with pytest.raises(ValueError, match="keep_tensors"):
+        cap.write_cases(tmp_path / "t.json", tensors=True)
+    cap2 = xt.capture(net, x, mask, keep_tensors=True)
+    doc2 = cap2.write_cases(tmp_path / "t.json", tensors=True)
+    import numpy as np
+
+    assert doc2["tensors"] == "t.npz"
+    with np.load(tmp_path / "t.npz") as z:
+        want = {f"case{i}.{n}" for i in range(3) for n in ("q", "k", "v", "out")} | {"case2.mask"}
+        assert set(z.files) == want
+        assert z["case0.k"].shape == (3, 2, 10, 16) and z["case2.mask"].dtype == bool
+        np.testing.assert_array_equal(z["case2.out"], cap2.calls[2].tensors["out"].numpy())
 
 
 def test_kv_repeated_by_the_caller_is_seen_as_gqa():

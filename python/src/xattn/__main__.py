@@ -41,7 +41,7 @@ def _capture(args) -> int:
     import xattn.torch as xt
 
     m = _load(args)
-    cap = xt.Capture(m.model)
+    cap = xt.Capture(m.model, keep_tensors=args.tensors)
     if m.run is not None:
         import torch
 
@@ -49,7 +49,7 @@ def _capture(args) -> int:
             m.run()
     else:
         cap.run(*m.inputs, **m.kwargs)
-    doc = cap.write_cases(args.out, model=m.name, info=m.info)
+    doc = cap.write_cases(args.out, model=m.name, info=m.info, tensors=args.tensors)
     print(f"{len(cap.calls)} attention calls, {len(doc['cases'])} cases: written to {args.out}")
     for c in doc["cases"]:
         print(f"  x{c['count']:<4} B{c['batch']} H{c['heads']}/{c['kv_heads']} Sq{c['sq']} Sk{c['sk']} "
@@ -97,6 +97,8 @@ def main(argv=None) -> int:
     sc = sub.add_parser("capture", help="capture a model's attention calls into a cases file")
     model_args(sc)
     sc.add_argument("--out", default="cases.json", help="the cases file to write (cases.json)")
+    sc.add_argument("--tensors", action="store_true",
+                    help="also write each case's activations (q, k, v, mask, output) to an .npz beside it")
     sp = sub.add_parser("profile", help="profile a model's attention on every backend and algorithm")
     model_args(sp)
     sp.add_argument("--backend", help="comma list of cpu, opencl, cuda (default: every available one)")

@@ -131,6 +131,29 @@ def cases_document(capture, model: str = "", info: Optional[dict] = None) -> dic
     return doc
 
 
+def write_tensors(capture, path) -> str:
+    """The q, k, v, mask and output of each replayable case's first call, as
+    "case<i>.<name>" arrays of an .npz beside path (bf16 stored as float32, which holds
+    every bf16 value exactly). Returns the .npz's file name."""
+    import numpy as np
+
+    arrays = {}
+    i = 0
+    for first, _ in capture.cases():
+        if not first.supported:
+            continue
+        if first.tensors is None:
+            raise ValueError("cases file: tensors=True needs a capture made with keep_tensors=True")
+        for name, t in first.tensors.items():
+            if t is not None:
+                t = t.detach().cpu()
+                arrays[f"case{i}.{name}"] = (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
+        i += 1
+    npz = Path(path).with_suffix(".npz")
+    np.savez_compressed(npz, **arrays)
+    return npz.name
+
+
 def write_document(doc: dict, path) -> None:
     problems = validate(doc)
     if problems:

@@ -327,11 +327,16 @@ class Capture:
             groups.setdefault(c.signature(), []).append(c)
         return [(g[0], g) for g in groups.values()]
 
-    def write_cases(self, path, model: str = "", info: Optional[dict] = None) -> dict:
-        """Writes the cases file (schema xattn.cases/1) of the captured calls; returns it."""
-        from .._cases import cases_document, write_document
+    def write_cases(self, path, model: str = "", info: Optional[dict] = None, tensors: bool = False) -> dict:
+        """Writes the cases file (schema xattn.cases/1) of the captured calls; returns it.
+        tensors=True (with keep_tensors) also writes the activations of each case's first
+        call to an .npz beside it (named in the file's "tensors" member; the C replay does
+        not read it)."""
+        from .._cases import cases_document, write_document, write_tensors
 
         doc = cases_document(self, model=model, info=info)
+        if tensors:
+            doc["tensors"] = write_tensors(self, path)
         write_document(doc, path)
         return doc
 
