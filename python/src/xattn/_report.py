@@ -148,11 +148,14 @@ def render_svg(r: dict) -> str:
         share = row["share_of_forward"]["median"] or 0
         blk = row.get("share_of_block", {}).get("median")
         s.append(f'<text x="10" y="{y}">{escape(row["layer"][:32])}</text>')
+        end = min(1, share)
         if blk:
-            bmax = share / blk if blk > 0 else 0
-            s.append(f'<rect x="{x0}" y="{y - 11}" width="{bw * min(1, bmax):.1f}" height="12" fill="#ddd"/>')
+            bmax = min(1, share / blk if blk > 0 else 0)
+            end = max(end, bmax)
+            s.append(f'<rect x="{x0}" y="{y - 11}" width="{bw * bmax:.1f}" height="12" fill="#ddd"/>')
         s.append(f'<rect x="{x0}" y="{y - 11}" width="{bw * min(1, share):.1f}" height="12" fill="#3b6ea5"/>')
-        s.append(f'<text x="{x0 + bw * min(1, share) + 4:.1f}" y="{y}">{100 * share:.1f}%</text>')
+        label = f"{100 * share:.1f}%" + (f" ({100 * blk:.0f}% of the block)" if blk else "")
+        s.append(f'<text x="{x0 + bw * end + 4:.1f}" y="{y}">{label}</text>')
     y += 30
     s.append(f'<text x="10" y="{y}">per case: median ms per call (log scale)</text>')
     vals = [v for _, g in bars for _, v in g if v]
