@@ -144,7 +144,11 @@ class Profile:
         paths["json"].write_text(json.dumps(self.report, indent=1, default=_json_default) + "\n")
         paths["text"].write_text(self.text())
         paths["svg"].write_text(render_svg(self.report))
-        self.capture.write_cases(paths["cases"], model=self.report.get("model", ""))
+        try:
+            self.capture.write_cases(paths["cases"], model=self.report.get("model", ""))
+        except ValueError as e:  # no call xattn can replay: no cases file
+            self.report["cases_file_note"] = f"cases.json not written: {e}"
+            del paths["cases"]
         self.report["files"] = {k: str(v) for k, v in paths.items()}
         return self.report["files"]
 
