@@ -109,10 +109,9 @@ def view_of(x, name: str) -> View:
 
 
 def _from_numpy(a: np.ndarray, owner, name: str) -> View:
-    if a.dtype.name == "bfloat16":  # ml_dtypes.bfloat16 and similar
-        dt = "bf16"
-    else:
-        dt = _NUMPY_DTYPES.get(a.dtype, a.dtype.name)
+    dt = _NUMPY_DTYPES.get(a.dtype)
+    if dt is None:  # (dtype.name is slow to compute: only for the other dtypes)
+        dt = "bf16" if a.dtype.name == "bfloat16" else a.dtype.name  # ml_dtypes.bfloat16
     if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
         raise input_error("INVALID_DTYPE", f"{name}: big-endian data ({a.dtype.str})")
     item = a.itemsize

@@ -455,8 +455,10 @@ def _overlap(a, b) -> bool:
 def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slopes, bias, seqlens_q,
              seqlens_k, cu_seqlens_q, cu_seqlens_k, scale, return_lse, algo, num_splits, out,
              need_outputs, copy):
-    """Builds the descriptor; returns (prep, out_obj, lse_obj, meta)."""
-    vq, vk, vv = _arrays.view_of(q, "q"), _arrays.view_of(k, "k"), _arrays.view_of(v, "v")
+    """Builds the descriptor; returns (prep, out_obj, lse_obj, meta). q, k, v are
+    the callers' arrays or their views (_arrays.View) already made."""
+    vq, vk, vv = (x if isinstance(x, _arrays.View) else _arrays.view_of(x, n)
+                  for x, n in ((q, "q"), (k, "k"), (v, "v")))
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
     if packed and (cu_seqlens_q is None or cu_seqlens_k is None):
         raise input_error("INVALID_LENGTHS", "cu_seqlens_q and cu_seqlens_k: give both or neither")
@@ -653,7 +655,7 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
     ctx = _resolve_context(backend, device, views)
     with ctx._lock:
-        prep, out_obj, lse_obj, meta = _prepare(ctx, q, k, v, **_options(locals()), algo=algo,
+        prep, out_obj, lse_obj, meta = _prepare(ctx, *views, **_options(locals()), algo=algo,
                                                 num_splits=num_splits, out=out, need_outputs=True,
                                                 copy=copy)
         try:
@@ -701,7 +703,7 @@ def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
     ctx = _resolve_context(backend, device, views)
     with ctx._lock:
-        prep, _, _, meta = _prepare(ctx, q, k, v, **_options(locals()), algo="auto", num_splits=0,
+        prep, _, _, meta = _prepare(ctx, *views, **_options(locals()), algo="auto", num_splits=0,
                                     out=None, need_outputs=False, copy=copy)
         try:
             b, s, h, dv = meta["o_shape4"]

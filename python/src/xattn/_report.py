@@ -82,18 +82,19 @@ def render_text(r: dict) -> str:
         if not c["xattn"] and not c.get("pytorch", {}).get("alone_ms"):
             w(f"  {c.get('verdict', '')}")
             continue
-        w(f"  {'device':<10}{'algo':<14}{'median ms':>10} {'spread':>7} {'GFLOP/s':>9} "
+        w(f"  {'device':<10}{'algo':<14}{'median ms':>10} {'spread':>7} {'call ms':>8} {'GFLOP/s':>9} "
           f"{'workspace':>10} {'ctx peak':>10} {'vs SDPA':>8}")
         sd = c["pytorch"].get("alone_ms")
         w(f"  {'pytorch':<10}{'sdpa':<14}{_ms(sd):>10} {_pct(sd['spread']) if sd else '-':>7} "
-          f"{'':>9} {'':>10} {'':>10} {'1.00x':>8}")
+          f"{_ms(sd):>8} {'':>9} {'':>10} {'':>10} {'1.00x':>8}")
         for cell in c["xattn"] + c["packed"]:
             name = cell["algo"] + (" packed" if cell.get("form") else "")
             t = cell["time_ms"]
             vs = f"{sd['median'] / t['median']:.2f}x" if sd and t.get("median") else "-"
             gf = f"{cell['gflops_useful']:.2f}" if cell.get("gflops_useful") else "-"
+            conv = "" if t.get("converged", True) else "~"
             w(f"  {cell['backend'] + ':' + str(cell['device']):<10}{name:<14}{_ms(t):>10} "
-              f"{_pct(t['spread']):>7}{'' if t.get('converged', True) else '~'}{gf:>9} "
+              f"{_pct(t['spread']) + conv:>8}{_ms(cell.get('wall_ms')):>8} {gf:>9} "
               f"{_bytes(cell['workspace_bytes']):>10} {_bytes(cell['context_peak_bytes']):>10} {vs:>8}")
         for e in c["errors"]:
             w(f"  {e['backend']:<10}{e['algo']:<14} {e['status']}: {e['message']}")
@@ -111,9 +112,9 @@ def render_text(r: dict) -> str:
               f"(bound {d['pair_bound_min']:.2e}), SDPA-vs-reference {d['worst_sdpa_vs_reference']:.2e}, "
               f"xattn-vs-reference {d['worst_xattn_vs_reference']:.2e}: {'pass' if d['all_pass'] else 'FAIL'}")
     w("")
-    w("SDPA times: wall time of each call (in the model, and alone on the captured tensors); xattn "
-      "times: the backend's own clock (device_ms); '~': the spread did not fall under the bound in the "
-      "time budget.")
+    w("median ms: SDPA's wall time alone on the captured tensors, xattn's on the backend's own clock "
+      "(device_ms, the ratios use it); call ms: the whole Python call (xattn: with the binding's "
+      "overhead); '~': the spread did not fall under 5% within the cell's budget.")
     return "\n".join(out) + "\n"
 
 
