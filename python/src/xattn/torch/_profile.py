@@ -356,6 +356,16 @@ def _inputs_for_xattn(c):
     return q, k, v, opts
 
 
+def _on_backend(ctx, q, k, v, opts):
+    """The tensors where ctx's backend can use them: CUDA tensors are copied to the host
+    for the CPU and OpenCL backends (a replay's copy, outside the timed calls); host
+    tensors stay where they are (the CUDA backend stages them itself, copy=True)."""
+    if ctx.backend == "cuda" or not q.is_cuda:
+        return q, k, v, opts
+    moved = {key: (val.cpu() if isinstance(val, torch.Tensor) else val) for key, val in opts.items()}
+    return q.cpu(), k.cpu(), v.cpu(), moved
+
+
 def _sdpa_out(c):
     """SDPA's output of the call in the shape xattn's has ([B, Hq, Sq, Dv])."""
     o = c.tensors["out"]
@@ -447,6 +457,7 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
     if q.is_cuda:  # the captured copies were made on PyTorch's stream; xattn has its own
         torch.cuda.synchronize(q.device)
     for b, ctx in ctxs.items():
+        q, k, v, opts = _on_backend(ctx, *_inputs_for_xattn(first))
         for algo in algos:
             try:
                 cell, o = _xattn_cell(ctx, q, k, v, opts, algo, warmup, budget_s, max_spread, max_reps)
@@ -526,9 +537,10 @@ def _numerics_section(calls, ctx) -> dict:
         if not c.supported or c.tensors is None:
             continue
         q, k, v, opts = _inputs_for_xattn(c)
-        copy = ctx.backend == "cuda" and not q.is_cuda
         if q.is_cuda:
             torch.cuda.synchronize(q.device)
+        q, k, v, opts = _on_backend(ctx, q, k, v, opts)
+        copy = ctx.backend == "cuda" and not q.is_cuda
         try:
             o, _ = _core.attention(q, k, v, backend=ctx, copy=copy, **opts)
             ref = _core.reference(q, k, v, backend=ctx, copy=copy, **opts)
