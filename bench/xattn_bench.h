@@ -69,6 +69,7 @@ typedef struct xattn_bench_report {
     int n_results;
     xattn_bench_scaling *scaling;
     int n_scaling;
+    const struct xattn_cases_file *cases_file; /* --cases: the file's names and counts, else NULL */
 } xattn_bench_report;
 
 /* Fills rep->scaling (capacity rep->n_results) from the results: for each

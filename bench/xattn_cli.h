@@ -128,6 +128,7 @@ typedef struct xattn_cli_opts {
 
     /* bench */
     const char *preset;
+    const char *cases_path; /* --cases FILE: a captured model's cases (xattn_cases_file.h) */
     int list_presets;
     double len_scale; /* --scale; 0 = automatic */
     int measure_ceilings;

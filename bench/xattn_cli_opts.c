@@ -79,7 +79,8 @@ enum {
     O_FILTER,
     O_VERBOSE,
     O_FAIL_ON_SLOWER,
-    O_CPU_SIMD
+    O_CPU_SIMD,
+    O_CASES
 };
 
 typedef struct xattn__flag {
@@ -131,6 +132,7 @@ static const xattn__flag xattn__flags[] = {
     {"svg", required_argument, O_SVG, XATTN__CMP},
     {"out", required_argument, O_OUT, XATTN__BENCH},
     {"preset", required_argument, O_PRESET, XATTN__BENCH},
+    {"cases", required_argument, O_CASES, XATTN__BENCH},
     {"list-presets", no_argument, O_LIST_PRESETS, XATTN__BENCH},
     {"scale", required_argument, O_SCALE, XATTN__BENCH},
     {"measure-ceilings", no_argument, O_MEASURE_CEILINGS, XATTN__BENCH | XATTN__ADV},
@@ -582,6 +584,11 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
             return xattn__fail(err, errlen, "--preset: empty name (see --list-presets)");
         o->preset = arg;
         return 0;
+    case O_CASES:
+        if (!*arg)
+            return xattn__fail(err, errlen, "--cases: empty file name");
+        o->cases_path = arg;
+        return 0;
     case O_LIST_PRESETS: o->list_presets = 1; return 0;
     case O_SCALE:
         if (xattn__dbl(arg, 1e-4, 64, &d) || d <= 0)
@@ -671,6 +678,10 @@ static int xattn__validate(xattn_cli_opts *o, char *err, size_t errlen)
         if (o->min_reps > o->reps)
             o->reps = o->min_reps;
     }
+    if (o->cases_path && (o->preset || (o->given & XATTN_GIVEN_CASE_MASK)))
+        return xattn__fail(err, errlen,
+                           "bench: --cases FILE brings its own cases: it takes no --preset and no "
+                           "case flags (--dtype, --sq, --causal, ...)");
     if (o->preset && (o->given & XATTN_GIVEN_LENGTHS))
         return xattn__fail(err, errlen,
                            "bench: --lengths replaces a preset's lengths only "
@@ -919,6 +930,9 @@ static const char xattn__help_bench[] =
     "where and what:\n"
     "  --preset NAME                    a preset (--list-presets); flags below override it\n"
     "                                   (--algo and --threads replace a family's own)\n"
+    "  --cases FILE                     replay a captured model's attention calls (a cases file,\n"
+    "                                   schema xattn.cases/1, from the Python package's capture)\n"
+    "                                   and sum them into the model's attention time per forward\n"
     "  --scale F                        multiply the preset's lengths by F (default: 1 with a\n"
     "                                   GPU among the devices, else 0.125; 'default' is 1)\n"
     "  --quick                          fewer lengths (the first two of each family)\n"

@@ -18,6 +18,7 @@
 #endif
 
 #include "xattn_bench.h"
+#include "xattn_cases_file.h"
 
 #define XATTN__MAX_TARGETS 32
 #define XATTN__MAX_CASES 1024
@@ -280,7 +281,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     char err[1024] = "";
     const char *preset = o->preset;
     int custom = (o->given & XATTN_GIVEN_CASE_MASK) != 0;
-    if (!preset && !custom)
+    if (!preset && !custom && !o->cases_path)
         preset = "default";
     if (preset && !xattn_preset_exists(preset)) {
         fprintf(stderr, "%s: bench: no preset '%s'\n", xattn_prog, preset);
@@ -341,7 +342,13 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         fprintf(stderr, "%s: bench: out of memory\n", xattn_prog);
         return XATTN_EXIT_FAIL;
     }
-    int nc = xattn_bench_cases(o, preset, scale, cases, XATTN__MAX_CASES, err, sizeof err);
+    xattn_cases_file cf; /* --cases */
+    memset(&cf, 0, sizeof cf);
+    int nc = o->cases_path
+                 ? xattn_cases_load(o->cases_path, o->seed, cases, XATTN__MAX_CASES, &cf, err,
+                                    sizeof err)
+                 : xattn_bench_cases(o, preset, scale, cases, XATTN__MAX_CASES, err, sizeof err);
+    rep.cases_file = o->cases_path ? &cf : NULL;
     if (nc < 0) {
         fprintf(stderr, "%s: %s\n", xattn_prog, err);
         free(cases);
@@ -362,6 +369,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         fprintf(stderr, "%s: bench: --out: cannot create the folder '%s': %s\n", xattn_prog,
                 o->out_dir, strerror(errno));
         xattn_bench_cases_free(cases, nc);
+        xattn_cases_file_free(&cf);
         free(cases);
         return XATTN_EXIT_USAGE;
     }
@@ -379,6 +387,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         free(refs);
         free(parts);
         xattn_bench_cases_free(cases, nc);
+        xattn_cases_file_free(&cf);
         free(cases);
         return XATTN_EXIT_FAIL;
     }
@@ -421,9 +430,14 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                 snprintf(thr_txt, sizeof thr_txt, ", CPU thread counts per family");
     }
     printf("xattn bench %s: %s%s, %d case%s x %s x %d device%s%s = %d cells\n",
-           xattn_version_string(), preset ? "preset " : "a sweep from the command line",
-           preset ? preset : "", nc, nc == 1 ? "" : "s", algo_txt, nt, nt == 1 ? "" : "s", thr_txt,
-           cells);
+           xattn_version_string(),
+           preset          ? "preset "
+           : o->cases_path ? "cases file "
+                           : "a sweep from the command line",
+           preset          ? preset
+           : o->cases_path ? o->cases_path
+                           : "",
+           nc, nc == 1 ? "" : "s", algo_txt, nt, nt == 1 ? "" : "s", thr_txt, cells);
     if (preset && (scale != 1.0 || xattn_preset_model_sized(preset)))
         printf("lengths  scale %g%s\n", scale, scale_why);
     printf("cells    warm-up %d, then %d..%d timed calls until MAD/median <= %g or %g s; "
@@ -629,6 +643,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     rep.n_results = nr;
     xattn_bench_scaling_compute(&rep);
     xattn__scaling_print(&rep, casew);
+    xattn_cases_summary_print(&rep, stdout);
     rep.wall_s = xattn_now_s() - wall0;
 
     int rc = failures ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
@@ -679,6 +694,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     free(scaling);
     free(devs);
     xattn_bench_cases_free(cases, nc);
+    xattn_cases_file_free(&cf);
     free(cases);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "xattn_bench.h"
+#include "xattn_cases_file.h"
 #include "xattn_out_svg.h"
 
 const char *xattn_cell_status_name(xattn_cell_status s)
@@ -350,7 +351,12 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             "\"skipped\": %d, \"unchecked\": %d, \"wall_s\": ",
             rep->n_scaling ? "\n  " : "", rep->n_results, failed, unsupported, skipped, unchecked);
     xattn_json_num(f, rep->wall_s);
-    fprintf(f, "}\n}\n");
+    fputs("}", f);
+    if (rep->cases_file) { /* --cases: the model's cases, counts and totals */
+        fprintf(f, ",\n  \"cases_file\": ");
+        xattn_cases_summary_json(rep, f);
+    }
+    fputs("\n}\n", f);
     return xattn__close(f, path, err, errlen);
 }
 

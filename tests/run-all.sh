@@ -5,7 +5,8 @@
 # with PoCL compiling for two other CPU models, ctest label pocl-targets) and the
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU and OpenCL), the
 # ThreadSanitizer build of the concurrency tests, then the clang libFuzzer
-# build's short fuzz runs (descriptors and command lines).
+# build's short fuzz runs (descriptors, command lines, cache and cases files),
+# and the Python package's suites in a virtual environment.
 # With CI=true, warnings are errors.
 set -eu
 cd "$(dirname "$0")/.."
@@ -31,4 +32,18 @@ echo "== fuzz: configure, build, short fuzz runs"
 cmake --preset fuzz
 cmake --build --preset fuzz -j "$jobs"
 ctest --preset fuzz -j 1
-echo "== all suites passed (presets $rel, $san, $tsan and fuzz)"
+# The Python package and its pytest suites (python/tests; docs/python.md): a
+# virtual environment in build/, the package built and installed by pip, then
+# pytest with the release build's tool for the cases-file replays. Where Python
+# or PyPI is out of reach the stage says so and is skipped (never in CI).
+echo "== python: environment, pip install ./python, pytest suites"
+py_rc=0
+python/tests/setup-env.sh "$(pwd)/build/py-venv" || py_rc=$?
+if [ "$py_rc" -eq 3 ] && [ "${CI:-}" != "true" ]; then
+    echo "== python: SKIPPED (see the line above)"
+elif [ "$py_rc" -ne 0 ]; then
+    exit 1
+else
+    (cd python && XATTN_TOOL="$(pwd)/../build/$rel/bench/xattn" ../build/py-venv/bin/python -m pytest -q -rs tests)
+fi
+echo "== all suites passed (presets $rel, $san, $tsan and fuzz; python)"

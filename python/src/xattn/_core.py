@@ -1,0 +1,727 @@
+"""Contexts, attention, the reference, devices: the public API over the C library."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import math
+import threading
+from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
+
+import numpy as np
+
+from . import _arrays
+from ._capi import (
+    ALGO_NAMES,
+    ALGOS,
+    ALIGN_BOTTOM_RIGHT,
+    ALIGN_TOP_LEFT,
+    BACKEND_NAMES,
+    BACKENDS,
+    DEVICE_TYPES,
+    DTYPE_NAMES,
+    DTYPES,
+    EXPORT_FORMATS,
+    OPT_CPU_SIMD,
+    OPT_MEMORY_LIMIT,
+    OPT_NUM_THREADS,
+    OPT_POISON,
+    AttnDesc,
+    Ceilings,
+    DeviceInfo,
+    MemStats,
+    Record,
+    RunInfo,
+    lib,
+    new_filled,
+)
+from ._errors import XattnError, input_error, make_error
+
+_OPTIONS = {
+    "threads": OPT_NUM_THREADS,
+    "memory_limit": OPT_MEMORY_LIMIT,
+    "cpu_simd": OPT_CPU_SIMD,
+    "poison": OPT_POISON,
+}
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        msg = lib.xattn_last_error()
+        raise make_error(status, msg.decode("utf-8", "replace") if msg else "")
+
+
+def _s(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def version() -> str:
+    """The version of the C library in use ("0.1.0")."""
+    return _s(lib.xattn_version_string())
+
+
+# ---- records and device descriptions as dicts -----------------------------------
+
+
+def _struct_dict(s, skip=("struct_size",)) -> dict:
+    d = {}
+    for name, _ in s._fields_:
+        if name in skip:
+            continue
+        v = getattr(s, name)
+        if isinstance(v, bytes):
+            v = _s(v)
+        elif isinstance(v, ctypes.Array):
+            v = [(_s(x.value) if isinstance(x, ctypes.Array) else x) for x in v]
+        d[name] = v
+    return d
+
+
+def record_dict(r: Record) -> dict:
+    """A record as a dict with the C record's field names; enums as their names
+    ("flash", "f16", "cpu", "bottom-right"), phase lists cut to num_phases."""
+    d = _struct_dict(r)
+    d["backend"] = BACKEND_NAMES.get(r.backend, "?")
+    for k in ("algo_requested", "algo_chosen"):
+        d[k] = ALGO_NAMES.get(d[k], "?")
+    for k in ("q_dtype", "kv_dtype"):
+        d[k] = DTYPE_NAMES.get(d[k], "?")
+    d["align"] = "top-left" if r.align == ALIGN_TOP_LEFT else "bottom-right"
+    n = max(0, min(4, r.num_phases))
+    d["phase_names"] = [_s(r.phase_names[i].value) for i in range(n)]
+    d["phase_ms"] = list(r.phase_ms[:n])
+    d["phase_start_us"] = list(r.phase_start_us[:n])
+    return d
+
+
+def _device_dict(info: DeviceInfo) -> dict:
+    d = _struct_dict(info)
+    d["backend"] = BACKEND_NAMES.get(info.backend, "?")
+    d["device_type"] = DEVICE_TYPES.get(info.device_type, "other")
+    return d
+
+
+def backends() -> dict:
+    """Each backend: whether this build has it, whether it is usable here and why not."""
+    out = {}
+    for name in ("cpu", "opencl", "cuda"):
+        code = BACKENDS[name]
+        compiled = bool(lib.xattn_backend_compiled(code))
+        st = lib.xattn_backend_available(code)
+        reason = "" if st == 0 else _s(lib.xattn_last_error() or b"")
+        out[name] = {"compiled": compiled, "available": st == 0, "reason": reason}
+    return out
+
+
+def devices() -> list:
+    """Every device of every available backend, as dicts (the fields of xattn_device_info)."""
+    out = []
+    for name, st in backends().items():
+        if not st["available"]:
+            continue
+        n = c_int(0)
+        _check(lib.xattn_device_count(BACKENDS[name], byref(n)))
+        for i in range(n.value):
+            raw, info = new_filled(DeviceInfo)
+            _check(lib.xattn_device_get_info(BACKENDS[name], i, ctypes.addressof(info)))
+            out.append(_device_dict(info))
+    return out
+
+
+# ---- contexts ------------------------------------------------------------------
+
+
+class Context:
+    """One device on one backend, with its queue, its buffers, its program cache
+    and its profiler. Keep one alive between calls: creating a context and building
+    kernels (OpenCL) are paid once. A context serves one thread at a time (calls
+    from several Python threads are serialized).
+
+    ``Context("cuda", 0, stream=torch.cuda.current_stream().cuda_stream)`` submits
+    to the caller's CUDA stream. ``keep_records=True`` keeps every call's record
+    (``records()``, ``export()``); by default each call's record is returned by the
+    call and then dropped.
+    """
+
+    def __init__(self, backend: str = "cpu", device: int = 0, *, threads=None, stream=None,
+                 memory_limit=None, cpu_simd=None, poison=False, keep_records=False):
+        if backend not in BACKENDS:
+            raise input_error("INVALID_ARGUMENT", f"backend: '{backend}' is not auto, cpu, opencl or cuda")
+        if not isinstance(device, int) or device < 0:
+            raise input_error("INVALID_ARGUMENT", f"device: {device!r} is not a device index (an int >= 0)")
+        self._lock = threading.RLock()
+        self._ptr = c_void_p()
+        self.stream = stream
+        if stream is not None:
+            if backend != "cuda":
+                raise input_error("INVALID_ARGUMENT", f"stream: only CUDA contexts take a stream (backend '{backend}')")
+            if not hasattr(lib, "xattn_cuda_ctx_create_on_stream"):
+                raise make_error(-10, "cuda: this build of the library has no CUDA backend")
+            _check(lib.xattn_cuda_ctx_create_on_stream(device, c_void_p(int(stream)), byref(self._ptr)))
+        else:
+            _check(lib.xattn_ctx_create(BACKENDS[backend], device, byref(self._ptr)))
+        self.backend = BACKEND_NAMES[lib.xattn_ctx_backend(self._ptr)]
+        raw, info = new_filled(DeviceInfo)
+        _check(lib.xattn_ctx_device_info(self._ptr, ctypes.addressof(info)))
+        self.device_info = _device_dict(info)
+        self.device = self.device_info["index"]
+        self.keep_records = bool(keep_records)
+        _check(lib.xattn_profiler_enable(self._ptr, 1))
+        for name, value in (("threads", threads), ("memory_limit", memory_limit), ("cpu_simd", cpu_simd)):
+            if value is not None:
+                self.set_option(name, value)
+        if poison:
+            self.set_option("poison", 1)
+
+    # lifetime
+    def close(self) -> None:
+        """Frees the context (waits for its work). Idempotent."""
+        with self._lock:
+            if self._ptr:
+                lib.xattn_ctx_destroy(self._ptr)
+                self._ptr = c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return f"xattn.Context({self.backend}:{self.device} {self.device_info.get('name', '')!r})"
+
+    def _handle(self):
+        if not self._ptr:
+            raise input_error("INVALID_ARGUMENT", "context: already closed")
+        return self._ptr
+
+    # options and state
+    def set_option(self, name: str, value: int) -> None:
+        """threads, memory_limit (bytes, 0 = none), cpu_simd (0 best, 1 portable,
+        2 avx2, 3 avx512), poison (0/1)."""
+        if name not in _OPTIONS:
+            raise input_error("INVALID_ARGUMENT", f"option: '{name}' is not one of {sorted(_OPTIONS)}")
+        with self._lock:
+            _check(lib.xattn_ctx_set_option(self._handle(), _OPTIONS[name], c_int64(int(value))))
+
+    def get_option(self, name: str) -> int:
+        if name not in _OPTIONS:
+            raise input_error("INVALID_ARGUMENT", f"option: '{name}' is not one of {sorted(_OPTIONS)}")
+        v = c_int64()
+        with self._lock:
+            _check(lib.xattn_ctx_get_option(self._handle(), _OPTIONS[name], byref(v)))
+        return v.value
+
+    def sync(self) -> None:
+        with self._lock:
+            _check(lib.xattn_ctx_sync(self._handle()))
+
+    def mem_stats(self) -> dict:
+        """The context allocator's current and peak bytes, allocations, limit."""
+        s = MemStats()
+        with self._lock:
+            _check(lib.xattn_ctx_mem_stats(self._handle(), byref(s)))
+        return _struct_dict(s)
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            _check(lib.xattn_ctx_reset_peak(self._handle()))
+
+    def ceilings(self, measure: bool = False, force: bool = False):
+        """The device's measured ceilings (dict), or None when none are known and
+        measure is False. measure=True runs the micro-benchmarks when they are not
+        cached (seconds); force=True runs them even then."""
+        raw, c = new_filled(Ceilings)
+        with self._lock:
+            if measure or force:
+                _check(lib.xattn_ceilings_measure(self._handle(), 1 if force else 0, ctypes.addressof(c)))
+            else:
+                st = lib.xattn_ceilings_get(self._handle(), ctypes.addressof(c))
+                if st == -9:  # UNSUPPORTED: none known yet
+                    return None
+                _check(st)
+        return _struct_dict(c)
+
+    # profiler
+    def records(self) -> list:
+        """The records held (keep_records=True), oldest first, as dicts."""
+        with self._lock:
+            return [record_dict(r) for r in self._records()]
+
+    def _records(self):
+        n = c_size_t()
+        _check(lib.xattn_profiler_count(self._handle(), byref(n)))
+        out = []
+        for i in range(n.value):
+            raw, r = new_filled(Record)
+            _check(lib.xattn_profiler_get(self._handle(), i, ctypes.addressof(r)))
+            if r.struct_size < ctypes.sizeof(Record):
+                raise make_error(-17, f"record: the library's record is {r.struct_size} bytes, expected "
+                                 f"at least {ctypes.sizeof(Record)}")
+            out.append(r)
+        return out
+
+    def reset_records(self) -> None:
+        with self._lock:
+            _check(lib.xattn_profiler_reset(self._handle()))
+
+    def export(self, path: str, format: str = "json") -> None:
+        """Writes the records held as JSON (schema xattn.records/1), CSV or a
+        Chrome/Perfetto trace."""
+        if format not in EXPORT_FORMATS:
+            raise input_error("INVALID_ARGUMENT", f"format: '{format}' is not json, csv or trace")
+        with self._lock:
+            _check(lib.xattn_profiler_export(self._handle(), EXPORT_FORMATS[format], str(path).encode()))
+
+    @contextlib.contextmanager
+    def range(self, name: str):
+        """A named user range around the calls made inside it (records carry its name)."""
+        with self._lock:
+            _check(lib.xattn_range_push(self._handle(), str(name).encode()))
+        try:
+            yield
+        finally:
+            with self._lock:
+                _check(lib.xattn_range_pop(self._handle()))
+
+    # attention
+    def attention(self, q, k, v, **kwargs):
+        """xattn.attention on this context."""
+        return attention(q, k, v, backend=self, **kwargs)
+
+    def reference(self, q, k, v, **kwargs):
+        return reference(q, k, v, backend=self, **kwargs)
+
+
+_default_lock = threading.Lock()
+_defaults: dict = {}
+
+
+def _default_context(backend: str, device: int, stream=None) -> Context:
+    key = (backend, device, int(stream) if stream is not None else None)
+    with _default_lock:
+        ctx = _defaults.get(key)
+        if ctx is None or not ctx._ptr:
+            ctx = Context(backend, device, stream=stream)
+            _defaults[key] = ctx
+        return ctx
+
+
+@atexit.register
+def _close_defaults():
+    with _default_lock:
+        for ctx in _defaults.values():
+            ctx.close()
+        _defaults.clear()
+
+
+# ---- one call --------------------------------------------------------------------
+
+
+_CAUSAL = {False: None, None: None, "top-left": ALIGN_TOP_LEFT, "bottom-right": ALIGN_BOTTOM_RIGHT}
+
+
+class _Prepared:
+    """A call's descriptor, its wrapped buffers and everything they point to."""
+
+    def __init__(self):
+        self.desc = AttnDesc()
+        lib.xattn_attn_desc_init(byref(self.desc))
+        self.buffers = []  # (xattn_buffer*, View or None, sync_back)
+        self.keep = []  # host arrays the descriptor points to
+        self.staged = []  # (buffer, view) outputs to copy back (copy=True)
+
+    def free(self):
+        for b in self.buffers:
+            lib.xattn_buffer_free(b)
+        self.buffers = []
+
+
+def _resolve_context(backend, device, views) -> Context:
+    if isinstance(backend, Context):
+        return backend
+    on_cuda = [v for v in views if v.device == "cuda"]
+    if on_cuda:
+        if backend not in ("auto", "cuda"):
+            raise input_error("INVALID_ARGUMENT",
+                              f"backend: '{backend}' with CUDA tensors (use 'cuda' or 'auto', or move them to the CPU)")
+        idx = on_cuda[0].device_index
+        stream = None
+        if on_cuda[0].kind == "torch":
+            t = _arrays._torch()
+            stream = t.cuda.current_stream(idx).cuda_stream
+        return _default_context("cuda", idx, stream=stream)
+    if backend == "auto":
+        backend = "cpu"  # host memory: the CPU runs on it in place
+    if backend not in BACKENDS:
+        raise input_error("INVALID_ARGUMENT", f"backend: '{backend}' is not auto, cpu, opencl, cuda or a Context")
+    return _default_context(backend, device)
+
+
+def _layout_4d(v, layout, name, packed):
+    """(shape, strides) in the library's logical order [B, S, H, D]."""
+    if layout not in ("bshd", "bhsd"):
+        raise input_error("INVALID_ARGUMENT", f"layout: '{layout}' is not 'bshd' or 'bhsd'")
+    shape, st = list(v.shape), list(v.strides)
+    if packed and len(shape) == 3:
+        shape, st = [1] + shape, [0] + st
+    if len(shape) != 4:
+        need = "[T, H, D] or [1, T, H, D]" if packed else ("[B, S, H, D]" if layout == "bshd" else "[B, H, S, D]")
+        raise input_error("INVALID_SHAPE", f"{name}: {len(v.shape)}-D {list(v.shape)}, expected {need} ({layout})")
+    if layout == "bhsd":
+        shape = [shape[0], shape[2], shape[1], shape[3]]
+        st = [st[0], st[2], st[1], st[3]]
+    return shape, st
+
+
+def _from_logical(shape4, layout, packed3):
+    """The caller-facing shape of a logical [B, S, H, D] tensor."""
+    b, s, h, d = shape4
+    if packed3:
+        return (s, h, d) if layout == "bshd" else (h, s, d)
+    return (b, s, h, d) if layout == "bshd" else (b, h, s, d)
+
+
+def _dtype_code(v, name):
+    if v.dtype not in DTYPES:
+        raise input_error("INVALID_DTYPE", f"{name}: dtype {v.dtype} (expected float32, float16 or bfloat16)")
+    return DTYPES[v.dtype]
+
+
+def _wrap(ctx: Context, prep: _Prepared, v, name: str, output: bool, copy: bool):
+    """A buffer over v's memory; returns the xattn_buffer pointer."""
+    n = v.span_bytes()
+    buf = c_void_p()
+    h = ctx._handle()
+    if n == 0:
+        # An empty view (Sq = 0, ...): the call is a no-op, but the descriptor still
+        # needs a buffer; a small library one stands in.
+        _check(lib.xattn_buffer_alloc(h, 16, byref(buf)))
+        prep.buffers.append(buf)
+        return buf
+    if v.device == "cuda":
+        if ctx.backend != "cuda":
+            raise input_error("INVALID_ARGUMENT", f"{name}: a CUDA array on a {ctx.backend} context")
+        _check(lib.xattn_cuda_buffer_wrap(h, c_void_p(v.ptr), n, byref(buf)))
+        prep.buffers.append(buf)
+        return buf
+    st = lib.xattn_buffer_wrap_host(h, c_void_p(v.ptr), n, byref(buf))
+    if st == -9 and copy:  # this backend cannot use host memory in place: stage it
+        _check(lib.xattn_buffer_alloc(h, n, byref(buf)))
+        prep.buffers.append(buf)
+        if output:
+            prep.staged.append((buf, v, n))
+        else:
+            _check(lib.xattn_buffer_write(buf, 0, c_void_p(v.ptr), n))
+        return buf
+    if st == -9:
+        msg = _s(lib.xattn_last_error() or b"")
+        raise make_error(st, f"{name}: {msg}; pass device arrays (CUDA tensors) or copy=True to stage host arrays")
+    _check(st)
+    prep.buffers.append(buf)
+    if output and ctx.backend == "opencl":
+        # CL_MEM_USE_HOST_PTR: the device may keep its own copy until the memory is
+        # read through the queue; reading it onto itself brings the result home.
+        prep.staged.append((buf, v, n))
+    return buf
+
+
+def _set_tensor(t, buf, v, shape, strides):
+    t.buffer = buf
+    t.offset = 0
+    t.dtype = DTYPES[v.dtype]
+    for i in range(4):
+        t.shape[i] = int(shape[i])
+        t.strides[i] = int(strides[i])
+
+
+def _overlap(a, b) -> bool:
+    if a.device != "cpu" or b.device != "cpu":
+        return a.device == b.device and a.ptr == b.ptr and a.size > 0
+    lo1, hi1 = a.ptr, a.ptr + a.span_bytes()
+    lo2, hi2 = b.ptr, b.ptr + b.span_bytes()
+    if hi1 <= lo2 or hi2 <= lo1:
+        return False
+    return bool(np.shares_memory(_arrays.host_bytes_view(a), _arrays.host_bytes_view(b), max_work=10**6))
+
+
+def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slopes, bias, seqlens_q,
+             seqlens_k, cu_seqlens_q, cu_seqlens_k, scale, return_lse, algo, num_splits, out,
+             need_outputs, copy):
+    """Builds the descriptor; returns (prep, out_obj, lse_obj, meta). q, k, v are
+    the callers' arrays or their views (_arrays.View) already made."""
+    vq, vk, vv = (x if isinstance(x, _arrays.View) else _arrays.view_of(x, n)
+                  for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if packed and (cu_seqlens_q is None or cu_seqlens_k is None):
+        raise input_error("INVALID_LENGTHS", "cu_seqlens_q and cu_seqlens_k: give both or neither")
+    if packed and (seqlens_q is not None or seqlens_k is not None):
+        raise input_error("INVALID_LENGTHS", "seqlens_q/k and cu_seqlens_q/k exclude each other")
+    for vx, nm in ((vq, "q"), (vk, "k"), (vv, "v")):
+        _dtype_code(vx, nm)
+    devs = {(x.device, x.device_index) for x in (vq, vk, vv)}
+    if len(devs) > 1:
+        raise input_error("INVALID_ARGUMENT", f"q, k, v: on different devices {sorted(devs)}")
+    packed3 = packed and len(vq.shape) == 3
+    qs, qst = _layout_4d(vq, layout, "q", packed)
+    ks, kst = _layout_4d(vk, layout, "k", packed)
+    vs, vst = _layout_4d(vv, layout, "v", packed)
+    if algo not in ALGOS:
+        raise input_error("INVALID_ARGUMENT", f"algo: '{algo}' is not auto, naive, flash or splitkv")
+    if causal is True:
+        raise input_error("INVALID_ARGUMENT",
+                          "causal: True is ambiguous when Sq != Sk: say 'top-left' (PyTorch's is_causal) or "
+                          "'bottom-right' (FlashAttention's causal)")
+    if causal not in _CAUSAL:
+        raise input_error("INVALID_ARGUMENT", f"causal: {causal!r} is not False, 'top-left' or 'bottom-right'")
+    if align is not None and align not in ("top-left", "bottom-right"):
+        raise input_error("INVALID_ARGUMENT", f"align: {align!r} is not 'top-left' or 'bottom-right'")
+
+    prep = _Prepared()
+    d = prep.desc
+    try:
+        _set_tensor(d.q, _wrap(ctx, prep, vq, "q", False, copy), vq, qs, qst)
+        _set_tensor(d.k, _wrap(ctx, prep, vk, "k", False, copy), vk, ks, kst)
+        _set_tensor(d.v, _wrap(ctx, prep, vv, "v", False, copy), vv, vs, vst)
+
+        o_shape4 = [qs[0], qs[1], qs[2], vs[3]]
+        out_obj = None
+        if need_outputs:
+            if out is None:
+                out_obj = _arrays.empty_like_source(vq, _from_logical(o_shape4, layout, packed3), vq.dtype)
+            else:
+                out_obj = out
+            vo = _arrays.view_of(out_obj, "out")
+            if vo.readonly:
+                raise input_error("INVALID_ARGUMENT", "out: a read-only array")
+            if (vo.device, vo.device_index) != (vq.device, vq.device_index):
+                raise input_error("INVALID_ARGUMENT", f"out: on {vo.device}:{vo.device_index}, q on "
+                                  f"{vq.device}:{vq.device_index}")
+            os_, ost = _layout_4d(vo, layout, "out", packed)
+            if list(os_) != o_shape4:
+                raise input_error("INVALID_SHAPE", f"out: shape {list(vo.shape)}, expected "
+                                  f"{list(_from_logical(o_shape4, layout, packed3))}")
+            if vo.dtype != vq.dtype:
+                raise input_error("INVALID_DTYPE", f"out: dtype {vo.dtype}, expected q's {vq.dtype}")
+            for vx, nm in ((vq, "q"), (vk, "k"), (vv, "v")):
+                if _overlap(vo, vx):
+                    raise input_error("INVALID_ARGUMENT", f"out: overlaps {nm} (the output must not share "
+                                      "memory with an input)")
+            _set_tensor(d.o, _wrap(ctx, prep, vo, "out", True, copy), vo, os_, ost)
+        else:  # the reference only validates the output view: a scratch buffer
+            n = int(np.prod(o_shape4)) * _arrays_itemsize(vq.dtype)
+            buf = c_void_p()
+            _check(lib.xattn_buffer_alloc(ctx._handle(), max(n, 16), byref(buf)))
+            prep.buffers.append(buf)
+            b_, s_, h_, dv_ = o_shape4
+            d.o.buffer, d.o.offset, d.o.dtype = buf, 0, DTYPES[vq.dtype]
+            for i, (ext, st_) in enumerate(zip(o_shape4, (s_ * h_ * dv_, h_ * dv_, dv_, 1))):
+                d.o.shape[i], d.o.strides[i] = ext, st_
+
+        lse_obj = None
+        if return_lse:
+            b_, s_, h_ = qs[0], qs[1], qs[2]
+            lse_shape = (h_, s_) if packed3 else (b_, h_, s_)
+            if need_outputs:
+                lse_obj = _arrays.empty_like_source(vq, lse_shape, "f32")
+                vl = _arrays.view_of(lse_obj, "lse")
+                buf = _wrap(ctx, prep, vl, "lse", True, copy)
+            else:
+                buf = c_void_p()
+                _check(lib.xattn_buffer_alloc(ctx._handle(), max(b_ * h_ * s_ * 4, 16), byref(buf)))
+                prep.buffers.append(buf)
+            d.lse.buffer, d.lse.offset, d.lse.dtype = buf, 0, DTYPES["f32"]
+            for i, (ext, st_) in enumerate(zip((b_, h_, s_, 1), (h_ * s_, s_, 1, 1))):
+                d.lse.shape[i], d.lse.strides[i] = ext, st_
+
+        if bias is not None:
+            vb = _arrays.view_of(bias, "bias")
+            if vb.dtype not in ("f32", "f16"):
+                hint = " (a boolean mask: convert it to 0 / -inf first)" if "bool" in vb.dtype else ""
+                raise input_error("INVALID_DTYPE", f"bias: dtype {vb.dtype}, expected float32 or float16{hint}")
+            if (vb.device, vb.device_index) != (vq.device, vq.device_index):
+                raise input_error("INVALID_ARGUMENT", "bias: not on q's device")
+            if not 2 <= len(vb.shape) <= 4:
+                raise input_error("INVALID_SHAPE", f"bias: {len(vb.shape)}-D {list(vb.shape)}, expected "
+                                  "[Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]")
+            pad = 4 - len(vb.shape)
+            bs, bst = [1] * pad + list(vb.shape), [0] * pad + list(vb.strides)
+            _set_tensor(d.bias, _wrap(ctx, prep, vb, "bias", False, copy), vb, bs, bst)
+
+        if alibi_slopes is not None:
+            a = _arrays.host_float32(alibi_slopes, "alibi_slopes")
+            if a.shape[0] != qs[2]:
+                raise input_error("INVALID_SHAPE", f"alibi_slopes: {a.shape[0]} slopes for {qs[2]} query heads")
+            prep.keep.append(a)
+            d.alibi_slopes = a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        for nm, val in (("seqlens_q", seqlens_q), ("seqlens_k", seqlens_k)):
+            if val is not None:
+                a = _arrays.host_int32(val, nm)
+                if a.shape[0] != qs[0]:
+                    raise input_error("INVALID_LENGTHS", f"{nm}: {a.shape[0]} lengths for a batch of {qs[0]}")
+                prep.keep.append(a)
+                setattr(d, nm, a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)))
+        if packed:
+            cq = _arrays.host_int32(cu_seqlens_q, "cu_seqlens_q")
+            ck = _arrays.host_int32(cu_seqlens_k, "cu_seqlens_k")
+            if cq.shape[0] != ck.shape[0] or cq.shape[0] < 1:
+                raise input_error("INVALID_LENGTHS", f"cu_seqlens_q/k: {cq.shape[0]} and {ck.shape[0]} offsets "
+                                  "(expected num_seqs + 1 each)")
+            prep.keep += [cq, ck]
+            d.cu_seqlens_q = cq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            d.cu_seqlens_k = ck.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            d.num_seqs = cq.shape[0] - 1
+
+        if scale is not None:
+            if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale == 0:
+                raise input_error("INVALID_ARGUMENT", f"scale: {scale!r} (a finite, non-zero number, or None "
+                                  "for 1/sqrt(D))")
+            d.scale = float(scale)
+        if softcap is not None:
+            if not isinstance(softcap, (int, float)) or not math.isfinite(softcap) or softcap < 0:
+                raise input_error("INVALID_ARGUMENT", f"softcap: {softcap!r} (a number >= 0; 0 = off)")
+            d.softcap = float(softcap)
+        if _CAUSAL[causal] is not None:
+            d.causal = 1
+            d.align = _CAUSAL[causal]
+        if align is not None:
+            want = ALIGN_TOP_LEFT if align == "top-left" else ALIGN_BOTTOM_RIGHT
+            if d.causal and want != d.align:
+                raise input_error("INVALID_ARGUMENT", f"align: '{align}' contradicts causal='{causal}'")
+            d.align = want
+        if window is not None:
+            try:
+                left, right = window
+            except (TypeError, ValueError):
+                raise input_error("INVALID_ARGUMENT", f"window: {window!r} is not (left, right)") from None
+            d.window_left = -1 if left is None or left < 0 else int(left)
+            d.window_right = -1 if right is None or right < 0 else int(right)
+        d.algo = ALGOS[algo]
+        if not isinstance(num_splits, int) or num_splits < 0:
+            raise input_error("INVALID_ARGUMENT", f"num_splits: {num_splits!r} (an int >= 0; 0 = automatic)")
+        d.num_splits = num_splits
+    except BaseException:
+        prep.free()
+        raise
+    meta = {"layout": layout, "packed3": packed3, "o_shape4": o_shape4, "views": (vq, vk, vv)}
+    return prep, out_obj, lse_obj, meta
+
+
+# The problem's options, shared by attention() and reference() (same names, same meaning).
+_OPTION_NAMES = ("layout", "causal", "align", "window", "softcap", "alibi_slopes", "bias", "seqlens_q",
+                 "seqlens_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "return_lse")
+
+
+def _options(args: dict) -> dict:
+    return {name: args[name] for name in _OPTION_NAMES}
+
+
+def _arrays_itemsize(dt: str) -> int:
+    return 4 if dt == "f32" else 2
+
+
+def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
+              bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
+              scale=None, return_lse=False, algo="auto", backend="auto", device=0, out=None,
+              align=None, num_splits=0, copy=False):
+    """Attention over arrays, in place: numpy arrays, torch tensors (CPU or CUDA),
+    or anything with __array_interface__ / __cuda_array_interface__.
+
+    layout "bshd": q [B, Sq, Hq, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv] (as
+    FlashAttention); "bhsd": [B, H, S, D] (as PyTorch's SDPA). Any strides work
+    (views, transposes, slices). Packed batches (cu_seqlens_q/k) take [T, H, D]
+    (or [1, T, H, D]). causal: False, "top-left" (PyTorch's is_causal) or
+    "bottom-right" (FlashAttention); window (left, right), None or negative =
+    unbounded; softcap; alibi_slopes [Hq]; bias [B|1, H|1, Sq, Sk] (f32/f16,
+    additive, -inf allowed); seqlens_q/k [B] for padded batches; scale (default
+    1/sqrt(D)); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
+    CUDA tensors, the CPU for host memory), "cpu", "opencl", "cuda", or a Context.
+
+    out: an array to write O into (its memory is used as it is). Returns
+    (out, record), or (out, lse, record) with return_lse, where lse is f32
+    [B, Hq, Sq] and record a dict with the C record's fields (times, phases, FLOPs,
+    bytes, memory). copy=True lets a backend that cannot use host memory in place
+    (CUDA) stage host arrays through buffers of its own. Raises XattnError (an
+    XattnInputError, also a ValueError, for bad arguments) with the library's
+    status name and message.
+    """
+    views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
+    ctx = _resolve_context(backend, device, views)
+    with ctx._lock:
+        prep, out_obj, lse_obj, meta = _prepare(ctx, *views, **_options(locals()), algo=algo,
+                                                num_splits=num_splits, out=out, need_outputs=True,
+                                                copy=copy)
+        try:
+            h = ctx._handle()
+            raw, info = new_filled(RunInfo)
+            _check(lib.xattn_attention(h, byref(prep.desc), ctypes.addressof(info)))
+            for buf, vw, n in prep.staged:
+                _check(lib.xattn_buffer_read(buf, 0, c_void_p(vw.ptr), n))
+            rec = _last_record(ctx)
+            if rec is None:  # no record (cannot happen with profiling on): the run info
+                rec = _struct_dict(info)
+        finally:
+            prep.free()
+    if return_lse:
+        return out_obj, lse_obj, rec
+    return out_obj, rec
+
+
+def _last_record(ctx: Context):
+    n = c_size_t()
+    h = ctx._handle()
+    _check(lib.xattn_profiler_count(h, byref(n)))
+    if n.value == 0:
+        return None
+    raw, r = new_filled(Record)
+    _check(lib.xattn_profiler_get(h, n.value - 1, ctypes.addressof(r)))
+    if r.struct_size < ctypes.sizeof(Record):
+        raise make_error(-17, f"record: {r.struct_size} bytes from the library, expected at least "
+                         f"{ctypes.sizeof(Record)}")
+    d = record_dict(r)
+    if not ctx.keep_records:
+        _check(lib.xattn_profiler_reset(h))
+    return d
+
+
+def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
+              bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
+              scale=None, return_lse=False, backend="auto", device=0, align=None, copy=False):
+    """The library's double-precision reference (xattn_reference.h) for the same
+    arguments as attention(): a plain loop, sharing no code with the kernels.
+    Returns O as a float64 numpy array in the caller's layout ([B, Sq, Hq, Dv] for
+    bshd, [B, Hq, Sq, Dv] for bhsd, [T, H, Dv] / [H, T, Dv] packed), or (O, LSE)
+    with return_lse (LSE [B, Hq, Sq]). Padding rows are 0 (LSE -inf), as every
+    kernel writes them."""
+    views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
+    ctx = _resolve_context(backend, device, views)
+    with ctx._lock:
+        prep, _, _, meta = _prepare(ctx, *views, **_options(locals()), algo="auto", num_splits=0,
+                                    out=None, need_outputs=False, copy=copy)
+        try:
+            b, s, h, dv = meta["o_shape4"]
+            o_ref = np.empty((b, s, h, dv), dtype=np.float64)
+            lse_ref = np.empty((b, h, s), dtype=np.float64) if return_lse else None
+            _check(lib.xattn_reference_attention(
+                ctx._handle(), byref(prep.desc), o_ref.ctypes.data_as(c_void_p),
+                lse_ref.ctypes.data_as(c_void_p) if lse_ref is not None else None))
+        finally:
+            prep.free()
+    if meta["layout"] == "bhsd":
+        o_ref = o_ref.transpose(0, 2, 1, 3)
+    if meta["packed3"]:
+        o_ref = o_ref[0]
+        if lse_ref is not None:
+            lse_ref = lse_ref[0]
+    o_ref = np.ascontiguousarray(o_ref)
+    return (o_ref, lse_ref) if return_lse else o_ref
+
+
+__all__ = ["Context", "XattnError", "attention", "backends", "devices", "reference", "version"]

@@ -1,0 +1,416 @@
+/*
+ * Tests of cases files (`xattn bench --cases FILE`, bench/xattn_cases_file.c)
+ * and of the JSON reader under them (bench/xattn_json_read.c).
+ *
+ *   test_cases_file unit                  the reader on valid and broken JSON (line
+ *                                         numbers in the messages), cases files into
+ *                                         bench cases, merging, and bad files refused
+ *                                         with the line and the field named
+ *   test_cases_file check RESULTS CASES   a replay's results.json against the cases
+ *                                         file it replayed: the same shapes and counts,
+ *                                         every cell ok, and each total the sum of
+ *                                         count x median over the cases
+ *
+ * Exits 0 when everything passed, 1 otherwise; ends with "N passed, N failed, N skipped".
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn_cases_file.h"
+#include "xattn_json_read.h"
+
+static int g_pass, g_fail, g_skip;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_pass++;                                                                              \
+        } else {                                                                                   \
+            g_fail++;                                                                              \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* ---- the JSON reader ------------------------------------------------------------ */
+
+static void json_ok(void)
+{
+    const char *t = "\xef\xbb\xbf{\n \"a\": [1, -2.5e1, 0, 12345678901234567890],\n"
+                    " \"s\": \"x\\u00e9\\ud83d\\ude00\\n\\\"\",\n"
+                    " \"b\": true, \"f\": false, \"z\": null,\n"
+                    " \"o\": {\"k\":\n  {}}, \"e\": []}";
+    char err[256];
+    xattn_json *v = xattn_json_parse(t, strlen(t), err, sizeof err);
+    CHECK(v != NULL, "parse failed: %s", err);
+    if (!v)
+        return;
+    const xattn_json *a = xattn_json_get(v, "a");
+    CHECK(a && a->type == XATTN_JSON_ARRAY && a->n == 4, "a");
+    if (a && a->n == 4) {
+        CHECK(a->line == 2, "a's line %d", a->line);
+        CHECK(a->items[0].integer_ok && a->items[0].integer == 1, "1");
+        CHECK(!a->items[1].integer_ok && a->items[1].number == -25.0, "-2.5e1: %g",
+              a->items[1].number);
+        CHECK(a->items[2].integer_ok && a->items[2].integer == 0, "0");
+        CHECK(!a->items[3].integer_ok, "an integer beyond int64 is not integer_ok");
+    }
+    const xattn_json *s = xattn_json_get(v, "s");
+    CHECK(s && s->type == XATTN_JSON_STRING && !strcmp(s->string, "x\xc3\xa9\xf0\x9f\x98\x80\n\""),
+          "escapes: '%s'", s && s->string ? s->string : "");
+    const xattn_json *b = xattn_json_get(v, "b"), *f = xattn_json_get(v, "f");
+    CHECK(b && b->type == XATTN_JSON_BOOL && b->boolean == 1, "true");
+    CHECK(f && f->type == XATTN_JSON_BOOL && f->boolean == 0, "false");
+    CHECK(xattn_json_get(v, "z") && xattn_json_get(v, "z")->type == XATTN_JSON_NULL, "null");
+    const xattn_json *k = xattn_json_get(xattn_json_get(v, "o"), "k");
+    CHECK(k && k->type == XATTN_JSON_OBJECT && k->n == 0 && k->line == 6, "nested object line %d",
+          k ? k->line : -1);
+    CHECK(xattn_json_get(v, "missing") == NULL, "absent member");
+    xattn_json_free(v);
+}
+
+/* Each broken document fails with a message that names its line. */
+static void json_bad(void)
+{
+    static const struct {
+        const char *text, *expect;
+    } cases[] = {
+        {"", "line 1: expected a value, found the end"},
+        {"[1,\n2,\n]", "line 3: expected a value, found ']'"},
+        {"{\"a\": 1,\n \"a\": 2}", "line 2: duplicate member \"a\""},
+        {"{\"a\" 1}", "line 1: expected ':'"},
+        {"\"abc", "line 1: a string is not closed"},
+        {"\"a\tb\"", "control character 0x09"},
+        {"\"\\ud800x\"", "surrogate pair"},
+        {"\"\\udc00\"", "lone low surrogate"},
+        {"\"\\u0000\"", "NUL"},
+        {"\"\\q\"", "unknown escape"},
+        {"01", "unexpected '1' after the document"},
+        {"-", "a number needs a digit"},
+        {"1.", "a digit after '.'"},
+        {"1e+", "a digit in its exponent"},
+        {"1e999", "out of range"},
+        {"{} x", "line 1: unexpected 'x'"},
+        {"[tru]", "expected a value, found 't'"},
+        {"{\n\n1:2}", "line 3: expected a member name"},
+        {"[1 2]", "expected ',' or ']'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[256] = "";
+        xattn_json *v = xattn_json_parse(cases[i].text, strlen(cases[i].text), err, sizeof err);
+        CHECK(v == NULL && strstr(err, cases[i].expect), "'%s': got '%s', expected '%s'",
+              cases[i].text, err, cases[i].expect);
+        xattn_json_free(v);
+    }
+    /* Nesting deeper than the bound is refused, not followed down the stack. */
+    char deep[200];
+    memset(deep, '[', sizeof deep);
+    char err[256];
+    xattn_json *v = xattn_json_parse(deep, sizeof deep, err, sizeof err);
+    CHECK(v == NULL && strstr(err, "nested deeper"), "deep: '%s'", err);
+    /* A NUL byte inside the text is a character the grammar does not allow. */
+    const char nul[] = "[1,\0 2]";
+    v = xattn_json_parse(nul, sizeof nul - 1, err, sizeof err);
+    CHECK(v == NULL && strstr(err, "byte 0x00"), "NUL byte: '%s'", err);
+}
+
+/* ---- cases files ------------------------------------------------------------------ */
+
+static const char good[] =
+    "{\"schema\": \"xattn.cases/1\", \"model\": \"m\", \"extra\": {\"ignored\": 1},\n"
+    " \"cases\": [\n"
+    "  {\"name\": \"enc.{0..5}\", \"count\": 6, \"dtype\": \"f32\", \"batch\": 3, \"heads\": 4,\n"
+    "   \"sq\": 10, \"sk\": 10, \"head_dim\": 32, \"layout\": \"bhsd\",\n"
+    "   \"seqlens_q\": [10, 4, 7], \"seqlens_k\": [10, 4, 7], \"info\": {\"calls\": [0]}},\n"
+    "  {\"name\": \"dec\", \"count\": 30, \"dtype\": \"bf16\", \"batch\": 1, \"heads\": 9,\n"
+    "   \"kv_heads\": 3, \"sq\": 1, \"sk\": 17, \"head_dim\": 64, \"causal\": \"bottom-right\",\n"
+    "   \"window\": [8, -5], \"scale\": 0.5, \"bias\": {\"shape\": [1, 1, 1, 17]}, \"lse\": "
+    "true},\n"
+    "  {\"name\": \"enc.again\", \"count\": 2, \"dtype\": \"f32\", \"batch\": 3, \"heads\": 4,\n"
+    "   \"sq\": 10, \"sk\": 10, \"head_dim\": 32, \"layout\": \"bhsd\", \"causal\": false,\n"
+    "   \"seqlens_q\": [10, 4, 7], \"seqlens_k\": [10, 4, 7]}\n"
+    " ]}\n";
+
+static void cases_ok(void)
+{
+    xattn_bench_case bc[8];
+    xattn_cases_file cf;
+    char err[512];
+    int n = xattn_cases_parse(good, strlen(good), 7, bc, 8, &cf, err, sizeof err);
+    CHECK(n == 2, "n = %d (%s)", n, err);
+    if (n != 2)
+        return;
+    CHECK(!strcmp(cf.model, "m"), "model '%s'", cf.model);
+    CHECK(cf.n == 2 && cf.n_file_cases == 3 && cf.calls == 38, "n %d, file cases %d, calls %lld",
+          cf.n, cf.n_file_cases, (long long)cf.calls);
+    /* the third case is the first one again: merged, counts added, names joined */
+    CHECK(cf.entries[0].count == 8, "merged count %lld", (long long)cf.entries[0].count);
+    CHECK(!strcmp(cf.entries[0].name, "enc.{0..5} + enc.again"), "merged name '%s'",
+          cf.entries[0].name);
+    CHECK(cf.entries[0].line == 3 && cf.entries[1].line == 6, "lines %d %d", cf.entries[0].line,
+          cf.entries[1].line);
+    const xattn_case *a = &bc[0].c, *b = &bc[1].c;
+    CHECK(a->batch == 3 && a->heads == 4 && a->kv_heads == 4 && a->sq == 10 && a->sk == 10 &&
+              a->head_dim == 32 && a->head_dim_v == 32 && a->bhsd == 1 && !a->causal &&
+              a->seed == 7,
+          "case 0 fields");
+    CHECK(a->seqlens_q && a->seqlens_k && a->seqlens_q[1] == 4 && a->seqlens_k[2] == 7,
+          "case 0 lengths");
+    CHECK(b->dtype == XATTN_DTYPE_BF16 && b->kv_dtype == XATTN_DTYPE_BF16 && b->kv_heads == 3 &&
+              b->causal && b->align == XATTN_ALIGN_BOTTOM_RIGHT && b->window_left == 8 &&
+              b->window_right == -1 && b->scale == 0.5f && b->bias == 1 && b->lse == 1 &&
+              !b->seqlens_q,
+          "case 1 fields");
+    CHECK(strstr(bc[0].key, "padded21/21") && strstr(bc[1].key, "B1 H9/3 Sq1 Sk17 D64 bf16"),
+          "keys '%s' '%s'", bc[0].key, bc[1].key);
+    CHECK(!strncmp(bc[1].family, "m: ", 3), "family '%s'", bc[1].family);
+    for (int i = 0; i < n; i++) {
+        free(bc[i].lq);
+        free(bc[i].lk);
+    }
+    xattn_cases_file_free(&cf);
+}
+
+/* Replaces the first occurrence of `from` in the good file by `to`. */
+static void with(const char *from, const char *to, char *out, size_t n)
+{
+    const char *p = strstr(good, from);
+    if (!p) {
+        snprintf(out, n, "%s", good);
+        return;
+    }
+    snprintf(out, n, "%.*s%s%s", (int)(p - good), good, to, p + strlen(from));
+}
+
+static void cases_bad(void)
+{
+    static const struct {
+        const char *from, *to, *expect;
+    } cases[] = {
+        {"\"xattn.cases/1\"", "\"xattn.cases/2\"", "line 1: schema: expected \"xattn.cases/1\""},
+        {"\"count\": 6", "\"count\": 0", "line 3: cases[0].count: 0 is not an integer in 1.."},
+        {"\"count\": 6, ", "", "line 3: cases[0]: the member \"count\" is missing"},
+        {"\"heads\": 9", "\"heads\": 8",
+         "cases[1].kv_heads: 8 query heads are not a multiple of 3"},
+        {"\"head_dim\": 64", "\"head_dim\": 300", "line 7: cases[1].head_dim: 300"},
+        {"\"dtype\": \"bf16\"", "\"dtype\": \"f64\"",
+         "line 6: cases[1].dtype: expected \"f32\", "
+         "\"f16\" or \"bf16\", found \"f64\""},
+        {"\"causal\": \"bottom-right\"", "\"casual\": true",
+         "line 7: cases[1]: unknown member "
+         "\"casual\""},
+        {"\"causal\": \"bottom-right\"", "\"causal\": true", "cases[1].causal: expected false"},
+        {"[10, 4, 7], \"seqlens_k\"", "[10, 4], \"seqlens_k\"",
+         "line 5: cases[0].seqlens_q: expected an array of 3 lengths"},
+        {"[10, 4, 7], \"info\"", "[10, 4, 11], \"info\"",
+         "line 5: cases[0].seqlens_k[2]: expected an integer in 0..10"},
+        {"\"window\": [8, -5]", "\"window\": [8]", "cases[1].window: expected [left, right]"},
+        {"\"scale\": 0.5", "\"scale\": \"big\"", "cases[1].scale: expected a number"},
+        {"\"lse\": true", "\"lse\": 1", "cases[1].lse: a number, expected true or false"},
+        {"\"layout\": \"bhsd\"", "\"layout\": \"sbhd\"", "cases[0].layout"},
+        {"\"bias\": {\"shape\": [1, 1, 1, 17]}", "\"bias\": 3",
+         "line 8: cases[1].bias: a number, expected null, a boolean or an object"},
+        {" \"cases\": [\n", " \"cases\": [7,\n", "line 2: cases[0]: a number, expected an object"},
+        {"\"sq\": 1,", "\"sq\": 1.5,", "cases[1].sq: 1.5 is not an integer"},
+        {"\"info\": {\"calls\": [0]}", "\"info\": 3",
+         "cases[0].info: a number, expected an object"},
+        {"\"name\": \"dec\"", "\"name\": 5", "cases[1].name: a number, expected a string"},
+        {"]}\n", "]\n", "not JSON: line 12: expected ',' or '}' in an object, found ']'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[4096], err[512] = "";
+        with(cases[i].from, cases[i].to, text, sizeof text);
+        CHECK(strcmp(text, good) != 0, "case %zu: the substitution '%s' did not apply", i,
+              cases[i].from);
+        xattn_bench_case bc[8];
+        memset(bc, 0, sizeof bc);
+        xattn_cases_file cf;
+        int n = xattn_cases_parse(text, strlen(text), 1, bc, 8, &cf, err, sizeof err);
+        CHECK(n == -1 && strstr(err, cases[i].expect), "case %zu: n = %d, got '%s', expected '%s'",
+              i, n, err, cases[i].expect);
+        CHECK(cf.entries == NULL, "case %zu: entries left allocated", i);
+        for (int k = 0; k < 8; k++)
+            CHECK(bc[k].lq == NULL && bc[k].lk == NULL, "case %zu: lengths of %d left allocated", i,
+                  k);
+    }
+    /* structural problems of the document itself */
+    static const struct {
+        const char *text, *expect;
+    } docs[] = {
+        {"[]", "the document is an array, expected an object"},
+        {"{\"cases\": []}", "schema: expected"},
+        {"{\"schema\": \"xattn.cases/1\"}", "cases: expected a non-empty array of cases (the "
+                                            "member is missing)"},
+        {"{\"schema\": \"xattn.cases/1\",\n\"cases\": []}", "line 2: cases: expected a non-empty"},
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        char err[512] = "";
+        xattn_bench_case bc[2];
+        xattn_cases_file cf;
+        int n =
+            xattn_cases_parse(docs[i].text, strlen(docs[i].text), 1, bc, 2, &cf, err, sizeof err);
+        CHECK(n == -1 && strstr(err, docs[i].expect), "doc %zu: got '%s', expected '%s'", i, err,
+              docs[i].expect);
+    }
+    /* more cases than the caller has room for */
+    char err[512] = "";
+    xattn_bench_case bc[1];
+    xattn_cases_file cf;
+    int n = xattn_cases_parse(good, strlen(good), 1, bc, 1, &cf, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "cases: 3 cases, at most 1"), "cap: '%s'", err);
+}
+
+/* ---- a replay's results against its cases file ------------------------------------ */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+static double num(const xattn_json *o, const char *key)
+{
+    const xattn_json *v = xattn_json_get(o, key);
+    return v && v->type == XATTN_JSON_NUMBER ? v->number : NAN;
+}
+
+static const char *str(const xattn_json *o, const char *key)
+{
+    const xattn_json *v = xattn_json_get(o, key);
+    return v && v->type == XATTN_JSON_STRING ? v->string : "";
+}
+
+static int check_replay(const char *results_path, const char *cases_path)
+{
+    size_t rl = 0, cl = 0;
+    char *rt = slurp(results_path, &rl), *ct = slurp(cases_path, &cl);
+    CHECK(rt && ct, "cannot read %s or %s", results_path, cases_path);
+    if (!rt || !ct) {
+        free(rt);
+        free(ct);
+        return 1;
+    }
+    char err[512];
+    static xattn_bench_case bc[XATTN_CASES_MAX];
+    xattn_cases_file cf;
+    int n = xattn_cases_parse(ct, cl, 42, bc, XATTN_CASES_MAX, &cf, err, sizeof err);
+    CHECK(n > 0, "the cases file: %s", err);
+    xattn_json *r = xattn_json_parse(rt, rl, err, sizeof err);
+    CHECK(r != NULL, "results.json: %s", err);
+    if (n <= 0 || !r) {
+        free(rt);
+        free(ct);
+        xattn_json_free(r);
+        return 1;
+    }
+    const xattn_json *blk = xattn_json_get(r, "cases_file");
+    const xattn_json *cases = xattn_json_get(blk, "cases");
+    const xattn_json *results = xattn_json_get(r, "results");
+    CHECK(blk && cases && cases->type == XATTN_JSON_ARRAY && (int)cases->n == n,
+          "cases_file.cases: %zu cases, the file has %d", cases ? cases->n : 0, n);
+    CHECK(!strcmp(str(blk, "model"), cf.model), "model '%s' vs '%s'", str(blk, "model"), cf.model);
+    CHECK(num(blk, "calls") == (double)cf.calls, "calls %g vs %lld", num(blk, "calls"),
+          (long long)cf.calls);
+    for (int i = 0; cases && i < n && i < (int)cases->n; i++) {
+        const xattn_json *c = &cases->items[i];
+        const xattn_case *e = &bc[i].c;
+        CHECK(num(c, "count") == (double)cf.entries[i].count && num(c, "batch") == e->batch &&
+                  num(c, "heads") == e->heads && num(c, "kv_heads") == e->kv_heads &&
+                  num(c, "sq") == e->sq && num(c, "sk") == e->sk &&
+                  num(c, "head_dim") == e->head_dim && num(c, "head_dim_v") == e->head_dim_v &&
+                  !strcmp(str(c, "dtype"), xattn_dtype_name(e->dtype)) &&
+                  !strcmp(str(c, "case"), bc[i].key) && !strcmp(str(c, "name"), cf.entries[i].name),
+              "case %d (%s) differs from the file's", i, bc[i].key);
+    }
+    /* every cell ran, and matches one case of the file */
+    int cells = 0;
+    for (size_t i = 0; results && i < results->n; i++) {
+        const xattn_json *x = &results->items[i];
+        int found = -1;
+        for (int k = 0; k < n && found < 0; k++)
+            if (!strcmp(str(x, "case"), bc[k].key))
+                found = k;
+        CHECK(found >= 0, "result %zu: case '%s' is not in the file", i, str(x, "case"));
+        CHECK(!strcmp(str(x, "status"), "ok") && strcmp(str(x, "check"), "fail"),
+              "result %zu (%s %s): status %s, check %s", i, str(x, "algo"), str(x, "case"),
+              str(x, "status"), str(x, "check"));
+        if (found >= 0)
+            CHECK(num(x, "batch") == bc[found].c.batch && num(x, "sk") == bc[found].c.sk,
+                  "result %zu: shape", i);
+        cells++;
+    }
+    CHECK(cells > 0, "no results");
+    /* each total: sum over the cases of count x the median of that device and algorithm */
+    const xattn_json *totals = xattn_json_get(blk, "totals");
+    CHECK(totals && totals->n > 0, "no totals");
+    for (size_t t = 0; totals && t < totals->n; t++) {
+        const xattn_json *x = &totals->items[t];
+        const char *algo = str(x, "algo");
+        double want = 0;
+        int64_t calls = 0;
+        for (int k = 0; k < n; k++) {
+            double best = -1;
+            for (size_t i = 0; results && i < results->n; i++) {
+                const xattn_json *c = &results->items[i];
+                if (strcmp(str(c, "case"), bc[k].key) ||
+                    strcmp(str(c, "backend"), str(x, "backend")) ||
+                    (strcmp(algo, "best") && strcmp(str(c, "algo"), algo)))
+                    continue;
+                double m = num(c, "median_ms");
+                if (!isnan(m) && (best < 0 || m < best))
+                    best = m;
+            }
+            want += best * (double)cf.entries[k].count;
+            calls += cf.entries[k].count;
+        }
+        double got = num(x, "ms_per_forward");
+        CHECK(num(x, "missing_cases") == 0 && fabs(got - want) <= 1e-9 * want &&
+                  num(x, "calls") == (double)calls,
+              "total %s %s: %g ms for %g calls, expected %g ms for %lld", str(x, "backend"), algo,
+              got, num(x, "calls"), want, (long long)calls);
+    }
+    for (int i = 0; i < n; i++) {
+        free(bc[i].lq);
+        free(bc[i].lk);
+    }
+    xattn_cases_file_free(&cf);
+    xattn_json_free(r);
+    free(rt);
+    free(ct);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "unit")) {
+        json_ok();
+        json_bad();
+        cases_ok();
+        cases_bad();
+    } else if (argc == 4 && !strcmp(argv[1], "check")) {
+        check_replay(argv[2], argv[3]);
+    } else {
+        fprintf(stderr, "usage: test_cases_file unit | check RESULTS.json CASES.json\n");
+        return 2;
+    }
+    printf("%d passed, %d failed, %d skipped\n", g_pass, g_fail, g_skip);
+    return g_fail ? 1 : 0;
+}
