@@ -61,6 +61,10 @@ typedef struct xattn_bench_report {
     char created[40];
     char host[128], os[192];
     double wall_s;
+    /* The machine's load (xattn_load_read) before the first cell and after the
+     * last: what else ran while the cells were timed. NaN where unknown. */
+    double load_start[3], load_end[3];
+    int cpus;
     xattn_bench_device *devices;
     int n_devices;
     xattn_bench_case *cases;

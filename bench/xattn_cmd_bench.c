@@ -313,6 +313,8 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     rep.preset = preset;
     xattn_command_line(argc, argv, rep.command_line, sizeof rep.command_line);
     xattn_utc_now(rep.created, sizeof rep.created);
+    xattn_load_read(rep.load_start);
+    rep.cpus = xattn_cpus_online();
     xattn_host_describe(rep.host, sizeof rep.host, rep.os, sizeof rep.os);
 
     xattn_target targets[XATTN__MAX_TARGETS];
@@ -630,6 +632,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     xattn_bench_scaling_compute(&rep);
     xattn__scaling_print(&rep, casew);
     rep.wall_s = xattn_now_s() - wall0;
+    xattn_load_read(rep.load_end);
 
     int rc = failures ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
     char path[4096];
@@ -666,6 +669,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                o->check_limit);
     if (skipped_ref)
         printf("skip     not checked: the reference is above --check-limit even for a sub-batch\n");
+    if (isfinite(rep.load_start[0]) && isfinite(rep.load_end[0]))
+        printf("load     %.2f at the start, %.2f at the end (1-minute load average, %d CPUs): "
+               "other work on the machine slows the cells down\n",
+               rep.load_start[0], rep.load_end[0], rep.cpus);
     printf("%d cells: %d ok, %d failed, %d unsupported, %d skipped; %.1f s; written to "
            "%s/{results.json,results.csv,chart.svg,%s}\n",
            nr, nr - failures - unsupported - skipped, failures, unsupported, skipped, rep.wall_s,

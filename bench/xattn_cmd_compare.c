@@ -28,6 +28,39 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
 #else
 #include "xattn_cmp.h"
 
+/* The load a file recorded (bench writes /proc/loadavg at its start and end). */
+static void xattn__print_load(const xattn_cmp_file *f)
+{
+    if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0])) {
+        printf("   load not recorded in this file\n");
+        return;
+    }
+    printf("   load %.2f at the start, %.2f at the end (1-minute average", f->load_start[0],
+           f->load_end[0]);
+    if (f->load_cpus > 0)
+        printf(", %d CPUs", f->load_cpus);
+    printf(")\n");
+}
+
+/* 1 when the files' mean 1-minute loads differ by more than a quarter of the
+ * CPUs (or by more than 1 where the count is unknown). */
+static int xattn__loads_differ(const xattn_cmp_file *files, int nf)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    int cpus = 0;
+    for (int i = 0; i < nf; i++) {
+        const xattn_cmp_file *f = &files[i];
+        if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0]))
+            continue;
+        double m = 0.5 * (f->load_start[0] + f->load_end[0]);
+        lo = fmin(lo, m);
+        hi = fmax(hi, m);
+        if (f->load_cpus > cpus)
+            cpus = f->load_cpus;
+    }
+    return hi - lo > (cpus > 0 ? 0.25 * cpus : 1.0);
+}
+
 int xattn_cmd_compare(const xattn_cli_opts *o)
 {
     xattn_cmp_file files[XATTN_CLI_MAX_FILES];
@@ -64,9 +97,17 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
     char(*shown)[400] = calloc((size_t)(cap ? cap : 1), sizeof *shown); /* bar labels */
     char(*groups)[64] = calloc((size_t)(nf ? nf : 1), sizeof *groups);
     int nb = 0, slower_total = 0;
-    for (int i = 0; i < nf; i++)
+    for (int i = 0; i < nf; i++) {
         printf("%c: %s (%s, %s; %s)\n", 'A' + i, files[i].path, files[i].host, files[i].created,
                files[i].devices);
+        xattn__print_load(&files[i]);
+    }
+    /* Two separate runs: the spread inside each is measured, the drift of the
+     * machine between them is not, and a busy hour moves every cell alike. */
+    printf("note: each file is a separate run; compare measures the spread inside each run but "
+           "not the machine's drift between them%s, so a verdict holds only if the machine was "
+           "as quiet for every run.\n",
+           xattn__loads_differ(files, nf) ? " (and the loads above differ)" : "");
     for (int fi = 1; fi < nf; fi++) {
         const xattn_cmp_file *a = &files[0], *b = &files[fi];
         char grp = (char)('A' + fi);

@@ -150,6 +150,22 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         fputs("null", f);
     fprintf(f, ",\n  \"length_scale\": ");
     xattn_json_num(f, rep->len_scale);
+    fprintf(f, ",\n  \"load\": ");
+    if (isfinite(rep->load_start[0]) || isfinite(rep->load_end[0])) {
+        fprintf(f, "{\"cpus\": %d, \"start\": [", rep->cpus);
+        for (int i = 0; i < 3; i++) {
+            fputs(i ? ", " : "", f);
+            xattn_json_num(f, rep->load_start[i]);
+        }
+        fputs("], \"end\": [", f);
+        for (int i = 0; i < 3; i++) {
+            fputs(i ? ", " : "", f);
+            xattn_json_num(f, rep->load_end[i]);
+        }
+        fputs("]}", f);
+    } else {
+        fputs("null", f);
+    }
     fprintf(f,
             ",\n  \"settings\": {\"warmup\": %d, \"min_reps\": %d, \"max_reps\": %d, "
             "\"max_spread\": ",

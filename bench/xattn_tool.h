@@ -13,7 +13,6 @@
 
 extern const char *xattn_prog; /* "xattn" */
 
-
 /* ---- devices to run on ---------------------------------------------------- */
 
 typedef struct xattn_target {
@@ -112,6 +111,11 @@ void xattn_command_line(int argc, char **argv, char *out, size_t n);
 void xattn_host_describe(char *host, size_t nhost, char *os, size_t nos);
 /* Current UTC time, ISO 8601. */
 void xattn_utc_now(char *out, size_t n);
+/* The machine's load: /proc/loadavg's 1, 5 and 15-minute averages. Returns 0,
+ * or -1 where it cannot be read (then NaN). */
+int xattn_load_read(double out[3]);
+/* CPUs online (the load averages are relative to them); 0 unknown. */
+int xattn_cpus_online(void);
 /* mkdir -p for one level; 0 on success or when it exists. */
 int xattn_mkdir(const char *path);
 

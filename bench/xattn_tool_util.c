@@ -419,6 +419,27 @@ void xattn_utc_now(char *out, size_t n)
     strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+int xattn_load_read(double out[3])
+{
+    out[0] = out[1] = out[2] = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return -1;
+    int n = fscanf(f, "%lf %lf %lf", &out[0], &out[1], &out[2]);
+    fclose(f);
+    if (n != 3) {
+        out[0] = out[1] = out[2] = NAN;
+        return -1;
+    }
+    return 0;
+}
+
+int xattn_cpus_online(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n < 1 << 20 ? (int)n : 0;
+}
+
 int xattn_mkdir(const char *path)
 {
     if (mkdir(path, 0777) == 0)

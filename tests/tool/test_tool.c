@@ -711,13 +711,20 @@ static int check_bench_schema(json_t *doc, int expect_results)
     } top[] = {{"schema", 's'},       {"xattn_version", 's'}, {"created_utc", 's'},
                {"command_line", 's'}, {"host", 'o'},          {"preset", 'S'},
                {"length_scale", 'n'}, {"settings", 'o'},      {"devices", 'a'},
-               {"results", 'a'},      {"summary", 'o'}};
+               {"results", 'a'},      {"summary", 'o'},       {"load", 'O'}};
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
         int h = has_key(doc, top[i].k, top[i].t);
         CHECK(h, "results.json: top-level key %s (%c)", top[i].k, top[i].t);
         ok &= h;
     }
     CHECK(!strcmp(jstr(json_object_get(doc, "schema")), "xattn.bench/1"), "schema name");
+    json_t *load = json_object_get(doc, "load");
+    if (json_is_object(load)) /* /proc/loadavg at the start and the end */
+        CHECK(has_key(load, "cpus", 'i') &&
+                  json_array_size(json_object_get(load, "start")) == 3 &&
+                  json_array_size(json_object_get(load, "end")) == 3 &&
+                  json_number_value(json_array_get(json_object_get(load, "start"), 0)) >= 0,
+              "results.json: load");
     static const struct {
         const char *k;
         char t;
@@ -1108,6 +1115,11 @@ static void test_compare(const char *data)
     const char *out = g_out_all ? g_out_all : "";
     CHECK(rc == 0, "compare fixed: exit %d\n%s%s", rc, out, g_err);
     /* tests/tool/data/README.md lists the cells and why each gets its verdict. */
+    /* Each file's load, and that the drift between separate runs is not measured. */
+    CHECK(strstr(out, "load 0.52 at the start, 0.61 at the end (1-minute average, 2 CPUs)") &&
+              strstr(out, "load 6.10 at the start, 7.40 at the end") &&
+              strstr(out, "not the machine's drift between them (and the loads above differ)"),
+          "compare: loads and the drift note:\n%s", out);
     CHECK(strstr(out, "B vs A: 8 matched: 2 faster, 1 slower, 5 within noise;") &&
               strstr(out, "1 only in A, 1 only in B, 1 without a result in one of them"),
           "summary of the fixed files:\n%s", out);
@@ -1154,6 +1166,7 @@ static void test_compare(const char *data)
     out = g_out_all ? g_out_all : "";
     CHECK(rc == 0 && strstr(out, "B vs A: 10 matched: 0 faster, 0 slower, 10 within noise;"),
           "compare a file with itself:\n%s", out);
+    CHECK(strstr(out, "drift between them, so") != NULL, "the same load: no remark:\n%s", out);
 
     /* Two generated files of 40000 cells: the verdicts are known (gen_results);
      * bench/compare_scale.sh times the same comparison. */
