@@ -80,6 +80,22 @@ typedef struct xattn_bench_report {
  * against each other count. Returns the count. */
 int xattn_bench_scaling_compute(xattn_bench_report *rep);
 
+/* The algorithms of a case: --algo, else its preset family's, else naive,
+ * flash, splitkv. Returns the count (out has XATTN_ALGO_COUNT entries). */
+int xattn_bench_case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out);
+/* The thread counts a case runs with on a device (XATTN_CLI_MAX_LIST entries):
+ * --threads, else its family's, else all; 0 resolved to the device's compute
+ * units, repeats dropped; one entry, 0, off the CPU. Returns the count. */
+int xattn_bench_case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
+                             const xattn_target *t, int *out);
+
+/* bench --ab OLD_XATTN (xattn_bench_ab.c): every cell of the run timed with
+ * OLD_XATTN and with this binary, alternating, judged on the paired ratios;
+ * writes out_dir/ab.json. Returns an exit status. */
+int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *command_line,
+                   const xattn_target *targets, int nt, const xattn_bench_case *cases, int nc,
+                   int cells);
+
 const char *xattn_cell_status_name(xattn_cell_status s);
 /* "pass", "fail", "skipped" (reference too costly), "off" (--no-check), "-" (no result) */
 const char *xattn_bench_check_name(const xattn_bench_result *r);

@@ -79,7 +79,9 @@ enum {
     O_FILTER,
     O_VERBOSE,
     O_FAIL_ON_SLOWER,
-    O_CPU_SIMD
+    O_CPU_SIMD,
+    O_AB,
+    O_AB_ROUNDS
 };
 
 typedef struct xattn__flag {
@@ -143,6 +145,8 @@ static const xattn__flag xattn__flags[] = {
     {"filter", required_argument, O_FILTER, XATTN__CHECK},
     {"verbose", no_argument, O_VERBOSE, XATTN__CHECK},
     {"fail-on-slower", no_argument, O_FAIL_ON_SLOWER, XATTN__CMP},
+    {"ab", required_argument, O_AB, XATTN__BENCH},
+    {"ab-rounds", required_argument, O_AB_ROUNDS, XATTN__BENCH},
 };
 #define XATTN__NFLAGS (sizeof xattn__flags / sizeof xattn__flags[0])
 
@@ -345,6 +349,7 @@ static void xattn__defaults(xattn_cli_opts *o, xattn_cli_cmd cmd)
     o->out_dir = "xattn-results";
     o->progress = -1;
     o->metric = XATTN_METRIC_TIME;
+    o->ab_rounds = 5;
 }
 
 /* Applies one flag. Returns 0 or XATTN_EXIT_USAGE with err set. */
@@ -609,6 +614,16 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
     case O_FILTER: o->filter = arg; return 0;
     case O_VERBOSE: o->verbose = 1; return 0;
     case O_FAIL_ON_SLOWER: o->fail_on_slower = 1; return 0;
+    case O_AB:
+        if (!*arg)
+            return xattn__fail(err, errlen, "--ab: empty path (expected another xattn binary)");
+        o->ab_old = arg;
+        return 0;
+    case O_AB_ROUNDS:
+        if (xattn_parse_i64(arg, 1, 1000, &v))
+            return xattn__fail(err, errlen, "--ab-rounds: '%s' is not an integer in 1..1000", arg);
+        o->ab_rounds = (int)v;
+        return 0;
     }
     return xattn__fail(err, errlen, "internal: unhandled flag --%s", name);
 }
@@ -671,6 +686,8 @@ static int xattn__validate(xattn_cli_opts *o, char *err, size_t errlen)
         if (o->min_reps > o->reps)
             o->reps = o->min_reps;
     }
+    if (o->ab_rounds != 5 && !o->ab_old)
+        return xattn__fail(err, errlen, "bench: --ab-rounds needs --ab OLD_XATTN");
     if (o->preset && (o->given & XATTN_GIVEN_LENGTHS))
         return xattn__fail(err, errlen,
                            "bench: --lengths replaces a preset's lengths only "
@@ -944,6 +961,11 @@ static const char xattn__help_bench[] =
     "  --out DIR                        output folder (default xattn-results)\n"
     "  --chart time|gflops              the chart's y axis (default time)\n"
     "  --progress / --no-progress       progress bar on stderr (default: when a terminal)\n"
+    "A/B re-measurement (instead of the cells above; writes DIR/ab.json):\n"
+    "  --ab OLD_XATTN                   every cell timed with OLD_XATTN and with this xattn,\n"
+    "                                   alternating run by run ('xattn run --reps MIN_REPS'\n"
+    "                                   each), judged on the paired ratios new/old\n"
+    "  --ab-rounds N                    pairs per cell (default 5, the fewest that can judge)\n"
     "exit status: 0 ok, 1 a cell failed or disagreed with the reference, 2 bad command line\n";
 
 static const char xattn__help_check[] =

@@ -222,7 +222,7 @@ static void xattn__per_thread(xattn_bench_result *r)
 }
 
 /* The algorithms of a case: --algo, else its preset family's, else naive, flash, splitkv. */
-static int xattn__case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out)
+int xattn_bench_case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out)
 {
     int n = 0;
     if (o->n_algos)
@@ -242,8 +242,8 @@ static int xattn__case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc
 /* The thread counts a case runs with on a device: --threads, else its preset
  * family's, else all; 0 resolved to the device's compute units, repeats
  * dropped. Threads are a CPU setting: any other device gets one entry, 0. */
-static int xattn__case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
-                               const xattn_target *t, int *out)
+int xattn_bench_case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
+                             const xattn_target *t, int *out)
 {
     if (t->backend != XATTN_BACKEND_CPU) {
         out[0] = 0;
@@ -353,11 +353,11 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     int cells = 0, n_algo_total = 0;
     for (int ci = 0; ci < nc; ci++) {
         xattn_algo al[XATTN_ALGO_COUNT];
-        int na = xattn__case_algos(o, &cases[ci], al);
+        int na = xattn_bench_case_algos(o, &cases[ci], al);
         n_algo_total += na;
         for (int ti = 0; ti < nt; ti++) {
             int th[XATTN_CLI_MAX_LIST];
-            cells += na * xattn__case_threads(o, &cases[ci], &targets[ti], th);
+            cells += na * xattn_bench_case_threads(o, &cases[ci], &targets[ti], th);
         }
     }
     if (xattn_mkdir(o->out_dir)) {
@@ -366,6 +366,14 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         xattn_bench_cases_free(cases, nc);
         free(cases);
         return XATTN_EXIT_USAGE;
+    }
+    if (o->ab_old) { /* the A/B re-measurement instead of the cells */
+        if (preset && (scale != 1.0 || xattn_preset_model_sized(preset)))
+            printf("lengths  scale %g%s\n", scale, scale_why);
+        int rc = xattn_bench_ab(o, preset, rep.command_line, targets, nt, cases, nc, cells);
+        xattn_bench_cases_free(cases, nc);
+        free(cases);
+        return rc;
     }
 
     xattn_bench_device *devs = calloc((size_t)nt, sizeof *devs);
@@ -401,7 +409,8 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     int uniform = 1;
     for (int ci = 1; ci < nc; ci++) {
         xattn_algo a0[XATTN_ALGO_COUNT], a1[XATTN_ALGO_COUNT];
-        uniform &= xattn__case_algos(o, &cases[0], a0) == xattn__case_algos(o, &cases[ci], a1);
+        uniform &=
+            xattn_bench_case_algos(o, &cases[0], a0) == xattn_bench_case_algos(o, &cases[ci], a1);
     }
     int per_case_algos = nc ? n_algo_total / nc : 0;
     char algo_txt[48], thr_txt[160] = "";
@@ -467,9 +476,9 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
             printf("%-9s cannot be used: %s\n", dname, bd->error);
             for (int ci = 0; ci < nc; ci++) {
                 xattn_algo algos[XATTN_ALGO_COUNT];
-                int na = xattn__case_algos(o, &cases[ci], algos);
+                int na = xattn_bench_case_algos(o, &cases[ci], algos);
                 int th[XATTN_CLI_MAX_LIST];
-                int nth = xattn__case_threads(o, &cases[ci], &bd->t, th);
+                int nth = xattn_bench_case_threads(o, &cases[ci], &bd->t, th);
                 for (int hi = 0; hi < nth; hi++)
                     for (int ai = 0; ai < na; ai++) {
                         xattn_bench_result *r = &results[nr++];
@@ -510,9 +519,9 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
             if (sst != XATTN_STATUS_OK)
                 snprintf(setup_error, sizeof setup_error, "%s", xattn_last_error());
             xattn_algo algos[XATTN_ALGO_COUNT];
-            int na = xattn__case_algos(o, bc, algos);
+            int na = xattn_bench_case_algos(o, bc, algos);
             int th[XATTN_CLI_MAX_LIST];
-            int nth = xattn__case_threads(o, bc, &bd->t, th);
+            int nth = xattn_bench_case_threads(o, bc, &bd->t, th);
             xattn_status tst = XATTN_STATUS_OK; /* the thread count applied */
             char thread_error[320] = "";
             for (int cell = 0; cell < nth * na; cell++) {

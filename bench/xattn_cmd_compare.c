@@ -106,7 +106,8 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
      * machine between them is not, and a busy hour moves every cell alike. */
     printf("note: each file is a separate run; compare measures the spread inside each run but "
            "not the machine's drift between them%s, so a verdict holds only if the machine was "
-           "as quiet for every run.\n",
+           "as quiet for every run. To measure a change, alternate the two builds cell by cell: "
+           "xattn bench --ab OLD_XATTN (with the same options).\n",
            xattn__loads_differ(files, nf) ? " (and the loads above differ)" : "");
     for (int fi = 1; fi < nf; fi++) {
         const xattn_cmp_file *a = &files[0], *b = &files[fi];

@@ -475,6 +475,9 @@ static void test_parse(void)
         {{"check", "--threads", "1,2"}, "one value"},
         {{"advise", "--threads", "1,2"}, "one value"},
         {{"compare", "a.json"}, "two"},
+        {{"bench", "--ab-rounds", "0", "--ab", "x"}, "--ab-rounds"},
+        {{"bench", "--ab-rounds", "7"}, "--ab OLD_XATTN"},
+        {{"run", "--ab", "x"}, "--ab"},
         {{"advise", "--algo", "flash"}, "--algo"},
         {{"devices", "--sq", "5"}, "--sq"},
         {{"nope"}, "not a command"},
@@ -572,6 +575,47 @@ static void test_stats(void)
     /* disjoint intervals but a change within the spreads: noise */
     CHECK(xattn_stats_verdict(1, 1.0, 1.01, 0.2, 1.02, 1.05, 1.06, 0.2, &r) == XATTN_VERDICT_NOISE,
           "within spread");
+
+    /* The paired ratios of bench --ab (fixed inputs, verdicts by hand). 5 pairs:
+     * the interval is [min, max], coverage 1 - 2/32 = 0.9375. */
+    xattn_paired pr;
+    const double fast[5] = {0.5, 0.52, 0.49, 0.51, 0.5};
+    CHECK(xattn_stats_paired(fast, 5, 0.01, &pr) == 0 && pr.n == 5 && pr.median == 0.5 &&
+              pr.lo == 0.49 && pr.hi == 0.52 && pr.confidence == 0.9375 &&
+              pr.verdict == XATTN_VERDICT_FASTER,
+          "paired faster: median %g [%g, %g] conf %g verdict %d", pr.median, pr.lo, pr.hi,
+          pr.confidence, pr.verdict);
+    const double slow[5] = {1.1, 1.2, 1.15, 1.12, 1.3};
+    CHECK(xattn_stats_paired(slow, 5, 0.01, &pr) == 0 && pr.median == 1.15 &&
+              pr.verdict == XATTN_VERDICT_SLOWER,
+          "paired slower: %d", pr.verdict);
+    /* one pair on the other side of 1: the interval holds 1 */
+    const double mixed[5] = {1.2, 0.8, 1.1, 1.15, 1.05};
+    CHECK(xattn_stats_paired(mixed, 5, 0.01, &pr) == 0 && pr.lo == 0.8 && pr.hi == 1.2 &&
+              pr.verdict == XATTN_VERDICT_NOISE,
+          "paired mixed: %d", pr.verdict);
+    /* the median well below 1, but one pair above: the interval holds 1 */
+    const double most[5] = {0.8, 0.85, 0.9, 0.95, 1.1};
+    CHECK(xattn_stats_paired(most, 5, 0.01, &pr) == 0 && pr.median == 0.9 &&
+              pr.verdict == XATTN_VERDICT_NOISE,
+          "paired most: %d", pr.verdict);
+    /* every pair above 1, but by less than the 1% floor */
+    const double tiny[5] = {1.005, 1.003, 1.004, 1.002, 1.006};
+    CHECK(xattn_stats_paired(tiny, 5, 0.01, &pr) == 0 && pr.lo > 1 &&
+              pr.verdict == XATTN_VERDICT_NOISE,
+          "paired tiny: %d", pr.verdict);
+    /* 4 pairs cannot reach 90% (1 - 2/16 = 0.875): no interval, no verdict */
+    CHECK(xattn_stats_paired(fast, 4, 0.01, &pr) == 0 && pr.confidence == 0 && isnan(pr.lo) &&
+              pr.verdict == XATTN_VERDICT_NOISE,
+          "paired 4: conf %g", pr.confidence);
+    /* 10 pairs: k = 2 (1 - 2 * 11/1024 = 0.978515625; k = 3 gives 0.89): [x(2), x(9)] */
+    const double ten[10] = {0.9, 0.7, 0.8, 0.95, 0.85, 0.75, 1.02, 0.6, 0.88, 0.92};
+    CHECK(xattn_stats_paired(ten, 10, 0.01, &pr) == 0 && pr.lo == 0.7 && pr.hi == 0.95 &&
+              fabs(pr.confidence - 0.978515625) < 1e-12 && pr.verdict == XATTN_VERDICT_FASTER,
+          "paired 10: [%g, %g] conf %.12g", pr.lo, pr.hi, pr.confidence);
+    const double bad[2] = {1.0, -1.0};
+    CHECK(xattn_stats_paired(bad, 2, 0.01, &pr) != 0 && xattn_stats_paired(bad, 0, 0.01, &pr) != 0,
+          "paired: bad input accepted");
 
     /* Padding waste by hand: lengths 4, 8, 2, 6 padded to 8 x 8:
      * pairs 16 + 64 + 4 + 36 = 120 of 4 * 64 = 256 -> waste 1 - 120/256 = 0.53125;
@@ -720,8 +764,7 @@ static int check_bench_schema(json_t *doc, int expect_results)
     CHECK(!strcmp(jstr(json_object_get(doc, "schema")), "xattn.bench/1"), "schema name");
     json_t *load = json_object_get(doc, "load");
     if (json_is_object(load)) /* /proc/loadavg at the start and the end */
-        CHECK(has_key(load, "cpus", 'i') &&
-                  json_array_size(json_object_get(load, "start")) == 3 &&
+        CHECK(has_key(load, "cpus", 'i') && json_array_size(json_object_get(load, "start")) == 3 &&
                   json_array_size(json_object_get(load, "end")) == 3 &&
                   json_number_value(json_array_get(json_object_get(load, "start"), 0)) >= 0,
               "results.json: load");
@@ -1118,7 +1161,8 @@ static void test_compare(const char *data)
     /* Each file's load, and that the drift between separate runs is not measured. */
     CHECK(strstr(out, "load 0.52 at the start, 0.61 at the end (1-minute average, 2 CPUs)") &&
               strstr(out, "load 6.10 at the start, 7.40 at the end") &&
-              strstr(out, "not the machine's drift between them (and the loads above differ)"),
+              strstr(out, "not the machine's drift between them (and the loads above differ)") &&
+              strstr(out, "xattn bench --ab OLD_XATTN"),
           "compare: loads and the drift note:\n%s", out);
     CHECK(strstr(out, "B vs A: 8 matched: 2 faster, 1 slower, 5 within noise;") &&
               strstr(out, "1 only in A, 1 only in B, 1 without a result in one of them"),
@@ -1279,6 +1323,98 @@ static void test_threads(void)
 #endif
 }
 
+/* ---- bench --ab: the protocol and its arithmetic, not its verdicts ------------------ */
+
+static void test_ab(void)
+{
+    char out[2048], path[4096];
+    snprintf(out, sizeof out, "%s/ab", g_dir);
+    /* The tool against itself: 2 cells x 5 rounds x 2 runs. */
+    int rc = run_tool("bench", "--ab", g_bin, "--backend", "cpu", "--sq", "64", "--heads", "2",
+                      "--head-dim", "32", "--algo", "flash,naive", "--threads", "1", "--min-reps",
+                      "3", "--no-progress", "--out", out, NULL);
+    const char *so = g_out_all ? g_out_all : "";
+    CHECK(rc == 0, "bench --ab: exit %d\n%s%s", rc, so, g_err);
+    CHECK(strstr(so, "old first in odd rounds and new first in even ones") &&
+              strstr(so, "'xattn run --no-check --warmup 1 --reps 3'") &&
+              strstr(so, "new vs old: 2 cells: ") && strstr(so, ", 0 failed;"),
+          "bench --ab output:\n%s", so);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    snprintf(path, sizeof path, "%s/ab.json", out);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    CHECK(doc && !strcmp(jstr(json_object_get(doc, "schema")), "xattn.ab/1") &&
+              json_integer_value(json_object_get(doc, "rounds")) == 5 &&
+              json_integer_value(json_object_get(doc, "reps")) == 3 &&
+              json_is_object(json_object_get(doc, "load")),
+          "ab.json: %s", doc ? "header" : je.text);
+    json_t *cells = doc ? json_object_get(doc, "cells") : NULL;
+    CHECK(json_array_size(cells) == 2, "ab.json: %zu cells", json_array_size(cells));
+    size_t i;
+    json_t *c;
+    json_array_foreach(cells, i, c)
+    {
+        json_t *runs = json_object_get(c, "runs"), *ratios = json_object_get(c, "ratios");
+        CHECK(!strcmp(jstr(json_object_get(c, "status")), "ok") && json_array_size(runs) == 10 &&
+                  json_array_size(ratios) == 5,
+              "cell %zu: status %s, %zu runs, %zu ratios", i, jstr(json_object_get(c, "status")),
+              json_array_size(runs), json_array_size(ratios));
+        if (json_array_size(runs) != 10 || json_array_size(ratios) != 5)
+            continue;
+        /* The order made: round r (1-based) old then new when r is odd, else new then old. */
+        double r5[5];
+        for (int r = 0; r < 5; r++) {
+            json_t *x = json_array_get(runs, (size_t)(2 * r)),
+                   *y = json_array_get(runs, (size_t)(2 * r + 1));
+            const char *first = r % 2 == 0 ? "old" : "new", *second = r % 2 == 0 ? "new" : "old";
+            CHECK(json_integer_value(json_object_get(x, "round")) == r + 1 &&
+                      json_integer_value(json_object_get(y, "round")) == r + 1 &&
+                      !strcmp(jstr(json_object_get(x, "build")), first) &&
+                      !strcmp(jstr(json_object_get(y, "build")), second),
+                  "cell %zu round %d: %s then %s", i, r + 1, jstr(json_object_get(x, "build")),
+                  jstr(json_object_get(y, "build")));
+            double xo = json_number_value(json_object_get(x, "median_ms"));
+            double yo = json_number_value(json_object_get(y, "median_ms"));
+            double oldm = r % 2 == 0 ? xo : yo, newm = r % 2 == 0 ? yo : xo;
+            double ratio = json_number_value(json_array_get(ratios, (size_t)r));
+            CHECK(oldm > 0 && newm > 0 && ratio == newm / oldm,
+                  "cell %zu round %d: ratio %.17g is not new/old %g/%g", i, r + 1, ratio, newm,
+                  oldm);
+            r5[r] = newm / oldm;
+        }
+        /* The statistics from the recorded ratios, and the verdict by the rule. */
+        xattn_paired want;
+        CHECK(xattn_stats_paired(r5, 5, 0.01, &want) == 0, "recomputing cell %zu", i);
+        double med = json_number_value(json_object_get(c, "median_ratio"));
+        double lo = json_number_value(json_object_get(c, "interval_lo"));
+        double hi = json_number_value(json_object_get(c, "interval_hi"));
+        double mn = r5[0], mx = r5[0];
+        for (int r = 1; r < 5; r++) {
+            mn = r5[r] < mn ? r5[r] : mn;
+            mx = r5[r] > mx ? r5[r] : mx;
+        }
+        const char *v = hi < 1 && 1 - med > 0.01   ? "faster"
+                        : lo > 1 && med - 1 > 0.01 ? "slower"
+                                                   : "noise";
+        CHECK(med == want.median && lo == mn && hi == mx &&
+                  json_number_value(json_object_get(c, "confidence")) == 0.9375 &&
+                  !strcmp(jstr(json_object_get(c, "verdict")), v),
+              "cell %zu: median %g [%g, %g] verdict %s; expected %g [%g, %g] %s", i, med, lo, hi,
+              jstr(json_object_get(c, "verdict")), want.median, mn, mx, v);
+    }
+    json_decref(doc);
+#else
+    (void)path;
+    skip("ab.json: no jansson in this build");
+#endif
+    /* A path that is not an xattn binary is a bad command line. */
+    rc = run_tool("bench", "--ab", "/nonexistent/xattn", "--sq", "8", "--out", out, NULL);
+    CHECK(rc == 2 && strstr(g_err, "--ab"), "--ab /nonexistent: exit %d: %s", rc, g_err);
+    rc = run_tool("bench", "--ab", "/bin/true", "--sq", "8", "--out", out, NULL);
+    CHECK(rc == 2 && strstr(g_err, "not an xattn binary"), "--ab /bin/true: exit %d: %s", rc,
+          g_err);
+}
+
 /* ---- usage: bad command lines exit 2 with a message ---------------------------- */
 
 static void test_usage(void)
@@ -1345,7 +1481,8 @@ int main(int argc, char **argv)
             return 1;
         }
         test_compare(argv[4]);
-    } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads")) &&
+    } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads") ||
+                !strcmp(what, "ab")) &&
                argc > 3) {
         g_bin = argv[2];
         g_dir = argv[3];
@@ -1355,13 +1492,16 @@ int main(int argc, char **argv)
         }
         if (!strcmp(what, "outputs"))
             test_outputs();
+        else if (!strcmp(what, "ab"))
+            test_ab();
         else if (!strcmp(what, "threads"))
             test_threads();
         else
             test_usage();
     } else {
-        fprintf(stderr, "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR | "
-                        "threads XATTN_BIN DIR | compare XATTN_BIN DIR DATA_DIR\n");
+        fprintf(stderr,
+                "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR | "
+                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | compare XATTN_BIN DIR DATA_DIR\n");
         return 2;
     }
     free(g_out_all);
