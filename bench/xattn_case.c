@@ -474,6 +474,85 @@ xattn_status xattn_case_check(xattn_case_run *r, const xattn_case_ref *ref, xatt
     return st;
 }
 
+/* ---- memory estimate ------------------------------------------------------- */
+
+void xattn_case_mem_estimate(const xattn_case *c, xattn_algo algo, int check, double check_limit,
+                             int threads, xattn_case_mem *m)
+{
+    memset(m, 0, sizeof *m);
+    const double qs = (double)xattn_dtype_size(c->dtype),
+                 ks = (double)xattn_dtype_size(c->kv_dtype);
+    const double B = (double)c->batch, Hq = (double)c->heads, Hkv = (double)c->kv_heads;
+    const double D = (double)c->head_dim, Dv = (double)c->head_dim_v;
+    /* Tokens of the tensors (xattn_case_setup): padded B x S, or packed sums. */
+    double tq = B * (double)c->sq, tk = B * (double)c->sk, pairs = 0, pairs0 = 0, lq0 = 0, lk0 = 0;
+    if (c->varlen && c->seqlens_q && c->seqlens_k) {
+        tq = tk = 0;
+        for (int64_t b = 0; b < c->batch; b++) {
+            tq += c->seqlens_q[b];
+            tk += c->seqlens_k[b];
+        }
+    }
+    for (int64_t b = 0; b < c->batch; b++) {
+        double lq = c->seqlens_q ? c->seqlens_q[b] : (double)c->sq;
+        double lk = c->seqlens_k ? c->seqlens_k[b] : (double)c->sk;
+        pairs += lq * lk;
+        if (b == 0) {
+            pairs0 = lq * lk;
+            lq0 = lq;
+            lk0 = lk;
+        }
+    }
+    const double q = tq * Hq * D * qs, k = tk * Hkv * D * ks, v = tk * Hkv * Dv * ks;
+    const double o = tq * Hq * Dv * qs, lse = c->lse ? tq * Hq * 4 : 0;
+    const double bias = c->bias ? Hq * (double)c->sq * (double)c->sk * 4 : 0;
+    m->tensors = q + k + v + o + lse + bias;
+    m->staging = fmax(fmax(q, k), fmax(v, bias));
+
+    if (algo == XATTN_ALGO_AUTO) /* the library's rule: split-KV for decode shapes, else FLASH */
+        algo = c->sq <= 8 && c->sk >= 512 ? XATTN_ALGO_SPLITKV : XATTN_ALGO_FLASH;
+    const double rows = B * Hq * (double)c->sq;
+    if (algo == XATTN_ALGO_NAIVE) {
+        m->workspace = rows * (double)c->sk * 4;
+    } else if (algo == XATTN_ALGO_SPLITKV) {
+        /* Partial O and LSE of every row in every chunk; chunks of at least 256
+         * keys, about two per thread over the (sequence, KV head) work items. */
+        double splits = c->num_splits;
+        if (splits <= 0) {
+            double units = B * Hkv > 0 ? B * Hkv : 1;
+            splits = fmin(ceil(2.0 * (threads > 0 ? threads : 1) / units), (double)c->sk / 256);
+        }
+        m->workspace = fmax(splits, 1) * rows * (Dv + 1) * 4;
+    }
+
+    if (!check)
+        return;
+    /* xattn_case_ref_compute's choice: the whole case, sequence 0 x the g query
+     * heads of KV head 0, or nothing; then it holds every input it reads (the
+     * span of each view) and its outputs in double, and xattn_case_check reads
+     * the whole O back. */
+    const double g = Hkv > 0 ? Hq / Hkv : Hq;
+    const double full = 2.0 * pairs * Hq * (D + Dv), part = 2.0 * pairs0 * g * (D + Dv);
+    double ein, eout;
+    if (full <= check_limit) {
+        ein = (q / qs) + (k + v) / ks + bias / 4;
+        eout = tq * Hq * (Dv + (c->lse ? 1 : 0));
+    } else if (part <= check_limit && part < full) {
+        /* The views keep their strides: a sequence's rows of every head. */
+        ein =
+            lq0 * Hq * D + lk0 * Hkv * (D + Dv) + (c->bias ? g * (double)c->sq * (double)c->sk : 0);
+        eout = lq0 * g * (Dv + (c->lse ? 1 : 0));
+    } else {
+        return;
+    }
+    m->reference = 8.0 * (ein + eout) + fmax(o, fmax(q, fmax(k, v)));
+}
+
+double xattn_case_mem_peak(const xattn_case_mem *m)
+{
+    return m->tensors + fmax(m->staging, fmax(m->workspace, m->reference));
+}
+
 double xattn_case_dense_flops(const xattn_case *c)
 {
     return 2.0 * (double)c->batch * (double)c->heads * (double)c->sq * (double)c->sk *

@@ -155,14 +155,24 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
     memset(&w, 0, sizeof w);
     if (has_lengths)
         xattn_padding_waste(lq, lk, (int)c.batch, c.sq, c.sk, &w);
+    if (o->json_path && xattn_out_probe("--json", o->json_path, NULL, err, sizeof err)) {
+        fprintf(stderr, "%s: advise: %s\n", xattn_prog, err);
+        free(lq);
+        free(lk);
+        return XATTN_EXIT_USAGE;
+    }
     xattn_target targets[32];
     int nt = xattn_targets_select(o, targets, 32, stdout);
     if (nt == 0) {
-        fprintf(stderr, "%s: advise: no available device among the backends asked for\n",
-                xattn_prog);
+        int usage = xattn_targets_bad_device(o, err, sizeof err);
+        if (usage)
+            fprintf(stderr, "%s: advise: %s\n", xattn_prog, err);
+        else
+            fprintf(stderr, "%s: advise: no available device among the backends asked for\n",
+                    xattn_prog);
         free(lq);
         free(lk);
-        return XATTN_EXIT_FAIL;
+        return usage ? XATTN_EXIT_USAGE : XATTN_EXIT_FAIL;
     }
     xattn__adv_dev *devs = calloc((size_t)nt, sizeof *devs);
     if (!devs) {

@@ -320,6 +320,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     xattn_target targets[XATTN__MAX_TARGETS];
     int nt = xattn_targets_select(o, targets, XATTN__MAX_TARGETS, stdout);
     if (nt == 0) {
+        if (xattn_targets_bad_device(o, err, sizeof err)) {
+            fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+            return XATTN_EXIT_USAGE;
+        }
         fprintf(stderr, "%s: bench: no available device among the backends asked for\n",
                 xattn_prog);
         return XATTN_EXIT_FAIL;
@@ -366,6 +370,17 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         xattn_bench_cases_free(cases, nc);
         free(cases);
         return XATTN_EXIT_USAGE;
+    }
+    {
+        /* The folder may exist and not be writable: find out before the cells run. */
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/%s", o->out_dir, o->ab_old ? "ab.json" : "results.json");
+        if (xattn_out_probe("--out", probe, NULL, err, sizeof err)) {
+            fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+            xattn_bench_cases_free(cases, nc);
+            free(cases);
+            return XATTN_EXIT_USAGE;
+        }
     }
     if (o->ab_old) { /* the A/B re-measurement instead of the cells */
         if (preset && (scale != 1.0 || xattn_preset_model_sized(preset)))
@@ -512,12 +527,27 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         for (int ci = 0; ci < nc; ci++) {
             xattn_bench_case *bc = &cases[ci];
             xattn_case_run run;
-            xattn_status sst = xattn_case_setup(ctx, &bc->c, &run);
+            memset(&run, 0, sizeof run);
+            /* Inputs and outputs that do not fit the memory available: the case's
+             * cells are skipped, and nothing is allocated (an allocation beyond it
+             * may succeed and the OOM killer end the run when its pages are touched). */
+            char mem_skip[320] = "";
+            xattn_mem_room room;
+            xattn_case_mem cm;
+            xattn_mem_room_read(ctx, &bd->t, &room);
+            xattn_case_mem_estimate(&bc->c, XATTN_ALGO_FLASH, 0, 0, bd->t.info.compute_units, &cm);
+            char why[200];
+            if (xattn_mem_fits(&room, cm.tensors, cm.staging, "its inputs and outputs", why,
+                               sizeof why))
+                snprintf(mem_skip, sizeof mem_skip, "%s", why);
+            xattn_status sst =
+                mem_skip[0] ? XATTN_STATUS_OUT_OF_MEMORY : xattn_case_setup(ctx, &bc->c, &run);
             if (sst == XATTN_STATUS_OK)
                 sst = xattn_attention_check(ctx, &run.desc);
             char setup_error[384] = "";
             if (sst != XATTN_STATUS_OK)
-                snprintf(setup_error, sizeof setup_error, "%s", xattn_last_error());
+                snprintf(setup_error, sizeof setup_error, "%s",
+                         mem_skip[0] ? mem_skip : xattn_last_error());
             xattn_algo algos[XATTN_ALGO_COUNT];
             int na = xattn_bench_case_algos(o, bc, algos);
             int th[XATTN_CLI_MAX_LIST];
@@ -543,7 +573,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                     snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(algos[ai]),
                              bc->key);
                 xattn_progress_draw(&prog, label);
-                if (sst != XATTN_STATUS_OK || tst != XATTN_STATUS_OK) {
+                if (mem_skip[0]) {
+                    r->status = XATTN_CELL_SKIPPED;
+                    snprintf(r->error, sizeof r->error, "%s", mem_skip);
+                } else if (sst != XATTN_STATUS_OK || tst != XATTN_STATUS_OK) {
                     xattn_status bad = sst != XATTN_STATUS_OK ? sst : tst;
                     r->status = bad == XATTN_STATUS_UNSUPPORTED ? XATTN_CELL_UNSUPPORTED
                                                                 : XATTN_CELL_FAILED;
@@ -556,6 +589,12 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                                     (double)bc->c.sq * (double)bc->c.sk;
                     double mem = bd->t.info.global_mem_bytes ? (double)bd->t.info.global_mem_bytes
                                                              : 16.0 * 1073741824.0;
+                    /* ... and any algorithm whose workspace does not fit what is
+                     * available now, the case's buffers allocated. */
+                    xattn_case_mem wm;
+                    xattn_case_mem_estimate(&bc->c, algos[ai], 0, 0, th[hi] ? th[hi] : 1, &wm);
+                    xattn_mem_room_read(ctx, &bd->t, &room);
+                    char wwhy[200];
                     if (algos[ai] == XATTN_ALGO_NAIVE && scores > mem / 4) {
                         char s1[32], s2[32];
                         xattn_fmt_bytes(scores, s1, sizeof s1);
@@ -565,6 +604,13 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                                  "naive's score matrix would take %s, over a quarter of the "
                                  "device's %s",
                                  s1, s2);
+                    } else if (xattn_mem_fits(&room, wm.workspace, 0,
+                                              algos[ai] == XATTN_ALGO_NAIVE
+                                                  ? "naive's score matrix"
+                                                  : "the algorithm's workspace",
+                                              wwhy, sizeof wwhy)) {
+                        r->status = XATTN_CELL_SKIPPED;
+                        snprintf(r->error, sizeof r->error, "%s", wwhy);
                     } else {
                         run.desc.algo = algos[ai];
                         xattn_cell_opts co = {o->warmup,     o->min_reps,    o->reps,
@@ -584,6 +630,24 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                         if (mst == XATTN_STATUS_OK && o->check) {
                             r->check_on = 1;
                             xattn__ref_slot *slot = &refs[ci];
+                            xattn_case_mem rm;
+                            char rwhy[200];
+                            if (!slot->done) {
+                                /* A reference that does not fit is not computed: the
+                                 * cells of the case are not checked, and say why. */
+                                xattn_case_mem_estimate(&bc->c, algos[ai], 1, o->check_limit, 1,
+                                                        &rm);
+                                xattn_mem_room_read(ctx, &bd->t, &room);
+                                if (xattn_mem_fits(&room, 0, rm.reference, "the reference", rwhy,
+                                                   sizeof rwhy)) {
+                                    slot->done = 1;
+                                    slot->st = XATTN_STATUS_OK;
+                                    memset(&slot->ref, 0, sizeof slot->ref);
+                                    slot->ref.mode = XATTN_REF_SKIPPED;
+                                    snprintf(slot->ref.note, sizeof slot->ref.note,
+                                             "not checked: %.140s", rwhy);
+                                }
+                            }
                             if (!slot->done) {
                                 slot->done = 1;
                                 slot->st = xattn_case_ref_compute(&run, o->check_limit, &slot->ref);

@@ -66,6 +66,11 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
     xattn_cmp_file files[XATTN_CLI_MAX_FILES];
     int nf = 0, rc = XATTN_EXIT_OK;
     char err[1024];
+    if ((o->svg_path && xattn_out_probe("--svg", o->svg_path, NULL, err, sizeof err)) ||
+        (o->csv_path && xattn_out_probe("--csv", o->csv_path, NULL, err, sizeof err))) {
+        fprintf(stderr, "%s: compare: %s\n", xattn_prog, err);
+        return XATTN_EXIT_USAGE;
+    }
     for (int i = 0; i < o->n_files; i++) {
         int lrc = xattn_cmp_load(o->files[i], &files[nf], err, sizeof err);
         if (lrc) {

@@ -1,6 +1,7 @@
 /* Helpers of the xattn tool: device selection, --lengths files, the progress
  * bar, JSON/CSV/XML escaping, machine description, record printing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,38 @@ int xattn_targets_select(const xattn_cli_opts *o, xattn_target *out, int cap, FI
     return count;
 }
 
+int xattn_targets_bad_device(const xattn_cli_opts *o, char *err, size_t errlen)
+{
+    if (o->device < 0)
+        return 0;
+    size_t k = 0;
+    int any = 0;
+    err[0] = '\0';
+    for (int b = 0; b < XATTN_BACKEND_COUNT; b++) {
+        xattn_backend be = (xattn_backend)b;
+        int wanted = o->n_backends == 0;
+        for (int i = 0; i < o->n_backends; i++)
+            wanted |= o->backends[i] == be || o->backends[i] == XATTN_BACKEND_AUTO;
+        int nd = 0;
+        if (!wanted || xattn_backend_available(be) != XATTN_STATUS_OK ||
+            xattn_device_count(be, &nd) != XATTN_STATUS_OK)
+            continue;
+        if (o->device < nd)
+            return 0;
+        if (k < errlen)
+            k += (size_t)snprintf(err + k, errlen - k, "%s%s has %d", any ? ", " : "",
+                                  xattn_backend_name(be), nd);
+        any = 1;
+    }
+    if (!any)
+        return 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", err);
+    snprintf(err, errlen, "--device %d: no backend asked for has such a device (%s)", o->device,
+             list);
+    return 1;
+}
+
 xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int device, xattn_ctx **ctx)
 {
     xattn_status st = xattn_ctx_create(be, device, ctx);
@@ -67,6 +100,79 @@ xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int devic
         *ctx = NULL;
     }
     return st;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+void xattn_mem_room_read(xattn_ctx *ctx, const xattn_target *t, xattn_mem_room *r)
+{
+    memset(r, 0, sizeof *r);
+    uint64_t total = 0, avail = 0;
+    if (xattn_ctx_device_memory(ctx, &total, &avail) == XATTN_STATUS_OK) {
+        r->device = (double)avail;
+        r->device_total = (double)total;
+    }
+    r->same = t->info.device_type == XATTN_DEVICE_TYPE_CPU;
+    if (r->same) {
+        r->host = r->device;
+        return;
+    }
+    xattn_ctx *cpu = NULL;
+    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu) == XATTN_STATUS_OK &&
+        xattn_ctx_device_memory(cpu, NULL, &avail) == XATTN_STATUS_OK)
+        r->host = (double)avail;
+    xattn_ctx_destroy(cpu);
+}
+
+int xattn_mem_fits(const xattn_mem_room *r, double device_bytes, double host_bytes,
+                   const char *what, char *msg, size_t n)
+{
+    char need[32], have[32];
+    if (r->same) {
+        double all = device_bytes + host_bytes;
+        if (r->host <= 0 || all <= r->host)
+            return 0;
+        xattn_fmt_bytes(all, need, sizeof need);
+        xattn_fmt_bytes(r->host, have, sizeof have);
+        snprintf(msg, n, "needs %s for %s, %s available", need, what, have);
+        return -1;
+    }
+    if (r->device > 0 && device_bytes > r->device) {
+        xattn_fmt_bytes(device_bytes, need, sizeof need);
+        xattn_fmt_bytes(r->device, have, sizeof have);
+        snprintf(msg, n, "needs %s of device memory for %s, %s available", need, what, have);
+        return -1;
+    }
+    if (r->host > 0 && host_bytes > r->host) {
+        xattn_fmt_bytes(host_bytes, need, sizeof need);
+        xattn_fmt_bytes(r->host, have, sizeof have);
+        snprintf(msg, n, "needs %s of host memory for %s, %s available", need, what, have);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- output files -------------------------------------------------------------- */
+
+int xattn_out_probe(const char *flag, const char *path, int *created, char *err, size_t errlen)
+{
+    struct stat sb;
+    int existed = stat(path, &sb) == 0;
+    if (created)
+        *created = 0;
+    if (existed && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: '%s' is a folder, not a file", flag, path);
+        return XATTN_EXIT_USAGE;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot write '%s': %s", flag, path, strerror(errno));
+        return XATTN_EXIT_USAGE;
+    }
+    close(fd);
+    if (created)
+        *created = !existed;
+    return 0;
 }
 
 /* ---- inputs ------------------------------------------------------------------ */
@@ -364,7 +470,9 @@ void xattn_xml_text(FILE *f, const char *s)
 
 void xattn_fmt_bytes(double b, char *out, size_t n)
 {
-    if (b >= 1073741824.0)
+    if (b >= 1099511627776.0 * 10)
+        snprintf(out, n, "%.0f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0)
         snprintf(out, n, "%.2f GiB", b / 1073741824.0);
     else if (b >= 1048576.0)
         snprintf(out, n, "%.1f MiB", b / 1048576.0);

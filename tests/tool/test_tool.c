@@ -1457,6 +1457,111 @@ static void test_usage(void)
               "'%s %s %s': exit %d (expected 2), stderr '%s'", a[0] ? a[0] : "(none)",
               a[1] ? a[1] : "", a[2] ? a[2] : "", rc, g_err);
     }
+
+    /* Refused before any work, with a message naming the flag or the cause:
+     * output files that cannot be written, device indices that do not exist,
+     * and cases that need more memory than any machine has (checked before
+     * anything is allocated, so they are refused at once). */
+    char nofile[4096], a_json[4096];
+    snprintf(nofile, sizeof nofile, "%s/no-such-folder/out.json", g_dir);
+    snprintf(a_json, sizeof a_json, "%s/a.json", g_dir);
+    write_text(a_json, "{\"schema\": \"xattn.bench/1\", \"results\": []}\n");
+    struct {
+        const char *args[10];
+        const char *expect;
+    } early[] = {
+        {{"run", "--backend", "cpu", "--sq", "16", "--json", nofile}, "--json"},
+        {{"run", "--backend", "cpu", "--sq", "16", "--csv", nofile}, "--csv"},
+        {{"run", "--backend", "cpu", "--sq", "16", "--trace", nofile}, "--trace"},
+        {{"run", "--backend", "cpu", "--sq", "16", "--json", g_dir}, "is a folder"},
+        {{"advise", "--backend", "cpu", "--sq", "16", "--json", nofile}, "--json"},
+        {{"check", "--backend", "cpu", "--quick", "--json", nofile}, "--json"},
+        {{"bench", "--backend", "cpu", "--sq", "16", "--out", "/proc"}, "--out"},
+        {{"compare", a_json, a_json, "--svg", nofile}, "--svg"},
+        {{"compare", a_json, a_json, "--csv", nofile}, "--csv"},
+        {{"run", "--backend", "cpu", "--device", "3", "--sq", "16"}, "--device 3"},
+        {{"bench", "--backend", "cpu", "--device", "3", "--sq", "16"}, "--device 3"},
+        {{"advise", "--backend", "cpu", "--device", "3", "--sq", "16"}, "--device 3"},
+        {{"check", "--backend", "cpu", "--device", "3"}, "--device 3"},
+        /* 8 heads x 2^40 scores x 4 bytes = 32 TiB for naive's score matrix */
+        {{"run", "--backend", "cpu", "--sq", "1048576", "--algo", "naive", "--no-check"},
+         "naive's B*Hq*Sq*Sk*4-byte score matrix 32 TiB"},
+    };
+    for (size_t i = 0; i < sizeof early / sizeof early[0]; i++) {
+        const char **a = early[i].args;
+        int rc = run_tool(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
+#ifndef XATTN_TEST_HAVE_JANSSON
+        if (!strcmp(a[0], "compare")) {
+            CHECK(rc == 1 && strstr(g_err, "not available"), "compare without jansson");
+            continue;
+        }
+#endif
+        CHECK(rc == 2 && strstr(g_err, early[i].expect) && !strstr(g_out, "\ntime ") &&
+                  !strstr(g_out, "median ms"),
+              "'%s %s %s %s ... %s': exit %d (expected 2 before any work), stderr '%s' (expected "
+              "'%s'), stdout '%.300s'",
+              a[0], a[1], a[2], a[3], a[6] ? a[6] : "", rc, g_err, early[i].expect, g_out);
+    }
+    CHECK(access(nofile, F_OK) != 0, "a refused run left %s behind", nofile);
+
+    /* bench skips a case whose inputs and outputs alone (4 x 2^22 x 4096 x 64 x 4 bytes =
+     * 16 TiB, with the largest input's staging copy 20 TiB) cannot fit: nothing allocated. */
+    char out[4096];
+    snprintf(out, sizeof out, "%s/bench-mem", g_dir);
+    int rc = run_tool("bench", "--backend", "cpu", "--sq", "4194304", "--heads", "4096", "--algo",
+                      "flash,naive", "--no-check", "--no-progress", "--out", out, NULL);
+    CHECK(rc == 0 && strstr(g_out, "skipped: needs 20 TiB for its inputs and outputs, ") &&
+              strstr(g_out, "2 cells: 0 ok, 0 failed, 0 unsupported, 2 skipped"),
+          "bench of a case that cannot fit: exit %d\n%s%s", rc, g_out, g_err);
+}
+
+/* What a case needs, by hand: B2 H4/2 Sq10 Sk20 D8 Dv4, f16 q/o, f32 k/v, LSE, bias. */
+static void test_mem_estimate(void)
+{
+    xattn_case c;
+    xattn_case_defaults(&c);
+    c.batch = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.sq = 10;
+    c.sk = 20;
+    c.head_dim = 8;
+    c.head_dim_v = 4;
+    c.dtype = XATTN_DTYPE_F16;
+    c.kv_dtype = XATTN_DTYPE_F32;
+    c.lse = c.bias = 1;
+    xattn_case_mem m;
+    /* q 2*10*4*8*2 = 1280, k 2*20*2*8*4 = 2560, v 2*20*2*4*4 = 1280, o 2*10*4*4*2 = 640,
+     * lse 2*10*4*4 = 320, bias 4*10*20*4 = 3200: 9280; staging: the largest, 3200.
+     * NAIVE: 2*4*10*20*4 = 6400. */
+    xattn_case_mem_estimate(&c, XATTN_ALGO_NAIVE, 0, 0, 2, &m);
+    CHECK(m.tensors == 9280 && m.staging == 3200 && m.workspace == 6400 && m.reference == 0 &&
+              xattn_case_mem_peak(&m) == 9280 + 6400,
+          "naive: tensors %g staging %g workspace %g reference %g", m.tensors, m.staging,
+          m.workspace, m.reference);
+    /* The whole reference: inputs in double (640 + 960 + 800 elements), O and LSE
+     * (20*4*(4+1) = 400), and the largest raw copy (k, 2560): 8*2800 + 2560. */
+    xattn_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 1e18, 2, &m);
+    CHECK(m.workspace == 0 && m.reference == 8.0 * 2800 + 2560, "full reference %g", m.reference);
+    /* Full cost 2*400*4*12 = 38400 FLOPs, sub-batch 2*200*2*12 = 9600: a limit of 1e4
+     * checks sequence 0 x KV head 0: 10*4*8 + 20*2*12 + 2*10*20 = 1200 inputs, 10*2*5 = 100
+     * outputs. */
+    xattn_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 1e4, 2, &m);
+    CHECK(m.reference == 8.0 * 1300 + 2560, "sub-batch reference %g", m.reference);
+    xattn_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 100, 2, &m);
+    CHECK(m.reference == 0, "no reference under the limit: %g", m.reference);
+    /* SPLITKV with 3 chunks: 3 x 80 rows x (4 + 1) x 4 bytes. */
+    c.num_splits = 3;
+    xattn_case_mem_estimate(&c, XATTN_ALGO_SPLITKV, 0, 0, 2, &m);
+    CHECK(m.workspace == 4800, "splitkv partials %g", m.workspace);
+    /* AUTO picks FLASH at Sq 10: no workspace counted. */
+    xattn_case_mem_estimate(&c, XATTN_ALGO_AUTO, 0, 0, 2, &m);
+    CHECK(m.workspace == 0, "auto %g", m.workspace);
+    /* 2^40 scores: nothing overflows. */
+    c.sq = c.sk = 1 << 20;
+    c.lse = c.bias = 0;
+    xattn_case_mem_estimate(&c, XATTN_ALGO_NAIVE, 0, 0, 2, &m);
+    CHECK(m.workspace == 2.0 * 4 * 1099511627776.0 * 4, "2^40 scores: %g", m.workspace);
 }
 
 int main(int argc, char **argv)
@@ -1468,6 +1573,7 @@ int main(int argc, char **argv)
         test_lengths();
         test_stats();
         test_case_check();
+        test_mem_estimate();
 #ifdef XATTN_TEST_HAVE_CMP
         test_cmp_index();
 #else
