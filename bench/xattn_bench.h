@@ -96,6 +96,17 @@ int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *comm
                    const xattn_target *targets, int nt, const xattn_bench_case *cases, int nc,
                    int cells);
 
+/* The table on stdout: its header, one row per cell, and the notes under it
+ * (figures flagged as model errors, executed work modelled rather than counted). */
+void xattn_bench_table_header(FILE *f, int casew);
+void xattn_bench_table_row(FILE *f, const xattn_bench_report *rep, const xattn_bench_result *r,
+                           int casew);
+void xattn_bench_table_notes(FILE *f, const xattn_bench_report *rep);
+/* The cell's shares of a ceiling above 100% (xattn_stats_over_ceiling), as a
+ * ';'-separated list of their results.json names in list; returns the count. */
+int xattn_bench_model_errors(const xattn_bench_report *rep, const xattn_bench_result *r, char *list,
+                             size_t n);
+
 const char *xattn_cell_status_name(xattn_cell_status s);
 /* "pass", "fail", "skipped" (reference too costly), "off" (--no-check), "-" (no result) */
 const char *xattn_bench_check_name(const xattn_bench_result *r);

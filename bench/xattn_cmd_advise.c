@@ -107,7 +107,12 @@ static void xattn__advice(const xattn_case *c, const xattn_waste *w, int has_len
             XATTN__SAY(" The call is memory-bound (%.1f FLOP/byte executed, below the ridge at "
                        "%.1f): bandwidth and fewer bytes (16-bit K/V, GQA) are what help.",
                        r->intensity, r->ridge);
-        if (pct >= 0)
+        if (xattn_stats_over_ceiling(pct))
+            XATTN__SAY("%s %.0f%% of the FMA ceiling: above 100%%, an error of the accounting "
+                       "model and not a real figure (please report it); the roofline position "
+                       "above is not to be trusted.",
+                       r->compute_bound ? ", and its record reports" : " Its record reports", pct);
+        else if (pct >= 0)
             XATTN__SAY(r->compute_bound ? " and runs at %.0f%% of the FMA ceiling%s."
                                         : " It runs "
                                           "at %.0f%% "
@@ -305,6 +310,7 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
 
         printf("  %-9s %10s %7s %10s %10s %10s %10s %9s\n", "algo", "median ms", "spread",
                "GFLOP/s", "workspace", "peak mem", "FLOP/byte", "%FMA");
+        int flagged = 0;
         for (int ai = 0; ai < 3; ai++) {
             const xattn__adv_algo *a = &d->a[ai];
             if (!a->ok) {
@@ -314,14 +320,21 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
             char ws[32], pk[32], pf[16];
             xattn_fmt_bytes((double)a->cell.info.workspace_bytes, ws, sizeof ws);
             xattn_fmt_bytes((double)a->cell.peak_bytes, pk, sizeof pk);
-            if (a->cell.pct_fma >= 0)
-                snprintf(pf, sizeof pf, "%.1f", a->cell.pct_fma);
-            else
-                snprintf(pf, sizeof pf, "-");
+            xattn_fmt_pct(a->cell.pct_fma, pf, sizeof pf);
+            flagged += xattn_stats_over_ceiling(a->cell.pct_fma);
             printf("  %-9s %10.4f %6.1f%% %10.2f %10s %10s %10.2f %9s%s\n",
                    xattn_algo_name(a->algo), a->cell.t.median, 100 * a->cell.t.spread,
                    a->cell.gflops_useful, ws, pk, a->cell.intensity, pf,
                    ai == d->best ? "  <- fastest" : "");
+        }
+        if (flagged)
+            printf("  !        %s\n", XATTN_MODEL_ERROR_NOTE);
+        if (d->best >= 0 && d->a[d->best].cell.has_rec) {
+            const xattn_record *br = &d->a[d->best].cell.rec;
+            printf("  kernel   %s: %s%s; executed work (FLOP/byte, %%FMA) %s\n",
+                   xattn_algo_name(d->a[d->best].algo), br->kernel[0] ? br->kernel : "(not said)",
+                   br->matrix_units ? " on matrix units" : "",
+                   br->work_counted ? "counted by the kernels" : "modelled from the tile sizes");
         }
         if (has_lengths) {
             if (d->has_packed)
@@ -401,6 +414,22 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
                                 (unsigned long long)a->cell.info.workspace_bytes,
                                 (unsigned long long)a->cell.peak_bytes);
                         xattn_json_num(f, a->cell.intensity);
+                        fprintf(f, ", \"pct_fma_ceiling\": ");
+                        if (a->cell.pct_fma >= 0)
+                            xattn_json_num(f, a->cell.pct_fma);
+                        else
+                            fputs("null", f);
+                        fprintf(f, ", \"model_errors\": [%s], \"kernel\": ",
+                                xattn_stats_over_ceiling(a->cell.pct_fma) ? "\"pct_fma_ceiling\""
+                                                                          : "");
+                        if (a->cell.has_rec && a->cell.rec.kernel[0])
+                            xattn_json_str(f, a->cell.rec.kernel);
+                        else
+                            fputs("null", f);
+                        fprintf(f, ", \"work_counted\": %s",
+                                !a->cell.has_rec           ? "null"
+                                : a->cell.rec.work_counted ? "true"
+                                                           : "false");
                         fprintf(f, ", \"error\": null}");
                     } else {
                         fprintf(f, "\"median_ms\": null, \"error\": ");

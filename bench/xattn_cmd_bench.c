@@ -88,71 +88,6 @@ static int xattn__merge_traces(const xattn__trace_part *parts, int n, const char
 #endif
 }
 
-/* ---- the table ------------------------------------------------------------------ */
-
-static const char *xattn__check_cell(const xattn_bench_result *r)
-{
-    const char *c = xattn_bench_check_name(r);
-    if (!strcmp(c, "pass"))
-        return r->ref_mode == XATTN_REF_SUB ? "ok*" : "ok";
-    if (!strcmp(c, "fail"))
-        return "FAIL";
-    if (!strcmp(c, "skipped"))
-        return "skip";
-    return "-";
-}
-
-static void xattn__table_header(int casew)
-{
-    printf("%-9s %-8s %3s %-*s %5s %10s %7s %10s %9s %8s %6s %6s %10s %8s %s\n", "device", "algo",
-           "thr", casew, "case", "reps", "median ms", "spread", "p90 ms", "GFLOP/s", "GB/s", "%FMA",
-           "%BW", "peak mem", "rel err", "check");
-}
-
-static void xattn__pct(double v, char *out, size_t n)
-{
-    if (v >= 0)
-        snprintf(out, n, "%.1f", v);
-    else
-        snprintf(out, n, "-");
-}
-
-static void xattn__table_row(const xattn_bench_report *rep, const xattn_bench_result *r, int casew)
-{
-    const xattn_bench_device *d = &rep->devices[r->device];
-    char dev[32];
-    xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
-    const char *key = rep->cases[r->case_idx].key;
-    char thr[16];
-    if (r->threads > 0)
-        snprintf(thr, sizeof thr, "%d", r->threads);
-    else
-        snprintf(thr, sizeof thr, "-");
-    if (r->status != XATTN_CELL_OK && r->cell.t.n == 0) {
-        printf("%-9s %-8s %3s %-*s %s: %s\n", dev, xattn_algo_name(r->algo), thr, casew, key,
-               xattn_cell_status_name(r->status), r->error);
-        return;
-    }
-    const xattn_cell *c = &r->cell;
-    char pk[32], fma[16], bw[16], err[16];
-    xattn_fmt_bytes((double)c->peak_bytes, pk, sizeof pk);
-    xattn__pct(c->pct_fma, fma, sizeof fma);
-    xattn__pct(c->pct_bw, bw, sizeof bw);
-    if (r->err.checked)
-        snprintf(err, sizeof err, "%.1e", r->err.rel_l2);
-    else
-        snprintf(err, sizeof err, "-");
-    char algo[32];
-    if (r->algo == XATTN_ALGO_AUTO) /* what AUTO chose */
-        snprintf(algo, sizeof algo, "auto:%s", xattn_algo_name(c->info.algo_chosen));
-    else
-        snprintf(algo, sizeof algo, "%s", xattn_algo_name(r->algo));
-    printf("%-9s %-8s %3s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %6s %10s %8s %s%s%s\n",
-           dev, algo, thr, casew, key, c->t.n, c->t.median, 100.0 * c->t.spread,
-           c->converged ? " " : "~", c->t.p90, c->gflops_useful, c->gbytes_per_s, fma, bw, pk, err,
-           xattn__check_cell(r), r->error[0] ? "  " : "", r->error);
-}
-
 /* The thread-scaling block after the table (rep->scaling filled). */
 static void xattn__scaling_print(const xattn_bench_report *rep, int casew)
 {
@@ -169,8 +104,8 @@ static void xattn__scaling_print(const xattn_bench_report *rep, int casew)
         char dev[32], thr[32], p0[16], p1[16];
         xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
         snprintf(thr, sizeof thr, "%d -> %d", sc->threads_base, sc->threads);
-        xattn__pct(sc->pct_fma_per_thread_base, p0, sizeof p0);
-        xattn__pct(sc->pct_fma_per_thread, p1, sizeof p1);
+        xattn_fmt_pct(sc->pct_fma_per_thread_base, p0, sizeof p0);
+        xattn_fmt_pct(sc->pct_fma_per_thread, p1, sizeof p1);
         printf("%-9s %-8s %-*s %9s %10.4f %10.4f %7.2fx %5.0f%% %11s %7s\n", dev,
                xattn_algo_name(sc->algo), casew, rep->cases[sc->case_idx].key, thr, sc->base_ms,
                sc->ms, sc->speedup, 100.0 * sc->efficiency, p0, p1);
@@ -521,7 +456,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                    "--measure-ceilings)\n",
                    dname, bd->t.info.name, xattn_prog);
         if (ti == 0 || !devs[ti - 1].opened)
-            xattn__table_header(casew);
+            xattn_bench_table_header(stdout, casew);
         fflush(stdout);
 
         for (int ci = 0; ci < nc; ci++) {
@@ -684,7 +619,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                 failures += r->status == XATTN_CELL_FAILED;
                 prog.done++;
                 xattn_progress_clear(&prog);
-                xattn__table_row(&rep, r, casew);
+                xattn_bench_table_row(stdout, &rep, r, casew);
                 fflush(stdout);
             }
             xattn_case_teardown(&run); /* a no-op after a failed setup */
@@ -704,6 +639,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     rep.n_results = nr;
     xattn_bench_scaling_compute(&rep);
     xattn__scaling_print(&rep, casew);
+    xattn_bench_table_notes(stdout, &rep);
     rep.wall_s = xattn_now_s() - wall0;
     xattn_load_read(rep.load_end);
 

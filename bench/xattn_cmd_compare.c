@@ -92,7 +92,7 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
             return XATTN_EXIT_FAIL;
         }
         fputs("file_a,file_b,device,algo,case,a_median_ms,b_median_ms,ratio,a_spread,b_spread,"
-              "verdict\n",
+              "verdict,model_error,a_kernel,b_kernel\n",
               csv);
     }
     int cap = 0;
@@ -101,7 +101,7 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
     xattn_ratio_bar *bars = calloc((size_t)(cap ? cap : 1), sizeof *bars);
     char(*shown)[400] = calloc((size_t)(cap ? cap : 1), sizeof *shown); /* bar labels */
     char(*groups)[64] = calloc((size_t)(nf ? nf : 1), sizeof *groups);
-    int nb = 0, slower_total = 0;
+    int nb = 0, slower_total = 0, flagged = 0;
     for (int i = 0; i < nf; i++) {
         printf("%c: %s (%s, %s; %s)\n", 'A' + i, files[i].path, files[i].host, files[i].created,
                files[i].devices);
@@ -147,17 +147,30 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
             slower += v == XATTN_VERDICT_SLOWER;
             if (ratio > 0 && isfinite(ratio))
                 logsum += log(ratio);
-            printf("%-9s %-8s %-50.50s %11.4f %11.4f %7.3fx  %s\n", ca->device, ca->algo, ca->label,
-                   ca->median, cb->median, ratio,
-                   v == XATTN_VERDICT_NOISE ? "~ (within noise)" : xattn_verdict_name(v));
+            /* A share of a ceiling above 100% in either file is a model error:
+             * flagged, never shown as a figure. A different kernel variant is
+             * worth knowing when reading the ratio. */
+            int merr = xattn_cmp_cell_model_error(ca) || xattn_cmp_cell_model_error(cb);
+            flagged += merr;
+            char kern[96] = "";
+            if (ca->kernel[0] && cb->kernel[0] && strcmp(ca->kernel, cb->kernel))
+                snprintf(kern, sizeof kern, "  (kernel %s -> %s)", ca->kernel, cb->kernel);
+            printf("%-9s %-8s %-50.50s %11.4f %11.4f %7.3fx  %s%s%s\n", ca->device, ca->algo,
+                   ca->label, ca->median, cb->median, ratio,
+                   v == XATTN_VERDICT_NOISE ? "~ (within noise)" : xattn_verdict_name(v),
+                   merr ? "  !" : "", kern);
             if (csv) {
                 xattn_csv_str(csv, a->path);
                 fputc(',', csv);
                 xattn_csv_str(csv, b->path);
                 fprintf(csv, ",%s,%s,", ca->device, ca->algo);
                 xattn_csv_str(csv, ca->label);
-                fprintf(csv, ",%.9g,%.9g,%.9g,%.6g,%.6g,%s\n", ca->median, cb->median, ratio,
-                        ca->spread, cb->spread, xattn_verdict_name(v));
+                fprintf(csv, ",%.9g,%.9g,%.9g,%.6g,%.6g,%s,%d,", ca->median, cb->median, ratio,
+                        ca->spread, cb->spread, xattn_verdict_name(v), merr);
+                xattn_csv_str(csv, ca->kernel);
+                fputc(',', csv);
+                xattn_csv_str(csv, cb->kernel);
+                fputc('\n', csv);
             }
             if (bars && shown) {
                 /* "device|algo|case" */
@@ -183,6 +196,10 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
                    grp);
         slower_total += slower;
     }
+    if (flagged)
+        printf("!        %d matched cell%s marked '!' report%s a share of a ceiling above 100%% in "
+               "one of the files: %s\n",
+               flagged, flagged == 1 ? "" : "s", flagged == 1 ? "s" : "", XATTN_MODEL_ERROR_NOTE);
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "%s: compare: cannot write '%s'\n", xattn_prog, o->csv_path);
         rc = XATTN_EXIT_FAIL;

@@ -198,6 +198,13 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     const xattn_run_info *ri = &cell.info;
     printf("algo     %s (asked %s): %s\n", xattn_algo_name(ri->algo_chosen),
            xattn_algo_name(ri->algo_requested), ri->reason);
+    if (cell.has_rec)
+        printf("kernel   %s%s; executed work %s\n",
+               cell.rec.kernel[0] ? cell.rec.kernel : "(not said)",
+               cell.rec.matrix_units ? " on matrix units (tensor cores)" : "",
+               cell.rec.work_counted ? "counted by the kernels as they ran"
+                                     : "modelled from the tile sizes (docs/measurement.md), not "
+                                       "counted by the kernels");
     printf("time     median %.4f ms, min %.4f ms, p90 %.4f ms over %d reps (spread %.1f%%)\n",
            cell.t.median, cell.t.min, cell.t.p90, cell.t.n, 100.0 * cell.t.spread);
     if (cell.build_ms > 0)
@@ -212,11 +219,17 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
         xattn_fmt_bytes((double)ri->workspace_bytes, ws, sizeof ws);
         xattn_fmt_bytes((double)cell.peak_bytes, pk, sizeof pk);
         printf("memory   workspace %s, context peak %s\n", ws, pk);
-        if (cell.pct_fma >= 0)
-            printf("roofline %.1f%% of the FMA ceiling, %.1f%% of the read bandwidth at the median "
+        if (cell.pct_fma >= 0) {
+            char pf[16], pb[16];
+            printf("roofline %s%% of the FMA ceiling, %s%% of the read bandwidth at the median "
                    "(%.2f FLOP/byte executed)\n",
-                   cell.pct_fma, cell.pct_bw, cell.intensity);
-        else
+                   xattn_fmt_pct(cell.pct_fma, pf, sizeof pf),
+                   xattn_fmt_pct(cell.pct_bw, pb, sizeof pb), cell.intensity);
+            if (xattn_stats_over_ceiling(cell.pct_fma) || xattn_stats_over_ceiling(cell.pct_bw) ||
+                xattn_stats_over_ceiling(cell.rec.pct_fma_ceiling) ||
+                xattn_stats_over_ceiling(cell.rec.pct_bw_ceiling))
+                printf("!        %s\n", XATTN_MODEL_ERROR_NOTE);
+        } else
             printf("roofline no ceilings known for this device (run '%s devices --measure')\n",
                    xattn_prog);
         xattn_record_print(stdout, &cell.rec);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "xattn_cli.h"
+#include "xattn_stats.h"
 
 static const char *xattn__jstr(json_t *o, const char *k)
 {
@@ -172,6 +173,13 @@ int xattn_cmp_parse(const char *text, size_t len, const char *path, xattn_cmp_fi
                 isfinite(c->min) && isfinite(c->p90);
         if (!isfinite(c->spread))
             c->spread = 0;
+        c->pct_fma = xattn__jnum(r, "pct_fma_ceiling");
+        c->pct_bw = xattn__jnum(r, "pct_bw_ceiling");
+        c->pct_fma_per_thread = xattn__jnum(r, "pct_fma_per_thread");
+        c->pct_bw_min = xattn__jnum(r, "pct_bw_min_ceiling");
+        snprintf(c->kernel, sizeof c->kernel, "%s", xattn__jstr(r, "kernel"));
+        json_t *wc = json_object_get(r, "work_counted");
+        c->work_counted = json_is_boolean(wc) ? json_is_true(wc) : -1;
         c->hash = xattn__hash(c);
         f->n++;
     }
@@ -258,4 +266,11 @@ void xattn_cmp_free(xattn_cmp_file *f)
     f->cells = NULL;
     f->bucket = f->next = NULL;
     f->n = 0;
+}
+
+int xattn_cmp_cell_model_error(const xattn_cmp_cell *c)
+{
+    return xattn_stats_over_ceiling(c->pct_fma) || xattn_stats_over_ceiling(c->pct_bw) ||
+           xattn_stats_over_ceiling(c->pct_fma_per_thread) ||
+           xattn_stats_over_ceiling(c->pct_bw_min);
 }

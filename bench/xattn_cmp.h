@@ -19,7 +19,12 @@ typedef struct xattn_cmp_cell {
     int threads;     /* CPU worker threads of the cell; 0 = not recorded (older files, GPUs) */
     int ok;          /* status "ok" with a median, a min and a p90 */
     double median, min, p90, spread;
-    unsigned hash; /* of dev, algo and label */
+    /* Shares of the device's ceilings, in % (NaN where the file has none). A share
+     * above 100% is an accounting-model error, never a real figure. */
+    double pct_fma, pct_bw, pct_fma_per_thread, pct_bw_min;
+    char kernel[32];  /* the kernel variant that ran; "" where the file does not say */
+    int work_counted; /* 1 counted by the kernels, 0 modelled, -1 not recorded */
+    unsigned hash;    /* of dev, algo and label */
 } xattn_cmp_cell;
 
 typedef struct xattn_cmp_file {
@@ -62,5 +67,8 @@ const xattn_cmp_cell *xattn_cmp_find(const xattn_cmp_file *f, const xattn_cmp_ce
                                      long long *probes);
 
 void xattn_cmp_free(xattn_cmp_file *f);
+
+/* 1 when one of the cell's shares of a ceiling is above 100% (xattn_stats_over_ceiling). */
+int xattn_cmp_cell_model_error(const xattn_cmp_cell *c);
 
 #endif

@@ -116,6 +116,11 @@ int xattn_stats_paired(const double *ratios, int n, double min_effect, xattn_pai
     return 0;
 }
 
+int xattn_stats_over_ceiling(double pct)
+{
+    return isfinite(pct) && pct > 100.0;
+}
+
 int xattn_padding_waste(const int32_t *lq, const int32_t *lk, int n, int64_t sq_pad, int64_t sk_pad,
                         xattn_waste *out)
 {

@@ -135,6 +135,9 @@ void xattn_json_field(FILE *f, const char *key, double v);
 void xattn_csv_str(FILE *f, const char *s);  /* RFC 4180 field */
 void xattn_xml_text(FILE *f, const char *s); /* escaped XML character data / attribute */
 void xattn_fmt_bytes(double bytes, char *out, size_t n); /* "2.1 MiB" */
+/* A share of a ceiling, in %: "-" when unknown (negative), "41.3", or "125.3!"
+ * above 100 (a model error, xattn_stats_over_ceiling: never printed plainly). */
+const char *xattn_fmt_pct(double pct, char *out, size_t n);
 /* Shell-quoted command line: "xattn bench --sq '128,256'". */
 void xattn_command_line(int argc, char **argv, char *out, size_t n);
 /* The machine: "hostname, Linux 6.1 x86_64". */

@@ -482,6 +482,15 @@ void xattn_fmt_bytes(double b, char *out, size_t n)
         snprintf(out, n, "%.0f B", b);
 }
 
+const char *xattn_fmt_pct(double v, char *out, size_t n)
+{
+    if (!(v >= 0) || !isfinite(v))
+        snprintf(out, n, "-");
+    else
+        snprintf(out, n, "%.1f%s", v, xattn_stats_over_ceiling(v) ? "!" : "");
+    return out;
+}
+
 void xattn_command_line(int argc, char **argv, char *out, size_t n)
 {
     size_t k = 0;
@@ -606,9 +615,11 @@ void xattn_record_print(FILE *f, const xattn_record *r)
             r->flops_dense, r->flops_useful, r->flops_executed, r->bytes_min, r->bytes_actual);
     fprintf(f, "  derived    %.2f GFLOP/s useful, %.2f executed, %.2f GB/s, padding waste %.1f%%",
             r->gflops_useful, r->gflops_executed, r->gbytes_per_s, 100.0 * r->padding_waste);
+    char pf[16], pb[16];
     if (r->pct_fma_ceiling >= 0)
-        fprintf(f, ", %.1f%% of the FMA ceiling, %.1f%% of the bandwidth\n", r->pct_fma_ceiling,
-                r->pct_bw_ceiling);
+        fprintf(f, ", %s%% of the FMA ceiling, %s%% of the bandwidth\n",
+                xattn_fmt_pct(r->pct_fma_ceiling, pf, sizeof pf),
+                xattn_fmt_pct(r->pct_bw_ceiling, pb, sizeof pb));
     else
         fprintf(f, ", no ceilings known (run '%s devices --measure')\n", xattn_prog);
 }

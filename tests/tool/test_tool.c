@@ -37,6 +37,7 @@
 #endif
 
 #include "xattn.h"
+#include "xattn_bench.h"
 #include "xattn_case.h"
 #include "xattn_cli.h"
 #include "xattn_stats.h"
@@ -888,6 +889,119 @@ static int check_bench_schema(json_t *doc, int expect_results)
 }
 #endif
 
+/* Shares of a ceiling above 100% are flagged wherever bench writes them: the
+ * table, results.json and results.csv, on a report made by hand (a real run's
+ * shares depend on the ceilings measured on the machine). */
+static void test_model_errors(const char *dir)
+{
+    char a[16], b[16], c[16], d[16];
+    CHECK(!strcmp(xattn_fmt_pct(-1, a, sizeof a), "-") &&
+              !strcmp(xattn_fmt_pct(41.25, b, sizeof b), "41.2") &&
+              !strcmp(xattn_fmt_pct(100.0, c, sizeof c), "100.0") &&
+              !strcmp(xattn_fmt_pct(125.3, d, sizeof d), "125.3!"),
+          "xattn_fmt_pct: '%s' '%s' '%s' '%s'", a, b, c, d);
+    char *argv[] = {"bench", NULL};
+    xattn_cli_opts o;
+    char err[256];
+    xattn_cli_parse(1, argv, &o, err, sizeof err);
+    xattn_bench_device dev;
+    memset(&dev, 0, sizeof dev);
+    dev.t.backend = XATTN_BACKEND_CPU;
+    snprintf(dev.t.info.name, sizeof dev.t.info.name, "made by hand");
+    dev.t.info.compute_units = 2;
+    dev.opened = 1;
+    xattn_bench_case bc;
+    memset(&bc, 0, sizeof bc);
+    xattn_case_defaults(&bc.c);
+    xattn_case_describe(&bc.c, bc.key, sizeof bc.key);
+    xattn_case_family(&bc.c, bc.family, sizeof bc.family);
+    xattn_bench_result res[2];
+    memset(res, 0, sizeof res);
+    for (int i = 0; i < 2; i++) {
+        xattn_bench_result *r = &res[i];
+        r->algo = XATTN_ALGO_FLASH;
+        r->threads = 2;
+        r->compute_units = 2;
+        r->pct_fma_per_thread = -1;
+        xattn_cell *cl = &r->cell;
+        const double t[5] = {1.0, 1.1, 1.2, 1.0, 1.05};
+        xattn_stats_compute(t, 5, &cl->t);
+        cl->converged = 1;
+        cl->has_rec = 1;
+        cl->rec.flops_executed = cl->rec.flops_useful = 1e9;
+        cl->rec.bytes_actual = cl->rec.bytes_min = 1e8;
+        cl->gflops_useful = cl->gflops_executed = 950;
+        cl->pct_fma = i ? 125.3 : 40;
+        cl->pct_bw = 20;
+        cl->fma_ceiling = i ? 758.2 : 2375;
+        snprintf(cl->rec.kernel, sizeof cl->rec.kernel, "%s", i ? "avx2" : "avx512");
+        cl->rec.work_counted = i;
+    }
+    xattn_bench_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.o = &o;
+    rep.devices = &dev;
+    rep.n_devices = 1;
+    rep.cases = &bc;
+    rep.n_cases = 1;
+    rep.results = res;
+    rep.n_results = 2;
+    for (int i = 0; i < 3; i++)
+        rep.load_start[i] = rep.load_end[i] = NAN;
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    xattn_bench_table_row(m, &rep, &res[0], 40);
+    xattn_bench_table_row(m, &rep, &res[1], 40);
+    xattn_bench_table_notes(m, &rep);
+    fclose(m);
+    const char *row1 = text ? strchr(text, '\n') : NULL;
+    CHECK(text && strstr(text, " 40.0 ") && !strstr(text, "40.0!") && row1 &&
+              strstr(row1, "125.3!") && !strstr(text, "125.3 ") && strstr(text, " avx512 ") &&
+              strstr(row1, " avx2 "),
+          "table rows:\n%s", text ? text : "");
+    CHECK(text &&
+              strstr(text, "!        1 figure marked '!': a share of a ceiling above 100% is "
+                           "not a real figure") &&
+              strstr(text, "work     1 of 2 cells: executed work"),
+          "table notes:\n%s", text ? text : "");
+    free(text);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model-errors.csv", dir);
+    CHECK(xattn_bench_write_csv(&rep, path, err, sizeof err) == 0, "csv: %s", err);
+    char *csv = read_all(path);
+    CHECK(csv &&
+              strstr(csv, ",pct_fma_ceiling,pct_bw_ceiling,model_errors,kernel,matrix_units,"
+                          "work_counted,intensity,") &&
+              strstr(csv, ",125.3,20,pct_fma_ceiling,avx2,0,1,") &&
+              strstr(csv, ",40,20,,avx512,0,0,"),
+          "csv:\n%s", csv ? csv : "");
+    free(csv);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    snprintf(path, sizeof path, "%s/model-errors.json", dir);
+    CHECK(xattn_bench_write_json(&rep, path, err, sizeof err) == 0, "json: %s", err);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    json_t *r0 = json_array_get(json_object_get(doc, "results"), 0);
+    json_t *r1 = json_array_get(json_object_get(doc, "results"), 1);
+    json_t *e0 = json_object_get(r0, "model_errors"), *e1 = json_object_get(r1, "model_errors");
+    CHECK(doc && json_is_array(e0) && json_array_size(e0) == 0 && json_array_size(e1) == 1 &&
+              !strcmp(jstr(json_array_get(e1, 0)), "pct_fma_ceiling") &&
+              json_number_value(json_object_get(r1, "pct_fma_ceiling")) == 125.3 &&
+              json_integer_value(
+                  json_object_get(json_object_get(doc, "summary"), "model_errors")) == 1,
+          "results.json model_errors: %s", doc ? "" : je.text);
+    CHECK(!strcmp(jstr(json_object_get(r1, "kernel")), "avx2") &&
+              json_is_true(json_object_get(r1, "work_counted")) &&
+              json_is_false(json_object_get(r0, "work_counted")) &&
+              json_is_false(json_object_get(r0, "matrix_units")),
+          "results.json kernel, work_counted, matrix_units");
+    json_decref(doc);
+#endif
+}
+
 static int count_lines(const char *text)
 {
     int n = 0;
@@ -1187,9 +1301,21 @@ static void test_compare(const char *data)
               "cell %zu (%s %s %s): '%s', expected %s %s", i, want[i].device, want[i].algo,
               want[i].label, l ? l : "(no line)", want[i].ratio, want[i].verdict);
     }
+    /* B's naive Sq64 cell reports 125.3% of the FMA ceiling: flagged, never shown as a
+     * figure, with the note; its kernel changed from avx2 to avx512. */
+    const char *l = cmp_line(out, "cpu:0 t2", "naive", "Sq64 Sk64 D32", line, sizeof line);
+    CHECK(l && strstr(l, "within noise)  !  (kernel avx2 -> avx512)"), "flagged cell: '%s'",
+          l ? l : "(no line)");
+    l = cmp_line(out, "cpu:0 t2", "flash", "Sq256 Sk256 D64 f32 causal-br", line, sizeof line);
+    CHECK(l && !strchr(l, '!') && !strstr(l, "kernel"), "unflagged cell: '%s'", l ? l : "");
+    CHECK(strstr(out, "!        1 matched cell marked '!' reports a share of a ceiling above "
+                      "100% in one of the files: ") &&
+              !strstr(out, "125.3"),
+          "compare's model-error note:\n%s", out);
     char *csv = read_all(csvp);
-    CHECK(csv && count_lines(csv) == 9 && strstr(csv, ",0.5,") && strstr(csv, ",faster\n") &&
-              strstr(csv, ",slower\n"),
+    CHECK(csv && count_lines(csv) == 9 && strstr(csv, ",0.5,") && strstr(csv, ",faster,0,") &&
+              strstr(csv, ",slower,0,") && strstr(csv, ",noise,1,avx2,avx512\n") &&
+              strstr(csv, ",verdict,model_error,a_kernel,b_kernel\n"),
           "compare --csv: %d lines\n%s", csv ? count_lines(csv) : -1, csv ? csv : "");
     free(csv);
     char *svg = read_all(svgp);
@@ -1579,6 +1705,12 @@ int main(int argc, char **argv)
 #else
         skip("compare's index: no jansson in this build");
 #endif
+    } else if (!strcmp(what, "writers") && argc > 2) {
+        if (mkdir(argv[2], 0777) && errno != EEXIST) {
+            printf("cannot create %s\n", argv[2]);
+            return 1;
+        }
+        test_model_errors(argv[2]);
     } else if (!strcmp(what, "compare") && argc > 4) {
         g_bin = argv[2];
         g_dir = argv[3];
@@ -1607,7 +1739,8 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr,
                 "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR | "
-                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | compare XATTN_BIN DIR DATA_DIR\n");
+                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | compare XATTN_BIN DIR DATA_DIR | "
+                "writers DIR\n");
         return 2;
     }
     free(g_out_all);
