@@ -21,6 +21,24 @@ void xattn_case_defaults(xattn_case *c)
     c->seed = 42;
 }
 
+/* The tokens of a batch with per-sequence lengths (sums of the query and the
+ * key lengths) and a 16-bit fingerprint of the lengths (FNV-1a), so that the
+ * same batch gets the same case key. */
+static unsigned xattn__lengths_sig(const xattn_case *c, int64_t *tq, int64_t *tk)
+{
+    uint64_t h = 1469598103934665603ull;
+    *tq = *tk = 0;
+    for (int64_t b = 0; b < c->batch; b++) {
+        int32_t lq = c->seqlens_q ? c->seqlens_q[b] : (int32_t)c->sq;
+        int32_t lk = c->seqlens_k ? c->seqlens_k[b] : (int32_t)c->sk;
+        *tq += lq;
+        *tk += lk;
+        h = (h ^ (uint64_t)(uint32_t)lq) * 1099511628211ull;
+        h = (h ^ (uint64_t)(uint32_t)lk) * 1099511628211ull;
+    }
+    return (unsigned)(h & 0xffff);
+}
+
 /* The options part of the description (" causal-br win..."), shared by the key and the family. */
 static void xattn__describe_opts(const xattn_case *c, char *extra, size_t n)
 {
@@ -53,21 +71,29 @@ static void xattn__describe_opts(const xattn_case *c, char *extra, size_t n)
     if (c->num_splits)
         XATTN__ADD(" splits%d", c->num_splits);
     if (c->seqlens_q || c->seqlens_k) {
-        /* A short fingerprint of the lengths: the same batch gets the same key. */
-        uint64_t h = 1469598103934665603ull;
-        int64_t tq = 0, tk = 0;
-        for (int64_t b = 0; b < c->batch; b++) {
-            int32_t lq = c->seqlens_q ? c->seqlens_q[b] : (int32_t)c->sq;
-            int32_t lk = c->seqlens_k ? c->seqlens_k[b] : (int32_t)c->sk;
-            tq += lq;
-            tk += lk;
-            h = (h ^ (uint64_t)(uint32_t)lq) * 1099511628211ull;
-            h = (h ^ (uint64_t)(uint32_t)lk) * 1099511628211ull;
-        }
+        int64_t tq, tk;
+        unsigned h = xattn__lengths_sig(c, &tq, &tk);
         XATTN__ADD(" %s%lld/%lld#%04x", c->varlen ? "varlen" : "padded", (long long)tq,
-                   (long long)tk, (unsigned)(h & 0xffff));
+                   (long long)tk, h);
     }
 #undef XATTN__ADD
+}
+
+int xattn_case_lengths_legend(const xattn_case *c, char *out, size_t n)
+{
+    if (!c->seqlens_q && !c->seqlens_k)
+        return 0;
+    int64_t tq, tk;
+    unsigned h = xattn__lengths_sig(c, &tq, &tk);
+    snprintf(out, n,
+             "%s%lld/%lld#%04x: %lld sequences %s, %lld query and %lld key tokens in all (the "
+             "sums of their lengths); #%04x is a fingerprint of the lengths: the same batch gets "
+             "the same one",
+             c->varlen ? "varlen" : "padded", (long long)tq, (long long)tk, h, (long long)c->batch,
+             c->varlen ? "packed one after the other (cu_seqlens, no padding)"
+                       : "padded to the longest",
+             (long long)tq, (long long)tk, h);
+    return 1;
 }
 
 static void xattn__describe_types(const xattn_case *c, char *dv, size_t ndv, char *kv, size_t nkv)

@@ -35,6 +35,11 @@ void xattn_case_defaults(xattn_case *c);
 /* "B1 H8/8 Sq128 Sk128 D64 f32 causal-br": the case key of bench results
  * (every option that changes the problem, never the algorithm). */
 void xattn_case_describe(const xattn_case *c, char *out, size_t n);
+/* What the lengths part of the key means, for a case with per-sequence
+ * lengths ("padded69/69#b92d: 4 sequences padded to the longest, 69 query and
+ * 69 key tokens in all ...; #b92d is a fingerprint of the lengths ...").
+ * Returns 1, or 0 (out untouched) for a case without them. */
+int xattn_case_lengths_legend(const xattn_case *c, char *out, size_t n);
 /* The same with the lengths (Sq, Sk) left out: the family that a chart draws
  * as one set of lines against the sequence length. */
 void xattn_case_family(const xattn_case *c, char *out, size_t n);

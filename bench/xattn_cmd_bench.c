@@ -391,6 +391,13 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
            "reference %s\n",
            o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget,
            o->check ? "on (once per case, reused by every device and algorithm)" : "off");
+    for (int ci = 0, shown = 0; ci < nc && shown < 8; ci++) { /* what padded69/69#b92d means */
+        char legend[400];
+        if (xattn_case_lengths_legend(&cases[ci].c, legend, sizeof legend)) {
+            printf("lengths  %s\n", legend);
+            shown++;
+        }
+    }
     if (o->check && o->check_limit != xattn_cli_default_check_limit(XATTN_CLI_BENCH))
         printf("check    --check-limit %g FLOPs%s\n", o->check_limit,
                (o->given & XATTN_GIVEN_CHECK_LIMIT) ? "" : " (the preset's)");

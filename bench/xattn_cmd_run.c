@@ -150,6 +150,9 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     printf("device   %s [%d] %s%s%s%s\ncase     %s\n", xattn_backend_name(xattn_ctx_backend(ctx)),
            be == XATTN_BACKEND_AUTO ? info.index : o->device, info.name, forced ? " (" : "",
            forced ? xattn_cli_simd_name(o->cpu_simd) : "", forced ? " kernels)" : "", desc);
+    char legend[400];
+    if (xattn_case_lengths_legend(&c, legend, sizeof legend))
+        printf("         %s\n", legend);
 
     if (xattn__check_memory(ctx, o, &c, &info)) {
         xattn__unprobe_outputs(&outs);
@@ -210,10 +213,12 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     if (cell.build_ms > 0)
         printf("build    %.1f ms of one-off costs (program builds) in the warm-up, not timed\n",
                cell.build_ms);
+    /* The time, work and roofline lines are at the median of the timed calls;
+     * the phases and the record are the last call's: each line says which. */
     for (int i = 0; i < ri->num_phases && i < 4; i++)
-        printf("  phase  %-8s %.4f ms\n", ri->phase_names[i], ri->phase_ms[i]);
+        printf("  phase  %-8s %.4f ms (the last call)\n", ri->phase_names[i], ri->phase_ms[i]);
     if (cell.has_rec) {
-        printf("work     %.3f GFLOP useful (%.3f dense), %.2f GFLOP/s useful\n",
+        printf("work     %.3f GFLOP useful (%.3f dense), %.2f GFLOP/s useful at the median\n",
                cell.rec.flops_useful * 1e-9, cell.rec.flops_dense * 1e-9, cell.gflops_useful);
         char ws[32], pk[32];
         xattn_fmt_bytes((double)ri->workspace_bytes, ws, sizeof ws);

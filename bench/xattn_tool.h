@@ -152,7 +152,8 @@ int xattn_cpus_online(void);
 /* mkdir -p for one level; 0 on success or when it exists. */
 int xattn_mkdir(const char *path);
 
-/* Prints every field of a record, grouped like docs/measurement.md. */
+/* Prints every field of a record, grouped like docs/measurement.md, saying
+ * that it is one call's (run prints the last one's after the median's figures). */
 void xattn_record_print(FILE *f, const xattn_record *r);
 /* The device's ceilings as JSON (or null). */
 void xattn_ceilings_json(FILE *f, xattn_ctx *ctx);

@@ -88,9 +88,34 @@ int xattn_targets_bad_device(const xattn_cli_opts *o, char *err, size_t errlen)
     return 1;
 }
 
+/* More worker threads than the CPU has compute units run many times slower
+ * (they share cores, and every OpenMP barrier waits for a descheduled one):
+ * said once per process, not silently. */
+static void xattn__warn_threads(const xattn_cli_opts *o, xattn_ctx *ctx)
+{
+    static int warned;
+    xattn_device_info info;
+    if (warned || xattn_ctx_device_info(ctx, &info) != XATTN_STATUS_OK || info.compute_units <= 0)
+        return;
+    int most = o->threads;
+    for (int i = 0; i < o->thread_list.n; i++)
+        if (o->thread_list.v[i] > most)
+            most = (int)o->thread_list.v[i];
+    if (most <= info.compute_units)
+        return;
+    warned = 1;
+    fprintf(stderr,
+            "%s: warning: --threads %d is more than the CPU's %d compute units (the CPUs OpenMP "
+            "uses here: the process's affinity, or OMP_NUM_THREADS): threads beyond them share "
+            "cores, and OpenMP's barriers can make each call many times slower\n",
+            xattn_prog, most, info.compute_units);
+}
+
 xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int device, xattn_ctx **ctx)
 {
     xattn_status st = xattn_ctx_create(be, device, ctx);
+    if (st == XATTN_STATUS_OK && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
+        xattn__warn_threads(o, *ctx);
     if (st == XATTN_STATUS_OK && o->threads && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
         st = xattn_ctx_set_option(*ctx, XATTN_OPT_NUM_THREADS, o->threads);
     if (st == XATTN_STATUS_OK && o->cpu_simd && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
@@ -575,8 +600,12 @@ int xattn_mkdir(const char *path)
 void xattn_record_print(FILE *f, const xattn_record *r)
 {
     char a[32], b[32], c[32];
-    fprintf(f, "record   #%llu on %s:%d %s, range \"%s\"\n", (unsigned long long)r->seq,
-            xattn_backend_name(r->backend), r->device, r->device_name, r->range);
+    /* one call: its own time and the figures derived from it, not the median's */
+    fprintf(f,
+            "record   #%llu on %s:%d %s, range \"%s\" (the last call: its own time and figures, "
+            "not the median's)\n",
+            (unsigned long long)r->seq, xattn_backend_name(r->backend), r->device, r->device_name,
+            r->range);
     fprintf(f, "  identity   algo %s (asked %s): %s\n", xattn_algo_name(r->algo_chosen),
             xattn_algo_name(r->algo_requested), r->reason);
     fprintf(f,

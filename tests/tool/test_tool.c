@@ -37,6 +37,7 @@
 #endif
 
 #include "xattn.h"
+#include "xattn_advice.h"
 #include "xattn_bench.h"
 #include "xattn_case.h"
 #include "xattn_cli.h"
@@ -642,6 +643,67 @@ static void test_stats(void)
     CHECK(xattn_roofline_place(100, 0, 100, 10, &rf) != 0, "no bytes");
 }
 
+/* advise's recommendation from figures made by hand (no timing). */
+static void advice_for(xattn_advise_dev *d, const xattn_case *c, const double ms[3], int best)
+{
+    memset(d, 0, sizeof *d);
+    static const xattn_algo al[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
+    for (int i = 0; i < 3; i++) {
+        d->a[i].algo = al[i];
+        d->a[i].ok = 1;
+        d->a[i].cell.t.median = ms[i];
+        d->a[i].cell.t.spread = 0.02;
+        d->a[i].cell.pct_fma = -1;
+    }
+    d->best = best;
+    xattn_waste w;
+    memset(&w, 0, sizeof w);
+    xattn_advise_text(c, &w, 0, d);
+}
+
+static void test_advice(void)
+{
+    xattn_case c;
+    xattn_case_defaults(&c);
+    xattn_advise_dev d;
+    /* Sq = 505: split-KV ahead of flash by 1.08x is not the decode case, and small. */
+    c.sq = c.sk = 505;
+    const double near[3] = {2.0, 1.08, 1.0};
+    advice_for(&d, &c, near, 2);
+    CHECK(strstr(d.advice, "Use split-KV: ") && !strstr(d.advice, "few query rows") &&
+              strstr(d.advice, "not for the decode reason: at Sq = 505") &&
+              strstr(d.advice, "treat the two as equal"),
+          "Sq 505, 1.08x: %s", d.advice);
+    const double far[3] = {2.0, 1.5, 1.0};
+    advice_for(&d, &c, far, 2);
+    CHECK(strstr(d.advice, "by 1.50x, but not for the decode reason") &&
+              !strstr(d.advice, "treat the two as equal"),
+          "Sq 505, 1.5x: %s", d.advice);
+    /* Decode: few query rows, many keys. */
+    c.sq = 1;
+    c.sk = 4096;
+    advice_for(&d, &c, far, 2);
+    CHECK(strstr(d.advice, "few query rows (Sq = 1) for 4096 keys") &&
+              !strstr(d.advice, "decode reason"),
+          "decode: %s", d.advice);
+    /* A share of the FMA ceiling above 100% is not quoted as a figure. */
+    c.sq = c.sk = 256;
+    const double fl[3] = {2.0, 1.0, 1.5};
+    advice_for(&d, &c, fl, 1);
+    d.a[1].cell.pct_fma = 125.3;
+    d.roof_ok = 1;
+    d.roof.compute_bound = 1;
+    d.roof.intensity = 20;
+    d.roof.ridge = 4;
+    xattn_waste w;
+    memset(&w, 0, sizeof w);
+    xattn_advise_text(&c, &w, 0, &d);
+    CHECK(
+        strstr(d.advice, "125% of the FMA ceiling: above 100%, an error of the accounting model") &&
+            !strstr(d.advice, "runs at 125"),
+        "model error in the advice: %s", d.advice);
+}
+
 /* The check that bench/run/check rely on must fail on a wrong or unwritten output. */
 static void test_case_check(void)
 {
@@ -1116,6 +1178,11 @@ static void test_outputs(void)
     rc = run_tool("run", "--backend", "cpu", "--sq", "40", "--sk", "70", "--heads", "4",
                   "--kv-heads", "1", "--causal", "--lse", "--json", path, "--trace", path2, NULL);
     CHECK(rc == 0, "run: exit %d\n%s%s", rc, g_out, g_err);
+    /* which figures are the median's and which the last call's */
+    CHECK(strstr(g_out, "GFLOP/s useful at the median\n") &&
+              strstr(g_out, " ms (the last call)\n") &&
+              strstr(g_out, "(the last call: its own time and figures, not the median's)"),
+          "run says which figures are the median's:\n%s", g_out);
     CHECK(strstr(g_out, "\ntime     median ") && strstr(g_out, "GFLOP/s useful") &&
               strstr(g_out, "\nrecord   #") && strstr(g_out, "  work       FLOPs dense") &&
               strstr(g_out, "\nerror    rel L2") && strstr(g_out, "PASS"),
@@ -1137,6 +1204,16 @@ static void test_outputs(void)
     rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--causal", "--reps", "2", NULL);
     CHECK(rc == 0 && strstr(g_out, "B3 ") && strstr(g_out, "padded") && strstr(g_out, "PASS"),
           "run --lengths: exit %d\n%s%s", rc, g_out, g_err);
+    /* lengths 30, 12/40 and 1: 43 query and 71 key tokens; the key's label explained */
+    CHECK(strstr(g_out, " padded43/71#") &&
+              strstr(g_out, ": 3 sequences padded to the longest, 43 query and 71 key tokens in "
+                            "all (the sums of their lengths); #"),
+          "run --lengths: the label explained:\n%s", g_out);
+    snprintf(out, sizeof out, "%s/bench-lengths", g_dir);
+    rc = run_tool("bench", "--backend", "cpu", "--lengths", path, "--algo", "flash",
+                  "--cell-budget", "0.02", "--no-progress", "--out", out, NULL);
+    CHECK(rc == 0 && strstr(g_out, "\nlengths  padded43/71#") && strstr(g_out, "tokens in all"),
+          "bench --lengths: the label explained: exit %d\n%s", rc, g_out);
     rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--varlen", "--reps", "2", NULL);
     CHECK(rc == 0 && strstr(g_out, "varlen") && strstr(g_out, "PASS"),
           "run --varlen: exit %d\n%s%s", rc, g_out, g_err);
@@ -1324,6 +1401,22 @@ static void test_compare(const char *data)
               xs.bars_noise == 5,
           "compare --svg: %s, bars %d faster %d slower %d noise", svg ? xs.error : "missing",
           xs.bars_faster, xs.bars_slower, xs.bars_noise);
+    /* The 0.294x bar stays on the axis: it reaches 0.25x, and every bar lies within it. */
+    double ax0 = -1, ax1 = -1;
+    const char *axl = svg ? strstr(svg, "<line class=\"axis\" x1=\"") : NULL;
+    if (axl)
+        sscanf(axl, "<line class=\"axis\" x1=\"%lf\" y1=\"%*[^\"]\" x2=\"%lf\"", &ax0, &ax1);
+    int bars = 0, inside = 0;
+    for (const char *p = svg; p && (p = strstr(p, "<rect class=\"ratio\" x=\"")); p++) {
+        double x = 0, w = 0;
+        if (sscanf(p, "<rect class=\"ratio\" x=\"%lf\" y=\"%*[^\"]\" width=\"%lf\"", &x, &w) == 2) {
+            bars++;
+            inside += x >= ax0 - 0.05 && x + w <= ax1 + 0.05;
+        }
+    }
+    CHECK(svg && strstr(svg, ">0.25x</text>") && ax1 > ax0 && ax0 > 0 && bars == 8 && inside == 8,
+          "compare --svg axis %g..%g: %d of %d bars inside, tick 0.25x %s", ax0, ax1, inside, bars,
+          svg && strstr(svg, ">0.25x</text>") ? "present" : "missing");
     free(svg);
 
     rc = run_tool("compare", a, b, "--fail-on-slower", NULL);
@@ -1363,6 +1456,45 @@ static void test_compare(const char *data)
 static void test_threads(void)
 {
     char out[2048], path[4096];
+    /* More threads than compute units: a warning, never silence (the child sees the
+     * same affinity and OMP_NUM_THREADS as this process, hence the same count). */
+    xattn_device_info info;
+    memset(&info, 0, sizeof info);
+    xattn_device_get_info(XATTN_BACKEND_CPU, 0, &info);
+    char over[16], fits[16], want[128];
+    snprintf(over, sizeof over, "%d", info.compute_units + 1);
+    snprintf(fits, sizeof fits, "%d", info.compute_units);
+    snprintf(want, sizeof want, "warning: --threads %d is more than the CPU's %d compute units",
+             info.compute_units + 1, info.compute_units);
+    int wrc = run_tool("run", "--backend", "cpu", "--sq", "16", "--heads", "2", "--reps", "1",
+                       "--threads", over, NULL);
+    CHECK(info.compute_units > 0 && wrc == 0 && strstr(g_err, want),
+          "run --threads %s: exit %d, '%s'", over, wrc, g_err);
+    wrc = run_tool("run", "--backend", "cpu", "--sq", "16", "--heads", "2", "--reps", "1",
+                   "--threads", fits, NULL);
+    CHECK(wrc == 0 && !strstr(g_err, "warning"), "run --threads %s: exit %d, '%s'", fits, wrc,
+          g_err);
+
+    /* A cell stopped by its budget after 2 calls is not 'converged', whatever its
+     * spread (--max-spread 10 is met by any 2 calls), when --min-reps is 5. */
+    snprintf(out, sizeof out, "%s/bench-budget", g_dir);
+    wrc = run_tool("bench", "--backend", "cpu", "--sq", "16", "--heads", "2", "--head-dim", "32",
+                   "--algo", "flash", "--cell-budget", "0", "--max-spread", "10", "--min-reps", "5",
+                   "--no-check", "--no-progress", "--out", out, NULL);
+    CHECK(wrc == 0 && strstr(g_out, "     2 ") && strstr(g_out, "%~"),
+          "bench --cell-budget 0: exit %d, a row with 2 reps marked ~:\n%s", wrc, g_out);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    snprintf(path, sizeof path, "%s/results.json", out);
+    json_error_t bje;
+    json_t *bdoc = json_load_file(path, 0, &bje);
+    json_t *br = json_array_get(json_object_get(bdoc, "results"), 0);
+    CHECK(br && json_integer_value(json_object_get(br, "reps")) == 2 &&
+              json_is_false(json_object_get(br, "converged")),
+          "2 calls of 5: reps %lld converged %s",
+          (long long)json_integer_value(json_object_get(br, "reps")),
+          json_is_true(json_object_get(br, "converged")) ? "true" : "false");
+    json_decref(bdoc);
+#endif
     snprintf(out, sizeof out, "%s/bench-threads", g_dir);
     /* 1 case x 2 algorithms x 2 thread counts: 4 cells, 2 scaling lines. */
     int rc =
@@ -1700,6 +1832,7 @@ int main(int argc, char **argv)
         test_stats();
         test_case_check();
         test_mem_estimate();
+        test_advice();
 #ifdef XATTN_TEST_HAVE_CMP
         test_cmp_index();
 #else
