@@ -294,7 +294,7 @@ int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *comm
 
     xattn_progress prog;
     xattn_progress_init(&prog, o->progress, cells);
-    int na_cells = 0, failed = 0, faster = 0, slower = 0;
+    int na_cells = 0, failed = 0, faster = 0, slower = 0, rc = XATTN_EXIT_OK;
     for (int ti = 0; ti < nt; ti++) {
         const xattn_target *t = &targets[ti];
         char dname[32];
@@ -307,10 +307,8 @@ int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *comm
                 if (xattn__write_lengths(lengths, &bc->c)) {
                     fprintf(stderr, "%s: bench --ab: cannot write '%s': %s\n", xattn_prog, lengths,
                             strerror(errno));
-                    free(ab);
-                    free(store);
-                    free(order);
-                    return XATTN_EXIT_FAIL;
+                    rc = XATTN_EXIT_FAIL;
+                    goto done;
                 }
             }
             xattn_algo algos[XATTN_ALGO_COUNT];
@@ -367,17 +365,17 @@ int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *comm
                         c->new_first[r] = r % 2 == 1;
                         for (int k = 0; k < 2 && c->ok; k++) {
                             int side = c->new_first[r] ? 1 - k : k;
-                            int rc = xattn__spawn(args[side].v, out, sizeof out);
+                            int src = xattn__spawn(args[side].v, out, sizeof out);
                             double ms = NAN;
-                            if (rc != 0 || xattn__parse_median(out, &ms) || !(ms > 0)) {
+                            if (src != 0 || xattn__parse_median(out, &ms) || !(ms > 0)) {
                                 char last[256];
                                 xattn__last_line(out, last, sizeof last);
                                 c->ok = 0;
                                 snprintf(c->error, sizeof c->error, "%s build, round %d: %s",
                                          side ? "new" : "old", r + 1,
-                                         rc != 0 ? last
-                                                 : "no time above the run line's resolution "
-                                                   "(0.1 us)");
+                                         src != 0 ? last
+                                                  : "no time above the run line's resolution "
+                                                    "(0.1 us)");
                                 break;
                             }
                             (side ? c->new_ms : c->old_ms)[r] = ms;
@@ -441,15 +439,13 @@ int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *comm
     /* ab.json */
     char path[4200];
     snprintf(path, sizeof path, "%s/ab.json", o->out_dir);
-    int rc = failed ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
+    rc = failed ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "%s: bench --ab: cannot write '%s': %s\n", xattn_prog, path,
                 strerror(errno));
-        free(ab);
-        free(store);
-        free(order);
-        return XATTN_EXIT_FAIL;
+        rc = XATTN_EXIT_FAIL;
+        goto done;
     }
     fprintf(f, "{\n  \"schema\": \"xattn.ab/1\",\n  \"xattn_version\": ");
     xattn_json_str(f, xattn_version_string());
@@ -534,6 +530,7 @@ int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *comm
     } else {
         printf("written  %s\n", path);
     }
+done:
     free(ab);
     free(store);
     free(order);
