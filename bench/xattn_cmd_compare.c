@@ -28,6 +28,20 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
 #else
 #include "xattn_cmp.h"
 
+/* Reads and parses one result file: 0, or an exit status with err set (2 for
+ * a file that cannot be read or is not a bench result file). */
+static int xattn__load(const char *path, xattn_cmp_file *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    char *text = xattn_read_text(path, XATTN_CMP_MAX_BYTES, err, errlen);
+    if (!text)
+        return XATTN_EXIT_USAGE;
+    int rc = xattn_cmp_parse(text, strlen(text), path, f, err, errlen);
+    free(text);
+    return rc;
+}
+
 /* The load a file recorded (bench writes /proc/loadavg at its start and end). */
 static void xattn__print_load(const xattn_cmp_file *f)
 {
@@ -72,7 +86,8 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
         return XATTN_EXIT_USAGE;
     }
     for (int i = 0; i < o->n_files; i++) {
-        int lrc = xattn_cmp_load(o->files[i], &files[nf], err, sizeof err);
+        err[0] = '\0';
+        int lrc = xattn__load(o->files[i], &files[nf], err, sizeof err);
         if (lrc) {
             fprintf(stderr, "%s: compare: %s\n", xattn_prog, err);
             xattn_cmp_free(&files[nf]);

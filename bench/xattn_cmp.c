@@ -2,7 +2,6 @@
  * through a hash table (xattn_cmp.h). */
 #include "xattn_cmp.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
@@ -189,53 +188,6 @@ int xattn_cmp_parse(const char *text, size_t len, const char *path, xattn_cmp_fi
         return XATTN_EXIT_FAIL;
     }
     return 0;
-}
-
-int xattn_cmp_load(const char *path, xattn_cmp_file *f, char *err, size_t errlen)
-{
-    memset(f, 0, sizeof *f);
-    f->path = path;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return XATTN_EXIT_USAGE;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = 0;
-    while (buf) {
-        size_t got = fread(buf + len, 1, cap - len, fp);
-        len += got;
-        if (len < cap) {
-            if (ferror(fp)) {
-                snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-                rc = XATTN_EXIT_USAGE;
-            }
-            break;
-        }
-        if (cap >= XATTN_CMP_MAX_BYTES) {
-            snprintf(err, errlen, "%s: larger than %zu bytes", path, XATTN_CMP_MAX_BYTES);
-            rc = XATTN_EXIT_USAGE;
-            break;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(fp);
-    if (!buf) {
-        snprintf(err, errlen, "%s: out of memory reading it", path);
-        return XATTN_EXIT_FAIL;
-    }
-    if (rc == 0)
-        rc = xattn_cmp_parse(buf, len, path, f, err, errlen);
-    free(buf);
-    return rc;
 }
 
 const xattn_cmp_cell *xattn_cmp_find(const xattn_cmp_file *f, const xattn_cmp_cell *c,

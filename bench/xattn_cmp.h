@@ -39,7 +39,7 @@ typedef struct xattn_cmp_file {
     unsigned nbuckets;  /* a power of two */
 } xattn_cmp_file;
 
-/* The most bytes compare reads from one file. */
+/* The most bytes compare reads from one file (xattn_read_text). */
 #define XATTN_CMP_MAX_BYTES ((size_t)1 << 30)
 
 /*
@@ -52,10 +52,6 @@ typedef struct xattn_cmp_file {
  */
 int xattn_cmp_parse(const char *text, size_t len, const char *path, xattn_cmp_file *f, char *err,
                     size_t errlen);
-
-/* Reads the file at path (at most XATTN_CMP_MAX_BYTES) and parses it: the same
- * results, and 2 for a file that cannot be read. */
-int xattn_cmp_load(const char *path, xattn_cmp_file *f, char *err, size_t errlen);
 
 /* The cell of f that matches c: the same backend, device index, algorithm and
  * case, with the same thread count; or, where one of the two did not record
