@@ -142,11 +142,17 @@ void xattn_mem_room_read(xattn_ctx *ctx, const xattn_target *t, xattn_mem_room *
         r->host = r->device;
         return;
     }
-    xattn_ctx *cpu = NULL;
-    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu) == XATTN_STATUS_OK &&
-        xattn_ctx_device_memory(cpu, NULL, &avail) == XATTN_STATUS_OK)
+    /* The host's figure through a CPU context, made once: bench reads it before
+     * every case and cell of a GPU (the tool is single-threaded). */
+    static xattn_ctx *cpu;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu) != XATTN_STATUS_OK)
+            cpu = NULL;
+    }
+    if (cpu && xattn_ctx_device_memory(cpu, NULL, &avail) == XATTN_STATUS_OK)
         r->host = (double)avail;
-    xattn_ctx_destroy(cpu);
 }
 
 int xattn_mem_fits(const xattn_mem_room *r, double device_bytes, double host_bytes,
