@@ -61,6 +61,10 @@ typedef struct xattn_bench_report {
     char created[40];
     char host[128], os[192];
     double wall_s;
+    /* The machine's load (xattn_load_read) before the first cell and after the
+     * last: what else ran while the cells were timed. NaN where unknown. */
+    double load_start[3], load_end[3];
+    int cpus;
     xattn_bench_device *devices;
     int n_devices;
     xattn_bench_case *cases;
@@ -76,6 +80,33 @@ typedef struct xattn_bench_report {
  * device x case x algorithm measured at several thread counts, the fewest
  * against each other count. Returns the count. */
 int xattn_bench_scaling_compute(xattn_bench_report *rep);
+
+/* The algorithms of a case: --algo, else its preset family's, else naive,
+ * flash, splitkv. Returns the count (out has XATTN_ALGO_COUNT entries). */
+int xattn_bench_case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out);
+/* The thread counts a case runs with on a device (XATTN_CLI_MAX_LIST entries):
+ * --threads, else its family's, else all; 0 resolved to the device's compute
+ * units, repeats dropped; one entry, 0, off the CPU. Returns the count. */
+int xattn_bench_case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
+                             const xattn_target *t, int *out);
+
+/* bench --ab OLD_XATTN (xattn_bench_ab.c): every cell of the run timed with
+ * OLD_XATTN and with this binary, alternating, judged on the paired ratios;
+ * writes out_dir/ab.json. Returns an exit status. */
+int xattn_bench_ab(const xattn_cli_opts *o, const char *preset, const char *command_line,
+                   const xattn_target *targets, int nt, const xattn_bench_case *cases, int nc,
+                   int cells);
+
+/* The table on stdout: its header, one row per cell, and the notes under it
+ * (figures flagged as model errors, executed work modelled rather than counted). */
+void xattn_bench_table_header(FILE *f, int casew);
+void xattn_bench_table_row(FILE *f, const xattn_bench_report *rep, const xattn_bench_result *r,
+                           int casew);
+void xattn_bench_table_notes(FILE *f, const xattn_bench_report *rep);
+/* The cell's shares of a ceiling above 100% (xattn_stats_over_ceiling), as a
+ * ';'-separated list of their results.json names in list; returns the count. */
+int xattn_bench_model_errors(const xattn_bench_report *rep, const xattn_bench_result *r, char *list,
+                             size_t n);
 
 const char *xattn_cell_status_name(xattn_cell_status s);
 /* "pass", "fail", "skipped" (reference too costly), "off" (--no-check), "-" (no result) */

@@ -21,6 +21,24 @@ void xattn_case_defaults(xattn_case *c)
     c->seed = 42;
 }
 
+/* The tokens of a batch with per-sequence lengths (sums of the query and the
+ * key lengths) and a 16-bit fingerprint of the lengths (FNV-1a), so that the
+ * same batch gets the same case key. */
+static unsigned xattn__lengths_sig(const xattn_case *c, int64_t *tq, int64_t *tk)
+{
+    uint64_t h = 1469598103934665603ull;
+    *tq = *tk = 0;
+    for (int64_t b = 0; b < c->batch; b++) {
+        int32_t lq = c->seqlens_q ? c->seqlens_q[b] : (int32_t)c->sq;
+        int32_t lk = c->seqlens_k ? c->seqlens_k[b] : (int32_t)c->sk;
+        *tq += lq;
+        *tk += lk;
+        h = (h ^ (uint64_t)(uint32_t)lq) * 1099511628211ull;
+        h = (h ^ (uint64_t)(uint32_t)lk) * 1099511628211ull;
+    }
+    return (unsigned)(h & 0xffff);
+}
+
 /* The options part of the description (" causal-br win..."), shared by the key and the family. */
 static void xattn__describe_opts(const xattn_case *c, char *extra, size_t n)
 {
@@ -53,21 +71,29 @@ static void xattn__describe_opts(const xattn_case *c, char *extra, size_t n)
     if (c->num_splits)
         XATTN__ADD(" splits%d", c->num_splits);
     if (c->seqlens_q || c->seqlens_k) {
-        /* A short fingerprint of the lengths: the same batch gets the same key. */
-        uint64_t h = 1469598103934665603ull;
-        int64_t tq = 0, tk = 0;
-        for (int64_t b = 0; b < c->batch; b++) {
-            int32_t lq = c->seqlens_q ? c->seqlens_q[b] : (int32_t)c->sq;
-            int32_t lk = c->seqlens_k ? c->seqlens_k[b] : (int32_t)c->sk;
-            tq += lq;
-            tk += lk;
-            h = (h ^ (uint64_t)(uint32_t)lq) * 1099511628211ull;
-            h = (h ^ (uint64_t)(uint32_t)lk) * 1099511628211ull;
-        }
+        int64_t tq, tk;
+        unsigned h = xattn__lengths_sig(c, &tq, &tk);
         XATTN__ADD(" %s%lld/%lld#%04x", c->varlen ? "varlen" : "padded", (long long)tq,
-                   (long long)tk, (unsigned)(h & 0xffff));
+                   (long long)tk, h);
     }
 #undef XATTN__ADD
+}
+
+int xattn_case_lengths_legend(const xattn_case *c, char *out, size_t n)
+{
+    if (!c->seqlens_q && !c->seqlens_k)
+        return 0;
+    int64_t tq, tk;
+    unsigned h = xattn__lengths_sig(c, &tq, &tk);
+    snprintf(out, n,
+             "%s%lld/%lld#%04x: %lld sequences %s, %lld query and %lld key tokens in all (the "
+             "sums of their lengths); #%04x is a fingerprint of the lengths: the same batch gets "
+             "the same one",
+             c->varlen ? "varlen" : "padded", (long long)tq, (long long)tk, h, (long long)c->batch,
+             c->varlen ? "packed one after the other (cu_seqlens, no padding)"
+                       : "padded to the longest",
+             (long long)tq, (long long)tk, h);
+    return 1;
 }
 
 static void xattn__describe_types(const xattn_case *c, char *dv, size_t ndv, char *kv, size_t nkv)
@@ -472,6 +498,85 @@ xattn_status xattn_case_check(xattn_case_run *r, const xattn_case_ref *ref, xatt
             e->pass = 0;
     }
     return st;
+}
+
+/* ---- memory estimate ------------------------------------------------------- */
+
+void xattn_case_mem_estimate(const xattn_case *c, xattn_algo algo, int check, double check_limit,
+                             int threads, xattn_case_mem *m)
+{
+    memset(m, 0, sizeof *m);
+    const double qs = (double)xattn_dtype_size(c->dtype),
+                 ks = (double)xattn_dtype_size(c->kv_dtype);
+    const double B = (double)c->batch, Hq = (double)c->heads, Hkv = (double)c->kv_heads;
+    const double D = (double)c->head_dim, Dv = (double)c->head_dim_v;
+    /* Tokens of the tensors (xattn_case_setup): padded B x S, or packed sums. */
+    double tq = B * (double)c->sq, tk = B * (double)c->sk, pairs = 0, pairs0 = 0, lq0 = 0, lk0 = 0;
+    if (c->varlen && c->seqlens_q && c->seqlens_k) {
+        tq = tk = 0;
+        for (int64_t b = 0; b < c->batch; b++) {
+            tq += c->seqlens_q[b];
+            tk += c->seqlens_k[b];
+        }
+    }
+    for (int64_t b = 0; b < c->batch; b++) {
+        double lq = c->seqlens_q ? c->seqlens_q[b] : (double)c->sq;
+        double lk = c->seqlens_k ? c->seqlens_k[b] : (double)c->sk;
+        pairs += lq * lk;
+        if (b == 0) {
+            pairs0 = lq * lk;
+            lq0 = lq;
+            lk0 = lk;
+        }
+    }
+    const double q = tq * Hq * D * qs, k = tk * Hkv * D * ks, v = tk * Hkv * Dv * ks;
+    const double o = tq * Hq * Dv * qs, lse = c->lse ? tq * Hq * 4 : 0;
+    const double bias = c->bias ? Hq * (double)c->sq * (double)c->sk * 4 : 0;
+    m->tensors = q + k + v + o + lse + bias;
+    m->staging = fmax(fmax(q, k), fmax(v, bias));
+
+    if (algo == XATTN_ALGO_AUTO) /* the library's rule: split-KV for decode shapes, else FLASH */
+        algo = c->sq <= 8 && c->sk >= 512 ? XATTN_ALGO_SPLITKV : XATTN_ALGO_FLASH;
+    const double rows = B * Hq * (double)c->sq;
+    if (algo == XATTN_ALGO_NAIVE) {
+        m->workspace = rows * (double)c->sk * 4;
+    } else if (algo == XATTN_ALGO_SPLITKV) {
+        /* Partial O and LSE of every row in every chunk; chunks of at least 256
+         * keys, about two per thread over the (sequence, KV head) work items. */
+        double splits = c->num_splits;
+        if (splits <= 0) {
+            double units = B * Hkv > 0 ? B * Hkv : 1;
+            splits = fmin(ceil(2.0 * (threads > 0 ? threads : 1) / units), (double)c->sk / 256);
+        }
+        m->workspace = fmax(splits, 1) * rows * (Dv + 1) * 4;
+    }
+
+    if (!check)
+        return;
+    /* xattn_case_ref_compute's choice: the whole case, sequence 0 x the g query
+     * heads of KV head 0, or nothing; then it holds every input it reads (the
+     * span of each view) and its outputs in double, and xattn_case_check reads
+     * the whole O back. */
+    const double g = Hkv > 0 ? Hq / Hkv : Hq;
+    const double full = 2.0 * pairs * Hq * (D + Dv), part = 2.0 * pairs0 * g * (D + Dv);
+    double ein, eout;
+    if (full <= check_limit) {
+        ein = (q / qs) + (k + v) / ks + bias / 4;
+        eout = tq * Hq * (Dv + (c->lse ? 1 : 0));
+    } else if (part <= check_limit && part < full) {
+        /* The views keep their strides: a sequence's rows of every head. */
+        ein =
+            lq0 * Hq * D + lk0 * Hkv * (D + Dv) + (c->bias ? g * (double)c->sq * (double)c->sk : 0);
+        eout = lq0 * g * (Dv + (c->lse ? 1 : 0));
+    } else {
+        return;
+    }
+    m->reference = 8.0 * (ein + eout) + fmax(o, fmax(q, fmax(k, v)));
+}
+
+double xattn_case_mem_peak(const xattn_case_mem *m)
+{
+    return m->tensors + fmax(m->staging, fmax(m->workspace, m->reference));
 }
 
 double xattn_case_dense_flops(const xattn_case *c)

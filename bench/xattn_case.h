@@ -35,6 +35,11 @@ void xattn_case_defaults(xattn_case *c);
 /* "B1 H8/8 Sq128 Sk128 D64 f32 causal-br": the case key of bench results
  * (every option that changes the problem, never the algorithm). */
 void xattn_case_describe(const xattn_case *c, char *out, size_t n);
+/* What the lengths part of the key means, for a case with per-sequence
+ * lengths ("padded69/69#b92d: 4 sequences padded to the longest, 69 query and
+ * 69 key tokens in all ...; #b92d is a fingerprint of the lengths ...").
+ * Returns 1, or 0 (out untouched) for a case without them. */
+int xattn_case_lengths_legend(const xattn_case *c, char *out, size_t n);
 /* The same with the lengths (Sq, Sk) left out: the family that a chart draws
  * as one set of lines against the sequence length. */
 void xattn_case_family(const xattn_case *c, char *out, size_t n);
@@ -86,6 +91,29 @@ typedef struct xattn_case_error {
 /* Reads O (and LSE) back from r and compares the part that ref checked. The
  * reference may come from another backend's run of the same case. */
 xattn_status xattn_case_check(xattn_case_run *r, const xattn_case_ref *ref, xattn_case_error *e);
+
+/* What running a case needs, in bytes (doubles: a case may ask for more
+ * than 2^64), so that a command can refuse or skip it before allocating:
+ * under Linux's overcommit an allocation that does not fit may succeed and
+ * the process be killed later, when its pages are touched. */
+typedef struct xattn_case_mem {
+    double tensors;   /* q, k, v, o (and lse, bias) on the device, for the whole run */
+    double staging;   /* host: the largest copy made while filling them (freed after) */
+    double workspace; /* device, during each call: NAIVE's B*Hq*Sq*Sk*4-byte score matrix;
+                       * SPLITKV's partials (an estimate); FLASH: small, not counted */
+    double reference; /* host, after the calls: the double-precision reference of what
+                       * --check covers (whole case or sub-batch; 0 when skipped or off) */
+} xattn_case_mem;
+
+/* Estimates what xattn_case_setup, the calls of algo (AUTO: what AUTO picks)
+ * and, when check is on, xattn_case_ref_compute with check_limit and
+ * xattn_case_check need. threads: the device's compute units (SPLITKV's
+ * split count). The peak is tensors + the largest of the other three: they
+ * are not held at the same time. */
+void xattn_case_mem_estimate(const xattn_case *c, xattn_algo algo, int check, double check_limit,
+                             int threads, xattn_case_mem *m);
+/* tensors + max(staging, workspace, reference). */
+double xattn_case_mem_peak(const xattn_case_mem *m);
 
 /* Dense (2*B*Hq*Sq*Sk*(D+Dv)) FLOPs of the case's rectangle. */
 double xattn_case_dense_flops(const xattn_case *c);

@@ -147,6 +147,10 @@ typedef struct xattn_cli_opts {
     int n_files;
     const char *files[XATTN_CLI_MAX_FILES];
     int fail_on_slower;
+
+    /* bench --ab OLD_XATTN: the A/B re-measurement against another build */
+    const char *ab_old;
+    int ab_rounds; /* pairs of runs per cell (default 5) */
 } xattn_cli_opts;
 
 /* Command name ("bench") -> enum; XATTN_CLI_NONE when unknown. */

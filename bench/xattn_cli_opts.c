@@ -80,7 +80,9 @@ enum {
     O_VERBOSE,
     O_FAIL_ON_SLOWER,
     O_CPU_SIMD,
-    O_CASES
+    O_CASES,
+    O_AB,
+    O_AB_ROUNDS
 };
 
 typedef struct xattn__flag {
@@ -145,6 +147,8 @@ static const xattn__flag xattn__flags[] = {
     {"filter", required_argument, O_FILTER, XATTN__CHECK},
     {"verbose", no_argument, O_VERBOSE, XATTN__CHECK},
     {"fail-on-slower", no_argument, O_FAIL_ON_SLOWER, XATTN__CMP},
+    {"ab", required_argument, O_AB, XATTN__BENCH},
+    {"ab-rounds", required_argument, O_AB_ROUNDS, XATTN__BENCH},
 };
 #define XATTN__NFLAGS (sizeof xattn__flags / sizeof xattn__flags[0])
 
@@ -347,6 +351,7 @@ static void xattn__defaults(xattn_cli_opts *o, xattn_cli_cmd cmd)
     o->out_dir = "xattn-results";
     o->progress = -1;
     o->metric = XATTN_METRIC_TIME;
+    o->ab_rounds = 5;
 }
 
 /* Applies one flag. Returns 0 or XATTN_EXIT_USAGE with err set. */
@@ -616,6 +621,16 @@ static int xattn__apply(xattn_cli_opts *o, int id, const char *name, const char 
     case O_FILTER: o->filter = arg; return 0;
     case O_VERBOSE: o->verbose = 1; return 0;
     case O_FAIL_ON_SLOWER: o->fail_on_slower = 1; return 0;
+    case O_AB:
+        if (!*arg)
+            return xattn__fail(err, errlen, "--ab: empty path (expected another xattn binary)");
+        o->ab_old = arg;
+        return 0;
+    case O_AB_ROUNDS:
+        if (xattn_parse_i64(arg, 1, 1000, &v))
+            return xattn__fail(err, errlen, "--ab-rounds: '%s' is not an integer in 1..1000", arg);
+        o->ab_rounds = (int)v;
+        return 0;
     }
     return xattn__fail(err, errlen, "internal: unhandled flag --%s", name);
 }
@@ -682,6 +697,8 @@ static int xattn__validate(xattn_cli_opts *o, char *err, size_t errlen)
         return xattn__fail(err, errlen,
                            "bench: --cases FILE brings its own cases: it takes no --preset and no "
                            "case flags (--dtype, --sq, --causal, ...)");
+    if (o->ab_rounds != 5 && !o->ab_old)
+        return xattn__fail(err, errlen, "bench: --ab-rounds needs --ab OLD_XATTN");
     if (o->preset && (o->given & XATTN_GIVEN_LENGTHS))
         return xattn__fail(err, errlen,
                            "bench: --lengths replaces a preset's lengths only "
@@ -958,6 +975,11 @@ static const char xattn__help_bench[] =
     "  --out DIR                        output folder (default xattn-results)\n"
     "  --chart time|gflops              the chart's y axis (default time)\n"
     "  --progress / --no-progress       progress bar on stderr (default: when a terminal)\n"
+    "A/B re-measurement (instead of the cells above; writes DIR/ab.json):\n"
+    "  --ab OLD_XATTN                   every cell timed with OLD_XATTN and with this xattn,\n"
+    "                                   alternating run by run ('xattn run --reps MIN_REPS'\n"
+    "                                   each), judged on the paired ratios new/old\n"
+    "  --ab-rounds N                    pairs per cell (default 5, the fewest that can judge)\n"
     "exit status: 0 ok, 1 a cell failed or disagreed with the reference, 2 bad command line\n";
 
 static const char xattn__help_check[] =
@@ -978,7 +1000,9 @@ static const char xattn__help_compare[] =
     "  Matches the cells of xattn bench result files (same backend, device index, algorithm\n"
     "  and case) and prints the ratio of each file's median to the first file's. A change\n"
     "  is real only when the two [min, p90] intervals do not overlap and the ratio is\n"
-    "  beyond both runs' relative spread; otherwise it is within noise.\n"
+    "  beyond both runs' relative spread; otherwise it is within noise. The drift of the\n"
+    "  machine between two separate runs is not measured (each file's load is shown): to\n"
+    "  measure a change, alternate the builds cell by cell with xattn bench --ab OLD_XATTN.\n"
     "  --svg FILE          a chart of the ratios\n"
     "  --csv FILE          the table as CSV\n"
     "  --fail-on-slower    exit 1 when a cell is really slower than in A\n"

@@ -10,134 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xattn_tool.h"
-
-typedef struct xattn__adv_algo {
-    xattn_algo algo;
-    int ok;
-    char error[256];
-    xattn_cell cell;
-} xattn__adv_algo;
-
-typedef struct xattn__adv_dev {
-    xattn_target t;
-    int opened;
-    char error[256];
-    xattn__adv_algo a[3];
-    int best; /* index into a, -1 none */
-    int has_packed;
-    xattn_cell packed; /* FLASH on the packed batch */
-    char packed_error[256];
-    double fma, bw; /* ceilings used for the roofline (0 unknown) */
-    int roof_ok;
-    xattn_roofline roof;     /* the best algorithm's executed work / actual bytes */
-    xattn_roofline roof_min; /* useful work / minimum bytes (the shape itself) */
-    char advice[1024];
-} xattn__adv_dev;
-
-static const char *xattn__algo_word(xattn_algo a)
-{
-    return a == XATTN_ALGO_NAIVE ? "naive" : a == XATTN_ALGO_FLASH ? "flash" : "split-KV";
-}
-
-static void xattn__advice(const xattn_case *c, const xattn_waste *w, int has_lengths,
-                          xattn__adv_dev *d)
-{
-    char *s = d->advice;
-    size_t n = sizeof d->advice, k = 0;
-#define XATTN__SAY(...)                                                                            \
-    do {                                                                                           \
-        if (k < n)                                                                                 \
-            k += (size_t)snprintf(s + k, n - k, __VA_ARGS__);                                      \
-    } while (0)
-    if (d->best < 0) {
-        XATTN__SAY("No algorithm ran on this device: %s", d->a[1].error);
-        return;
-    }
-    const xattn__adv_algo *b = &d->a[d->best];
-    XATTN__SAY("Use %s", xattn__algo_word(b->algo));
-    int first = 1;
-    for (int i = 0; i < 3; i++) {
-        const xattn__adv_algo *o = &d->a[i];
-        if (i == d->best)
-            continue;
-        if (!o->ok) {
-            XATTN__SAY("%s %s did not run (%s)", first ? ":" : ";", xattn__algo_word(o->algo),
-                       o->error);
-            first = 0;
-            continue;
-        }
-        double r = o->cell.t.median / b->cell.t.median;
-        XATTN__SAY("%s %.2fx faster than %s", first ? ":" : ",", r, xattn__algo_word(o->algo));
-        first = 0;
-    }
-    XATTN__SAY(".");
-    const xattn__adv_algo *naive = &d->a[0];
-    if (naive->ok && b->algo != XATTN_ALGO_NAIVE) {
-        char ws[32], wb[32];
-        xattn_fmt_bytes((double)naive->cell.info.workspace_bytes, ws, sizeof ws);
-        xattn_fmt_bytes((double)b->cell.info.workspace_bytes, wb, sizeof wb);
-        if (naive->cell.info.workspace_bytes > b->cell.info.workspace_bytes)
-            XATTN__SAY(" Naive also materializes the B*Hq*Sq*Sk score matrix: %s of workspace "
-                       "against %s.",
-                       ws, wb);
-        else
-            XATTN__SAY(" At this size naive's score matrix (%s) is still smaller than %s's "
-                       "workspace (%s), but it grows with Sq*Sk.",
-                       ws, xattn__algo_word(b->algo), wb);
-    }
-    if (b->algo == XATTN_ALGO_SPLITKV)
-        XATTN__SAY(" Split-KV pays off here because there are few query rows (Sq = %lld) for %lld "
-                   "keys: its chunks keep every core busy.",
-                   (long long)c->sq, (long long)c->sk);
-    else if (c->sq <= 8 && c->sk >= 256 && d->a[2].ok)
-        XATTN__SAY(" Split-KV does not pay off at Sq = %lld, Sk = %lld on this device.",
-                   (long long)c->sq, (long long)c->sk);
-    if (d->roof_ok) {
-        const xattn_roofline *r = &d->roof;
-        double pct = b->cell.pct_fma >= 0 ? b->cell.pct_fma : -1;
-        if (r->compute_bound)
-            XATTN__SAY(" The call is compute-bound (%.1f FLOP/byte executed, above the ridge at "
-                       "%.1f)%s",
-                       r->intensity, r->ridge,
-                       pct >= 0 ? ""
-                                : "; faster arithmetic (more cores, f16/bf16 tensor paths) "
-                                  "is what helps.");
-        else
-            XATTN__SAY(" The call is memory-bound (%.1f FLOP/byte executed, below the ridge at "
-                       "%.1f): bandwidth and fewer bytes (16-bit K/V, GQA) are what help.",
-                       r->intensity, r->ridge);
-        if (pct >= 0)
-            XATTN__SAY(r->compute_bound ? " and runs at %.0f%% of the FMA ceiling%s."
-                                        : " It runs "
-                                          "at %.0f%% "
-                                          "of the FMA "
-                                          "ceiling%s.",
-                       pct,
-                       pct < 25 ? ": there is headroom in the kernel or the shape is too "
-                                  "small to fill the device"
-                                : "");
-    } else {
-        XATTN__SAY(" Roofline unknown: no ceilings for this device (run '%s devices --measure').",
-                   xattn_prog);
-    }
-    if (has_lengths && w->pair_waste > 0.0) {
-        XATTN__SAY(" %.0f%% of the padded batch's attention pairs are padding",
-                   100 * w->pair_waste);
-        if (d->has_packed && d->packed.t.median > 0 && b->cell.t.median > 0 && d->a[1].ok) {
-            double r = d->a[1].cell.t.median / d->packed.t.median;
-            if (r > 1.05)
-                XATTN__SAY(": packing the batch (varlen, cu_seqlens) made flash %.2fx faster.", r);
-            else
-                XATTN__SAY(", but packing (varlen) did not make flash faster here (%.2fx): its "
-                           "tiles already skip the padded keys.",
-                           r);
-        } else {
-            XATTN__SAY("; pack the batch (varlen) to skip them.");
-        }
-    }
-#undef XATTN__SAY
-}
+#include "xattn_advice.h"
 
 int xattn_cmd_advise(const xattn_cli_opts *o)
 {
@@ -155,16 +28,26 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
     memset(&w, 0, sizeof w);
     if (has_lengths)
         xattn_padding_waste(lq, lk, (int)c.batch, c.sq, c.sk, &w);
+    if (o->json_path && xattn_out_probe("--json", o->json_path, NULL, err, sizeof err)) {
+        fprintf(stderr, "%s: advise: %s\n", xattn_prog, err);
+        free(lq);
+        free(lk);
+        return XATTN_EXIT_USAGE;
+    }
     xattn_target targets[32];
     int nt = xattn_targets_select(o, targets, 32, stdout);
     if (nt == 0) {
-        fprintf(stderr, "%s: advise: no available device among the backends asked for\n",
-                xattn_prog);
+        int usage = xattn_targets_bad_device(o, err, sizeof err);
+        if (usage)
+            fprintf(stderr, "%s: advise: %s\n", xattn_prog, err);
+        else
+            fprintf(stderr, "%s: advise: no available device among the backends asked for\n",
+                    xattn_prog);
         free(lq);
         free(lk);
-        return XATTN_EXIT_FAIL;
+        return usage ? XATTN_EXIT_USAGE : XATTN_EXIT_FAIL;
     }
-    xattn__adv_dev *devs = calloc((size_t)nt, sizeof *devs);
+    xattn_advise_dev *devs = calloc((size_t)nt, sizeof *devs);
     if (!devs) {
         free(lq);
         free(lk);
@@ -186,7 +69,7 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
     static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
     int failures = 0;
     for (int ti = 0; ti < nt; ti++) {
-        xattn__adv_dev *d = &devs[ti];
+        xattn_advise_dev *d = &devs[ti];
         d->t = targets[ti];
         d->best = -1;
         char dname[32];
@@ -235,7 +118,7 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
         double mem =
             d->t.info.global_mem_bytes ? (double)d->t.info.global_mem_bytes : 16.0 * 1073741824.0;
         for (int ai = 0; ai < 3; ai++) {
-            xattn__adv_algo *a = &d->a[ai];
+            xattn_advise_algo *a = &d->a[ai];
             a->algo = algos[ai];
             if (algos[ai] == XATTN_ALGO_NAIVE && scores > mem / 4) {
                 char s1[32];
@@ -295,8 +178,9 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
 
         printf("  %-9s %10s %7s %10s %10s %10s %10s %9s\n", "algo", "median ms", "spread",
                "GFLOP/s", "workspace", "peak mem", "FLOP/byte", "%FMA");
+        int flagged = 0;
         for (int ai = 0; ai < 3; ai++) {
-            const xattn__adv_algo *a = &d->a[ai];
+            const xattn_advise_algo *a = &d->a[ai];
             if (!a->ok) {
                 printf("  %-9s %s\n", xattn_algo_name(a->algo), a->error);
                 continue;
@@ -304,14 +188,21 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
             char ws[32], pk[32], pf[16];
             xattn_fmt_bytes((double)a->cell.info.workspace_bytes, ws, sizeof ws);
             xattn_fmt_bytes((double)a->cell.peak_bytes, pk, sizeof pk);
-            if (a->cell.pct_fma >= 0)
-                snprintf(pf, sizeof pf, "%.1f", a->cell.pct_fma);
-            else
-                snprintf(pf, sizeof pf, "-");
+            xattn_fmt_pct(a->cell.pct_fma, pf, sizeof pf);
+            flagged += xattn_stats_over_ceiling(a->cell.pct_fma);
             printf("  %-9s %10.4f %6.1f%% %10.2f %10s %10s %10.2f %9s%s\n",
                    xattn_algo_name(a->algo), a->cell.t.median, 100 * a->cell.t.spread,
                    a->cell.gflops_useful, ws, pk, a->cell.intensity, pf,
                    ai == d->best ? "  <- fastest" : "");
+        }
+        if (flagged)
+            printf("  !        %s\n", XATTN_MODEL_ERROR_NOTE);
+        if (d->best >= 0 && d->a[d->best].cell.has_rec) {
+            const xattn_record *br = &d->a[d->best].cell.rec;
+            printf("  kernel   %s: %s%s; executed work (FLOP/byte, %%FMA) %s\n",
+                   xattn_algo_name(d->a[d->best].algo), br->kernel[0] ? br->kernel : "(not said)",
+                   br->matrix_units ? " on matrix units" : "",
+                   br->work_counted ? "counted by the kernels" : "modelled from the tile sizes");
         }
         if (has_lengths) {
             if (d->has_packed)
@@ -335,7 +226,7 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
             printf("  roofline unknown: no ceilings for this device (run '%s devices --measure' "
                    "or advise --measure-ceilings)\n",
                    xattn_prog);
-        xattn__advice(&c, &w, has_lengths, d);
+        xattn_advise_text(&c, &w, has_lengths, d);
         printf("  advice   %s\n", d->advice);
         fflush(stdout);
     }
@@ -370,14 +261,14 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
             }
             fprintf(f, ",\n  \"devices\": [");
             for (int ti = 0; ti < nt; ti++) {
-                const xattn__adv_dev *d = &devs[ti];
+                const xattn_advise_dev *d = &devs[ti];
                 fprintf(f,
                         "%s\n    {\"backend\": \"%s\", \"device\": %d, \"name\": ", ti ? "," : "",
                         xattn_backend_name(d->t.backend), d->t.device);
                 xattn_json_str(f, d->t.info.name);
                 fprintf(f, ", \"algos\": [");
                 for (int ai = 0; ai < 3; ai++) {
-                    const xattn__adv_algo *a = &d->a[ai];
+                    const xattn_advise_algo *a = &d->a[ai];
                     fprintf(f, "%s{\"algo\": \"%s\", \"ok\": %s, ", ai ? ", " : "",
                             xattn_algo_name(algos[ai]), a->ok ? "true" : "false");
                     if (a->ok) {
@@ -391,6 +282,22 @@ int xattn_cmd_advise(const xattn_cli_opts *o)
                                 (unsigned long long)a->cell.info.workspace_bytes,
                                 (unsigned long long)a->cell.peak_bytes);
                         xattn_json_num(f, a->cell.intensity);
+                        fprintf(f, ", \"pct_fma_ceiling\": ");
+                        if (a->cell.pct_fma >= 0)
+                            xattn_json_num(f, a->cell.pct_fma);
+                        else
+                            fputs("null", f);
+                        fprintf(f, ", \"model_errors\": [%s], \"kernel\": ",
+                                xattn_stats_over_ceiling(a->cell.pct_fma) ? "\"pct_fma_ceiling\""
+                                                                          : "");
+                        if (a->cell.has_rec && a->cell.rec.kernel[0])
+                            xattn_json_str(f, a->cell.rec.kernel);
+                        else
+                            fputs("null", f);
+                        fprintf(f, ", \"work_counted\": %s",
+                                !a->cell.has_rec           ? "null"
+                                : a->cell.rec.work_counted ? "true"
+                                                           : "false");
                         fprintf(f, ", \"error\": null}");
                     } else {
                         fprintf(f, "\"median_ms\": null, \"error\": ");

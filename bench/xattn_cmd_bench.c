@@ -89,71 +89,6 @@ static int xattn__merge_traces(const xattn__trace_part *parts, int n, const char
 #endif
 }
 
-/* ---- the table ------------------------------------------------------------------ */
-
-static const char *xattn__check_cell(const xattn_bench_result *r)
-{
-    const char *c = xattn_bench_check_name(r);
-    if (!strcmp(c, "pass"))
-        return r->ref_mode == XATTN_REF_SUB ? "ok*" : "ok";
-    if (!strcmp(c, "fail"))
-        return "FAIL";
-    if (!strcmp(c, "skipped"))
-        return "skip";
-    return "-";
-}
-
-static void xattn__table_header(int casew)
-{
-    printf("%-9s %-8s %3s %-*s %5s %10s %7s %10s %9s %8s %6s %6s %10s %8s %s\n", "device", "algo",
-           "thr", casew, "case", "reps", "median ms", "spread", "p90 ms", "GFLOP/s", "GB/s", "%FMA",
-           "%BW", "peak mem", "rel err", "check");
-}
-
-static void xattn__pct(double v, char *out, size_t n)
-{
-    if (v >= 0)
-        snprintf(out, n, "%.1f", v);
-    else
-        snprintf(out, n, "-");
-}
-
-static void xattn__table_row(const xattn_bench_report *rep, const xattn_bench_result *r, int casew)
-{
-    const xattn_bench_device *d = &rep->devices[r->device];
-    char dev[32];
-    xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
-    const char *key = rep->cases[r->case_idx].key;
-    char thr[16];
-    if (r->threads > 0)
-        snprintf(thr, sizeof thr, "%d", r->threads);
-    else
-        snprintf(thr, sizeof thr, "-");
-    if (r->status != XATTN_CELL_OK && r->cell.t.n == 0) {
-        printf("%-9s %-8s %3s %-*s %s: %s\n", dev, xattn_algo_name(r->algo), thr, casew, key,
-               xattn_cell_status_name(r->status), r->error);
-        return;
-    }
-    const xattn_cell *c = &r->cell;
-    char pk[32], fma[16], bw[16], err[16];
-    xattn_fmt_bytes((double)c->peak_bytes, pk, sizeof pk);
-    xattn__pct(c->pct_fma, fma, sizeof fma);
-    xattn__pct(c->pct_bw, bw, sizeof bw);
-    if (r->err.checked)
-        snprintf(err, sizeof err, "%.1e", r->err.rel_l2);
-    else
-        snprintf(err, sizeof err, "-");
-    char algo[32];
-    if (r->algo == XATTN_ALGO_AUTO) /* what AUTO chose */
-        snprintf(algo, sizeof algo, "auto:%s", xattn_algo_name(c->info.algo_chosen));
-    else
-        snprintf(algo, sizeof algo, "%s", xattn_algo_name(r->algo));
-    printf("%-9s %-8s %3s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %6s %10s %8s %s%s%s\n",
-           dev, algo, thr, casew, key, c->t.n, c->t.median, 100.0 * c->t.spread,
-           c->converged ? " " : "~", c->t.p90, c->gflops_useful, c->gbytes_per_s, fma, bw, pk, err,
-           xattn__check_cell(r), r->error[0] ? "  " : "", r->error);
-}
-
 /* The thread-scaling block after the table (rep->scaling filled). */
 static void xattn__scaling_print(const xattn_bench_report *rep, int casew)
 {
@@ -170,8 +105,8 @@ static void xattn__scaling_print(const xattn_bench_report *rep, int casew)
         char dev[32], thr[32], p0[16], p1[16];
         xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
         snprintf(thr, sizeof thr, "%d -> %d", sc->threads_base, sc->threads);
-        xattn__pct(sc->pct_fma_per_thread_base, p0, sizeof p0);
-        xattn__pct(sc->pct_fma_per_thread, p1, sizeof p1);
+        xattn_fmt_pct(sc->pct_fma_per_thread_base, p0, sizeof p0);
+        xattn_fmt_pct(sc->pct_fma_per_thread, p1, sizeof p1);
         printf("%-9s %-8s %-*s %9s %10.4f %10.4f %7.2fx %5.0f%% %11s %7s\n", dev,
                xattn_algo_name(sc->algo), casew, rep->cases[sc->case_idx].key, thr, sc->base_ms,
                sc->ms, sc->speedup, 100.0 * sc->efficiency, p0, p1);
@@ -223,7 +158,7 @@ static void xattn__per_thread(xattn_bench_result *r)
 }
 
 /* The algorithms of a case: --algo, else its preset family's, else naive, flash, splitkv. */
-static int xattn__case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out)
+int xattn_bench_case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc, xattn_algo *out)
 {
     int n = 0;
     if (o->n_algos)
@@ -243,8 +178,8 @@ static int xattn__case_algos(const xattn_cli_opts *o, const xattn_bench_case *bc
 /* The thread counts a case runs with on a device: --threads, else its preset
  * family's, else all; 0 resolved to the device's compute units, repeats
  * dropped. Threads are a CPU setting: any other device gets one entry, 0. */
-static int xattn__case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
-                               const xattn_target *t, int *out)
+int xattn_bench_case_threads(const xattn_cli_opts *o, const xattn_bench_case *bc,
+                             const xattn_target *t, int *out)
 {
     if (t->backend != XATTN_BACKEND_CPU) {
         out[0] = 0;
@@ -314,11 +249,17 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     rep.preset = preset;
     xattn_command_line(argc, argv, rep.command_line, sizeof rep.command_line);
     xattn_utc_now(rep.created, sizeof rep.created);
+    xattn_load_read(rep.load_start);
+    rep.cpus = xattn_cpus_online();
     xattn_host_describe(rep.host, sizeof rep.host, rep.os, sizeof rep.os);
 
     xattn_target targets[XATTN__MAX_TARGETS];
     int nt = xattn_targets_select(o, targets, XATTN__MAX_TARGETS, stdout);
     if (nt == 0) {
+        if (xattn_targets_bad_device(o, err, sizeof err)) {
+            fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+            return XATTN_EXIT_USAGE;
+        }
         fprintf(stderr, "%s: bench: no available device among the backends asked for\n",
                 xattn_prog);
         return XATTN_EXIT_FAIL;
@@ -358,11 +299,11 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     int cells = 0, n_algo_total = 0;
     for (int ci = 0; ci < nc; ci++) {
         xattn_algo al[XATTN_ALGO_COUNT];
-        int na = xattn__case_algos(o, &cases[ci], al);
+        int na = xattn_bench_case_algos(o, &cases[ci], al);
         n_algo_total += na;
         for (int ti = 0; ti < nt; ti++) {
             int th[XATTN_CLI_MAX_LIST];
-            cells += na * xattn__case_threads(o, &cases[ci], &targets[ti], th);
+            cells += na * xattn_bench_case_threads(o, &cases[ci], &targets[ti], th);
         }
     }
     if (xattn_mkdir(o->out_dir)) {
@@ -372,6 +313,25 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
         xattn_cases_file_free(&cf);
         free(cases);
         return XATTN_EXIT_USAGE;
+    }
+    {
+        /* The folder may exist and not be writable: find out before the cells run. */
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/%s", o->out_dir, o->ab_old ? "ab.json" : "results.json");
+        if (xattn_out_probe("--out", probe, NULL, err, sizeof err)) {
+            fprintf(stderr, "%s: bench: %s\n", xattn_prog, err);
+            xattn_bench_cases_free(cases, nc);
+            free(cases);
+            return XATTN_EXIT_USAGE;
+        }
+    }
+    if (o->ab_old) { /* the A/B re-measurement instead of the cells */
+        if (preset && (scale != 1.0 || xattn_preset_model_sized(preset)))
+            printf("lengths  scale %g%s\n", scale, scale_why);
+        int rc = xattn_bench_ab(o, preset, rep.command_line, targets, nt, cases, nc, cells);
+        xattn_bench_cases_free(cases, nc);
+        free(cases);
+        return rc;
     }
 
     xattn_bench_device *devs = calloc((size_t)nt, sizeof *devs);
@@ -408,7 +368,8 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     int uniform = 1;
     for (int ci = 1; ci < nc; ci++) {
         xattn_algo a0[XATTN_ALGO_COUNT], a1[XATTN_ALGO_COUNT];
-        uniform &= xattn__case_algos(o, &cases[0], a0) == xattn__case_algos(o, &cases[ci], a1);
+        uniform &=
+            xattn_bench_case_algos(o, &cases[0], a0) == xattn_bench_case_algos(o, &cases[ci], a1);
     }
     int per_case_algos = nc ? n_algo_total / nc : 0;
     char algo_txt[48], thr_txt[160] = "";
@@ -444,6 +405,13 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
            "reference %s\n",
            o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget,
            o->check ? "on (once per case, reused by every device and algorithm)" : "off");
+    for (int ci = 0, shown = 0; ci < nc && shown < 8; ci++) { /* what padded69/69#b92d means */
+        char legend[400];
+        if (xattn_case_lengths_legend(&cases[ci].c, legend, sizeof legend)) {
+            printf("lengths  %s\n", legend);
+            shown++;
+        }
+    }
     if (o->check && o->check_limit != xattn_cli_default_check_limit(XATTN_CLI_BENCH))
         printf("check    --check-limit %g FLOPs%s\n", o->check_limit,
                (o->given & XATTN_GIVEN_CHECK_LIMIT) ? "" : " (the preset's)");
@@ -479,9 +447,9 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
             printf("%-9s cannot be used: %s\n", dname, bd->error);
             for (int ci = 0; ci < nc; ci++) {
                 xattn_algo algos[XATTN_ALGO_COUNT];
-                int na = xattn__case_algos(o, &cases[ci], algos);
+                int na = xattn_bench_case_algos(o, &cases[ci], algos);
                 int th[XATTN_CLI_MAX_LIST];
-                int nth = xattn__case_threads(o, &cases[ci], &bd->t, th);
+                int nth = xattn_bench_case_threads(o, &cases[ci], &bd->t, th);
                 for (int hi = 0; hi < nth; hi++)
                     for (int ai = 0; ai < na; ai++) {
                         xattn_bench_result *r = &results[nr++];
@@ -509,22 +477,37 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                    "--measure-ceilings)\n",
                    dname, bd->t.info.name, xattn_prog);
         if (ti == 0 || !devs[ti - 1].opened)
-            xattn__table_header(casew);
+            xattn_bench_table_header(stdout, casew);
         fflush(stdout);
 
         for (int ci = 0; ci < nc; ci++) {
             xattn_bench_case *bc = &cases[ci];
             xattn_case_run run;
-            xattn_status sst = xattn_case_setup(ctx, &bc->c, &run);
+            memset(&run, 0, sizeof run);
+            /* Inputs and outputs that do not fit the memory available: the case's
+             * cells are skipped, and nothing is allocated (an allocation beyond it
+             * may succeed and the OOM killer end the run when its pages are touched). */
+            char mem_skip[320] = "";
+            xattn_mem_room room;
+            xattn_case_mem cm;
+            xattn_mem_room_read(ctx, &bd->t, &room);
+            xattn_case_mem_estimate(&bc->c, XATTN_ALGO_FLASH, 0, 0, bd->t.info.compute_units, &cm);
+            char why[200];
+            if (xattn_mem_fits(&room, cm.tensors, cm.staging, "its inputs and outputs", why,
+                               sizeof why))
+                snprintf(mem_skip, sizeof mem_skip, "%s", why);
+            xattn_status sst =
+                mem_skip[0] ? XATTN_STATUS_OUT_OF_MEMORY : xattn_case_setup(ctx, &bc->c, &run);
             if (sst == XATTN_STATUS_OK)
                 sst = xattn_attention_check(ctx, &run.desc);
             char setup_error[384] = "";
             if (sst != XATTN_STATUS_OK)
-                snprintf(setup_error, sizeof setup_error, "%s", xattn_last_error());
+                snprintf(setup_error, sizeof setup_error, "%s",
+                         mem_skip[0] ? mem_skip : xattn_last_error());
             xattn_algo algos[XATTN_ALGO_COUNT];
-            int na = xattn__case_algos(o, bc, algos);
+            int na = xattn_bench_case_algos(o, bc, algos);
             int th[XATTN_CLI_MAX_LIST];
-            int nth = xattn__case_threads(o, bc, &bd->t, th);
+            int nth = xattn_bench_case_threads(o, bc, &bd->t, th);
             xattn_status tst = XATTN_STATUS_OK; /* the thread count applied */
             char thread_error[320] = "";
             for (int cell = 0; cell < nth * na; cell++) {
@@ -546,7 +529,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                     snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(algos[ai]),
                              bc->key);
                 xattn_progress_draw(&prog, label);
-                if (sst != XATTN_STATUS_OK || tst != XATTN_STATUS_OK) {
+                if (mem_skip[0]) {
+                    r->status = XATTN_CELL_SKIPPED;
+                    snprintf(r->error, sizeof r->error, "%s", mem_skip);
+                } else if (sst != XATTN_STATUS_OK || tst != XATTN_STATUS_OK) {
                     xattn_status bad = sst != XATTN_STATUS_OK ? sst : tst;
                     r->status = bad == XATTN_STATUS_UNSUPPORTED ? XATTN_CELL_UNSUPPORTED
                                                                 : XATTN_CELL_FAILED;
@@ -559,6 +545,12 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                                     (double)bc->c.sq * (double)bc->c.sk;
                     double mem = bd->t.info.global_mem_bytes ? (double)bd->t.info.global_mem_bytes
                                                              : 16.0 * 1073741824.0;
+                    /* ... and any algorithm whose workspace does not fit what is
+                     * available now, the case's buffers allocated. */
+                    xattn_case_mem wm;
+                    xattn_case_mem_estimate(&bc->c, algos[ai], 0, 0, th[hi] ? th[hi] : 1, &wm);
+                    xattn_mem_room_read(ctx, &bd->t, &room);
+                    char wwhy[200];
                     if (algos[ai] == XATTN_ALGO_NAIVE && scores > mem / 4) {
                         char s1[32], s2[32];
                         xattn_fmt_bytes(scores, s1, sizeof s1);
@@ -568,6 +560,13 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                                  "naive's score matrix would take %s, over a quarter of the "
                                  "device's %s",
                                  s1, s2);
+                    } else if (xattn_mem_fits(&room, wm.workspace, 0,
+                                              algos[ai] == XATTN_ALGO_NAIVE
+                                                  ? "naive's score matrix"
+                                                  : "the algorithm's workspace",
+                                              wwhy, sizeof wwhy)) {
+                        r->status = XATTN_CELL_SKIPPED;
+                        snprintf(r->error, sizeof r->error, "%s", wwhy);
                     } else {
                         run.desc.algo = algos[ai];
                         xattn_cell_opts co = {o->warmup,     o->min_reps,    o->reps,
@@ -587,6 +586,24 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                         if (mst == XATTN_STATUS_OK && o->check) {
                             r->check_on = 1;
                             xattn__ref_slot *slot = &refs[ci];
+                            xattn_case_mem rm;
+                            char rwhy[200];
+                            if (!slot->done) {
+                                /* A reference that does not fit is not computed: the
+                                 * cells of the case are not checked, and say why. */
+                                xattn_case_mem_estimate(&bc->c, algos[ai], 1, o->check_limit, 1,
+                                                        &rm);
+                                xattn_mem_room_read(ctx, &bd->t, &room);
+                                if (xattn_mem_fits(&room, 0, rm.reference, "the reference", rwhy,
+                                                   sizeof rwhy)) {
+                                    slot->done = 1;
+                                    slot->st = XATTN_STATUS_OK;
+                                    memset(&slot->ref, 0, sizeof slot->ref);
+                                    slot->ref.mode = XATTN_REF_SKIPPED;
+                                    snprintf(slot->ref.note, sizeof slot->ref.note,
+                                             "not checked: %.140s", rwhy);
+                                }
+                            }
                             if (!slot->done) {
                                 slot->done = 1;
                                 slot->st = xattn_case_ref_compute(&run, o->check_limit, &slot->ref);
@@ -623,7 +640,7 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                 failures += r->status == XATTN_CELL_FAILED;
                 prog.done++;
                 xattn_progress_clear(&prog);
-                xattn__table_row(&rep, r, casew);
+                xattn_bench_table_row(stdout, &rep, r, casew);
                 fflush(stdout);
             }
             xattn_case_teardown(&run); /* a no-op after a failed setup */
@@ -643,8 +660,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
     rep.n_results = nr;
     xattn_bench_scaling_compute(&rep);
     xattn__scaling_print(&rep, casew);
+    xattn_bench_table_notes(stdout, &rep);
     xattn_cases_summary_print(&rep, stdout);
     rep.wall_s = xattn_now_s() - wall0;
+    xattn_load_read(rep.load_end);
 
     int rc = failures ? XATTN_EXIT_FAIL : XATTN_EXIT_OK;
     char path[4096];
@@ -681,6 +700,10 @@ int xattn_cmd_bench(const xattn_cli_opts *o, int argc, char **argv)
                o->check_limit);
     if (skipped_ref)
         printf("skip     not checked: the reference is above --check-limit even for a sub-batch\n");
+    if (isfinite(rep.load_start[0]) && isfinite(rep.load_end[0]))
+        printf("load     %.2f at the start, %.2f at the end (1-minute load average, %d CPUs): "
+               "other work on the machine slows the cells down\n",
+               rep.load_start[0], rep.load_end[0], rep.cpus);
     printf("%d cells: %d ok, %d failed, %d unsupported, %d skipped; %.1f s; written to "
            "%s/{results.json,results.csv,chart.svg,%s}\n",
            nr, nr - failures - unsupported - skipped, failures, unsupported, skipped, rep.wall_s,

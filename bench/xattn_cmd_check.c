@@ -253,8 +253,17 @@ typedef struct xattn__check_cell {
 int xattn_cmd_check(const xattn_cli_opts *o)
 {
     xattn_target targets[32];
+    char perr[1200];
+    if (o->json_path && xattn_out_probe("--json", o->json_path, NULL, perr, sizeof perr)) {
+        fprintf(stderr, "%s: check: %s\n", xattn_prog, perr);
+        return XATTN_EXIT_USAGE;
+    }
     int nt = xattn_targets_select(o, targets, 32, stdout);
     if (nt == 0) {
+        if (xattn_targets_bad_device(o, perr, sizeof perr)) {
+            fprintf(stderr, "%s: check: %s\n", xattn_prog, perr);
+            return XATTN_EXIT_USAGE;
+        }
         fprintf(stderr, "%s: check: no available device among the backends asked for\n",
                 xattn_prog);
         return XATTN_EXIT_FAIL;

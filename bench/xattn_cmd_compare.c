@@ -26,145 +26,73 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
 }
 
 #else
-#include <jansson.h>
+#include "xattn_cmp.h"
 
-typedef struct xattn__cmp_cell {
-    char key[512];   /* "cpu:0|flash|B1 H8/2 ..." */
-    char device[32]; /* "cpu:0" */
-    char algo[16];
-    char label[320]; /* the case */
-    int threads;     /* CPU worker threads of the cell; 0 = not recorded (older files, GPUs) */
-    char shown[512]; /* "cpu:0 t2|flash|B1 ...": the chart's bar label */
-    int ok;          /* status ok with a median */
-    double median, min, p90, spread;
-} xattn__cmp_cell;
-
-typedef struct xattn__cmp_file {
-    const char *path;
-    char created[40], host[128], devices[512];
-    xattn__cmp_cell *cells;
-    int n;
-} xattn__cmp_file;
-
-static const char *xattn__jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
-}
-
-static double xattn__jnum(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-/* Loads a bench result file. Returns 0, or an exit status with err set. */
-static int xattn__load(const char *path, xattn__cmp_file *f, char *err, size_t errlen)
+/* Reads and parses one result file: 0, or an exit status with err set (2 for
+ * a file that cannot be read or is not a bench result file). */
+static int xattn__load(const char *path, xattn_cmp_file *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     f->path = path;
-    json_error_t je;
-    json_t *doc = json_load_file(path, 0, &je);
-    if (!doc) {
-        snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+    char *text = xattn_read_text(path, XATTN_CMP_MAX_BYTES, err, errlen);
+    if (!text)
         return XATTN_EXIT_USAGE;
-    }
-    const char *schema = xattn__jstr(doc, "schema");
-    if (strncmp(schema, "xattn.bench/1", 13) != 0) {
-        snprintf(err, errlen,
-                 "%s: not an xattn bench result (schema \"%s\", expected \"xattn.bench/1\"; "
-                 "bench writes it as DIR/results.json)",
-                 path, schema);
-        json_decref(doc);
-        return XATTN_EXIT_USAGE;
-    }
-    json_t *results = json_object_get(doc, "results");
-    if (!json_is_array(results)) {
-        snprintf(err, errlen, "%s: no \"results\" array", path);
-        json_decref(doc);
-        return XATTN_EXIT_USAGE;
-    }
-    snprintf(f->created, sizeof f->created, "%s", xattn__jstr(doc, "created_utc"));
-    snprintf(f->host, sizeof f->host, "%s", xattn__jstr(json_object_get(doc, "host"), "hostname"));
-    size_t k = 0;
-    json_t *d, *devs = json_object_get(doc, "devices");
-    size_t i;
-    json_array_foreach(devs, i, d)
-    {
-        if (k < sizeof f->devices)
-            k += (size_t)snprintf(f->devices + k, sizeof f->devices - k, "%s%s:%d %s",
-                                  i ? ", " : "", xattn__jstr(d, "backend"),
-                                  (int)json_integer_value(json_object_get(d, "device")),
-                                  xattn__jstr(d, "name"));
-    }
-    size_t n = json_array_size(results);
-    f->cells = calloc(n ? n : 1, sizeof *f->cells);
-    if (!f->cells) {
-        json_decref(doc);
-        snprintf(err, errlen, "out of memory");
-        return XATTN_EXIT_FAIL;
-    }
-    json_t *r;
-    json_array_foreach(results, i, r)
-    {
-        xattn__cmp_cell *c = &f->cells[f->n];
-        if (!json_is_object(r))
-            continue;
-        snprintf(c->device, sizeof c->device, "%s:%d", xattn__jstr(r, "backend"),
-                 (int)json_integer_value(json_object_get(r, "device")));
-        snprintf(c->algo, sizeof c->algo, "%s", xattn__jstr(r, "algo"));
-        snprintf(c->label, sizeof c->label, "%s", xattn__jstr(r, "case"));
-        json_t *th = json_object_get(r, "threads");
-        c->threads = json_is_integer(th) ? (int)json_integer_value(th) : 0;
-        if (c->threads > 0) /* "cpu:0 t2": the thread count is part of where it ran */
-            snprintf(c->device, sizeof c->device, "%s:%d t%d", xattn__jstr(r, "backend"),
-                     (int)json_integer_value(json_object_get(r, "device")), c->threads);
-        snprintf(c->key, sizeof c->key, "%s:%d|%s|%s", xattn__jstr(r, "backend"),
-                 (int)json_integer_value(json_object_get(r, "device")), c->algo, c->label);
-        snprintf(c->shown, sizeof c->shown, "%s|%s|%s", c->device, c->algo, c->label);
-        c->median = xattn__jnum(r, "median_ms");
-        c->min = xattn__jnum(r, "min_ms");
-        c->p90 = xattn__jnum(r, "p90_ms");
-        c->spread = xattn__jnum(r, "spread");
-        c->ok = !strcmp(xattn__jstr(r, "status"), "ok") && isfinite(c->median) &&
-                isfinite(c->min) && isfinite(c->p90);
-        if (!isfinite(c->spread))
-            c->spread = 0;
-        f->n++;
-    }
-    json_decref(doc);
-    return 0;
+    int rc = xattn_cmp_parse(text, strlen(text), path, f, err, errlen);
+    free(text);
+    return rc;
 }
 
-/* The cell of f that matches c: the same key (device, algorithm, case) and
- * the same thread count, or, where one of the two files did not record it
- * (files from before the thread axis), the first cell of that key. */
-static const xattn__cmp_cell *xattn__find(const xattn__cmp_file *f, const xattn__cmp_cell *c)
+/* The load a file recorded (bench writes /proc/loadavg at its start and end). */
+static void xattn__print_load(const xattn_cmp_file *f)
 {
-    const xattn__cmp_cell *loose = NULL;
-    for (int i = 0; i < f->n; i++) {
-        const xattn__cmp_cell *x = &f->cells[i];
-        if (strcmp(x->key, c->key))
-            continue;
-        if (x->threads == c->threads)
-            return x;
-        if (!loose && (x->threads == 0 || c->threads == 0))
-            loose = x;
+    if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0])) {
+        printf("   load not recorded in this file\n");
+        return;
     }
-    return loose;
+    printf("   load %.2f at the start, %.2f at the end (1-minute average", f->load_start[0],
+           f->load_end[0]);
+    if (f->load_cpus > 0)
+        printf(", %d CPUs", f->load_cpus);
+    printf(")\n");
+}
+
+/* 1 when the files' mean 1-minute loads differ by more than a quarter of the
+ * CPUs (or by more than 1 where the count is unknown). */
+static int xattn__loads_differ(const xattn_cmp_file *files, int nf)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    int cpus = 0;
+    for (int i = 0; i < nf; i++) {
+        const xattn_cmp_file *f = &files[i];
+        if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0]))
+            continue;
+        double m = 0.5 * (f->load_start[0] + f->load_end[0]);
+        lo = fmin(lo, m);
+        hi = fmax(hi, m);
+        if (f->load_cpus > cpus)
+            cpus = f->load_cpus;
+    }
+    return hi - lo > (cpus > 0 ? 0.25 * cpus : 1.0);
 }
 
 int xattn_cmd_compare(const xattn_cli_opts *o)
 {
-    xattn__cmp_file files[XATTN_CLI_MAX_FILES];
+    xattn_cmp_file files[XATTN_CLI_MAX_FILES];
     int nf = 0, rc = XATTN_EXIT_OK;
     char err[1024];
+    if ((o->svg_path && xattn_out_probe("--svg", o->svg_path, NULL, err, sizeof err)) ||
+        (o->csv_path && xattn_out_probe("--csv", o->csv_path, NULL, err, sizeof err))) {
+        fprintf(stderr, "%s: compare: %s\n", xattn_prog, err);
+        return XATTN_EXIT_USAGE;
+    }
     for (int i = 0; i < o->n_files; i++) {
+        err[0] = '\0';
         int lrc = xattn__load(o->files[i], &files[nf], err, sizeof err);
         if (lrc) {
             fprintf(stderr, "%s: compare: %s\n", xattn_prog, err);
+            xattn_cmp_free(&files[nf]);
             for (int j = 0; j < nf; j++)
-                free(files[j].cells);
+                xattn_cmp_free(&files[j]);
             return lrc;
         }
         nf++;
@@ -175,24 +103,34 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
         if (!csv) {
             fprintf(stderr, "%s: compare: cannot write '%s'\n", xattn_prog, o->csv_path);
             for (int j = 0; j < nf; j++)
-                free(files[j].cells);
+                xattn_cmp_free(&files[j]);
             return XATTN_EXIT_FAIL;
         }
         fputs("file_a,file_b,device,algo,case,a_median_ms,b_median_ms,ratio,a_spread,b_spread,"
-              "verdict\n",
+              "verdict,model_error,a_kernel,b_kernel\n",
               csv);
     }
     int cap = 0;
     for (int i = 1; i < nf; i++)
         cap += files[0].n;
     xattn_ratio_bar *bars = calloc((size_t)(cap ? cap : 1), sizeof *bars);
+    char(*shown)[400] = calloc((size_t)(cap ? cap : 1), sizeof *shown); /* bar labels */
     char(*groups)[64] = calloc((size_t)(nf ? nf : 1), sizeof *groups);
-    int nb = 0, slower_total = 0;
-    for (int i = 0; i < nf; i++)
+    int nb = 0, slower_total = 0, flagged = 0;
+    for (int i = 0; i < nf; i++) {
         printf("%c: %s (%s, %s; %s)\n", 'A' + i, files[i].path, files[i].host, files[i].created,
                files[i].devices);
+        xattn__print_load(&files[i]);
+    }
+    /* Two separate runs: the spread inside each is measured, the drift of the
+     * machine between them is not, and a busy hour moves every cell alike. */
+    printf("note: each file is a separate run; compare measures the spread inside each run but "
+           "not the machine's drift between them%s, so a verdict holds only if the machine was "
+           "as quiet for every run. To measure a change, alternate the two builds cell by cell: "
+           "xattn bench --ab OLD_XATTN (with the same options).\n",
+           xattn__loads_differ(files, nf) ? " (and the loads above differ)" : "");
     for (int fi = 1; fi < nf; fi++) {
-        const xattn__cmp_file *a = &files[0], *b = &files[fi];
+        const xattn_cmp_file *a = &files[0], *b = &files[fi];
         char grp = (char)('A' + fi);
         if (groups)
             snprintf(groups[fi], sizeof groups[fi], "%c vs A", grp);
@@ -206,8 +144,8 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
         int matched = 0, faster = 0, slower = 0, only_a = 0, only_b = 0, unusable = 0;
         double logsum = 0;
         for (int ci = 0; ci < a->n; ci++) {
-            const xattn__cmp_cell *ca = &a->cells[ci];
-            const xattn__cmp_cell *cb = xattn__find(b, ca);
+            const xattn_cmp_cell *ca = &a->cells[ci];
+            const xattn_cmp_cell *cb = xattn_cmp_find(b, ca, NULL);
             if (!cb) {
                 only_a++;
                 continue;
@@ -224,21 +162,36 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
             slower += v == XATTN_VERDICT_SLOWER;
             if (ratio > 0 && isfinite(ratio))
                 logsum += log(ratio);
-            printf("%-9s %-8s %-50.50s %11.4f %11.4f %7.3fx  %s\n", ca->device, ca->algo, ca->label,
-                   ca->median, cb->median, ratio,
-                   v == XATTN_VERDICT_NOISE ? "~ (within noise)" : xattn_verdict_name(v));
+            /* A share of a ceiling above 100% in either file is a model error:
+             * flagged, never shown as a figure. A different kernel variant is
+             * worth knowing when reading the ratio. */
+            int merr = xattn_cmp_cell_model_error(ca) || xattn_cmp_cell_model_error(cb);
+            flagged += merr;
+            char kern[96] = "";
+            if (ca->kernel[0] && cb->kernel[0] && strcmp(ca->kernel, cb->kernel))
+                snprintf(kern, sizeof kern, "  (kernel %s -> %s)", ca->kernel, cb->kernel);
+            printf("%-9s %-8s %-50.50s %11.4f %11.4f %7.3fx  %s%s%s\n", ca->device, ca->algo,
+                   ca->label, ca->median, cb->median, ratio,
+                   v == XATTN_VERDICT_NOISE ? "~ (within noise)" : xattn_verdict_name(v),
+                   merr ? "  !" : "", kern);
             if (csv) {
                 xattn_csv_str(csv, a->path);
                 fputc(',', csv);
                 xattn_csv_str(csv, b->path);
                 fprintf(csv, ",%s,%s,", ca->device, ca->algo);
                 xattn_csv_str(csv, ca->label);
-                fprintf(csv, ",%.9g,%.9g,%.9g,%.6g,%.6g,%s\n", ca->median, cb->median, ratio,
-                        ca->spread, cb->spread, xattn_verdict_name(v));
+                fprintf(csv, ",%.9g,%.9g,%.9g,%.6g,%.6g,%s,%d,", ca->median, cb->median, ratio,
+                        ca->spread, cb->spread, xattn_verdict_name(v), merr);
+                xattn_csv_str(csv, ca->kernel);
+                fputc(',', csv);
+                xattn_csv_str(csv, cb->kernel);
+                fputc('\n', csv);
             }
-            if (bars) {
-                xattn_ratio_bar *bar = &bars[nb++];
-                bar->label = ca->shown;
+            if (bars && shown) {
+                /* "device|algo|case" */
+                snprintf(shown[nb], sizeof shown[nb], "%s|%s|%s", ca->device, ca->algo, ca->label);
+                xattn_ratio_bar *bar = &bars[nb];
+                bar->label = shown[nb++];
                 bar->group = nf > 2 && groups ? groups[fi] : "";
                 bar->ratio = ratio;
                 double noise = ca->spread + cb->spread;
@@ -248,7 +201,7 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
             }
         }
         for (int ci = 0; ci < b->n; ci++)
-            only_b += xattn__find(a, &b->cells[ci]) == NULL;
+            only_b += xattn_cmp_find(a, &b->cells[ci], NULL) == NULL;
         printf("%c vs A: %d matched: %d faster, %d slower, %d within noise; geometric mean ratio "
                "%.3f; %d only in A, %d only in %c, %d without a result in one of them\n",
                grp, matched, faster, slower, matched - faster - slower,
@@ -258,6 +211,10 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
                    grp);
         slower_total += slower;
     }
+    if (flagged)
+        printf("!        %d matched cell%s marked '!' report%s a share of a ceiling above 100%% in "
+               "one of the files: %s\n",
+               flagged, flagged == 1 ? "" : "s", flagged == 1 ? "s" : "", XATTN_MODEL_ERROR_NOTE);
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "%s: compare: cannot write '%s'\n", xattn_prog, o->csv_path);
         rc = XATTN_EXIT_FAIL;
@@ -278,8 +235,9 @@ int xattn_cmd_compare(const xattn_cli_opts *o)
         rc = XATTN_EXIT_FAIL;
     free(bars);
     free(groups);
+    free(shown);
     for (int j = 0; j < nf; j++)
-        free(files[j].cells);
+        xattn_cmp_free(&files[j]);
     return rc;
 }
 #endif

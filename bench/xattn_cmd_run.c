@@ -1,30 +1,111 @@
 /* xattn run: one case, its times, its full record, its error against the
  * reference, and the profiler's exports. The lines "time", "work" and
  * "error" keep the format bench/gpu-check.sh reads. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "xattn_tool.h"
 
-/* Writes the context's records where --json / --trace / --csv asked. */
-static int xattn__export_records(xattn_ctx *ctx, const xattn_cli_opts *o)
+/* The exports of --json, --csv and --trace. */
+typedef struct xattn__run_out {
+    const char *path[3];
+    int created[3]; /* made empty by the probe: removed when the run fails */
+} xattn__run_out;
+
+static const char *const xattn__out_flags[3] = {"--json", "--csv", "--trace"};
+
+/* Checks that every output file can be written before the case runs. */
+static int xattn__probe_outputs(const xattn_cli_opts *o, xattn__run_out *out)
 {
-    const char *paths[] = {o->json_path, o->csv_path, o->trace_path};
+    memset(out, 0, sizeof *out);
+    out->path[0] = o->json_path;
+    out->path[1] = o->csv_path;
+    out->path[2] = o->trace_path;
+    for (int i = 0; i < 3; i++) {
+        char err[1200];
+        if (out->path[i] &&
+            xattn_out_probe(xattn__out_flags[i], out->path[i], &out->created[i], err, sizeof err)) {
+            fprintf(stderr, "%s: run: %s\n", xattn_prog, err);
+            return XATTN_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* A failed run leaves no empty file that the probe made. */
+static void xattn__unprobe_outputs(const xattn__run_out *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (out->path[i] && out->created[i])
+            remove(out->path[i]);
+}
+
+/* Writes the context's records where --json / --csv / --trace asked. */
+static int xattn__export_records(xattn_ctx *ctx, const xattn__run_out *out)
+{
     const xattn_export_format fmts[] = {XATTN_EXPORT_JSON, XATTN_EXPORT_CSV, XATTN_EXPORT_TRACE};
     const char *names[] = {"records (JSON)", "records (CSV)", "trace"};
     int rc = 0;
     for (int i = 0; i < 3; i++) {
-        if (!paths[i])
+        if (!out->path[i])
             continue;
-        if (xattn_profiler_export(ctx, fmts[i], paths[i]) != XATTN_STATUS_OK) {
-            fprintf(stderr, "%s: %s\n", xattn_prog, xattn_last_error());
+        if (xattn_profiler_export(ctx, fmts[i], out->path[i]) != XATTN_STATUS_OK) {
+            fprintf(stderr, "%s: run: %s: %s\n", xattn_prog, xattn__out_flags[i],
+                    xattn_last_error());
             rc = XATTN_EXIT_FAIL;
         } else {
-            printf("written  %s: %s\n", names[i], paths[i]);
+            printf("written  %s: %s\n", names[i], out->path[i]);
         }
     }
     return rc;
+}
+
+/* Refuses a case that does not fit the memory available (exit 2): inputs and
+ * outputs, and the largest of NAIVE's score matrix (or SPLITKV's partials)
+ * and the reference. Returns 0 when it fits or the figure is unknown. */
+static int xattn__check_memory(xattn_ctx *ctx, const xattn_cli_opts *o, const xattn_case *c,
+                               const xattn_device_info *info)
+{
+    xattn_target t;
+    memset(&t, 0, sizeof t);
+    t.info = *info;
+    xattn_mem_room room;
+    xattn_mem_room_read(ctx, &t, &room);
+    xattn_case_mem m;
+    xattn_case_mem_estimate(c, c->algo, o->check, o->check_limit, info->compute_units, &m);
+    /* device: the tensors and the calls' workspace; host: staging and the reference */
+    double dev = m.tensors + m.workspace, host = fmax(m.staging, m.reference);
+    char why[160];
+    if (xattn_mem_fits(&room, dev, host, "the case", why, sizeof why) == 0)
+        return 0;
+    char a[32], b[32], w[32], rf[32], st[32];
+    xattn_fmt_bytes(m.tensors, a, sizeof a);
+    xattn_fmt_bytes(m.workspace, w, sizeof w);
+    xattn_fmt_bytes(m.reference, rf, sizeof rf);
+    xattn_fmt_bytes(m.staging, st, sizeof st);
+    xattn_fmt_bytes(room.device_total, b, sizeof b);
+    char parts[320];
+    size_t k = (size_t)snprintf(parts, sizeof parts, "inputs and outputs %s", a);
+    if (m.workspace > 0 && k < sizeof parts)
+        k += (size_t)snprintf(parts + k, sizeof parts - k, "; %s %s",
+                              c->algo == XATTN_ALGO_NAIVE ? "naive's B*Hq*Sq*Sk*4-byte score matrix"
+                                                          : "the algorithm's workspace",
+                              w);
+    if (m.reference > 0 && k < sizeof parts)
+        k += (size_t)snprintf(parts + k, sizeof parts - k, "; the reference %s", rf);
+    if (k < sizeof parts)
+        snprintf(parts + k, sizeof parts - k, "; filling the inputs %s at most", st);
+    fprintf(stderr,
+            "%s: run: not enough memory: %s (%s); the device has %s in all. Nothing was "
+            "allocated. Smaller shapes need less%s%s.\n",
+            xattn_prog, why, parts, b,
+            c->algo == XATTN_ALGO_NAIVE && m.workspace > 0
+                ? "; so does --algo flash, which has no score matrix"
+                : "",
+            m.reference > 0 ? "; so does --no-check or a lower --check-limit (the reference)" : "");
+    return XATTN_EXIT_USAGE;
 }
 
 int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
@@ -39,13 +120,27 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
         fprintf(stderr, "%s: run: %s\n", xattn_prog, err);
         return rc;
     }
-    xattn_backend be = o->n_backends ? o->backends[0] : XATTN_BACKEND_AUTO;
-    xattn_ctx *ctx = NULL;
-    if (xattn_ctx_open(o, be, o->device, &ctx) != XATTN_STATUS_OK) {
-        fprintf(stderr, "%s: run: %s\n", xattn_prog, xattn_last_error());
+    xattn__run_out outs;
+    if (xattn__probe_outputs(o, &outs)) {
         free(lq);
         free(lk);
-        return XATTN_EXIT_FAIL;
+        return XATTN_EXIT_USAGE;
+    }
+    xattn_backend be = o->n_backends ? o->backends[0] : XATTN_BACKEND_AUTO;
+    xattn_ctx *ctx = NULL;
+    xattn_status cst = xattn_ctx_open(o, be, o->device, &ctx);
+    if (cst != XATTN_STATUS_OK) {
+        /* a device index the backend does not have is a bad command line */
+        int usage = cst == XATTN_STATUS_DEVICE_NOT_FOUND;
+        if (usage)
+            fprintf(stderr, "%s: run: --device %d: %s\n", xattn_prog, o->device,
+                    xattn_last_error());
+        else
+            fprintf(stderr, "%s: run: %s\n", xattn_prog, xattn_last_error());
+        xattn__unprobe_outputs(&outs);
+        free(lq);
+        free(lk);
+        return usage ? XATTN_EXIT_USAGE : XATTN_EXIT_FAIL;
     }
     xattn_device_info info;
     xattn_ctx_device_info(ctx, &info);
@@ -55,6 +150,17 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     printf("device   %s [%d] %s%s%s%s\ncase     %s\n", xattn_backend_name(xattn_ctx_backend(ctx)),
            be == XATTN_BACKEND_AUTO ? info.index : o->device, info.name, forced ? " (" : "",
            forced ? xattn_cli_simd_name(o->cpu_simd) : "", forced ? " kernels)" : "", desc);
+    char legend[400];
+    if (xattn_case_lengths_legend(&c, legend, sizeof legend))
+        printf("         %s\n", legend);
+
+    if (xattn__check_memory(ctx, o, &c, &info)) {
+        xattn__unprobe_outputs(&outs);
+        xattn_ctx_destroy(ctx);
+        free(lq);
+        free(lk);
+        return XATTN_EXIT_USAGE;
+    }
 
     /* Every call of the run is recorded (the warm-up too): the last record is
      * printed, the exports take them all. */
@@ -65,6 +171,7 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
         st = xattn_attention_check(ctx, &r.desc);
         if (st != XATTN_STATUS_OK && xattn_status_is_usage(st)) {
             fprintf(stderr, "%s: run: impossible case: %s\n", xattn_prog, xattn_last_error());
+            xattn__unprobe_outputs(&outs);
             xattn_case_teardown(&r);
             xattn_ctx_destroy(ctx);
             free(lq);
@@ -84,6 +191,7 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     }
     if (st != XATTN_STATUS_OK) {
         fprintf(stderr, "%s: run: %s: %s\n", xattn_prog, xattn_status_name(st), xattn_last_error());
+        xattn__unprobe_outputs(&outs);
         xattn_case_teardown(&r);
         xattn_ctx_destroy(ctx);
         free(lq);
@@ -93,30 +201,45 @@ int xattn_cmd_run(const xattn_cli_opts *o, int argc, char **argv)
     const xattn_run_info *ri = &cell.info;
     printf("algo     %s (asked %s): %s\n", xattn_algo_name(ri->algo_chosen),
            xattn_algo_name(ri->algo_requested), ri->reason);
+    if (cell.has_rec)
+        printf("kernel   %s%s; executed work %s\n",
+               cell.rec.kernel[0] ? cell.rec.kernel : "(not said)",
+               cell.rec.matrix_units ? " on matrix units (tensor cores)" : "",
+               cell.rec.work_counted ? "counted by the kernels as they ran"
+                                     : "modelled from the tile sizes (docs/measurement.md), not "
+                                       "counted by the kernels");
     printf("time     median %.4f ms, min %.4f ms, p90 %.4f ms over %d reps (spread %.1f%%)\n",
            cell.t.median, cell.t.min, cell.t.p90, cell.t.n, 100.0 * cell.t.spread);
     if (cell.build_ms > 0)
         printf("build    %.1f ms of one-off costs (program builds) in the warm-up, not timed\n",
                cell.build_ms);
+    /* The time, work and roofline lines are at the median of the timed calls;
+     * the phases and the record are the last call's: each line says which. */
     for (int i = 0; i < ri->num_phases && i < 4; i++)
-        printf("  phase  %-8s %.4f ms\n", ri->phase_names[i], ri->phase_ms[i]);
+        printf("  phase  %-8s %.4f ms (the last call)\n", ri->phase_names[i], ri->phase_ms[i]);
     if (cell.has_rec) {
-        printf("work     %.3f GFLOP useful (%.3f dense), %.2f GFLOP/s useful\n",
+        printf("work     %.3f GFLOP useful (%.3f dense), %.2f GFLOP/s useful at the median\n",
                cell.rec.flops_useful * 1e-9, cell.rec.flops_dense * 1e-9, cell.gflops_useful);
         char ws[32], pk[32];
         xattn_fmt_bytes((double)ri->workspace_bytes, ws, sizeof ws);
         xattn_fmt_bytes((double)cell.peak_bytes, pk, sizeof pk);
         printf("memory   workspace %s, context peak %s\n", ws, pk);
-        if (cell.pct_fma >= 0)
-            printf("roofline %.1f%% of the FMA ceiling, %.1f%% of the read bandwidth at the median "
+        if (cell.pct_fma >= 0) {
+            char pf[16], pb[16];
+            printf("roofline %s%% of the FMA ceiling, %s%% of the read bandwidth at the median "
                    "(%.2f FLOP/byte executed)\n",
-                   cell.pct_fma, cell.pct_bw, cell.intensity);
-        else
+                   xattn_fmt_pct(cell.pct_fma, pf, sizeof pf),
+                   xattn_fmt_pct(cell.pct_bw, pb, sizeof pb), cell.intensity);
+            if (xattn_stats_over_ceiling(cell.pct_fma) || xattn_stats_over_ceiling(cell.pct_bw) ||
+                xattn_stats_over_ceiling(cell.rec.pct_fma_ceiling) ||
+                xattn_stats_over_ceiling(cell.rec.pct_bw_ceiling))
+                printf("!        %s\n", XATTN_MODEL_ERROR_NOTE);
+        } else
             printf("roofline no ceilings known for this device (run '%s devices --measure')\n",
                    xattn_prog);
         xattn_record_print(stdout, &cell.rec);
     }
-    rc = xattn__export_records(ctx, o);
+    rc = xattn__export_records(ctx, &outs);
     if (o->check) {
         xattn_case_ref ref;
         xattn_case_error e;

@@ -48,7 +48,10 @@ xattn_status xattn_cell_measure(xattn_ctx *ctx, xattn_case_run *r, const xattn_c
     }
     if (n > 0) {
         xattn_stats_compute(ms, n, &out->t);
-        out->converged = out->t.spread <= o->max_spread;
+        /* Converged only when the bound was met with at least --min-reps calls: a
+         * cell stopped by its budget after 2 or 3 calls has a spread from too few
+         * samples to mean anything. */
+        out->converged = n >= o->min_reps && out->t.spread <= o->max_spread;
     }
     free(ms);
     if (st != XATTN_STATUS_OK)

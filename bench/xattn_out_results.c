@@ -80,6 +80,116 @@ static const char *xattn__device_type_name(int t)
     }
 }
 
+/* ---- the table on stdout ------------------------------------------------------------ */
+
+static const char *xattn__check_cell(const xattn_bench_result *r)
+{
+    const char *c = xattn_bench_check_name(r);
+    if (!strcmp(c, "pass"))
+        return r->ref_mode == XATTN_REF_SUB ? "ok*" : "ok";
+    if (!strcmp(c, "fail"))
+        return "FAIL";
+    if (!strcmp(c, "skipped"))
+        return "skip";
+    return "-";
+}
+
+void xattn_bench_table_header(FILE *f, int casew)
+{
+    fprintf(f, "%-9s %-8s %-8s %3s %-*s %5s %10s %7s %10s %9s %8s %6s %6s %10s %8s %s\n", "device",
+            "algo", "kernel", "thr", casew, "case", "reps", "median ms", "spread", "p90 ms",
+            "GFLOP/s", "GB/s", "%FMA", "%BW", "peak mem", "rel err", "check");
+}
+
+void xattn_bench_table_row(FILE *f, const xattn_bench_report *rep, const xattn_bench_result *r,
+                           int casew)
+{
+    const xattn_bench_device *d = &rep->devices[r->device];
+    char dev[32];
+    xattn_target_name(d->t.backend, d->t.device, dev, sizeof dev);
+    const char *key = rep->cases[r->case_idx].key;
+    char thr[16];
+    if (r->threads > 0)
+        snprintf(thr, sizeof thr, "%d", r->threads);
+    else
+        snprintf(thr, sizeof thr, "-");
+    if (r->status != XATTN_CELL_OK && r->cell.t.n == 0) {
+        fprintf(f, "%-9s %-8s %-8s %3s %-*s %s: %s\n", dev, xattn_algo_name(r->algo), "-", thr,
+                casew, key, xattn_cell_status_name(r->status), r->error);
+        return;
+    }
+    const xattn_cell *c = &r->cell;
+    char pk[32], fma[16], bw[16], err[16];
+    xattn_fmt_bytes((double)c->peak_bytes, pk, sizeof pk);
+    xattn_fmt_pct(c->pct_fma, fma, sizeof fma);
+    xattn_fmt_pct(c->pct_bw, bw, sizeof bw);
+    if (r->err.checked)
+        snprintf(err, sizeof err, "%.1e", r->err.rel_l2);
+    else
+        snprintf(err, sizeof err, "-");
+    char algo[32];
+    if (r->algo == XATTN_ALGO_AUTO) /* what AUTO chose */
+        snprintf(algo, sizeof algo, "auto:%s", xattn_algo_name(c->info.algo_chosen));
+    else
+        snprintf(algo, sizeof algo, "%s", xattn_algo_name(r->algo));
+    const char *kernel = c->has_rec && c->rec.kernel[0] ? c->rec.kernel : "-";
+    fprintf(f,
+            "%-9s %-8s %-8.8s %3s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %6s %10s %8s "
+            "%s%s%s\n",
+            dev, algo, kernel, thr, casew, key, c->t.n, c->t.median, 100.0 * c->t.spread,
+            c->converged ? " " : "~", c->t.p90, c->gflops_useful, c->gbytes_per_s, fma, bw, pk, err,
+            xattn__check_cell(r), r->error[0] ? "  " : "", r->error);
+}
+
+void xattn_bench_table_notes(FILE *f, const xattn_bench_report *rep)
+{
+    int flagged = 0, modelled = 0, measured = 0;
+    for (int i = 0; i < rep->n_results; i++) {
+        const xattn_bench_result *r = &rep->results[i];
+        char list[160];
+        flagged += xattn_bench_model_errors(rep, r, list, sizeof list) > 0;
+        if (r->cell.t.n > 0 && r->cell.has_rec) {
+            measured++;
+            modelled += !r->cell.rec.work_counted;
+        }
+    }
+    for (int i = 0; i < rep->n_scaling; i++)
+        flagged += xattn_stats_over_ceiling(rep->scaling[i].pct_fma_per_thread_base) ||
+                   xattn_stats_over_ceiling(rep->scaling[i].pct_fma_per_thread);
+    if (flagged)
+        fprintf(f, "!        %d figure%s marked '!': %s\n", flagged, flagged == 1 ? "" : "s",
+                XATTN_MODEL_ERROR_NOTE);
+    if (modelled)
+        fprintf(f,
+                "work     %d of %d cells: executed work (GFLOP/s executed, %%FMA, intensity) is "
+                "modelled from the kernels' tile sizes (docs/measurement.md), not counted by the "
+                "kernels as they ran ('work_counted': false)\n",
+                modelled, measured);
+}
+
+int xattn_bench_model_errors(const xattn_bench_report *rep, const xattn_bench_result *r, char *list,
+                             size_t n)
+{
+    (void)rep;
+    const xattn_cell *c = &r->cell;
+    if (n)
+        list[0] = '\0';
+    if (c->t.n == 0)
+        return 0;
+    const char *names[4] = {"pct_fma_ceiling", "pct_bw_ceiling", "pct_fma_per_thread",
+                            "pct_bw_min_ceiling"};
+    const double vals[4] = {c->pct_fma, c->pct_bw, r->pct_fma_per_thread, xattn__pct_bw_min(c)};
+    int count = 0;
+    size_t k = 0;
+    for (int i = 0; i < 4; i++)
+        if (xattn_stats_over_ceiling(vals[i])) {
+            if (k < n)
+                k += (size_t)snprintf(list + k, n - k, "%s%s", count ? ";" : "", names[i]);
+            count++;
+        }
+    return count;
+}
+
 int xattn_bench_scaling_compute(xattn_bench_report *rep)
 {
     rep->n_scaling = 0;
@@ -151,6 +261,22 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         fputs("null", f);
     fprintf(f, ",\n  \"length_scale\": ");
     xattn_json_num(f, rep->len_scale);
+    fprintf(f, ",\n  \"load\": ");
+    if (isfinite(rep->load_start[0]) || isfinite(rep->load_end[0])) {
+        fprintf(f, "{\"cpus\": %d, \"start\": [", rep->cpus);
+        for (int i = 0; i < 3; i++) {
+            fputs(i ? ", " : "", f);
+            xattn_json_num(f, rep->load_start[i]);
+        }
+        fputs("], \"end\": [", f);
+        for (int i = 0; i < 3; i++) {
+            fputs(i ? ", " : "", f);
+            xattn_json_num(f, rep->load_end[i]);
+        }
+        fputs("]}", f);
+    } else {
+        fputs("null", f);
+    }
     fprintf(f,
             ",\n  \"settings\": {\"warmup\": %d, \"min_reps\": %d, \"max_reps\": %d, "
             "\"max_spread\": ",
@@ -208,7 +334,7 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         fputs("}", f);
     }
     fprintf(f, "\n  ],\n  \"results\": [");
-    int failed = 0, unsupported = 0, skipped = 0, unchecked = 0;
+    int failed = 0, unsupported = 0, skipped = 0, unchecked = 0, model_errors = 0;
     for (int i = 0; i < rep->n_results; i++) {
         const xattn_bench_result *r = &rep->results[i];
         const xattn_bench_device *d = &rep->devices[r->device];
@@ -295,7 +421,20 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
                 fputs("}", f);
             }
             fputs("]", f);
+            /* the kernel variant that ran, and whether the executed work was counted */
+            fprintf(f, ", \"kernel\": ");
+            if (cl->has_rec && cl->rec.kernel[0])
+                xattn_json_str(f, cl->rec.kernel);
+            else
+                fputs("null", f);
+            if (cl->has_rec)
+                fprintf(f, ", \"matrix_units\": %s, \"work_counted\": %s",
+                        cl->rec.matrix_units ? "true" : "false",
+                        cl->rec.work_counted ? "true" : "false");
+            else
+                fputs(", \"matrix_units\": null, \"work_counted\": null", f);
         } else {
+            fprintf(f, ", \"kernel\": null, \"matrix_units\": null, \"work_counted\": null");
             fprintf(f,
                     ", \"reps\": 0, \"converged\": false, \"median_ms\": null, \"min_ms\": null, "
                     "\"p90_ms\": null, \"max_ms\": null, \"mean_ms\": null, \"mad_ms\": null, "
@@ -313,6 +452,16 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             fprintf(f, "%d", r->threads);
         else
             fputs("null", f);
+        /* shares of a ceiling above 100%: errors of the accounting model, never real */
+        char errs[160];
+        int ne = xattn_bench_model_errors(rep, r, errs, sizeof errs);
+        model_errors += ne > 0;
+        fprintf(f, ", \"model_errors\": [");
+        for (char *p = errs, *e; ne && p && *p; p = e ? e + 1 : NULL) {
+            e = strchr(p, ';');
+            fprintf(f, "%s\"%.*s\"", p == errs ? "" : ", ", e ? (int)(e - p) : (int)strlen(p), p);
+        }
+        fputs("]", f);
         fprintf(f, ", \"check\": \"%s\", \"check_scope\": \"%s\", \"check_note\": ",
                 xattn_bench_check_name(r), xattn__scope_name(r));
         if (r->check_note[0])
@@ -344,12 +493,16 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
         xattn__field_or_null(f, "efficiency", sc->efficiency);
         xattn__field_or_null(f, "pct_fma_per_thread_base", sc->pct_fma_per_thread_base);
         xattn__field_or_null(f, "pct_fma_per_thread", sc->pct_fma_per_thread);
-        fputs("}", f);
+        int b0 = xattn_stats_over_ceiling(sc->pct_fma_per_thread_base),
+            b1 = xattn_stats_over_ceiling(sc->pct_fma_per_thread);
+        fprintf(f, ", \"model_errors\": [%s%s%s]}", b0 ? "\"pct_fma_per_thread_base\"" : "",
+                b0 && b1 ? ", " : "", b1 ? "\"pct_fma_per_thread\"" : "");
     }
     fprintf(f,
             "%s],\n  \"summary\": {\"cells\": %d, \"failed\": %d, \"unsupported\": %d, "
-            "\"skipped\": %d, \"unchecked\": %d, \"wall_s\": ",
-            rep->n_scaling ? "\n  " : "", rep->n_results, failed, unsupported, skipped, unchecked);
+            "\"skipped\": %d, \"unchecked\": %d, \"model_errors\": %d, \"wall_s\": ",
+            rep->n_scaling ? "\n  " : "", rep->n_results, failed, unsupported, skipped, unchecked,
+            model_errors);
     xattn_json_num(f, rep->wall_s);
     fputs("}", f);
     if (rep->cases_file) { /* --cases: the model's cases, counts and totals */
@@ -379,7 +532,8 @@ int xattn_bench_write_csv(const xattn_bench_report *rep, const char *path, char 
           "head_dim,head_dim_v,dtype,kv_dtype,layout,causal,align,window_left,window_right,"
           "softcap,alibi,bias,lse,padded,varlen,status,error,reps,converged,median_ms,min_ms,"
           "p90_ms,max_ms,mad_ms,spread,gflops_useful,gflops_executed,gbytes_per_s,"
-          "pct_fma_ceiling,pct_bw_ceiling,intensity,flops_useful,bytes_actual,padding_waste,"
+          "pct_fma_ceiling,pct_bw_ceiling,model_errors,kernel,matrix_units,work_counted,"
+          "intensity,flops_useful,bytes_actual,padding_waste,"
           "workspace_bytes,peak_bytes,check,check_scope,rel_l2,max_abs,threads,"
           "pct_fma_per_thread,gbytes_min_per_s,pct_bw_min_ceiling\n",
           f);
@@ -419,6 +573,14 @@ int xattn_bench_write_csv(const xattn_bench_report *rep, const char *path, char 
         xattn__csv_num(f, cl->gbytes_per_s, has);
         xattn__csv_num(f, cl->pct_fma, has);
         xattn__csv_num(f, cl->pct_bw, has);
+        char errs[160];
+        xattn_bench_model_errors(rep, r, errs, sizeof errs);
+        fprintf(f, ",%s,", errs);
+        xattn_csv_str(f, has && cl->has_rec ? cl->rec.kernel : "");
+        if (has && cl->has_rec)
+            fprintf(f, ",%d,%d", cl->rec.matrix_units, cl->rec.work_counted);
+        else
+            fputs(",,", f);
         xattn__csv_num(f, cl->intensity, has);
         xattn__csv_num(f, cl->rec.flops_useful, has && cl->has_rec);
         xattn__csv_num(f, cl->rec.bytes_actual, has && cl->has_rec);

@@ -312,13 +312,18 @@ int xattn_svg_ratio_chart(const char *path, const char *title, const xattn_ratio
     }
     const int LABW = 470, BARW = 420, RH = 18, PAD = 16, TOP = 64;
     int W = PAD * 2 + LABW + BARW + 70, H = TOP + (n > 0 ? n : 1) * RH + 50;
+    /* The axis runs from a power of two to a power of two that hold every
+     * ratio (a bar at 0.294x needs the axis to reach 0.25x), with a tick at
+     * each power of two in between: no bar runs past it. */
     double lo = 0.5, hi = 2.0;
     for (int i = 0; i < n; i++) {
         if (isfinite(bars[i].ratio) && bars[i].ratio > 0) {
-            lo = fmin(lo, bars[i].ratio / 1.1);
-            hi = fmax(hi, bars[i].ratio * 1.1);
+            lo = fmin(lo, bars[i].ratio);
+            hi = fmax(hi, bars[i].ratio);
         }
     }
+    lo = fmax(pow(2, floor(log2(lo))), 0x1p-30);
+    hi = fmin(pow(2, ceil(log2(hi))), 0x1p30);
     xattn__axis ax = {lo, hi, 2};
     int bx0 = PAD + LABW, bx1 = bx0 + BARW;
     fprintf(f,
@@ -335,9 +340,14 @@ int xattn_svg_ratio_chart(const char *path, const char *title, const xattn_ratio
             "ratio (log scale; &lt; 1 is faster); green/red: beyond both runs' noise (grey "
             "band), grey: within it</text>\n",
             PAD);
-    /* ratio ticks at powers of two and 1 */
-    for (double t = pow(2, floor(log2(lo))); t <= hi * 1.0001; t *= 2) {
-        if (t < lo)
+    /* ratio ticks at powers of two (1 among them), the axis line under the bars */
+    int nticks = (int)lround(log2(hi / lo)) + 1, stride = nticks > 12 ? (nticks + 11) / 12 : 1;
+    fprintf(f,
+            "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333333\"/>\n",
+            bx0, TOP + n * RH, bx1, TOP + n * RH);
+    for (int k = 0; k < nticks; k++) {
+        double t = lo * pow(2, k);
+        if (k % stride && t != 1.0 && k != nticks - 1)
             continue;
         double x = bx0 + xattn__axis_t(&ax, t) * BARW;
         fprintf(f,
@@ -371,11 +381,11 @@ int xattn_svg_ratio_chart(const char *path, const char *title, const xattn_ratio
                     a, y + 2, z - a, RH - 4);
         }
         if (isfinite(b->ratio) && b->ratio > 0) {
-            double xr = bx0 + xattn__axis_t(&ax, b->ratio) * BARW;
+            double xr = bx0 + fmin(fmax(xattn__axis_t(&ax, b->ratio), 0), 1) * BARW;
             double a = fmin(x1, xr), w = fabs(xr - x1);
             fprintf(f,
-                    "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>"
-                    "<text x=\"%d\" y=\"%d\" font-size=\"11\">%.3fx</text>",
+                    "<rect class=\"ratio\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+                    "fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">%.3fx</text>",
                     a, y + 4, w < 1 ? 1 : w, RH - 8, colors[v], bx1 + 6, y + RH - 5, b->ratio);
         }
         fprintf(f, "</g>\n");

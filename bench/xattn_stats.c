@@ -77,6 +77,50 @@ const char *xattn_verdict_name(xattn_verdict v)
     }
 }
 
+int xattn_stats_paired(const double *ratios, int n, double min_effect, xattn_paired *out)
+{
+    memset(out, 0, sizeof *out);
+    out->lo = out->hi = NAN;
+    out->verdict = XATTN_VERDICT_NOISE;
+    if (n < 1 || !ratios)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (!(ratios[i] > 0) || !isfinite(ratios[i]))
+            return -1;
+    double *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return -1;
+    memcpy(v, ratios, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, xattn__cmp_d);
+    out->n = n;
+    out->median = xattn__median_sorted(v, n);
+    /* cdf = P(Binomial(n, 1/2) <= k - 1), grown term by term. */
+    double term = pow(0.5, n), cdf = 0;
+    for (int k = 1; 2 * k <= n + 1; k++) {
+        cdf += term; /* adds P(X = k - 1) */
+        term = term * (double)(n - (k - 1)) / (double)k;
+        double cover = 1.0 - 2.0 * cdf;
+        if (cover < 0.90)
+            break;
+        out->lo = v[k - 1];
+        out->hi = v[n - k];
+        out->confidence = cover;
+    }
+    free(v);
+    if (out->confidence > 0) {
+        if (out->hi < 1.0 && 1.0 - out->median > min_effect)
+            out->verdict = XATTN_VERDICT_FASTER;
+        else if (out->lo > 1.0 && out->median - 1.0 > min_effect)
+            out->verdict = XATTN_VERDICT_SLOWER;
+    }
+    return 0;
+}
+
+int xattn_stats_over_ceiling(double pct)
+{
+    return isfinite(pct) && pct > 100.0;
+}
+
 int xattn_padding_waste(const int32_t *lq, const int32_t *lk, int n, int64_t sq_pad, int64_t sk_pad,
                         xattn_waste *out)
 {

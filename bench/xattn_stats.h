@@ -35,6 +35,35 @@ xattn_verdict xattn_stats_verdict(double a_min, double a_median, double a_p90, d
                                   double *ratio);
 const char *xattn_verdict_name(xattn_verdict v);
 
+/* The re-measurement of `xattn bench --ab`: n paired ratios new/old, each
+ * from two runs made back to back (in alternating order), so that the
+ * machine's drift between the pairs cancels. The interval [lo, hi] is the
+ * distribution-free confidence interval of the median ratio from order
+ * statistics: the tightest [x(k), x(n+1-k)] of the sorted ratios whose
+ * coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) is at least 90%; none exists
+ * below 5 pairs. A change is real when the whole interval lies on one side
+ * of 1 and the median ratio is more than min_effect away from 1. */
+typedef struct xattn_paired {
+    int n;
+    double median;     /* median of the ratios */
+    double lo, hi;     /* the interval (NaN without one) */
+    double confidence; /* its coverage; 0 when n is too small for 90% */
+    xattn_verdict verdict;
+} xattn_paired;
+/* Returns 0, or -1 when n < 1 or a ratio is not positive and finite. */
+int xattn_stats_paired(const double *ratios, int n, double min_effect, xattn_paired *out);
+
+/* 1 when pct, a share of a device's ceiling in %, is above 100: never a real
+ * figure, an error of the accounting model (work or bytes over-counted, or a
+ * ceiling that does not apply, such as data served from caches), which the
+ * tool flags wherever it prints or writes one. */
+int xattn_stats_over_ceiling(double pct);
+/* The footnote the tool prints under a table with a flagged share. */
+#define XATTN_MODEL_ERROR_NOTE                                                                     \
+    "a share of a ceiling above 100% is not a real figure but an error of the accounting "         \
+    "model (executed work or bytes over-counted, or data served from caches faster than the "      \
+    "measured streaming bandwidth); please report it with the result file"
+
 /* Padding of a padded batch of n sequences with query lengths lq[i] and key
  * lengths lk[i], padded to sq_pad x sk_pad (at least the longest):
  *   pair_waste  = 1 - sum_i lq_i * lk_i / (n * sq_pad * sk_pad)

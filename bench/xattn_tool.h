@@ -13,7 +13,6 @@
 
 extern const char *xattn_prog; /* "xattn" */
 
-
 /* ---- devices to run on ---------------------------------------------------- */
 
 typedef struct xattn_target {
@@ -26,6 +25,10 @@ typedef struct xattn_target {
  * (or of --backend), or only --device N. Backends that are not available
  * are reported to `notes` (may be NULL) with the reason. Returns the count. */
 int xattn_targets_select(const xattn_cli_opts *o, xattn_target *out, int cap, FILE *notes);
+/* When xattn_targets_select found nothing because --device N is beyond the
+ * devices of every available backend asked for: a bad command line. Returns
+ * 1 and writes the message (naming --device) to err; else 0. */
+int xattn_targets_bad_device(const xattn_cli_opts *o, char *err, size_t errlen);
 /* A context on the target, with --threads and --cpu-simd applied on the CPU. */
 xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int device, xattn_ctx **ctx);
 /* "cpu:0" */
@@ -64,6 +67,32 @@ xattn_status xattn_cell_measure(xattn_ctx *ctx, xattn_case_run *r, const xattn_c
 /* One call with the outputs poisoned (NaN) first, so that an element the
  * kernel does not write fails the check; info may be NULL. */
 xattn_status xattn_cell_poisoned_call(xattn_ctx *ctx, xattn_case_run *r, xattn_run_info *info);
+
+/* ---- memory: will it fit ------------------------------------------------- */
+
+/* What the process can still allocate, in bytes (0 = unknown): on the
+ * context's device, and on the host (the same memory for a CPU device). */
+typedef struct xattn_mem_room {
+    double device, host;
+    double device_total;
+    int same; /* the device's memory is the host's (CPU backend, CPU-type OpenCL) */
+} xattn_mem_room;
+/* Reads it now (xattn_ctx_device_memory; the host's through a CPU context
+ * when the device is not the CPU). */
+void xattn_mem_room_read(xattn_ctx *ctx, const xattn_target *t, xattn_mem_room *r);
+/* 0 when device_bytes on the device and host_bytes on the host fit what r
+ * says is available (an unknown figure fits anything); else -1 with the
+ * message "needs X for WHAT, Y available" in msg. */
+int xattn_mem_fits(const xattn_mem_room *r, double device_bytes, double host_bytes,
+                   const char *what, char *msg, size_t n);
+
+/* ---- output files ------------------------------------------------------------ */
+
+/* Checks, before any work, that the file `path` given to `flag` can be
+ * written: opens it for appending (creating it, never truncating an
+ * existing one) and closes it. Returns 0 (*created = 1 when it did not
+ * exist), or XATTN_EXIT_USAGE with a message naming the flag. */
+int xattn_out_probe(const char *flag, const char *path, int *created, char *err, size_t errlen);
 
 /* ---- inputs --------------------------------------------------------------- */
 
@@ -106,16 +135,25 @@ void xattn_json_field(FILE *f, const char *key, double v);
 void xattn_csv_str(FILE *f, const char *s);  /* RFC 4180 field */
 void xattn_xml_text(FILE *f, const char *s); /* escaped XML character data / attribute */
 void xattn_fmt_bytes(double bytes, char *out, size_t n); /* "2.1 MiB" */
+/* A share of a ceiling, in %: "-" when unknown (negative), "41.3", or "125.3!"
+ * above 100 (a model error, xattn_stats_over_ceiling: never printed plainly). */
+const char *xattn_fmt_pct(double pct, char *out, size_t n);
 /* Shell-quoted command line: "xattn bench --sq '128,256'". */
 void xattn_command_line(int argc, char **argv, char *out, size_t n);
 /* The machine: "hostname, Linux 6.1 x86_64". */
 void xattn_host_describe(char *host, size_t nhost, char *os, size_t nos);
 /* Current UTC time, ISO 8601. */
 void xattn_utc_now(char *out, size_t n);
+/* The machine's load: /proc/loadavg's 1, 5 and 15-minute averages. Returns 0,
+ * or -1 where it cannot be read (then NaN). */
+int xattn_load_read(double out[3]);
+/* CPUs online (the load averages are relative to them); 0 unknown. */
+int xattn_cpus_online(void);
 /* mkdir -p for one level; 0 on success or when it exists. */
 int xattn_mkdir(const char *path);
 
-/* Prints every field of a record, grouped like docs/measurement.md. */
+/* Prints every field of a record, grouped like docs/measurement.md, saying
+ * that it is one call's (run prints the last one's after the median's figures). */
 void xattn_record_print(FILE *f, const xattn_record *r);
 /* The device's ceilings as JSON (or null). */
 void xattn_ceilings_json(FILE *f, xattn_ctx *ctx);

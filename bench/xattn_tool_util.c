@@ -1,6 +1,7 @@
 /* Helpers of the xattn tool: device selection, --lengths files, the progress
  * bar, JSON/CSV/XML escaping, machine description, record printing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,9 +56,66 @@ int xattn_targets_select(const xattn_cli_opts *o, xattn_target *out, int cap, FI
     return count;
 }
 
+int xattn_targets_bad_device(const xattn_cli_opts *o, char *err, size_t errlen)
+{
+    if (o->device < 0)
+        return 0;
+    size_t k = 0;
+    int any = 0;
+    err[0] = '\0';
+    for (int b = 0; b < XATTN_BACKEND_COUNT; b++) {
+        xattn_backend be = (xattn_backend)b;
+        int wanted = o->n_backends == 0;
+        for (int i = 0; i < o->n_backends; i++)
+            wanted |= o->backends[i] == be || o->backends[i] == XATTN_BACKEND_AUTO;
+        int nd = 0;
+        if (!wanted || xattn_backend_available(be) != XATTN_STATUS_OK ||
+            xattn_device_count(be, &nd) != XATTN_STATUS_OK)
+            continue;
+        if (o->device < nd)
+            return 0;
+        if (k < errlen)
+            k += (size_t)snprintf(err + k, errlen - k, "%s%s has %d", any ? ", " : "",
+                                  xattn_backend_name(be), nd);
+        any = 1;
+    }
+    if (!any)
+        return 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", err);
+    snprintf(err, errlen, "--device %d: no backend asked for has such a device (%s)", o->device,
+             list);
+    return 1;
+}
+
+/* More worker threads than the CPU has compute units run many times slower
+ * (they share cores, and every OpenMP barrier waits for a descheduled one):
+ * said once per process, not silently. */
+static void xattn__warn_threads(const xattn_cli_opts *o, xattn_ctx *ctx)
+{
+    static int warned;
+    xattn_device_info info;
+    if (warned || xattn_ctx_device_info(ctx, &info) != XATTN_STATUS_OK || info.compute_units <= 0)
+        return;
+    int most = o->threads;
+    for (int i = 0; i < o->thread_list.n; i++)
+        if (o->thread_list.v[i] > most)
+            most = (int)o->thread_list.v[i];
+    if (most <= info.compute_units)
+        return;
+    warned = 1;
+    fprintf(stderr,
+            "%s: warning: --threads %d is more than the CPU's %d compute units (the CPUs OpenMP "
+            "uses here: the process's affinity, or OMP_NUM_THREADS): threads beyond them share "
+            "cores, and OpenMP's barriers can make each call many times slower\n",
+            xattn_prog, most, info.compute_units);
+}
+
 xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int device, xattn_ctx **ctx)
 {
     xattn_status st = xattn_ctx_create(be, device, ctx);
+    if (st == XATTN_STATUS_OK && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
+        xattn__warn_threads(o, *ctx);
     if (st == XATTN_STATUS_OK && o->threads && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
         st = xattn_ctx_set_option(*ctx, XATTN_OPT_NUM_THREADS, o->threads);
     if (st == XATTN_STATUS_OK && o->cpu_simd && xattn_ctx_backend(*ctx) == XATTN_BACKEND_CPU)
@@ -67,6 +125,85 @@ xattn_status xattn_ctx_open(const xattn_cli_opts *o, xattn_backend be, int devic
         *ctx = NULL;
     }
     return st;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+void xattn_mem_room_read(xattn_ctx *ctx, const xattn_target *t, xattn_mem_room *r)
+{
+    memset(r, 0, sizeof *r);
+    uint64_t total = 0, avail = 0;
+    if (xattn_ctx_device_memory(ctx, &total, &avail) == XATTN_STATUS_OK) {
+        r->device = (double)avail;
+        r->device_total = (double)total;
+    }
+    r->same = t->info.device_type == XATTN_DEVICE_TYPE_CPU;
+    if (r->same) {
+        r->host = r->device;
+        return;
+    }
+    /* The host's figure through a CPU context, made once: bench reads it before
+     * every case and cell of a GPU (the tool is single-threaded). */
+    static xattn_ctx *cpu;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu) != XATTN_STATUS_OK)
+            cpu = NULL;
+    }
+    if (cpu && xattn_ctx_device_memory(cpu, NULL, &avail) == XATTN_STATUS_OK)
+        r->host = (double)avail;
+}
+
+int xattn_mem_fits(const xattn_mem_room *r, double device_bytes, double host_bytes,
+                   const char *what, char *msg, size_t n)
+{
+    char need[32], have[32];
+    if (r->same) {
+        double all = device_bytes + host_bytes;
+        if (r->host <= 0 || all <= r->host)
+            return 0;
+        xattn_fmt_bytes(all, need, sizeof need);
+        xattn_fmt_bytes(r->host, have, sizeof have);
+        snprintf(msg, n, "needs %s for %s, %s available", need, what, have);
+        return -1;
+    }
+    if (r->device > 0 && device_bytes > r->device) {
+        xattn_fmt_bytes(device_bytes, need, sizeof need);
+        xattn_fmt_bytes(r->device, have, sizeof have);
+        snprintf(msg, n, "needs %s of device memory for %s, %s available", need, what, have);
+        return -1;
+    }
+    if (r->host > 0 && host_bytes > r->host) {
+        xattn_fmt_bytes(host_bytes, need, sizeof need);
+        xattn_fmt_bytes(r->host, have, sizeof have);
+        snprintf(msg, n, "needs %s of host memory for %s, %s available", need, what, have);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- output files -------------------------------------------------------------- */
+
+int xattn_out_probe(const char *flag, const char *path, int *created, char *err, size_t errlen)
+{
+    struct stat sb;
+    int existed = stat(path, &sb) == 0;
+    if (created)
+        *created = 0;
+    if (existed && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: '%s' is a folder, not a file", flag, path);
+        return XATTN_EXIT_USAGE;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot write '%s': %s", flag, path, strerror(errno));
+        return XATTN_EXIT_USAGE;
+    }
+    close(fd);
+    if (created)
+        *created = !existed;
+    return 0;
 }
 
 /* ---- inputs ------------------------------------------------------------------ */
@@ -364,7 +501,9 @@ void xattn_xml_text(FILE *f, const char *s)
 
 void xattn_fmt_bytes(double b, char *out, size_t n)
 {
-    if (b >= 1073741824.0)
+    if (b >= 1099511627776.0 * 10)
+        snprintf(out, n, "%.0f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0)
         snprintf(out, n, "%.2f GiB", b / 1073741824.0);
     else if (b >= 1048576.0)
         snprintf(out, n, "%.1f MiB", b / 1048576.0);
@@ -372,6 +511,15 @@ void xattn_fmt_bytes(double b, char *out, size_t n)
         snprintf(out, n, "%.1f KiB", b / 1024.0);
     else
         snprintf(out, n, "%.0f B", b);
+}
+
+const char *xattn_fmt_pct(double v, char *out, size_t n)
+{
+    if (!(v >= 0) || !isfinite(v))
+        snprintf(out, n, "-");
+    else
+        snprintf(out, n, "%.1f%s", v, xattn_stats_over_ceiling(v) ? "!" : "");
+    return out;
 }
 
 void xattn_command_line(int argc, char **argv, char *out, size_t n)
@@ -419,6 +567,27 @@ void xattn_utc_now(char *out, size_t n)
     strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+int xattn_load_read(double out[3])
+{
+    out[0] = out[1] = out[2] = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return -1;
+    int n = fscanf(f, "%lf %lf %lf", &out[0], &out[1], &out[2]);
+    fclose(f);
+    if (n != 3) {
+        out[0] = out[1] = out[2] = NAN;
+        return -1;
+    }
+    return 0;
+}
+
+int xattn_cpus_online(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n < 1 << 20 ? (int)n : 0;
+}
+
 int xattn_mkdir(const char *path)
 {
     if (mkdir(path, 0777) == 0)
@@ -437,8 +606,12 @@ int xattn_mkdir(const char *path)
 void xattn_record_print(FILE *f, const xattn_record *r)
 {
     char a[32], b[32], c[32];
-    fprintf(f, "record   #%llu on %s:%d %s, range \"%s\"\n", (unsigned long long)r->seq,
-            xattn_backend_name(r->backend), r->device, r->device_name, r->range);
+    /* one call: its own time and the figures derived from it, not the median's */
+    fprintf(f,
+            "record   #%llu on %s:%d %s, range \"%s\" (the last call: its own time and figures, "
+            "not the median's)\n",
+            (unsigned long long)r->seq, xattn_backend_name(r->backend), r->device, r->device_name,
+            r->range);
     fprintf(f, "  identity   algo %s (asked %s): %s\n", xattn_algo_name(r->algo_chosen),
             xattn_algo_name(r->algo_requested), r->reason);
     fprintf(f,
@@ -477,9 +650,11 @@ void xattn_record_print(FILE *f, const xattn_record *r)
             r->flops_dense, r->flops_useful, r->flops_executed, r->bytes_min, r->bytes_actual);
     fprintf(f, "  derived    %.2f GFLOP/s useful, %.2f executed, %.2f GB/s, padding waste %.1f%%",
             r->gflops_useful, r->gflops_executed, r->gbytes_per_s, 100.0 * r->padding_waste);
+    char pf[16], pb[16];
     if (r->pct_fma_ceiling >= 0)
-        fprintf(f, ", %.1f%% of the FMA ceiling, %.1f%% of the bandwidth\n", r->pct_fma_ceiling,
-                r->pct_bw_ceiling);
+        fprintf(f, ", %s%% of the FMA ceiling, %s%% of the bandwidth\n",
+                xattn_fmt_pct(r->pct_fma_ceiling, pf, sizeof pf),
+                xattn_fmt_pct(r->pct_bw_ceiling, pb, sizeof pb));
     else
         fprintf(f, ", no ceilings known (run '%s devices --measure')\n", xattn_prog);
 }
