@@ -191,6 +191,19 @@ __device__ __forceinline__ float xattn_cuda_softmax_rescale(float *m, float tile
     return m_use;
 }
 
+/* The same update with scores in log2 units (the mma path): *alpha is
+ * 2^(m_old - m_new). */
+__device__ __forceinline__ float xattn_cuda_softmax_rescale2(float *m, float tile_max,
+                                                             float *alpha)
+{
+    float m_old = *m;
+    float m_new = xattn_cuda_sticky_max(m_old, tile_max);
+    float m_use = m_new == -XATTN_CUDA_INF ? 0.0f : m_new;
+    *alpha = exp2f(m_old - m_use);
+    *m = m_new;
+    return m_use;
+}
+
 /* One sequence of the batch. */
 struct xattn_cuda_seq {
     int Lq, Lk; /* lengths */

@@ -13,8 +13,12 @@
  *     (K of the next tile starts loading: cp.async overlaps the rest)
  *     scale, softcap / ALiBi / bias / masks (skipped for a tile every row
  *     sees whole when there are no score mods)
- *     online softmax on the accumulators (a row lives in a quad of lanes)
- *     O += P V           P re-packed from the S accumulators as A fragments
+ *     online softmax on the accumulators (a row lives in a quad of lanes), in
+ *     log2 units (x = s * log2 e): p = 2^(x - m), so the row's maximum gives
+ *     exactly 1; p is rounded to T (what P.V multiplies); O is
+ *     divided by the sum of the rounded p that P.V multiplies, LSE takes the
+ *     sum of the unrounded p
+ *     O += P V           P packed from the accumulators as A fragments
  *     (V of the next tile starts loading)
  *
  * Fragment layouts (PTX ISA, mma.m16n8k16, .f16/.bf16 -> .f32): lane l,
@@ -126,6 +130,17 @@ template <> __device__ __forceinline__ unsigned xattn_cuda_pack2<__nv_bfloat16>(
     return u;
 }
 
+/* A T's bits as f32. */
+template <typename T> __device__ __forceinline__ float xattn_cuda_bits_f32(unsigned short u);
+template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__half>(unsigned short u)
+{
+    return __half2float(__ushort_as_half(u));
+}
+template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__nv_bfloat16>(unsigned short u)
+{
+    return __uint_as_float((unsigned)u << 16);
+}
+
 /*
  * Stages `nrows` rows of `width` valid dims into a shared tile [nrows][LDS] of
  * DP columns. gidx(rr) gives row rr's element index (d = 0), or -1 for a row
@@ -172,7 +187,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     constexpr int BM = xattn_cuda_mma_shape<DP>::BM, LDS = xattn_cuda_mma_shape<DP>::LDS;
     constexpr int NS = BN / 8; /* n8 tiles of S per m16 tile */
     constexpr int NO = DP / 8; /* n8 tiles of O per m16 tile */
-    constexpr float LOG2E = 1.4426950408889634f;
+    constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+    /* Scores are kept in log2 units (s * log2 e): p = 2^(x - m), one subtraction
+     * an element; m and LSE convert back. */
+    const float scale2 = P.scale * LOG2E;
     static_assert(DP % 16 == 0 && BN % 16 == 0 && XATTN_CUDA_SPLIT_UNIT % BN == 0, "tile shape");
     static_assert(BM <= NT, "one thread per row for the row setup");
 
@@ -232,7 +250,9 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     __syncthreads();
 
     float o[MT][NO][4];
-    float m[MT][2], l[MT][2];
+    /* l: the row sum of p (for LSE); lr: of p rounded to T, the weights P.V
+     * multiplies (for O, so that they sum to 1). */
+    float m[MT][2], l[MT][2], lr[MT][2];
     int rlo[MT][2], rhi[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -245,6 +265,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         for (int hr = 0; hr < 2; hr++) {
             m[mt][hr] = -XATTN_CUDA_INF;
             l[mt][hr] = 0.0f;
+            lr[mt][hr] = 0.0f;
             const xattn_cuda_row &rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
             rlo[mt][hr] = rw.lo;
             rhi[mt][hr] = rw.hi;
@@ -283,7 +304,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     const bool live = r0 + warp * 16 * MT < R;
     for (int t = t_begin; t < hi_u; t += BN) {
         const bool more = t + BN < hi_u;
-        float sacc[MT][NS][4];
+        float sacc[MT][NS][4]; /* S, then P rounded to T */
         xattn_cuda_cp_async_wait<1>(); /* Q and K(t) have landed; V(t) may be in flight */
         __syncthreads();
 
@@ -331,8 +352,8 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                     if (full) {
 #pragma unroll
                         for (int n = 0; n < NS; n++) {
-                            sacc[mt][n][2 * hr] *= P.scale;
-                            sacc[mt][n][2 * hr + 1] *= P.scale;
+                            sacc[mt][n][2 * hr] *= scale2;
+                            sacc[mt][n][2 * hr + 1] *= scale2;
                         }
                     } else if (!P.has_mods) {
                         const int lo = rlo[mt][hr], hi = rhi[mt][hr];
@@ -342,7 +363,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                             for (int e2 = 0; e2 < 2; e2++) {
                                 const int j = t + n * 8 + cq * 2 + e2;
                                 float &x = sacc[mt][n][2 * hr + e2];
-                                x = (j >= lo && j < hi) ? x * P.scale : -XATTN_CUDA_INF;
+                                x = (j >= lo && j < hi) ? x * scale2 : -XATTN_CUDA_INF;
                             }
                     } else {
                         const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
@@ -352,7 +373,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                             for (int e2 = 0; e2 < 2; e2++) {
                                 const int j = t + n * 8 + cq * 2 + e2;
                                 float &x = sacc[mt][n][2 * hr + e2];
-                                x = xattn_cuda_mod_score(P, rw, x * P.scale, j);
+                                x = xattn_cuda_mod_score(P, rw, x * P.scale, j) * LOG2E;
                             }
                     }
                 }
@@ -372,18 +393,26 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                     tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
                     tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
                     float alpha;
-                    const float mu = xattn_cuda_softmax_rescale(&m[mt][hr], tmax, &alpha);
-                    const float mul = mu * LOG2E;
-                    float rs = 0.0f;
+                    const float mu = xattn_cuda_softmax_rescale2(&m[mt][hr], tmax, &alpha);
+                    float rs = 0.0f, rsr = 0.0f;
 #pragma unroll
-                    for (int n = 0; n < NS; n++)
-#pragma unroll
-                        for (int e2 = 0; e2 < 2; e2++) {
-                            float &x = sacc[mt][n][2 * hr + e2];
-                            x = exp2f(fmaf(x, LOG2E, -mul));
-                            rs += x;
-                        }
-                    l[mt][hr] = l[mt][hr] * alpha + rs; /* this lane's part of the row sum */
+                    for (int n = 0; n < NS; n++) {
+                        /* x - mu: the row's maximum gives 2^0 = 1 exactly. (The
+                         * former fmaf(x, LOG2E, -mu * LOG2E) was off by the
+                         * rounding of mu * LOG2E: an output ulp at large scores.) */
+                        const float p0 = exp2f(sacc[mt][n][2 * hr] - mu);
+                        const float p1 = exp2f(sacc[mt][n][2 * hr + 1] - mu);
+                        rs += p0 + p1;
+                        const unsigned u = xattn_cuda_pack2<T>(p0, p1);
+                        const float r0 = xattn_cuda_bits_f32<T>((unsigned short)(u & 0xffffu));
+                        const float r1 = xattn_cuda_bits_f32<T>((unsigned short)(u >> 16));
+                        sacc[mt][n][2 * hr] = r0;
+                        sacc[mt][n][2 * hr + 1] = r1;
+                        rsr += r0 + r1;
+                    }
+                    /* this lane's part of the row sums */
+                    l[mt][hr] = l[mt][hr] * alpha + rs;
+                    lr[mt][hr] = lr[mt][hr] * alpha + rsr;
 #pragma unroll
                     for (int n = 0; n < NO; n++) {
                         o[mt][n][2 * hr] *= alpha;
@@ -430,14 +459,15 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         xattn_cuda_cp_async_commit(); /* group: V(t + BN) (maybe empty) */
     }
     xattn_cuda_cp_async_wait<0>();
-
-    /* Row sums over the quad, then O = acc / l, LSE = m + log l. */
+    /* Row sums over the quad, then O = acc / lr, LSE = m + log l. */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             l[mt][hr] += __shfl_xor_sync(0xffffffffu, l[mt][hr], 1);
             l[mt][hr] += __shfl_xor_sync(0xffffffffu, l[mt][hr], 2);
+            lr[mt][hr] += __shfl_xor_sync(0xffffffffu, lr[mt][hr], 1);
+            lr[mt][hr] += __shfl_xor_sync(0xffffffffu, lr[mt][hr], 2);
         }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -447,10 +477,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             if (r >= R)
                 continue;
             const int i = (int)(r / g), h = blk.hk * g + (int)(r % g);
-            const float mm = m[mt][hr], ll = l[mt][hr];
+            const float mm = m[mt][hr], ll = l[mt][hr], llr = lr[mt][hr];
             const bool empty = mm == -XATTN_CUDA_INF;
-            const float inv = empty ? 0.0f : 1.0f / ll;
-            const float lse = empty ? -XATTN_CUDA_INF : mm + logf(ll);
+            const float inv = empty ? 0.0f : 1.0f / llr;
+            const float lse = empty ? -XATTN_CUDA_INF : mm * LN2 + logf(ll);
             if (P.splits > 0) {
                 const long long pr = xattn_cuda_part_row(P, blk.split, blk.b, h, i);
                 float *po = P.part_o + pr * P.Dv;

@@ -683,6 +683,22 @@ static std::vector<Case> cases(void)
     Case w;
     w.causal = 1, w.bottom_right = 0, w.Sq = 70, w.Sk = 10;
     add(w, "causal_tl_sq_gt_sk");
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            /* Near one-hot rows at large scores: the row's maximum must weigh
+             * exactly 1, so the output is the argmax key's V exactly. */
+            for (int big = 0; big < 4; big++) {
+                Case o;
+                o.algo = al, o.simt = simt, o.Sq = 24, o.Sk = 150, o.Hq = 4, o.Hkv = 2;
+                o.dq = o.dkv = big & 1 ? XATTN_DTYPE_BF16 : XATTN_DTYPE_F16;
+                o.scale = big & 2 ? 1e4f : 1e3f, o.causal = big == 3;
+                add(o, big == 0 ? "onehot_f16_s1e3"
+                       : big == 1 ? "onehot_bf16_s1e3"
+                       : big == 2 ? "onehot_f16_s1e4"
+                                  : "onehot_bf16_s1e4_causal");
+            }
+        }
+    }
     return v;
 }
 
