@@ -13,6 +13,11 @@
  * - the online-softmax update (xattn_cuda_softmax_rescale) with the NaN rule:
  *   the running max is sticky for NaN, and a -inf max is used as 0 so that a
  *   still fully masked row keeps p = 0 without producing NaN;
+ * - the rule for inf/NaN in V (DESIGN.md step 8): a masked key contributes
+ *   nothing, not even 0 x NaN. A tile loads every V row that any of its rows
+ *   may see, so the P.V of a tile whose V holds an inf or NaN takes a careful
+ *   path (xattn_cuda_key_masked, xattn_cuda_pv_add); the check is one flag
+ *   per tile, folded into the barrier that publishes the V tile;
  * - the block decode of the flat grid and the packed query rows (see
  *   xattn_cuda_kernels.h).
  */
@@ -357,6 +362,29 @@ __device__ __forceinline__ void xattn_cuda_softmax_merge(float *m, float *l, flo
     float mu = mn == -XATTN_CUDA_INF ? 0.0f : mn;
     *l = *l * expf(*m - mu) + l2 * expf(m2 - mu);
     *m = mn;
+}
+
+/* DESIGN.md step 8 in the careful P.V: key j of row rw is masked (it
+ * contributes nothing) when it lies outside the row's interval or its bias is
+ * -inf, i.e. exactly when xattn_cuda_mod_score gives -inf. */
+__device__ __forceinline__ bool xattn_cuda_key_masked(const xattn_cuda_kparams &P,
+                                                      const xattn_cuda_row &rw, int j)
+{
+    if (j < rw.lo || j >= rw.hi)
+        return true;
+    return P.has_bias && xattn_cuda_load(P.bias.ptr, P.bias.dt,
+                                         rw.bias_idx + (long long)j * P.bias.sd) ==
+                             -XATTN_CUDA_INF;
+}
+
+/* acc + p * v for an unmasked key in the careful P.V. A weight p that
+ * underflowed to 0 is a tiny positive weight in the reference: v's inf and
+ * NaN still pass (tiny x inf = inf), its finite values add nothing. */
+__device__ __forceinline__ float xattn_cuda_pv_add(float acc, float p, float v)
+{
+    if (p != 0.0f)
+        return fmaf(p, v, acc);
+    return isfinite(v) ? acc : acc + v;
 }
 
 /* ---- internal launchers (C++ linkage; one per kernel family) ------------- */

@@ -225,7 +225,9 @@ extern "C" cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int 
 
 /* One warp per row (b, h, i): O = sum_s w_s O_s / sum_s w_s with
  * w_s = exp(LSE_s - max LSE), LSE = max + log sum w_s; the max is NaN-sticky
- * and an all -inf row is empty (O = 0, LSE = -inf). */
+ * and an all -inf row is empty (O = 0, LSE = -inf). A weight that underflows
+ * to 0 still passes its split's inf and NaN (xattn_cuda_pv_add), as the
+ * reference's tiny positive weight does; an empty split's O is 0. */
 __global__ void __launch_bounds__(128)
     xattn_cuda_splitkv_combine_kernel(const xattn_cuda_kparams P, const float *part_o,
                                       const float *part_lse)
@@ -269,7 +271,7 @@ __global__ void __launch_bounds__(128)
         float acc = 0.0f;
         if (!empty)
             for (int sp = 0; sp < ns; sp++)
-                acc = fmaf(wsh[w][sp], po[sp * stride + d], acc);
+                acc = xattn_cuda_pv_add(acc, wsh[w][sp], po[sp * stride + d]);
         xattn_cuda_store(P.o.ptr, P.o.dt, oi + (long long)d * P.o.sd, acc * inv);
     }
     if (lane == 0 && P.has_lse)

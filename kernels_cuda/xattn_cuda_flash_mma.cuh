@@ -18,7 +18,11 @@
  *     exactly 1; p is rounded to T (what P.V multiplies); O is
  *     divided by the sum of the rounded p that P.V multiplies, LSE takes the
  *     sum of the unrounded p
- *     O += P V           P packed from the accumulators as A fragments
+ *     O += P V           P packed from the accumulators as A fragments;
+ *     a V tile holding an inf or NaN (each thread checks what it staged, one
+ *     flag per block at the barrier that publishes the tile) takes the
+ *     careful path instead: every lane walks its row's keys (P from the quad
+ *     through shuffles) and skips the masked ones (xattn_cuda_common.cuh)
  *     (V of the next tile starts loading)
  *
  * Fragment layouts (PTX ISA, mma.m16n8k16, .f16/.bf16 -> .f32): lane l,
@@ -35,6 +39,8 @@
  */
 #ifndef XATTN_CUDA_FLASH_MMA_CUH
 #define XATTN_CUDA_FLASH_MMA_CUH
+
+#include <type_traits>
 
 #include "xattn_cuda_common.cuh"
 
@@ -139,6 +145,43 @@ template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__half>(unsigne
 template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__nv_bfloat16>(unsigned short u)
 {
     return __uint_as_float((unsigned)u << 16);
+}
+
+/* 1 when one of the two T in w is an inf or NaN (all exponent bits set). */
+template <typename T> __device__ __forceinline__ int xattn_cuda_nonfinite2(unsigned w)
+{
+    constexpr unsigned EM = std::is_same<T, __half>::value ? 0x7c00u : 0x7f80u;
+    return (w & EM) == EM || ((w >> 16) & EM) == EM;
+}
+
+/*
+ * 1 when an element this thread staged into the tile by
+ * xattn_cuda_mma_stage<DP, NT> (same nrows and vec) is an inf or NaN. Only the
+ * thread's own copies are read: after its cp.async wait they are visible to
+ * it without a barrier.
+ */
+template <int DP, int NT, typename T>
+__device__ __forceinline__ int xattn_cuda_mma_nonfinite(const unsigned short *tile, int nrows,
+                                                        int vec)
+{
+    constexpr int LDS = DP + 8, CH = DP / 8;
+    const int tid = threadIdx.x;
+    int bad = 0;
+    /* One load at a time: this runs while the O and S fragments hold most
+     * registers (unrolled, the loads made the d64 kernel spill). */
+    if (vec) {
+#pragma unroll 1
+        for (int e = tid; e < nrows * CH; e += NT) {
+            const uint4 u = *reinterpret_cast<const uint4 *>(tile + (e / CH) * LDS + (e % CH) * 8);
+            bad |= xattn_cuda_nonfinite2<T>(u.x) | xattn_cuda_nonfinite2<T>(u.y) |
+                   xattn_cuda_nonfinite2<T>(u.z) | xattn_cuda_nonfinite2<T>(u.w);
+        }
+    } else {
+#pragma unroll 1
+        for (int e = tid; e < nrows * DP; e += NT)
+            bad |= xattn_cuda_nonfinite2<T>(tile[(e / DP) * LDS + e % DP]);
+    }
+    return bad;
 }
 
 /*
@@ -423,10 +466,45 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         }
 
         xattn_cuda_cp_async_wait<1>(); /* V(t) has landed; K(t + BN) may be in flight */
-        __syncthreads();
+        const int vbad_own = xattn_cuda_mma_nonfinite<DP, NT, T>(vs, BN, P.vec);
+        const int vbad = __syncthreads_or(vbad_own);
 
-        /* O += P V */
-        if (live) {
+        /* O += P V; the careful path for a V tile with an inf or NaN. */
+        if (live && vbad) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
+#pragma unroll
+                    for (int n = 0; n < NS; n++) {
+#pragma unroll
+                        for (int e2 = 0; e2 < 2; e2++) {
+                            const float mine = sacc[mt][n][2 * hr + e2];
+#pragma unroll 1
+                            for (int src = 0; src < 4; src++) {
+                                /* Key n*8 + 2*src + e2 of the row is held by quad lane src. */
+                                const float p =
+                                    __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
+                                const int kb = n * 8 + 2 * src + e2;
+                                if (xattn_cuda_key_masked(P, rw, t + kb))
+                                    continue;
+                                const unsigned short *vrow = vs + kb * LDS;
+#pragma unroll
+                                for (int nd = 0; nd < NO; nd++)
+#pragma unroll
+                                    for (int e = 0; e < 2; e++) {
+                                        float &acc = o[mt][nd][2 * hr + e];
+                                        acc = xattn_cuda_pv_add(
+                                            acc, p,
+                                            xattn_cuda_bits_f32<T>(vrow[nd * 8 + cq * 2 + e]));
+                                    }
+                            }
+                        }
+                    }
+                }
+            }
+        } else if (live) {
 #pragma unroll
             for (int kk = 0; kk < BN / 16; kk++) {
                 unsigned a[MT][4];

@@ -7,7 +7,9 @@
  *            nothing; padding rows and keys are -inf).
  *   softmax: in place, one warp per row: P = exp(S - m) / l, LSE = m + log l;
  *            a fully masked row becomes zeros with LSE = -inf; NaN is sticky.
- *   pv:      O = P V, a 64-row x 64-dim tile per block.
+ *   pv:      O = P V, a 64-row x 64-dim tile per block. A chunk of V holding
+ *            an inf or NaN takes the careful path (xattn_cuda_common.cuh):
+ *            P is 0 at a masked key, and 0 x NaN must not reach the row.
  */
 #include "xattn_cuda_simt.cuh"
 
@@ -134,6 +136,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     __shared__ float ps[XATTN_CUDA_SIMT_TILE][XATTN_CUDA_PV_KC + 1];
     __shared__ float vs[XATTN_CUDA_PV_KC][XATTN_CUDA_SIMT_TILE + 1];
     __shared__ long long prow[XATTN_CUDA_SIMT_TILE];
+    __shared__ xattn_cuda_row rows[XATTN_CUDA_SIMT_TILE];
+    __shared__ long long qidx[XATTN_CUDA_SIMT_TILE];
 
     int rb, db, hk, b;
     xattn_cuda_naive_block(P, ndb, &rb, &db, &hk, &b);
@@ -143,6 +147,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
     if (r0 >= R)
         return;
+    /* The rows' valid keys, for the careful path (qidx is unused). */
+    xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
     if (tid < XATTN_CUDA_SIMT_TILE) {
         const long long r = r0 + tid;
@@ -172,17 +178,35 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
             const long long pr = prow[rr];
             ps[rr][jj] = (pr >= 0 && j < s.Lk) ? S[pr + j] : 0.0f;
         }
+        int bad = 0;
         for (int e = tid; e < XATTN_CUDA_PV_KC * XATTN_CUDA_SIMT_TILE;
              e += XATTN_CUDA_SIMT_THREADS) {
             const int jj = e / XATTN_CUDA_SIMT_TILE, dd = e % XATTN_CUDA_SIMT_TILE;
             const int j = j0 + jj, d = d0 + dd;
-            vs[jj][dd] = (j < s.Lk && d < P.Dv)
-                             ? xattn_cuda_load(P.v.ptr, P.v.dt,
-                                               vbase + (long long)(s.k0 + j) * P.v.ss +
-                                                   (long long)d * P.v.sd)
-                             : 0.0f;
+            const float x = (j < s.Lk && d < P.Dv)
+                                ? xattn_cuda_load(P.v.ptr, P.v.dt,
+                                                  vbase + (long long)(s.k0 + j) * P.v.ss +
+                                                      (long long)d * P.v.sd)
+                                : 0.0f;
+            bad |= !isfinite(x);
+            vs[jj][dd] = x;
         }
-        __syncthreads();
+        if (__syncthreads_or(bad)) {
+            /* Careful path: each row's own unmasked keys only. */
+            for (int jj = 0; jj < XATTN_CUDA_PV_KC; jj++) {
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    const int rr = ty + 16 * a;
+                    if (xattn_cuda_key_masked(P, rows[rr], j0 + jj))
+                        continue;
+                    const float pa = ps[rr][jj];
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        acc[a][c] = xattn_cuda_pv_add(acc[a][c], pa, vs[jj][tx + 16 * c]);
+                }
+            }
+            continue;
+        }
 #pragma unroll 4
         for (int jj = 0; jj < XATTN_CUDA_PV_KC; jj++) {
             float pa[4], vb[4];

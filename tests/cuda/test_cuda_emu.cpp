@@ -131,7 +131,21 @@ struct Case {
     int alibi = 0, bias = BIAS_NONE, bias_f16 = 0, bias_ninf = 0;
     int lens = LENS_FULL, layout = L_BSHD, lse = 1;
     int nan = 0; /* 1: one NaN in q, 2: in k, 3: in v */
+    /* inf/NaN in V at XATTN_EMU_VBAD_KEYS keys (the same key indices in every
+     * sequence, one dim each, every KV head): 1 NaN, 2 +inf, 3 +inf and -inf.
+     * Rows that mask such a key must not see it (DESIGN.md step 8). */
+    int vbad = 0;
+    /* With a bias: at those keys, a third of the rows get a -inf bias (masked)
+     * and a third -200 (unmasked, a weight that underflows in f32 but not in
+     * the double reference: the key's inf/NaN must still reach the row). */
+    int vbad_bias = 0;
+    int vbad_from = 0; /* the inf/NaN keys are chosen in [vbad_from, Sk) */
+    /* With a bias: even rows get -200 at every key from bias_tail on (0: off),
+     * so that a SPLITKV chunk there weighs 0 in f32 in the combine. */
+    int bias_tail = 0;
 };
+
+#define XATTN_EMU_VBAD_KEYS 3
 
 struct Tensor {
     std::vector<unsigned char> mem;
@@ -280,6 +294,22 @@ static void prob_build(Prob *P, const Case &c)
                      NAN);
         }
     }
+    std::vector<int64_t> bad_keys;
+    if (c.vbad) {
+        for (int n = 0; n < XATTN_EMU_VBAD_KEYS && P->Sk > 0; n++)
+            bad_keys.push_back(rint_(c.vbad_from, (int)P->Sk - 1));
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t tb = c.lens == LENS_VARLEN ? 0 : b;
+            for (size_t n = 0; n < bad_keys.size(); n++) {
+                if (bad_keys[n] >= P->lk[b])
+                    continue;
+                const float x = c.vbad == 1 ? NAN : (c.vbad == 3 && n % 2) ? -INFINITY : INFINITY;
+                for (int64_t h = 0; h < c.Hkv; h++)
+                    from_f32(P->v.mem.data(), c.dkv,
+                             vidx(P->v.v, tb, P->k0[b] + bad_keys[n], h, rint_(0, c.Dv - 1)), x);
+            }
+        }
+    }
     /* LSE [B, Hq, Sq] (varlen: [1, Hq, Tq]), f32, with a gap between heads. */
     {
         xattn_view &l = P->lse.v;
@@ -321,6 +351,16 @@ static void prob_build(Prob *P, const Case &c)
                             x = -INFINITY;
                         from_f32(P->bias.mem.data(), bv.dtype,
                                  bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j, x);
+                    }
+                    for (int64_t j = c.bias_tail; c.bias_tail && i % 2 == 0 && j < sk; j++)
+                        from_f32(P->bias.mem.data(), bv.dtype,
+                                 bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j, -200.0f);
+                    for (int64_t j : bad_keys) {
+                        const int kind = c.vbad_bias ? rint_(0, 2) : 0;
+                        if (kind)
+                            from_f32(P->bias.mem.data(), bv.dtype,
+                                     bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j,
+                                     kind == 1 ? -INFINITY : -200.0f);
                     }
                 }
     }
@@ -518,6 +558,10 @@ static bool check(Prob &P, const std::vector<double> &O, const std::vector<doubl
                         bad_nan += isnan(ref) != isnan(out);
                         continue;
                     }
+                    if (isinf(ref) || isinf(out)) { /* inf in V: the same inf */
+                        bad_nan += out != ref;
+                        continue;
+                    }
                     if (ref == 0.0 && out != 0.0) {
                         bad_zero++;
                         continue;
@@ -683,8 +727,42 @@ static std::vector<Case> cases(void)
     Case w;
     w.causal = 1, w.bottom_right = 0, w.Sq = 70, w.Sk = 10;
     add(w, "causal_tl_sq_gt_sk");
+    for (int simt = 0; simt < 2; simt++) {
+        /* SPLITKV's combine: the second chunk of even rows weighs e^-200 (0 in
+         * f32) and holds +inf in V: the reference's row is +inf there. */
+        Case t;
+        t.algo = XATTN_ALGO_SPLITKV, t.simt = simt, t.splits = 2, t.Sq = 8, t.Sk = 128;
+        t.bias = BIAS_11, t.bias_tail = 64, t.vbad = 2, t.vbad_from = 64;
+        add(t, "vinf_split_tiny");
+    }
     for (xattn_algo al : algos) {
         for (int simt = 0; simt < 2; simt++) {
+            /* inf / NaN in V at keys that some rows of a tile mask and others
+             * see: causal, window, -inf bias (with -200 biases: a weight that
+             * underflows in f32 still brings the key's inf / NaN); vector and
+             * plain staging on the mma path, every dtype path. */
+            Case a;
+            a.algo = al, a.simt = simt, a.causal = 1, a.Sq = 70, a.Sk = 70, a.vbad = 1;
+            add(a, "vnan_causal");
+            Case b = a;
+            b.dq = b.dkv = XATTN_DTYPE_BF16, b.layout = L_MISALIGNED, b.D = b.Dv = 128, b.vbad = 3;
+            b.B = 3, b.lens = LENS_PADDED;
+            add(b, "vinf_causal_plain");
+            Case d;
+            d.algo = al, d.simt = simt, d.Sq = 40, d.Sk = 130, d.wl = 8, d.wr = 4, d.vbad = 2;
+            d.Hq = 4, d.Hkv = 2;
+            add(d, "vinf_window");
+            Case e;
+            e.algo = al, e.simt = simt, e.Sq = 30, e.Sk = 100, e.bias = BIAS_BH, e.vbad = 1;
+            e.vbad_bias = 1, e.B = 2, e.D = e.Dv = 96;
+            add(e, "vnan_bias");
+            Case f = e;
+            f.vbad = 3, f.lens = LENS_VARLEN, f.B = 3, f.dq = f.dkv = XATTN_DTYPE_BF16;
+            add(f, "vinf_bias_tiny_varlen");
+            Case h;
+            h.algo = al, h.simt = simt, h.dq = h.dkv = XATTN_DTYPE_F32, h.causal = 1, h.Sq = 33;
+            h.Sk = 33, h.vbad = 3, h.D = 40, h.Dv = 24;
+            add(h, "vinf_causal_f32");
             /* Near one-hot rows at large scores: the row's maximum must weigh
              * exactly 1, so the output is the argmax key's V exactly. */
             for (int big = 0; big < 4; big++) {
