@@ -50,7 +50,15 @@ typedef struct xattn_cuda_ctx {
     uint64_t meta_host_cap;
     void *meta_dev;
     uint64_t meta_dev_cap;
+    /* Executed-work counters: device slots (3 counts a block) grown on demand
+     * and accounted, the 3 sums in pinned host memory, cnt_ev after their copy. */
+    unsigned long long *cnt_dev;
+    uint64_t cnt_cap; /* slots */
+    unsigned long long *cnt_host;
+    cudaEvent_t cnt_ev;
 } xattn_cuda_ctx;
+
+#define XATTN__CUDA_CNT_HOST_BYTES 64 /* pinned: the 3 sums, rounded up */
 
 static xattn_status xattn__cuda_fail(xattn_status st, const char *call, cudaError_t e)
 {
@@ -181,6 +189,34 @@ static xattn_status xattn__cuda_device_info(int index, xattn_device_info *info)
 
 /* ---- contexts ------------------------------------------------------------- */
 
+/* Pinned host memory, accounted; NULL with the error set on failure. */
+static void *xattn__cuda_pinned_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
+                                      xattn_status *st)
+{
+    *st = xattn__mem_acquire(ctx, bytes, what);
+    if (*st != XATTN_STATUS_OK)
+        return NULL;
+    void *ptr = NULL;
+    cudaError_t e = cudaMallocHost(&ptr, (size_t)bytes);
+    if (e != cudaSuccess) {
+        xattn__mem_release(ctx, bytes);
+        *st = xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
+                                                              : XATTN_STATUS_BACKEND,
+                               "cudaMallocHost", e);
+        return NULL;
+    }
+    return ptr;
+}
+
+static void xattn__cuda_pinned_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes)
+{
+    if (!ptr)
+        return;
+    if (cudaFreeHost(ptr) != cudaSuccess)
+        (void)cudaGetLastError();
+    xattn__mem_release(ctx, bytes);
+}
+
 static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
 {
     if (c->ready) /* the caller's stream is synchronized too, not destroyed */
@@ -190,9 +226,17 @@ static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
         xattn__mem_release(ctx, c->meta_dev_cap);
     }
     xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
+    if (c->cnt_dev) {
+        (void)cudaFree(c->cnt_dev);
+        xattn__mem_release(ctx, c->cnt_cap * 3u * sizeof *c->cnt_dev);
+    }
+    if (c->cnt_host)
+        xattn__cuda_pinned_free(ctx, c->cnt_host, XATTN__CUDA_CNT_HOST_BYTES);
     for (int i = 0; i < XATTN__CUDA_EVENTS; i++)
         if (c->ev[i])
             (void)cudaEventDestroy(c->ev[i]);
+    if (c->cnt_ev)
+        (void)cudaEventDestroy(c->cnt_ev);
     if (c->own_stream && c->stream)
         (void)cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();
@@ -237,6 +281,9 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
         call = "cudaEventCreate";
         e = cudaEventCreate(&c->ev[i]);
     }
+    /* Untimed events: only waited on. */
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&c->cnt_ev, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         st = xattn__cuda_fail(XATTN_STATUS_BACKEND, call, e);
         const int ordinal = c->ordinal;
@@ -462,8 +509,50 @@ static xattn_status xattn__cuda_launch_failed(const char *kernel, const char *pa
                         path, cudaGetErrorString(e), (int)e);
 }
 
+/* Counter slots for `slots` blocks plus one for the sums, and the pinned
+ * sums; 0 when they cannot be had (the call then goes on uncounted: counting
+ * serves the records and must not fail a call). */
+static int xattn__cuda_counters(struct xattn_ctx *ctx, xattn_cuda_ctx *c, long long slots)
+{
+    const uint64_t need = (uint64_t)slots + 1u, triple = 3u * sizeof *c->cnt_dev;
+    xattn_status st = XATTN_STATUS_OK;
+    if (!c->cnt_host)
+        c->cnt_host = xattn__cuda_pinned_alloc(ctx, XATTN__CUDA_CNT_HOST_BYTES,
+                                               "CUDA work counters (host)", &st);
+    if (c->cnt_host && need > c->cnt_cap) {
+        if (c->cnt_dev) {
+            if (cudaFree(c->cnt_dev) != cudaSuccess) /* waits for the kernels using it */
+                (void)cudaGetLastError();
+            xattn__mem_release(ctx, c->cnt_cap * triple);
+            c->cnt_dev = NULL;
+            c->cnt_cap = 0;
+        }
+        const uint64_t cap = need < 1024 ? 1024 : need + need / 4;
+        st = xattn__mem_acquire(ctx, cap * triple, "CUDA work counters (device)");
+        if (st == XATTN_STATUS_OK) {
+            cudaError_t e = cudaMalloc((void **)&c->cnt_dev, (size_t)(cap * triple));
+            if (e == cudaSuccess) {
+                c->cnt_cap = cap;
+            } else {
+                (void)cudaGetLastError();
+                xattn__mem_release(ctx, cap * triple);
+                c->cnt_dev = NULL;
+                st = XATTN_STATUS_OUT_OF_MEMORY;
+            }
+        }
+    }
+    if (st != XATTN_STATUS_OK || !c->cnt_dev) {
+        xattn__log(XATTN_LOG_INFO, "cuda: executed work not counted in this call (%s)",
+                   st != XATTN_STATUS_OK ? xattn_last_error() : "no memory for the counters");
+        xattn__clear_error();
+        return 0;
+    }
+    return 1;
+}
+
 static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
-                                    const xattn_problem *p, xattn_run_info *info, int timed)
+                                    const xattn_problem *p, xattn_run_info *info, int timed,
+                                    xattn__exec *exec)
 {
     xattn_cuda_args a;
     memset(&a, 0, sizeof a);
@@ -528,9 +617,13 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     }
     info->workspace_bytes = ws_bytes;
     info->num_splits = splits;
-    /* For the measurement model: the tiles behind executed work, and memory. */
+    /* For the measurement model: the tiles (the model's fallback), the kernel
+     * that runs, and memory. */
     if (p->algo != XATTN_ALGO_NAIVE)
         xattn_cuda_flash_tiles(&a, &info->tile_q, &info->tile_k, &info->tile_heads);
+    const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
+    info->matrix_units = !strncmp(path, "mma", 3);
+    snprintf(info->kernel, sizeof info->kernel, "%s", info->matrix_units ? "mma" : "simt");
     {
         size_t mfree = 0, mtotal = 0;
         if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
@@ -540,6 +633,10 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
             (void)cudaGetLastError();
         }
     }
+    /* Timed calls (the ones that make records) count the executed work. */
+    const long long slots = timed ? xattn_cuda_count_slots(&a, splits) : 0;
+    const int counting = timed && xattn__cuda_counters(ctx, c, slots);
+    a.counts = counting ? c->cnt_dev : NULL;
     a.inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
 
     /* Events around the kernels only: the device time excludes the uploads
@@ -547,7 +644,6 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     xattn_status st = XATTN_STATUS_OK;
     cudaError_t e = cudaSuccess;
     int nev = 0;
-    const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
     const char *failed = NULL;
 #define XATTN__CUDA_MARK()                                                                         \
     do {                                                                                           \
@@ -589,11 +685,27 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
         xattn__cuda_phase(info, "partial");
         xattn__cuda_phase(info, "combine");
     }
+    /* The counts, summed on the device after the last mark (not timed) and
+     * copied to pinned memory; read once cnt_ev has passed. */
+    if (counting) {
+        unsigned long long *sums = c->cnt_dev + 3 * slots;
+        XATTN__CUDA_LAUNCH(xattn_cuda_count_sum(&a, slots, sums), "count");
+        if (e == cudaSuccess && !failed) {
+            e = cudaMemcpyAsync(c->cnt_host, sums, 3 * sizeof *sums, cudaMemcpyDeviceToHost,
+                                c->stream);
+            failed = e != cudaSuccess ? "cudaMemcpyAsync (work counts)" : NULL;
+            if (e == cudaSuccess)
+                e = cudaEventRecord(c->cnt_ev, c->stream);
+            if (e != cudaSuccess && !failed)
+                failed = "cudaEventRecord";
+        }
+    }
 #undef XATTN__CUDA_MARK
 #undef XATTN__CUDA_LAUNCH
 
     if (failed) {
-        st = !strcmp(failed, "cudaEventRecord") ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
+        /* A runtime call (its name starts with "cuda"), or a kernel's launch. */
+        st = !strncmp(failed, "cuda", 4) ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
                                                 : xattn__cuda_launch_failed(failed, path, e);
     }
     xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
@@ -616,17 +728,24 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     if (e != cudaSuccess)
         return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
     info->device_ms = total;
+    if (counting) {
+        e = cudaEventSynchronize(c->cnt_ev);
+        if (e != cudaSuccess)
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventSynchronize (work counts)", e);
+        exec->qk_pairs = (double)c->cnt_host[0];
+        exec->pv_pairs = (double)c->cnt_host[1];
+        exec->kv_rows = (double)c->cnt_host[2];
+    }
     return XATTN_STATUS_OK;
 }
 
 static xattn_status xattn__cuda_attention(struct xattn_ctx *ctx, const xattn_problem *p,
                                           xattn_run_info *info, int timed, xattn__exec *exec)
 {
-    (void)exec; /* the CUDA kernels do not count their work yet: the tile model is used */
     xattn_cuda_ctx *c = ctx->bctx;
     int prev;
     XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
-    xattn_status st = xattn__cuda_run(ctx, c, p, info, timed);
+    xattn_status st = xattn__cuda_run(ctx, c, p, info, timed, exec);
     xattn__cuda_dev_leave(c->ordinal, prev);
     return st;
 }

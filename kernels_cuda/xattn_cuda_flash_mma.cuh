@@ -25,6 +25,9 @@
  *     through shuffles) and skips the masked ones (xattn_cuda_common.cuh)
  *     (V of the next tile starts loading)
  *
+ * Executed work: a tile computes 16 * MT rows x BN keys in each product for
+ * every warp with a row below R (warps past R only help load).
+ *
  * Fragment layouts (PTX ISA, mma.m16n8k16, .f16/.bf16 -> .f32): lane l,
  * g = l / 4, c = l % 4. A (16x16, row): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..),
  * a2 = (g, 2c+8..), a3 = (g+8, 2c+8..). B (16x8, col): b0 = (k 2c..2c+1, n g),
@@ -251,8 +254,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     const int g = P.group;
     const long long R = (long long)s.rows * g;
     const long long r0 = (long long)blk.rb * BM;
-    if (r0 >= R)
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
     int kmin, kmax;
     xattn_cuda_split_range(P, s, blk.split, &kmin, &kmax);
 
@@ -537,6 +542,15 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         xattn_cuda_cp_async_commit(); /* group: V(t + BN) (maybe empty) */
     }
     xattn_cuda_cp_async_wait<0>();
+    {
+        /* What the loop above ran, from its bounds (no counter lives through the
+         * loop): its tiles, and the keys of [lo_u, hi_u) that it loaded. */
+        const long long tiles = t_begin < hi_u ? xattn_cuda_cdiv(hi_u - t_begin, BN) : 0;
+        const long long live_warps = min((long long)NW, xattn_cuda_cdiv(R - r0, 16 * MT));
+        const unsigned long long pairs = (unsigned long long)(tiles * live_warps * 16 * MT * BN);
+        xattn_cuda_count_put(P, pairs, pairs, tiles ? (unsigned long long)(hi_u - lo_u) : 0ull);
+    }
+
     /* Row sums over the quad, then O = acc / lr, LSE = m + log l. */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)

@@ -11,6 +11,8 @@
  *   inf or NaN takes the careful path of xattn_cuda_common.cuh). The
  *   accumulator of a row lives in registers: thread (ty, tx) owns rows
  *   ty + 16a and output dims tx + 16c (c < ceil(Dv/16) <= 16).
+ *
+ * Executed work: every tile computes all 64 rows x 64 keys of QK^T and P.V.
  */
 #include "xattn_cuda_simt.cuh"
 
@@ -37,8 +39,10 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const int g = P.group;
     const long long R = (long long)s.rows * g;
     const long long r0 = (long long)blk.rb * BM;
-    if (r0 >= R)
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
     int kmin, kmax;
     xattn_cuda_split_range(P, s, blk.split, &kmin, &kmax);
     xattn_cuda_simt_rows(P, s, blk.b, blk.hk, r0, R, kmin, kmax, rows, qidx);
@@ -175,6 +179,15 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         }
     }
     __syncthreads(); /* rm / rl of the last tile */
+    {
+        /* What the loop above ran, from its bounds: its tiles, and the keys of
+         * [lo_u, hi_u) that it loaded. */
+        const int t_begin = lo_u / BN * BN;
+        const long long tiles = t_begin < hi_u ? xattn_cuda_cdiv(hi_u - t_begin, BN) : 0;
+        const unsigned long long pairs = (unsigned long long)(tiles * BM * BN);
+        xattn_cuda_count_put(P, pairs, pairs, tiles ? (unsigned long long)(hi_u - lo_u) : 0ull);
+    }
+
     /* O = acc / l (0 for an empty row), LSE = m + log l (-inf when empty). */
 #pragma unroll
     for (int a = 0; a < 4; a++) {

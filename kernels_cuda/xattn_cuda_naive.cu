@@ -45,12 +45,18 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
     const long long R = (long long)s.rows * P.group;
     const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
-    if (r0 >= R)
+    const int t0 = kb * XATTN_CUDA_SIMT_TILE;
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
+    /* The whole 64 x 64 tile is computed; K rows below Lk are loaded (P.V
+     * loads the same V rows, so they are counted here once). */
+    xattn_cuda_count_put(P, (unsigned long long)XATTN_CUDA_SIMT_TILE * XATTN_CUDA_SIMT_TILE, 0,
+                         (unsigned long long)max(0, min(t0 + XATTN_CUDA_SIMT_TILE, s.Lk) - t0));
     xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
     /* (xattn_cuda_simt_qk starts with a barrier: rows/qidx are visible) */
 
-    const int t0 = kb * XATTN_CUDA_SIMT_TILE;
     const long long kbase = (long long)b * P.k.sb + (long long)hk * P.k.sh;
     float sc[4][4];
     xattn_cuda_simt_qk(P, qidx, kbase, s.k0, t0, 0, s.Lk, qs, ks, sc);
@@ -145,8 +151,19 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
     const long long R = (long long)s.rows * P.group;
     const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
-    if (r0 >= R)
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
+    /* 64 rows x every chunk of keys below Lk; the dim blocks db > 0 compute
+     * the same pairs' other output dims (a pair counts 2*Dv FLOPs once). */
+    xattn_cuda_count_put(
+        P, 0,
+        db == 0 ? (unsigned long long)XATTN_CUDA_SIMT_TILE *
+                      (unsigned long long)(xattn_cuda_cdiv(s.Lk, XATTN_CUDA_PV_KC) *
+                                           XATTN_CUDA_PV_KC)
+                : 0ull,
+        0);
     /* The rows' valid keys, for the careful path (qidx is unused). */
     xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
@@ -247,6 +264,13 @@ static long long xattn_cuda_naive_nrb(const xattn_problem *p)
     return xattn_cuda_cdiv(p->Sq * p->group, XATTN_CUDA_SIMT_TILE);
 }
 
+void xattn_cuda_naive_blocks(const xattn_problem *p, long long *qk, long long *pv)
+{
+    const long long nrb = xattn_cuda_naive_nrb(p);
+    *qk = nrb * xattn_cuda_cdiv(p->Sk, XATTN_CUDA_SIMT_TILE) * p->Hkv * p->B;
+    *pv = nrb * xattn_cuda_cdiv(p->Dv, XATTN_CUDA_SIMT_TILE) * p->Hkv * p->B;
+}
+
 extern "C" uint64_t xattn_cuda_naive_workspace_elems(const xattn_problem *p, int *overflow)
 {
     uint64_t n = 1;
@@ -277,6 +301,7 @@ extern "C" cudaError_t xattn_cuda_naive_softmax(const xattn_cuda_args *a, float 
 {
     const xattn_problem *p = a->p;
     xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    P.cnt = NULL; /* the softmax computes no products */
     const long long blocks = xattn_cuda_cdiv(p->B * p->Hq * p->Sq, 8);
     if (blocks == 0)
         return cudaSuccess;
@@ -290,6 +315,11 @@ extern "C" cudaError_t xattn_cuda_naive_pv(const xattn_cuda_args *a, const float
     const xattn_problem *p = a->p;
     xattn_cuda_kparams P = xattn_cuda_make_params(a);
     P.nrb = (int)xattn_cuda_naive_nrb(p);
+    if (P.cnt) { /* the slots after the QK kernel's */
+        long long qk_blocks, pv_blocks;
+        xattn_cuda_naive_blocks(p, &qk_blocks, &pv_blocks);
+        P.cnt += 3 * qk_blocks;
+    }
     const long long ndb = xattn_cuda_cdiv(p->Dv, XATTN_CUDA_SIMT_TILE);
     const long long blocks = (long long)P.nrb * ndb * p->Hkv * p->B;
     if (blocks == 0)

@@ -13,7 +13,9 @@
  * the poison. Acceptance as in test_backend_ops: e <= 3r + 1e-5 and
  * m <= 3mr + 1e-4 (r, mr: the reference rounded to the output dtype), NaN
  * positions equal, exact zeros where the reference is exactly 0; LSE within
- * 1e-4 relative, -inf and NaN equal.
+ * 1e-4 relative, -inf and NaN equal. Every case also checks the executed-work
+ * counts the kernels write against an independent walk of the tiles
+ * (expected_counts).
  *
  * Usage: test_cuda_emu [case-substring] [-v]
  */
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -482,7 +485,36 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
 
 /* ---- running the kernels as the host module does --------------------------- */
 
-static cudaError_t run(Prob &P, std::string &path, int &splits_used)
+struct Counts {
+    unsigned long long qk = 0, pv = 0, kv = 0;
+};
+
+static cudaError_t run_kernels(xattn_cuda_args &a, Prob &P, int splits)
+{
+    const Case &c = P.c;
+    std::vector<float> ws;
+    int ovf = 0;
+    if (c.algo == XATTN_ALGO_NAIVE) {
+        ws.assign(xattn_cuda_naive_workspace_elems(&P.p, &ovf) + 1, NAN);
+        cudaError_t e = xattn_cuda_naive_qk(&a, ws.data());
+        if (e == cudaSuccess)
+            e = xattn_cuda_naive_softmax(&a, ws.data());
+        if (e == cudaSuccess)
+            e = xattn_cuda_naive_pv(&a, ws.data());
+        return e;
+    }
+    if (c.algo == XATTN_ALGO_FLASH)
+        return xattn_cuda_flash(&a);
+    ws.assign(xattn_cuda_splitkv_workspace_elems(&P.p, splits, &ovf) + 1, NAN);
+    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data());
+    if (e == cudaSuccess)
+        e = xattn_cuda_splitkv_combine(&a, splits, ws.data());
+    return e;
+}
+
+/* Runs the case's kernels; *cnt receives the counts they wrote, summed by the
+ * counting kernel (*unwritten: counter slots no block wrote). */
+static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt, long *unwritten)
 {
     const Case &c = P.c;
     xattn_cuda_args a;
@@ -512,24 +544,106 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used)
         return cudaErrorInvalidValue;
     }
     path = c.algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
-    std::vector<float> ws;
-    int ovf = 0;
-    if (c.algo == XATTN_ALGO_NAIVE) {
-        ws.assign(xattn_cuda_naive_workspace_elems(&P.p, &ovf) + 1, NAN);
-        cudaError_t e = xattn_cuda_naive_qk(&a, ws.data());
-        if (e == cudaSuccess)
-            e = xattn_cuda_naive_softmax(&a, ws.data());
-        if (e == cudaSuccess)
-            e = xattn_cuda_naive_pv(&a, ws.data());
-        return e;
-    }
-    if (c.algo == XATTN_ALGO_FLASH)
-        return xattn_cuda_flash(&a);
-    ws.assign(xattn_cuda_splitkv_workspace_elems(&P.p, splits, &ovf) + 1, NAN);
-    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data());
+    /* Counter slots start as a pattern no count takes: each must be written. */
+    const unsigned long long junk = 0xfeedfacecafebeefull;
+    const long long slots = xattn_cuda_count_slots(&a, splits);
+    std::vector<unsigned long long> counts((size_t)(3 * slots + 1), junk), out(3, junk);
+    a.counts = counts.data();
+    cudaError_t e = run_kernels(a, P, splits);
     if (e == cudaSuccess)
-        e = xattn_cuda_splitkv_combine(&a, splits, ws.data());
+        e = xattn_cuda_count_sum(&a, slots, out.data());
+    *unwritten = 0;
+    for (long long i = 0; i < 3 * slots; i++)
+        *unwritten += counts[(size_t)i] == junk;
+    *unwritten += counts[(size_t)(3 * slots)] != junk; /* a slot past the end */
+    cnt->qk = out[0];
+    cnt->pv = out[1];
+    cnt->kv = out[2];
     return e;
+}
+
+/* ---- executed work, walked on the host ----------------------------------------- */
+
+/* The valid keys of row i of sequence b within [kmin, kmax), by testing every
+ * key against DESIGN.md step 6; false when there is none. */
+static bool row_keys(const Prob &P, int64_t b, int64_t i, int64_t kmin, int64_t kmax, int64_t *lo,
+                     int64_t *hi)
+{
+    const Case &c = P.c;
+    const int64_t Lq = P.lq[b], Lk = P.lk[b];
+    const int64_t pos = c.bottom_right ? i + Lk - Lq : i;
+    *lo = INT64_MAX;
+    *hi = INT64_MIN;
+    for (int64_t j = kmin; j < kmax && j < Lk; j++) {
+        if ((c.causal && j > pos) || (c.wl >= 0 && j < pos - c.wl) || (c.wr >= 0 && j > pos + c.wr))
+            continue;
+        *lo = j < *lo ? j : *lo;
+        *hi = j + 1 > *hi ? j + 1 : *hi;
+    }
+    return *hi > *lo;
+}
+
+/*
+ * What the kernels compute, from their documented tile shapes (not from the
+ * kernel code): a FLASH / SPLITKV block holds BM packed query rows of one
+ * (sequence, KV head, split) and visits the KV tiles of BN keys that meet the
+ * union of its real rows' valid keys; in each, the simt path computes all
+ * 64 x 64 pairs of QK^T and of P.V, the mma path 16 rows x BN keys per warp
+ * that owns a row below rows * group. K/V rows loaded: the keys of each
+ * visited tile within the union. NAIVE: every 64 x 64 tile of QK^T of a row
+ * block with a row (its K rows below Lk loaded), and P.V over the keys below
+ * Lk rounded up to its chunks of 32.
+ */
+static Counts expected_counts(const Prob &P, const std::string &path, int splits)
+{
+    const Case &c = P.c;
+    const int64_t g = c.Hq / c.Hkv;
+    Counts n;
+    const bool mma = path.compare(0, 3, "mma") == 0;
+    const int64_t BM = 64, BN = (mma && path.compare(0, 8, "mma-d256") == 0) ? 32 : 64;
+    const int64_t nrb = (P.Sq * g + BM - 1) / BM;
+    for (int64_t b = 0; b < P.B; b++) {
+        const int64_t Lq = P.lq[b], Lk = P.lk[b];
+        const int64_t R = (c.lens == LENS_VARLEN ? Lq : P.Sq) * g;
+        for (int64_t hk = 0; hk < c.Hkv; hk++)
+            for (int64_t rb = 0; rb < nrb; rb++) {
+                const int64_t r0 = rb * BM;
+                if (r0 >= R)
+                    continue;
+                if (c.algo == XATTN_ALGO_NAIVE) {
+                    n.qk += (unsigned long long)(((P.Sk + 63) / 64) * 64 * 64);
+                    n.kv += (unsigned long long)Lk;
+                    n.pv += (unsigned long long)(64 * ((Lk + 31) / 32) * 32);
+                    continue;
+                }
+                const int64_t nsplit = splits > 0 ? splits : 1;
+                const int64_t units = P.Sk > 0 ? (P.Sk + 63) / 64 : 1;
+                const int64_t chunk = splits > 0 ? (units + nsplit - 1) / nsplit * 64 : Lk;
+                for (int64_t sp = 0; sp < nsplit; sp++) {
+                    const int64_t kmin = std::min(sp * chunk, Lk);
+                    const int64_t kmax = splits > 0 ? std::min(kmin + chunk, Lk) : Lk;
+                    int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+                    for (int64_t r = r0; r < r0 + BM && r < R; r++) {
+                        int64_t lo, hi;
+                        if (r / g < Lq && row_keys(P, b, r / g, kmin, kmax, &lo, &hi)) {
+                            ulo = std::min(ulo, lo);
+                            uhi = std::max(uhi, hi);
+                        }
+                    }
+                    if (uhi <= ulo)
+                        continue;
+                    int64_t tiles = 0;
+                    for (int64_t t = ulo / BN * BN; t < uhi; t += BN) {
+                        tiles++;
+                        n.kv += (unsigned long long)(std::min(t + BN, uhi) - std::max(t, ulo));
+                    }
+                    const int64_t rows_done = mma ? std::min<int64_t>(4, (R - r0 + 15) / 16) * 16 : BM;
+                    n.qk += (unsigned long long)(tiles * rows_done * BN);
+                    n.pv += (unsigned long long)(tiles * rows_done * BN);
+                }
+            }
+    }
+    return n;
 }
 
 /* ---- comparison ------------------------------------------------------------ */
@@ -800,10 +914,27 @@ int main(int argc, char **argv)
         reference(P, O, L);
         std::string path, msg;
         int splits = 0;
-        cudaError_t e = run(P, path, splits);
+        Counts got;
+        long unwritten = 0;
+        cudaError_t e = run(P, path, splits, &got, &unwritten);
         bool ok = e == cudaSuccess && check(P, O, L, msg);
         if (e != cudaSuccess)
             msg = "launch failed";
+        if (e == cudaSuccess) {
+            const Counts want = expected_counts(P, path, splits);
+            char cbuf[256];
+            if (got.qk != want.qk || got.pv != want.pv || got.kv != want.kv || unwritten) {
+                snprintf(cbuf, sizeof cbuf,
+                         "; counts qk %llu pv %llu kv %llu, walk %llu %llu %llu, %ld slots unwritten",
+                         got.qk, got.pv, got.kv, want.qk, want.pv, want.kv, unwritten);
+                ok = false;
+                msg += cbuf;
+            } else if (verbose) {
+                snprintf(cbuf, sizeof cbuf, "; counts qk %llu pv %llu kv %llu", got.qk, got.pv,
+                         got.kv);
+                msg += cbuf;
+            }
+        }
         printf("%s %-64s [%s%s] %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), path.c_str(),
                splits ? (", " + std::to_string(splits) + " splits").c_str() : "", msg.c_str());
         fflush(stdout);
