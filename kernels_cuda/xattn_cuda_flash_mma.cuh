@@ -294,6 +294,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             if (rend != r0 + BM || i_lastrow != i_last)
                 lo_all = hi_all = 0; /* rows past R or padding rows: always mask */
         }
+        /* Every row empty (their empty intervals may sit inside a tile, e.g. at
+         * an Lk that is not a multiple of BN): no tile to run. */
+        if (hi_u <= lo_u)
+            lo_u = hi_u = 0;
     }
     __syncthreads();
 

@@ -62,6 +62,10 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
             xattn_cuda_row_range(P, s, i_first, kmin, kmax, &lo_u, &dummy);
             xattn_cuda_row_range(P, s, i_last, kmin, kmax, &dummy, &hi_u);
         }
+        /* Every row empty (their empty intervals may sit inside a tile): no
+         * tile to run. */
+        if (hi_u <= lo_u)
+            lo_u = hi_u = 0;
     }
     __syncthreads();
 

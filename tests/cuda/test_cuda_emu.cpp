@@ -841,6 +841,17 @@ static std::vector<Case> cases(void)
     Case w;
     w.causal = 1, w.bottom_right = 0, w.Sq = 70, w.Sk = 10;
     add(w, "causal_tl_sq_gt_sk");
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            /* A diagonal window past the keys' end: whole row blocks whose rows
+             * all see nothing (their empty intervals sit at Lk = 70, inside a
+             * tile) must run no tile. */
+            Case d;
+            d.algo = al, d.simt = simt, d.Sq = 200, d.Sk = 70, d.Hq = 1, d.Hkv = 1;
+            d.bottom_right = 0, d.wl = 0, d.wr = 0;
+            add(d, "diag_window_past_end");
+        }
+    }
     for (int simt = 0; simt < 2; simt++) {
         /* SPLITKV's combine: the second chunk of even rows weighs e^-200 (0 in
          * f32) and holds +inf in V: the reference's row is +inf there. */
