@@ -796,6 +796,24 @@ static xattn_status xattn__cuda_ceilings_run(struct xattn_ctx *ctx, xattn_cuda_c
             e = xattn_cuda_ceil_fma(sink, blocks, iters, reps, c->stream, &ms);
         if (e == cudaSuccess && ms > 0.0f)
             out->fma_f32_gflops = (double)blocks * 256.0 * iters * 64.0 / (ms * 1e-3) * 1e-9;
+        /* The tensor cores' mma.sync rate (sm_80+; 0 = none), f16 then bf16,
+         * grown the same way: the ceiling of the mma path's products. */
+        for (int bf = 0; bf < 2 && e == cudaSuccess && c->cc >= 80; bf++) {
+            int it = 64;
+            float mms = 0.0f;
+            for (;;) {
+                e = xattn_cuda_ceil_mma(sink, bf, blocks, it, 1, c->stream, &mms);
+                if (e != cudaSuccess || mms >= (quick ? 5.0f : 20.0f) || it >= (1 << 24))
+                    break;
+                it *= 4;
+            }
+            if (e == cudaSuccess)
+                e = xattn_cuda_ceil_mma(sink, bf, blocks, it, reps, c->stream, &mms);
+            if (e == cudaSuccess && mms > 0.0f)
+                *(bf ? &out->mma_bf16_gflops : &out->mma_f16_gflops) =
+                    (double)blocks * XATTN_CUDA_CEIL_MMA_WARPS * it * XATTN_CUDA_CEIL_MMA_CHAINS *
+                    4096.0 / (mms * 1e-3) * 1e-9;
+        }
         if (e == cudaSuccess)
             e = xattn_cuda_ceil_read(in, (size_t)bytes, sink, blocks, reps, c->stream, &ms);
         if (e == cudaSuccess && ms > 0.0f)
@@ -807,8 +825,9 @@ static xattn_status xattn__cuda_ceilings_run(struct xattn_ctx *ctx, xattn_cuda_c
         if (e != cudaSuccess)
             st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "ceilings micro-benchmark", e);
     }
-    /* The tensor-core rates are not measured yet: 0 means unknown, and records
-     * then compare f16/bf16 work with the f32 ceiling. */
+    /* No SIMT f16/bf16 FMA rate (0 = unknown): the kernels' 16-bit products
+     * run on the tensor cores (mma_*, for records with matrix_units) or, on
+     * the simt path, in f32. */
     out->fma_f16_gflops = 0;
     out->fma_bf16_gflops = 0;
     xattn__cuda_ws_free(ctx, c, sink, sink_bytes);

@@ -102,6 +102,21 @@ cudaError_t xattn_cuda_ceil_read(const float4 *buf, size_t bytes, float *sink, i
 cudaError_t xattn_cuda_ceil_copy(const float4 *buf, float4 *buf2, size_t bytes, int blocks,
                                  int reps, cudaStream_t stream, float *ms);
 
+/* Ceiling of the tensor cores (sm_80+): best time in ms of mma.sync
+ * m16n8k16 (f16 or bf16 inputs, f32 accumulation) over `blocks` blocks of
+ * XATTN_CUDA_CEIL_MMA_WARPS warps, `iters` iterations of
+ * XATTN_CUDA_CEIL_MMA_CHAINS independent products a warp (4096 FLOPs each).
+ * cudaErrorInvalidDeviceFunction below sm_80. */
+#define XATTN_CUDA_CEIL_MMA_WARPS 8
+#define XATTN_CUDA_CEIL_MMA_CHAINS 8
+cudaError_t xattn_cuda_ceil_mma(float *sink, int bf16, int blocks, int iters, int reps,
+                                cudaStream_t stream, float *ms);
+/* One untimed launch of that kernel (xattn_cuda_ceil_mma.cu): every thread
+ * stores the sum of its accumulators after `iters` iterations on A and B
+ * fragments whose registers all hold a_bits / b_bits (two 16-bit values). */
+cudaError_t xattn_cuda_ceil_mma_launch(float *sink, int bf16, int blocks, int iters,
+                                       unsigned a_bits, unsigned b_bits, cudaStream_t stream);
+
 /* ---- executed work -------------------------------------------------------- */
 
 /* Counter slots (blocks) of the kernels the algorithm a->p->algo runs with

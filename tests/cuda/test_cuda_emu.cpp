@@ -15,7 +15,8 @@
  * positions equal, exact zeros where the reference is exactly 0; LSE within
  * 1e-4 relative, -inf and NaN equal. Every case also checks the executed-work
  * counts the kernels write against an independent walk of the tiles
- * (expected_counts).
+ * (expected_counts), and the tensor-core ceiling's kernel computes what its
+ * FLOP count assumes.
  *
  * Usage: test_cuda_emu [case-substring] [-v]
  */
@@ -953,6 +954,28 @@ int main(int argc, char **argv)
             pass++;
         else
             fail++;
+    }
+    if (!filter || strstr("ceil_mma", filter)) {
+        /* The tensor-core ceiling's kernel: 2 blocks, 3 iterations on A = 1
+         * and B = 0.5 (f16 / bf16 bits): every accumulator element gains
+         * 16 * 0.5 per product, so a thread's sum is CHAINS * 4 * 3 * 8 when
+         * each iteration issues the CHAINS products the FLOP count assumes. */
+        for (int bf = 0; bf < 2; bf++) {
+            const int nt = 2 * 32 * XATTN_CUDA_CEIL_MMA_WARPS;
+            std::vector<float> sink((size_t)nt + 1, NAN);
+            const unsigned a1 = bf ? 0x3f803f80u : 0x3c003c00u, bh = bf ? 0x3f003f00u : 0x38003800u;
+            cudaError_t e = xattn_cuda_ceil_mma_launch(sink.data(), bf, 2, 3, a1, bh, 0);
+            const float want = (float)(XATTN_CUDA_CEIL_MMA_CHAINS * 4 * 3 * 8);
+            int bad = e != cudaSuccess || !isnan(sink[(size_t)nt]);
+            for (int i = 0; i < nt; i++)
+                bad += sink[(size_t)i] != want;
+            printf("%s ceil_mma_%s: %d of %d sums differ from %g\n", bad ? "FAIL" : "ok  ",
+                   bf ? "bf16" : "f16", bad, nt, (double)want);
+            if (bad)
+                fail++;
+            else
+                pass++;
+        }
     }
     printf("%d passed, %d failed, 0 skipped\n", pass, fail);
     return fail ? 1 : 0;
