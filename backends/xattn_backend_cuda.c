@@ -44,20 +44,33 @@ typedef struct xattn_cuda_ctx {
     int pools;      /* cudaMallocAsync usable */
     int force_simt; /* XATTN_CUDA_FORCE_SIMT set */
     int ready;      /* fully initialized */
-    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi): a host staging
-     * copy and a device copy, both grown on demand and accounted. */
+    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi): a pinned host
+     * staging copy and a device copy, both grown on demand and accounted. The
+     * staging copy holds what was last uploaded (meta_bytes, 0 = nothing
+     * valid): a call with the same arrays uploads nothing, and meta_ev (set
+     * when meta_pending) marks the end of the last upload, before which the
+     * staging copy must not change. */
     void *meta_host;
     uint64_t meta_host_cap;
     void *meta_dev;
     uint64_t meta_dev_cap;
+    uint64_t meta_bytes;
+    cudaEvent_t meta_ev;
+    int meta_pending;
     /* Executed-work counters: device slots (3 counts a block) grown on demand
      * and accounted, the 3 sums in pinned host memory, cnt_ev after their copy. */
     unsigned long long *cnt_dev;
     uint64_t cnt_cap; /* slots */
     unsigned long long *cnt_host;
     cudaEvent_t cnt_ev;
+    /* Device memory for the records: the total, and the free memory sampled
+     * at most every XATTN__CUDA_MEMINFO_S seconds (cudaMemGetInfo is a driver
+     * round trip, too slow for every call). */
+    uint64_t mem_total, mem_free;
+    double mem_free_t; /* xattn__now() of the sample; < 0: none yet */
 } xattn_cuda_ctx;
 
+#define XATTN__CUDA_MEMINFO_S 0.25
 #define XATTN__CUDA_CNT_HOST_BYTES 64 /* pinned: the 3 sums, rounded up */
 
 static xattn_status xattn__cuda_fail(xattn_status st, const char *call, cudaError_t e)
@@ -225,7 +238,7 @@ static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
         (void)cudaFree(c->meta_dev);
         xattn__mem_release(ctx, c->meta_dev_cap);
     }
-    xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
+    xattn__cuda_pinned_free(ctx, c->meta_host, c->meta_host_cap);
     if (c->cnt_dev) {
         (void)cudaFree(c->cnt_dev);
         xattn__mem_release(ctx, c->cnt_cap * 3u * sizeof *c->cnt_dev);
@@ -235,6 +248,8 @@ static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
     for (int i = 0; i < XATTN__CUDA_EVENTS; i++)
         if (c->ev[i])
             (void)cudaEventDestroy(c->ev[i]);
+    if (c->meta_ev)
+        (void)cudaEventDestroy(c->meta_ev);
     if (c->cnt_ev)
         (void)cudaEventDestroy(c->cnt_ev);
     if (c->own_stream && c->stream)
@@ -267,6 +282,8 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
     if (e == cudaSuccess) {
         c->cc = prop.major * 10 + prop.minor;
         c->sm_count = prop.multiProcessorCount;
+        c->mem_total = (uint64_t)prop.totalGlobalMem;
+        c->mem_free_t = -1.0;
         c->smem_optin =
             prop.sharedMemPerBlockOptin ? prop.sharedMemPerBlockOptin : prop.sharedMemPerBlock;
         c->pools = xattn__cuda_attr(cudaDevAttrMemoryPoolsSupported, c->ordinal);
@@ -282,6 +299,8 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
         e = cudaEventCreate(&c->ev[i]);
     }
     /* Untimed events: only waited on. */
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&c->meta_ev, cudaEventDisableTiming);
     if (e == cudaSuccess)
         e = cudaEventCreateWithFlags(&c->cnt_ev, cudaEventDisableTiming);
     if (e != cudaSuccess) {
@@ -402,9 +421,23 @@ static xattn_status xattn__cuda_buffer_read(struct xattn_ctx *ctx, struct xattn_
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* 1 when the staging copy already holds p's arrays as last uploaded. */
+static int xattn__cuda_meta_same(const xattn_cuda_ctx *c, const xattn_problem *p, uint64_t bytes)
+{
+    if (c->meta_bytes != bytes)
+        return 0;
+    const size_t B = (size_t)p->B;
+    const int32_t *h = c->meta_host;
+    return !memcmp(h, p->len_q, B * 4) && !memcmp(h + B, p->len_k, B * 4) &&
+           !memcmp(h + 2 * B, p->start_q, B * 4) && !memcmp(h + 3 * B, p->start_k, B * 4) &&
+           (!p->alibi || !memcmp(h + 4 * B, p->alibi, (size_t)p->Hq * 4));
+}
+
 /* Uploads the per-sequence arrays (and ALiBi slopes) of p on the stream and
- * points a's device arrays at them. The host staging copy is pageable: a
- * cudaMemcpyAsync from pageable memory has consumed it when it returns. */
+ * points a's device arrays at them. From pinned memory, so the copy is truly
+ * asynchronous (a pageable one stages through the driver on the host); and
+ * not at all when they equal the last upload, whose device copy later kernels
+ * on the stream still see. */
 static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
                                             const xattn_problem *p, xattn_cuda_args *a)
 {
@@ -413,46 +446,62 @@ static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ct
     const uint64_t bytes = (n_int + n_alibi) * 4u; /* B and Hq are bounded by the views */
     if (bytes == 0)
         return XATTN_STATUS_OK;
-    xattn_status st;
-    if (bytes > c->meta_host_cap) {
-        xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
-        c->meta_host = NULL;
-        c->meta_host_cap = 0;
-        c->meta_host = xattn__host_alloc(ctx, bytes, "CUDA per-call arrays (host)", &st);
-        if (!c->meta_host)
-            return st;
-        c->meta_host_cap = bytes;
-    }
-    if (bytes > c->meta_dev_cap) {
-        if (c->meta_dev) {
-            /* cudaFree waits for the kernels that may still read the old copy. */
-            if (cudaFree(c->meta_dev) != cudaSuccess)
-                (void)cudaGetLastError();
-            xattn__mem_release(ctx, c->meta_dev_cap);
-            c->meta_dev = NULL;
-            c->meta_dev_cap = 0;
+    if (!xattn__cuda_meta_same(c, p, bytes)) {
+        xattn_status st;
+        /* The staging copy may still feed the last upload: wait for it. */
+        if (c->meta_pending) {
+            XATTN__CUDA_CALL(cudaEventSynchronize(c->meta_ev), "cudaEventSynchronize");
+            c->meta_pending = 0;
         }
-        uint64_t cap = bytes < 4096 ? 4096 : bytes;
-        XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, cap, "CUDA per-call arrays (device)"));
-        cudaError_t e = cudaMalloc(&c->meta_dev, cap);
-        if (e != cudaSuccess) {
-            xattn__mem_release(ctx, cap);
-            c->meta_dev = NULL;
-            return xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
-                                                                   : XATTN_STATUS_BACKEND,
-                                    "cudaMalloc", e);
+        c->meta_bytes = 0;
+        if (bytes > c->meta_host_cap) {
+            xattn__cuda_pinned_free(ctx, c->meta_host, c->meta_host_cap);
+            c->meta_host = NULL;
+            c->meta_host_cap = 0;
+            const uint64_t cap = bytes < 4096 ? 4096 : bytes;
+            c->meta_host = xattn__cuda_pinned_alloc(ctx, cap, "CUDA per-call arrays (host)", &st);
+            if (!c->meta_host)
+                return st;
+            c->meta_host_cap = cap;
         }
-        c->meta_dev_cap = cap;
+        if (bytes > c->meta_dev_cap) {
+            if (c->meta_dev) {
+                /* cudaFree waits for the kernels that may still read the old copy. */
+                if (cudaFree(c->meta_dev) != cudaSuccess)
+                    (void)cudaGetLastError();
+                xattn__mem_release(ctx, c->meta_dev_cap);
+                c->meta_dev = NULL;
+                c->meta_dev_cap = 0;
+            }
+            uint64_t cap = bytes < 4096 ? 4096 : bytes;
+            XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, cap, "CUDA per-call arrays (device)"));
+            cudaError_t e = cudaMalloc(&c->meta_dev, cap);
+            if (e != cudaSuccess) {
+                xattn__mem_release(ctx, cap);
+                c->meta_dev = NULL;
+                return xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
+                                                                       : XATTN_STATUS_BACKEND,
+                                        "cudaMalloc", e);
+            }
+            c->meta_dev_cap = cap;
+        }
+        int32_t *h = c->meta_host;
+        memcpy(h, p->len_q, B * 4);
+        memcpy(h + B, p->len_k, B * 4);
+        memcpy(h + 2 * B, p->start_q, B * 4);
+        memcpy(h + 3 * B, p->start_k, B * 4);
+        if (p->alibi)
+            memcpy(h + 4 * B, p->alibi, n_alibi * 4);
+        XATTN__CUDA_CALL(cudaMemcpyAsync(c->meta_dev, h, bytes, cudaMemcpyHostToDevice, c->stream),
+                         "cudaMemcpyAsync");
+        cudaError_t e = cudaEventRecord(c->meta_ev, c->stream);
+        if (e != cudaSuccess) { /* no mark: let the copy finish before going on */
+            (void)cudaStreamSynchronize(c->stream);
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventRecord", e);
+        }
+        c->meta_pending = 1;
+        c->meta_bytes = bytes;
     }
-    int32_t *h = c->meta_host;
-    memcpy(h, p->len_q, B * 4);
-    memcpy(h + B, p->len_k, B * 4);
-    memcpy(h + 2 * B, p->start_q, B * 4);
-    memcpy(h + 3 * B, p->start_k, B * 4);
-    if (p->alibi)
-        memcpy(h + 4 * B, p->alibi, n_alibi * 4);
-    XATTN__CUDA_CALL(cudaMemcpyAsync(c->meta_dev, h, bytes, cudaMemcpyHostToDevice, c->stream),
-                     "cudaMemcpyAsync");
     const int32_t *d = c->meta_dev;
     a->len_q = d;
     a->len_k = d + B;
@@ -568,6 +617,7 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     a.sm_count = c->sm_count;
     a.smem_optin = c->smem_optin;
     a.force_simt = c->force_simt;
+    a.device = c->ordinal;
 
     if (p->algo != XATTN_ALGO_NAIVE && p->algo != XATTN_ALGO_FLASH && p->algo != XATTN_ALGO_SPLITKV)
         return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CUDA backend",
@@ -624,14 +674,19 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
     info->matrix_units = !strncmp(path, "mma", 3);
     snprintf(info->kernel, sizeof info->kernel, "%s", info->matrix_units ? "mma" : "simt");
+    info->device_mem_total = c->mem_total;
     {
-        size_t mfree = 0, mtotal = 0;
-        if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
-            info->device_mem_total = mtotal;
-            info->device_mem_free = mfree;
-        } else {
-            (void)cudaGetLastError();
+        const double now = xattn__now();
+        if (c->mem_free_t < 0 || now - c->mem_free_t > XATTN__CUDA_MEMINFO_S) {
+            size_t mfree = 0, mtotal = 0;
+            if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
+                c->mem_free = mfree;
+                c->mem_free_t = now;
+            } else {
+                (void)cudaGetLastError();
+            }
         }
+        info->device_mem_free = c->mem_free;
     }
     /* Timed calls (the ones that make records) count the executed work. */
     const long long slots = timed ? xattn_cuda_count_slots(&a, splits) : 0;

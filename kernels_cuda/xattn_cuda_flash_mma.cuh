@@ -622,10 +622,20 @@ static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
                                                    ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16>
                                                    : xattn_cuda_flash_mma_kernel<DP, __half>;
     if (smem > 48 * 1024) {
-        cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess)
-            return e;
+        /* Once per (instantiation, dtype, device), not before every launch: the
+         * attribute stays set on the device, and the call costs a driver round
+         * trip. Two threads may both set it the first time; that is harmless. */
+        static unsigned long long done[2]; /* bit d: CUDA device d */
+        const int bf = P.q.dt == XATTN_DTYPE_BF16;
+        const unsigned long long bit =
+            a->device >= 0 && a->device < 64 ? 1ull << a->device : 0ull;
+        if (!bit || !(__atomic_load_n(&done[bf], __ATOMIC_ACQUIRE) & bit)) {
+            cudaError_t e =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+            if (e != cudaSuccess)
+                return e;
+            __atomic_fetch_or(&done[bf], bit, __ATOMIC_RELEASE);
+        }
     }
     XATTN_CUDA_LAUNCH(kernel, nblocks, threads, smem, a->stream, P);
     return cudaGetLastError();

@@ -59,6 +59,7 @@ typedef struct xattn_cuda_args {
     size_t smem_optin;  /* most dynamic shared memory a block may opt in to */
     int force_simt;     /* 1: never take the mma path (tests, comparisons) */
     int inject_failure; /* tests: launch with an invalid configuration */
+    int device;         /* CUDA ordinal (per-device launch attributes are cached) */
     /* Executed-work counters, device [xattn_cuda_count_slots()][3], or NULL:
      * every block of the call's kernels writes its (query row, key) pairs of
      * QK^T and of P.V and the K/V rows it loaded into its own slot. */
