@@ -761,7 +761,7 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     if (failed) {
         /* A runtime call (its name starts with "cuda"), or a kernel's launch. */
         st = !strncmp(failed, "cuda", 4) ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
-                                                : xattn__cuda_launch_failed(failed, path, e);
+                                         : xattn__cuda_launch_failed(failed, path, e);
     }
     xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
     if (st != XATTN_STATUS_OK || !timed)

@@ -24,7 +24,7 @@
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "gpu_check_gemm: %s failed: %s\n", #call, cudaGetErrorString(e_));    \
+            fprintf(stderr, "gpu_check_gemm: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
@@ -33,7 +33,7 @@
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "gpu_check_gemm: %s failed: status %d\n", #call, (int)s_);            \
+            fprintf(stderr, "gpu_check_gemm: %s failed: status %d\n", #call, (int)s_);             \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)

@@ -112,7 +112,8 @@ extern "C" cudaError_t xattn_cuda_ceil_mma(float *sink, int bf16, int blocks, in
     cudaError_t le = cudaSuccess; /* the launcher takes the launch's error itself */
     cudaError_t e = xattn_cuda_ceil_time(
         [&] {
-            const cudaError_t r = xattn_cuda_ceil_mma_launch(sink, bf16, blocks, iters, a, b, stream);
+            const cudaError_t r =
+                xattn_cuda_ceil_mma_launch(sink, bf16, blocks, iters, a, b, stream);
             if (le == cudaSuccess)
                 le = r;
         },

@@ -204,8 +204,7 @@ __device__ __forceinline__ float xattn_cuda_softmax_rescale(float *m, float tile
 
 /* The same update with scores in log2 units (the mma path): *alpha is
  * 2^(m_old - m_new). */
-__device__ __forceinline__ float xattn_cuda_softmax_rescale2(float *m, float tile_max,
-                                                             float *alpha)
+__device__ __forceinline__ float xattn_cuda_softmax_rescale2(float *m, float tile_max, float *alpha)
 {
     float m_old = *m;
     float m_new = xattn_cuda_sticky_max(m_old, tile_max);
@@ -379,8 +378,7 @@ __device__ __forceinline__ bool xattn_cuda_key_masked(const xattn_cuda_kparams &
     if (j < rw.lo || j >= rw.hi)
         return true;
     return P.has_bias && xattn_cuda_load(P.bias.ptr, P.bias.dt,
-                                         rw.bias_idx + (long long)j * P.bias.sd) ==
-                             -XATTN_CUDA_INF;
+                                         rw.bias_idx + (long long)j * P.bias.sd) == -XATTN_CUDA_INF;
 }
 
 /* acc + p * v for an unmasked key in the careful P.V. A weight p that
@@ -396,8 +394,7 @@ __device__ __forceinline__ float xattn_cuda_pv_add(float acc, float p, float v)
 /* Writes this block's executed-work counts (thread 0; every block, also one
  * that had nothing to do, so that the slots need no clearing). */
 __device__ __forceinline__ void xattn_cuda_count_put(const xattn_cuda_kparams &P,
-                                                     unsigned long long qk,
-                                                     unsigned long long pv,
+                                                     unsigned long long qk, unsigned long long pv,
                                                      unsigned long long kv)
 {
     if (P.cnt && threadIdx.x == 0) {

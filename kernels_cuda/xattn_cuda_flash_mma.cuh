@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     const bool live = r0 + warp * 16 * MT < R;
     for (int t = t_begin; t < hi_u; t += BN) {
         const bool more = t + BN < hi_u;
-        float sacc[MT][NS][4]; /* S, then P rounded to T */
+        float sacc[MT][NS][4];         /* S, then P rounded to T */
         xattn_cuda_cp_async_wait<1>(); /* Q and K(t) have landed; V(t) may be in flight */
         __syncthreads();
 
@@ -493,8 +493,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
 #pragma unroll 1
                             for (int src = 0; src < 4; src++) {
                                 /* Key n*8 + 2*src + e2 of the row is held by quad lane src. */
-                                const float p =
-                                    __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
+                                const float p = __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
                                 const int kb = n * 8 + 2 * src + e2;
                                 if (xattn_cuda_key_masked(P, rw, t + kb))
                                     continue;
@@ -627,8 +626,7 @@ static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
          * trip. Two threads may both set it the first time; that is harmless. */
         static unsigned long long done[2]; /* bit d: CUDA device d */
         const int bf = P.q.dt == XATTN_DTYPE_BF16;
-        const unsigned long long bit =
-            a->device >= 0 && a->device < 64 ? 1ull << a->device : 0ull;
+        const unsigned long long bit = a->device >= 0 && a->device < 64 ? 1ull << a->device : 0ull;
         if (!bit || !(__atomic_load_n(&done[bf], __ATOMIC_ACQUIRE) & bit)) {
             cudaError_t e =
                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

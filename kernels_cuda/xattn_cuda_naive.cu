@@ -159,10 +159,10 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
      * the same pairs' other output dims (a pair counts 2*Dv FLOPs once). */
     xattn_cuda_count_put(
         P, 0,
-        db == 0 ? (unsigned long long)XATTN_CUDA_SIMT_TILE *
-                      (unsigned long long)(xattn_cuda_cdiv(s.Lk, XATTN_CUDA_PV_KC) *
-                                           XATTN_CUDA_PV_KC)
-                : 0ull,
+        db == 0
+            ? (unsigned long long)XATTN_CUDA_SIMT_TILE *
+                  (unsigned long long)(xattn_cuda_cdiv(s.Lk, XATTN_CUDA_PV_KC) * XATTN_CUDA_PV_KC)
+            : 0ull,
         0);
     /* The rows' valid keys, for the careful path (qidx is unused). */
     xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);

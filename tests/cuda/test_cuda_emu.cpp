@@ -638,7 +638,8 @@ static Counts expected_counts(const Prob &P, const std::string &path, int splits
                         tiles++;
                         n.kv += (unsigned long long)(std::min(t + BN, uhi) - std::max(t, ulo));
                     }
-                    const int64_t rows_done = mma ? std::min<int64_t>(4, (R - r0 + 15) / 16) * 16 : BM;
+                    const int64_t rows_done =
+                        mma ? std::min<int64_t>(4, (R - r0 + 15) / 16) * 16 : BM;
                     n.qk += (unsigned long long)(tiles * rows_done * BN);
                     n.pv += (unsigned long long)(tiles * rows_done * BN);
                 }
@@ -896,7 +897,7 @@ static std::vector<Case> cases(void)
                 o.algo = al, o.simt = simt, o.Sq = 24, o.Sk = 150, o.Hq = 4, o.Hkv = 2;
                 o.dq = o.dkv = big & 1 ? XATTN_DTYPE_BF16 : XATTN_DTYPE_F16;
                 o.scale = big & 2 ? 1e4f : 1e3f, o.causal = big == 3;
-                add(o, big == 0 ? "onehot_f16_s1e3"
+                add(o, big == 0   ? "onehot_f16_s1e3"
                        : big == 1 ? "onehot_bf16_s1e3"
                        : big == 2 ? "onehot_f16_s1e4"
                                   : "onehot_bf16_s1e4_causal");
@@ -936,9 +937,10 @@ int main(int argc, char **argv)
             const Counts want = expected_counts(P, path, splits);
             char cbuf[256];
             if (got.qk != want.qk || got.pv != want.pv || got.kv != want.kv || unwritten) {
-                snprintf(cbuf, sizeof cbuf,
-                         "; counts qk %llu pv %llu kv %llu, walk %llu %llu %llu, %ld slots unwritten",
-                         got.qk, got.pv, got.kv, want.qk, want.pv, want.kv, unwritten);
+                snprintf(
+                    cbuf, sizeof cbuf,
+                    "; counts qk %llu pv %llu kv %llu, walk %llu %llu %llu, %ld slots unwritten",
+                    got.qk, got.pv, got.kv, want.qk, want.pv, want.kv, unwritten);
                 ok = false;
                 msg += cbuf;
             } else if (verbose) {
