@@ -44,13 +44,34 @@ typedef struct xattn_cuda_ctx {
     int pools;      /* cudaMallocAsync usable */
     int force_simt; /* XATTN_CUDA_FORCE_SIMT set */
     int ready;      /* fully initialized */
-    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi): a host staging
-     * copy and a device copy, both grown on demand and accounted. */
+    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi): a pinned host
+     * staging copy and a device copy, both grown on demand and accounted. The
+     * staging copy holds what was last uploaded (meta_bytes, 0 = nothing
+     * valid): a call with the same arrays uploads nothing, and meta_ev (set
+     * when meta_pending) marks the end of the last upload, before which the
+     * staging copy must not change. */
     void *meta_host;
     uint64_t meta_host_cap;
     void *meta_dev;
     uint64_t meta_dev_cap;
+    uint64_t meta_bytes;
+    cudaEvent_t meta_ev;
+    int meta_pending;
+    /* Executed-work counters: device slots (3 counts a block) grown on demand
+     * and accounted, the 3 sums in pinned host memory, cnt_ev after their copy. */
+    unsigned long long *cnt_dev;
+    uint64_t cnt_cap; /* slots */
+    unsigned long long *cnt_host;
+    cudaEvent_t cnt_ev;
+    /* Device memory for the records: the total, and the free memory sampled
+     * at most every XATTN__CUDA_MEMINFO_S seconds (cudaMemGetInfo is a driver
+     * round trip, too slow for every call). */
+    uint64_t mem_total, mem_free;
+    double mem_free_t; /* xattn__now() of the sample; < 0: none yet */
 } xattn_cuda_ctx;
+
+#define XATTN__CUDA_MEMINFO_S 0.25
+#define XATTN__CUDA_CNT_HOST_BYTES 64 /* pinned: the 3 sums, rounded up */
 
 static xattn_status xattn__cuda_fail(xattn_status st, const char *call, cudaError_t e)
 {
@@ -181,6 +202,34 @@ static xattn_status xattn__cuda_device_info(int index, xattn_device_info *info)
 
 /* ---- contexts ------------------------------------------------------------- */
 
+/* Pinned host memory, accounted; NULL with the error set on failure. */
+static void *xattn__cuda_pinned_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
+                                      xattn_status *st)
+{
+    *st = xattn__mem_acquire(ctx, bytes, what);
+    if (*st != XATTN_STATUS_OK)
+        return NULL;
+    void *ptr = NULL;
+    cudaError_t e = cudaMallocHost(&ptr, (size_t)bytes);
+    if (e != cudaSuccess) {
+        xattn__mem_release(ctx, bytes);
+        *st = xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
+                                                              : XATTN_STATUS_BACKEND,
+                               "cudaMallocHost", e);
+        return NULL;
+    }
+    return ptr;
+}
+
+static void xattn__cuda_pinned_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes)
+{
+    if (!ptr)
+        return;
+    if (cudaFreeHost(ptr) != cudaSuccess)
+        (void)cudaGetLastError();
+    xattn__mem_release(ctx, bytes);
+}
+
 static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
 {
     if (c->ready) /* the caller's stream is synchronized too, not destroyed */
@@ -189,10 +238,20 @@ static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
         (void)cudaFree(c->meta_dev);
         xattn__mem_release(ctx, c->meta_dev_cap);
     }
-    xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
+    xattn__cuda_pinned_free(ctx, c->meta_host, c->meta_host_cap);
+    if (c->cnt_dev) {
+        (void)cudaFree(c->cnt_dev);
+        xattn__mem_release(ctx, c->cnt_cap * 3u * sizeof *c->cnt_dev);
+    }
+    if (c->cnt_host)
+        xattn__cuda_pinned_free(ctx, c->cnt_host, XATTN__CUDA_CNT_HOST_BYTES);
     for (int i = 0; i < XATTN__CUDA_EVENTS; i++)
         if (c->ev[i])
             (void)cudaEventDestroy(c->ev[i]);
+    if (c->meta_ev)
+        (void)cudaEventDestroy(c->meta_ev);
+    if (c->cnt_ev)
+        (void)cudaEventDestroy(c->cnt_ev);
     if (c->own_stream && c->stream)
         (void)cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();
@@ -223,6 +282,8 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
     if (e == cudaSuccess) {
         c->cc = prop.major * 10 + prop.minor;
         c->sm_count = prop.multiProcessorCount;
+        c->mem_total = (uint64_t)prop.totalGlobalMem;
+        c->mem_free_t = -1.0;
         c->smem_optin =
             prop.sharedMemPerBlockOptin ? prop.sharedMemPerBlockOptin : prop.sharedMemPerBlock;
         c->pools = xattn__cuda_attr(cudaDevAttrMemoryPoolsSupported, c->ordinal);
@@ -237,6 +298,11 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
         call = "cudaEventCreate";
         e = cudaEventCreate(&c->ev[i]);
     }
+    /* Untimed events: only waited on. */
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&c->meta_ev, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&c->cnt_ev, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         st = xattn__cuda_fail(XATTN_STATUS_BACKEND, call, e);
         const int ordinal = c->ordinal;
@@ -355,9 +421,23 @@ static xattn_status xattn__cuda_buffer_read(struct xattn_ctx *ctx, struct xattn_
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* 1 when the staging copy already holds p's arrays as last uploaded. */
+static int xattn__cuda_meta_same(const xattn_cuda_ctx *c, const xattn_problem *p, uint64_t bytes)
+{
+    if (c->meta_bytes != bytes)
+        return 0;
+    const size_t B = (size_t)p->B;
+    const int32_t *h = c->meta_host;
+    return !memcmp(h, p->len_q, B * 4) && !memcmp(h + B, p->len_k, B * 4) &&
+           !memcmp(h + 2 * B, p->start_q, B * 4) && !memcmp(h + 3 * B, p->start_k, B * 4) &&
+           (!p->alibi || !memcmp(h + 4 * B, p->alibi, (size_t)p->Hq * 4));
+}
+
 /* Uploads the per-sequence arrays (and ALiBi slopes) of p on the stream and
- * points a's device arrays at them. The host staging copy is pageable: a
- * cudaMemcpyAsync from pageable memory has consumed it when it returns. */
+ * points a's device arrays at them. From pinned memory, so the copy is truly
+ * asynchronous (a pageable one stages through the driver on the host); and
+ * not at all when they equal the last upload, whose device copy later kernels
+ * on the stream still see. */
 static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
                                             const xattn_problem *p, xattn_cuda_args *a)
 {
@@ -366,46 +446,62 @@ static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ct
     const uint64_t bytes = (n_int + n_alibi) * 4u; /* B and Hq are bounded by the views */
     if (bytes == 0)
         return XATTN_STATUS_OK;
-    xattn_status st;
-    if (bytes > c->meta_host_cap) {
-        xattn__host_free(ctx, c->meta_host, c->meta_host_cap);
-        c->meta_host = NULL;
-        c->meta_host_cap = 0;
-        c->meta_host = xattn__host_alloc(ctx, bytes, "CUDA per-call arrays (host)", &st);
-        if (!c->meta_host)
-            return st;
-        c->meta_host_cap = bytes;
-    }
-    if (bytes > c->meta_dev_cap) {
-        if (c->meta_dev) {
-            /* cudaFree waits for the kernels that may still read the old copy. */
-            if (cudaFree(c->meta_dev) != cudaSuccess)
-                (void)cudaGetLastError();
-            xattn__mem_release(ctx, c->meta_dev_cap);
-            c->meta_dev = NULL;
-            c->meta_dev_cap = 0;
+    if (!xattn__cuda_meta_same(c, p, bytes)) {
+        xattn_status st;
+        /* The staging copy may still feed the last upload: wait for it. */
+        if (c->meta_pending) {
+            XATTN__CUDA_CALL(cudaEventSynchronize(c->meta_ev), "cudaEventSynchronize");
+            c->meta_pending = 0;
         }
-        uint64_t cap = bytes < 4096 ? 4096 : bytes;
-        XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, cap, "CUDA per-call arrays (device)"));
-        cudaError_t e = cudaMalloc(&c->meta_dev, cap);
-        if (e != cudaSuccess) {
-            xattn__mem_release(ctx, cap);
-            c->meta_dev = NULL;
-            return xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
-                                                                   : XATTN_STATUS_BACKEND,
-                                    "cudaMalloc", e);
+        c->meta_bytes = 0;
+        if (bytes > c->meta_host_cap) {
+            xattn__cuda_pinned_free(ctx, c->meta_host, c->meta_host_cap);
+            c->meta_host = NULL;
+            c->meta_host_cap = 0;
+            const uint64_t cap = bytes < 4096 ? 4096 : bytes;
+            c->meta_host = xattn__cuda_pinned_alloc(ctx, cap, "CUDA per-call arrays (host)", &st);
+            if (!c->meta_host)
+                return st;
+            c->meta_host_cap = cap;
         }
-        c->meta_dev_cap = cap;
+        if (bytes > c->meta_dev_cap) {
+            if (c->meta_dev) {
+                /* cudaFree waits for the kernels that may still read the old copy. */
+                if (cudaFree(c->meta_dev) != cudaSuccess)
+                    (void)cudaGetLastError();
+                xattn__mem_release(ctx, c->meta_dev_cap);
+                c->meta_dev = NULL;
+                c->meta_dev_cap = 0;
+            }
+            uint64_t cap = bytes < 4096 ? 4096 : bytes;
+            XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, cap, "CUDA per-call arrays (device)"));
+            cudaError_t e = cudaMalloc(&c->meta_dev, cap);
+            if (e != cudaSuccess) {
+                xattn__mem_release(ctx, cap);
+                c->meta_dev = NULL;
+                return xattn__cuda_fail(e == cudaErrorMemoryAllocation ? XATTN_STATUS_OUT_OF_MEMORY
+                                                                       : XATTN_STATUS_BACKEND,
+                                        "cudaMalloc", e);
+            }
+            c->meta_dev_cap = cap;
+        }
+        int32_t *h = c->meta_host;
+        memcpy(h, p->len_q, B * 4);
+        memcpy(h + B, p->len_k, B * 4);
+        memcpy(h + 2 * B, p->start_q, B * 4);
+        memcpy(h + 3 * B, p->start_k, B * 4);
+        if (p->alibi)
+            memcpy(h + 4 * B, p->alibi, n_alibi * 4);
+        XATTN__CUDA_CALL(cudaMemcpyAsync(c->meta_dev, h, bytes, cudaMemcpyHostToDevice, c->stream),
+                         "cudaMemcpyAsync");
+        cudaError_t e = cudaEventRecord(c->meta_ev, c->stream);
+        if (e != cudaSuccess) { /* no mark: let the copy finish before going on */
+            (void)cudaStreamSynchronize(c->stream);
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventRecord", e);
+        }
+        c->meta_pending = 1;
+        c->meta_bytes = bytes;
     }
-    int32_t *h = c->meta_host;
-    memcpy(h, p->len_q, B * 4);
-    memcpy(h + B, p->len_k, B * 4);
-    memcpy(h + 2 * B, p->start_q, B * 4);
-    memcpy(h + 3 * B, p->start_k, B * 4);
-    if (p->alibi)
-        memcpy(h + 4 * B, p->alibi, n_alibi * 4);
-    XATTN__CUDA_CALL(cudaMemcpyAsync(c->meta_dev, h, bytes, cudaMemcpyHostToDevice, c->stream),
-                     "cudaMemcpyAsync");
     const int32_t *d = c->meta_dev;
     a->len_q = d;
     a->len_k = d + B;
@@ -462,8 +558,50 @@ static xattn_status xattn__cuda_launch_failed(const char *kernel, const char *pa
                         path, cudaGetErrorString(e), (int)e);
 }
 
+/* Counter slots for `slots` blocks plus one for the sums, and the pinned
+ * sums; 0 when they cannot be had (the call then goes on uncounted: counting
+ * serves the records and must not fail a call). */
+static int xattn__cuda_counters(struct xattn_ctx *ctx, xattn_cuda_ctx *c, long long slots)
+{
+    const uint64_t need = (uint64_t)slots + 1u, triple = 3u * sizeof *c->cnt_dev;
+    xattn_status st = XATTN_STATUS_OK;
+    if (!c->cnt_host)
+        c->cnt_host = xattn__cuda_pinned_alloc(ctx, XATTN__CUDA_CNT_HOST_BYTES,
+                                               "CUDA work counters (host)", &st);
+    if (c->cnt_host && need > c->cnt_cap) {
+        if (c->cnt_dev) {
+            if (cudaFree(c->cnt_dev) != cudaSuccess) /* waits for the kernels using it */
+                (void)cudaGetLastError();
+            xattn__mem_release(ctx, c->cnt_cap * triple);
+            c->cnt_dev = NULL;
+            c->cnt_cap = 0;
+        }
+        const uint64_t cap = need < 1024 ? 1024 : need + need / 4;
+        st = xattn__mem_acquire(ctx, cap * triple, "CUDA work counters (device)");
+        if (st == XATTN_STATUS_OK) {
+            cudaError_t e = cudaMalloc((void **)&c->cnt_dev, (size_t)(cap * triple));
+            if (e == cudaSuccess) {
+                c->cnt_cap = cap;
+            } else {
+                (void)cudaGetLastError();
+                xattn__mem_release(ctx, cap * triple);
+                c->cnt_dev = NULL;
+                st = XATTN_STATUS_OUT_OF_MEMORY;
+            }
+        }
+    }
+    if (st != XATTN_STATUS_OK || !c->cnt_dev) {
+        xattn__log(XATTN_LOG_INFO, "cuda: executed work not counted in this call (%s)",
+                   st != XATTN_STATUS_OK ? xattn_last_error() : "no memory for the counters");
+        xattn__clear_error();
+        return 0;
+    }
+    return 1;
+}
+
 static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
-                                    const xattn_problem *p, xattn_run_info *info, int timed)
+                                    const xattn_problem *p, xattn_run_info *info, int timed,
+                                    xattn__exec *exec)
 {
     xattn_cuda_args a;
     memset(&a, 0, sizeof a);
@@ -479,6 +617,7 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     a.sm_count = c->sm_count;
     a.smem_optin = c->smem_optin;
     a.force_simt = c->force_simt;
+    a.device = c->ordinal;
 
     if (p->algo != XATTN_ALGO_NAIVE && p->algo != XATTN_ALGO_FLASH && p->algo != XATTN_ALGO_SPLITKV)
         return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CUDA backend",
@@ -528,18 +667,31 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     }
     info->workspace_bytes = ws_bytes;
     info->num_splits = splits;
-    /* For the measurement model: the tiles behind executed work, and memory. */
+    /* For the measurement model: the tiles (the model's fallback), the kernel
+     * that runs, and memory. */
     if (p->algo != XATTN_ALGO_NAIVE)
         xattn_cuda_flash_tiles(&a, &info->tile_q, &info->tile_k, &info->tile_heads);
+    const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
+    info->matrix_units = !strncmp(path, "mma", 3);
+    snprintf(info->kernel, sizeof info->kernel, "%s", info->matrix_units ? "mma" : "simt");
+    info->device_mem_total = c->mem_total;
     {
-        size_t mfree = 0, mtotal = 0;
-        if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
-            info->device_mem_total = mtotal;
-            info->device_mem_free = mfree;
-        } else {
-            (void)cudaGetLastError();
+        const double now = xattn__now();
+        if (c->mem_free_t < 0 || now - c->mem_free_t > XATTN__CUDA_MEMINFO_S) {
+            size_t mfree = 0, mtotal = 0;
+            if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
+                c->mem_free = mfree;
+                c->mem_free_t = now;
+            } else {
+                (void)cudaGetLastError();
+            }
         }
+        info->device_mem_free = c->mem_free;
     }
+    /* Timed calls (the ones that make records) count the executed work. */
+    const long long slots = timed ? xattn_cuda_count_slots(&a, splits) : 0;
+    const int counting = timed && xattn__cuda_counters(ctx, c, slots);
+    a.counts = counting ? c->cnt_dev : NULL;
     a.inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
 
     /* Events around the kernels only: the device time excludes the uploads
@@ -547,7 +699,6 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     xattn_status st = XATTN_STATUS_OK;
     cudaError_t e = cudaSuccess;
     int nev = 0;
-    const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
     const char *failed = NULL;
 #define XATTN__CUDA_MARK()                                                                         \
     do {                                                                                           \
@@ -589,12 +740,28 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
         xattn__cuda_phase(info, "partial");
         xattn__cuda_phase(info, "combine");
     }
+    /* The counts, summed on the device after the last mark (not timed) and
+     * copied to pinned memory; read once cnt_ev has passed. */
+    if (counting) {
+        unsigned long long *sums = c->cnt_dev + 3 * slots;
+        XATTN__CUDA_LAUNCH(xattn_cuda_count_sum(&a, slots, sums), "count");
+        if (e == cudaSuccess && !failed) {
+            e = cudaMemcpyAsync(c->cnt_host, sums, 3 * sizeof *sums, cudaMemcpyDeviceToHost,
+                                c->stream);
+            failed = e != cudaSuccess ? "cudaMemcpyAsync (work counts)" : NULL;
+            if (e == cudaSuccess)
+                e = cudaEventRecord(c->cnt_ev, c->stream);
+            if (e != cudaSuccess && !failed)
+                failed = "cudaEventRecord";
+        }
+    }
 #undef XATTN__CUDA_MARK
 #undef XATTN__CUDA_LAUNCH
 
     if (failed) {
-        st = !strcmp(failed, "cudaEventRecord") ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
-                                                : xattn__cuda_launch_failed(failed, path, e);
+        /* A runtime call (its name starts with "cuda"), or a kernel's launch. */
+        st = !strncmp(failed, "cuda", 4) ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
+                                         : xattn__cuda_launch_failed(failed, path, e);
     }
     xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
     if (st != XATTN_STATUS_OK || !timed)
@@ -616,17 +783,24 @@ static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
     if (e != cudaSuccess)
         return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
     info->device_ms = total;
+    if (counting) {
+        e = cudaEventSynchronize(c->cnt_ev);
+        if (e != cudaSuccess)
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventSynchronize (work counts)", e);
+        exec->qk_pairs = (double)c->cnt_host[0];
+        exec->pv_pairs = (double)c->cnt_host[1];
+        exec->kv_rows = (double)c->cnt_host[2];
+    }
     return XATTN_STATUS_OK;
 }
 
 static xattn_status xattn__cuda_attention(struct xattn_ctx *ctx, const xattn_problem *p,
                                           xattn_run_info *info, int timed, xattn__exec *exec)
 {
-    (void)exec; /* the CUDA kernels do not count their work yet: the tile model is used */
     xattn_cuda_ctx *c = ctx->bctx;
     int prev;
     XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
-    xattn_status st = xattn__cuda_run(ctx, c, p, info, timed);
+    xattn_status st = xattn__cuda_run(ctx, c, p, info, timed, exec);
     xattn__cuda_dev_leave(c->ordinal, prev);
     return st;
 }
@@ -677,6 +851,24 @@ static xattn_status xattn__cuda_ceilings_run(struct xattn_ctx *ctx, xattn_cuda_c
             e = xattn_cuda_ceil_fma(sink, blocks, iters, reps, c->stream, &ms);
         if (e == cudaSuccess && ms > 0.0f)
             out->fma_f32_gflops = (double)blocks * 256.0 * iters * 64.0 / (ms * 1e-3) * 1e-9;
+        /* The tensor cores' mma.sync rate (sm_80+; 0 = none), f16 then bf16,
+         * grown the same way: the ceiling of the mma path's products. */
+        for (int bf = 0; bf < 2 && e == cudaSuccess && c->cc >= 80; bf++) {
+            int it = 64;
+            float mms = 0.0f;
+            for (;;) {
+                e = xattn_cuda_ceil_mma(sink, bf, blocks, it, 1, c->stream, &mms);
+                if (e != cudaSuccess || mms >= (quick ? 5.0f : 20.0f) || it >= (1 << 24))
+                    break;
+                it *= 4;
+            }
+            if (e == cudaSuccess)
+                e = xattn_cuda_ceil_mma(sink, bf, blocks, it, reps, c->stream, &mms);
+            if (e == cudaSuccess && mms > 0.0f)
+                *(bf ? &out->mma_bf16_gflops : &out->mma_f16_gflops) =
+                    (double)blocks * XATTN_CUDA_CEIL_MMA_WARPS * it * XATTN_CUDA_CEIL_MMA_CHAINS *
+                    4096.0 / (mms * 1e-3) * 1e-9;
+        }
         if (e == cudaSuccess)
             e = xattn_cuda_ceil_read(in, (size_t)bytes, sink, blocks, reps, c->stream, &ms);
         if (e == cudaSuccess && ms > 0.0f)
@@ -688,8 +880,9 @@ static xattn_status xattn__cuda_ceilings_run(struct xattn_ctx *ctx, xattn_cuda_c
         if (e != cudaSuccess)
             st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "ceilings micro-benchmark", e);
     }
-    /* The tensor-core rates are not measured yet: 0 means unknown, and records
-     * then compare f16/bf16 work with the f32 ceiling. */
+    /* No SIMT f16/bf16 FMA rate (0 = unknown): the kernels' 16-bit products
+     * run on the tensor cores (mma_*, for records with matrix_units) or, on
+     * the simt path, in f32. */
     out->fma_f16_gflops = 0;
     out->fma_bf16_gflops = 0;
     xattn__cuda_ws_free(ctx, c, sink, sink_bytes);

@@ -1,7 +1,9 @@
 /*
  * Micro-benchmarks behind the CUDA device's ceilings (docs/measurement.md):
- * f32 FMA throughput and read / copy bandwidth, timed with CUDA events on the
- * context's stream. Built for every architecture like the attention kernels.
+ * f32 FMA throughput, the tensor cores' mma.sync rate (f16 and bf16, sm_80+;
+ * the kernel is in xattn_cuda_ceil_mma.cu) and read / copy bandwidth, timed
+ * with CUDA events on the context's stream. Built for every architecture like
+ * the attention kernels.
  */
 #include <cuda_runtime.h>
 
@@ -99,6 +101,24 @@ extern "C" cudaError_t xattn_cuda_ceil_fma(float *sink, int blocks, int iters, i
                                                                                 0.999f, 0.001f);
         },
         reps, stream, ms);
+}
+
+extern "C" cudaError_t xattn_cuda_ceil_mma(float *sink, int bf16, int blocks, int iters, int reps,
+                                           cudaStream_t stream, float *ms)
+{
+    /* 1.0 and 2^-10 in both halves: the accumulators stay exact and finite. */
+    const unsigned a = bf16 ? 0x3f803f80u : 0x3c003c00u;
+    const unsigned b = bf16 ? 0x3a803a80u : 0x14001400u;
+    cudaError_t le = cudaSuccess; /* the launcher takes the launch's error itself */
+    cudaError_t e = xattn_cuda_ceil_time(
+        [&] {
+            const cudaError_t r =
+                xattn_cuda_ceil_mma_launch(sink, bf16, blocks, iters, a, b, stream);
+            if (le == cudaSuccess)
+                le = r;
+        },
+        reps, stream, ms);
+    return e != cudaSuccess ? e : le;
 }
 
 extern "C" cudaError_t xattn_cuda_ceil_read(const float4 *buf, size_t bytes, float *sink,

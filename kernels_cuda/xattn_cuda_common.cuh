@@ -13,6 +13,13 @@
  * - the online-softmax update (xattn_cuda_softmax_rescale) with the NaN rule:
  *   the running max is sticky for NaN, and a -inf max is used as 0 so that a
  *   still fully masked row keeps p = 0 without producing NaN;
+ * - the rule for inf/NaN in V (DESIGN.md step 8): a masked key contributes
+ *   nothing, not even 0 x NaN. A tile loads every V row that any of its rows
+ *   may see, so the P.V of a tile whose V holds an inf or NaN takes a careful
+ *   path (xattn_cuda_key_masked, xattn_cuda_pv_add); the check is one flag
+ *   per tile, folded into the barrier that publishes the V tile;
+ * - the executed-work counters: one slot per block (xattn_cuda_count_put),
+ *   summed by xattn_cuda_count_sum after the call;
  * - the block decode of the flat grid and the packed query rows (see
  *   xattn_cuda_kernels.h).
  */
@@ -61,6 +68,9 @@ struct xattn_cuda_kparams {
     int chunk;  /* keys per split, a multiple of XATTN_CUDA_SPLIT_UNIT */
     float *part_o, *part_lse;
     int vec; /* mma path: every q/k/v row is 16-byte aligned and dense */
+    /* Executed work: block x writes cnt[3x .. 3x+2] = (query row, key) pairs
+     * of QK^T, of P.V, and K/V rows loaded; NULL = not counted. */
+    unsigned long long *cnt;
 };
 
 /* ---- host side: the parameters of a call ---------------------------------- */
@@ -128,10 +138,11 @@ static inline xattn_cuda_kparams xattn_cuda_make_params(const xattn_cuda_args *a
     P.part_o = NULL;
     P.part_lse = NULL;
     P.vec = 0;
+    P.cnt = a->counts;
     return P;
 }
 
-static inline long long xattn_cuda_cdiv(long long a, long long b)
+__host__ __device__ static inline long long xattn_cuda_cdiv(long long a, long long b)
 {
     return (a + b - 1) / b;
 }
@@ -187,6 +198,18 @@ __device__ __forceinline__ float xattn_cuda_softmax_rescale(float *m, float tile
     float m_new = xattn_cuda_sticky_max(m_old, tile_max);
     float m_use = m_new == -XATTN_CUDA_INF ? 0.0f : m_new;
     *alpha = expf(m_old - m_use);
+    *m = m_new;
+    return m_use;
+}
+
+/* The same update with scores in log2 units (the mma path): *alpha is
+ * 2^(m_old - m_new). */
+__device__ __forceinline__ float xattn_cuda_softmax_rescale2(float *m, float tile_max, float *alpha)
+{
+    float m_old = *m;
+    float m_new = xattn_cuda_sticky_max(m_old, tile_max);
+    float m_use = m_new == -XATTN_CUDA_INF ? 0.0f : m_new;
+    *alpha = exp2f(m_old - m_use);
     *m = m_new;
     return m_use;
 }
@@ -346,6 +369,42 @@ __device__ __forceinline__ void xattn_cuda_softmax_merge(float *m, float *l, flo
     *m = mn;
 }
 
+/* DESIGN.md step 8 in the careful P.V: key j of row rw is masked (it
+ * contributes nothing) when it lies outside the row's interval or its bias is
+ * -inf, i.e. exactly when xattn_cuda_mod_score gives -inf. */
+__device__ __forceinline__ bool xattn_cuda_key_masked(const xattn_cuda_kparams &P,
+                                                      const xattn_cuda_row &rw, int j)
+{
+    if (j < rw.lo || j >= rw.hi)
+        return true;
+    return P.has_bias && xattn_cuda_load(P.bias.ptr, P.bias.dt,
+                                         rw.bias_idx + (long long)j * P.bias.sd) == -XATTN_CUDA_INF;
+}
+
+/* acc + p * v for an unmasked key in the careful P.V. A weight p that
+ * underflowed to 0 is a tiny positive weight in the reference: v's inf and
+ * NaN still pass (tiny x inf = inf), its finite values add nothing. */
+__device__ __forceinline__ float xattn_cuda_pv_add(float acc, float p, float v)
+{
+    if (p != 0.0f)
+        return fmaf(p, v, acc);
+    return isfinite(v) ? acc : acc + v;
+}
+
+/* Writes this block's executed-work counts (thread 0; every block, also one
+ * that had nothing to do, so that the slots need no clearing). */
+__device__ __forceinline__ void xattn_cuda_count_put(const xattn_cuda_kparams &P,
+                                                     unsigned long long qk, unsigned long long pv,
+                                                     unsigned long long kv)
+{
+    if (P.cnt && threadIdx.x == 0) {
+        unsigned long long *c = P.cnt + 3ull * blockIdx.x;
+        c[0] = qk;
+        c[1] = pv;
+        c[2] = kv;
+    }
+}
+
 /* ---- internal launchers (C++ linkage; one per kernel family) ------------- */
 
 /* Row blocks of the simt flash kernel. */
@@ -407,6 +466,10 @@ static inline size_t xattn_cuda_mma_smem(int dp)
     default: return xattn_cuda_mma_shape<256>::SMEM;
     }
 }
+
+/* Blocks of NAIVE's QK kernel and of its PV kernel (counter slots: the QK
+ * kernel's first, then the PV kernel's). */
+void xattn_cuda_naive_blocks(const xattn_problem *p, long long *qk, long long *pv);
 
 /* Launch the flash tile loop (FLASH when P.splits == 0, SPLITKV partial
  * otherwise) on nblocks blocks; P.nrb is already set for the kernel's BM. */

@@ -165,6 +165,59 @@ extern "C" int xattn_cuda_check_limits(const xattn_cuda_args *a, int splits, cha
     return 0;
 }
 
+/* ---- executed work -------------------------------------------------------- */
+
+extern "C" long long xattn_cuda_count_slots(const xattn_cuda_args *a, int splits)
+{
+    const xattn_problem *p = a->p;
+    if (p->algo == XATTN_ALGO_NAIVE) {
+        long long qk, pv;
+        xattn_cuda_naive_blocks(p, &qk, &pv);
+        return qk + pv;
+    }
+    /* The blocks of xattn_cuda_flash_params (times the splits). */
+    const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
+    return xattn_cuda_cdiv(p->Sq * p->group, pl.bm) * p->Hkv * p->B * (splits > 0 ? splits : 1);
+}
+
+#define XATTN_CUDA_COUNT_THREADS 512
+
+/* One block: out[k] = sum over the slots of cnt[3 * slot + k]. */
+__global__ void __launch_bounds__(XATTN_CUDA_COUNT_THREADS)
+    xattn_cuda_count_sum_kernel(const unsigned long long *cnt, long long slots,
+                                unsigned long long *out)
+{
+    __shared__ unsigned long long part[3][XATTN_CUDA_COUNT_THREADS];
+    const int tid = threadIdx.x;
+    unsigned long long s0 = 0, s1 = 0, s2 = 0;
+    for (long long i = tid; i < slots; i += XATTN_CUDA_COUNT_THREADS) {
+        s0 += cnt[3 * i];
+        s1 += cnt[3 * i + 1];
+        s2 += cnt[3 * i + 2];
+    }
+    part[0][tid] = s0;
+    part[1][tid] = s1;
+    part[2][tid] = s2;
+    for (int w = XATTN_CUDA_COUNT_THREADS / 2; w > 0; w >>= 1) {
+        __syncthreads();
+        if (tid < w)
+            for (int k = 0; k < 3; k++)
+                part[k][tid] += part[k][tid + w];
+    }
+    if (tid == 0)
+        for (int k = 0; k < 3; k++)
+            out[k] = part[k][0];
+}
+
+extern "C" cudaError_t xattn_cuda_count_sum(const xattn_cuda_args *a, long long slots,
+                                            unsigned long long *out)
+{
+    XATTN_CUDA_LAUNCH(xattn_cuda_count_sum_kernel, 1u,
+                      xattn_cuda_threads(a, XATTN_CUDA_COUNT_THREADS), 0, a->stream, a->counts,
+                      slots, out);
+    return cudaGetLastError();
+}
+
 /* ---- SPLITKV -------------------------------------------------------------- */
 
 extern "C" int xattn_cuda_splitkv_num_splits(const xattn_cuda_args *a)
@@ -225,7 +278,9 @@ extern "C" cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int 
 
 /* One warp per row (b, h, i): O = sum_s w_s O_s / sum_s w_s with
  * w_s = exp(LSE_s - max LSE), LSE = max + log sum w_s; the max is NaN-sticky
- * and an all -inf row is empty (O = 0, LSE = -inf). */
+ * and an all -inf row is empty (O = 0, LSE = -inf). A weight that underflows
+ * to 0 still passes its split's inf and NaN (xattn_cuda_pv_add), as the
+ * reference's tiny positive weight does; an empty split's O is 0. */
 __global__ void __launch_bounds__(128)
     xattn_cuda_splitkv_combine_kernel(const xattn_cuda_kparams P, const float *part_o,
                                       const float *part_lse)
@@ -269,7 +324,7 @@ __global__ void __launch_bounds__(128)
         float acc = 0.0f;
         if (!empty)
             for (int sp = 0; sp < ns; sp++)
-                acc = fmaf(wsh[w][sp], po[sp * stride + d], acc);
+                acc = xattn_cuda_pv_add(acc, wsh[w][sp], po[sp * stride + d]);
         xattn_cuda_store(P.o.ptr, P.o.dt, oi + (long long)d * P.o.sd, acc * inv);
     }
     if (lane == 0 && P.has_lse)
@@ -283,6 +338,7 @@ extern "C" cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int 
     const xattn_problem *p = a->p;
     xattn_cuda_kparams P = xattn_cuda_make_params(a);
     P.splits = splits;
+    P.cnt = NULL; /* the combine computes no products */
     const long long rows = p->B * p->Hq * p->Sq;
     const long long blocks = xattn_cuda_cdiv(rows, 4);
     if (blocks == 0)

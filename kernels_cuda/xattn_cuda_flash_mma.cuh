@@ -13,9 +13,20 @@
  *     (K of the next tile starts loading: cp.async overlaps the rest)
  *     scale, softcap / ALiBi / bias / masks (skipped for a tile every row
  *     sees whole when there are no score mods)
- *     online softmax on the accumulators (a row lives in a quad of lanes)
- *     O += P V           P re-packed from the S accumulators as A fragments
+ *     online softmax on the accumulators (a row lives in a quad of lanes), in
+ *     log2 units (x = s * log2 e): p = 2^(x - m), so the row's maximum gives
+ *     exactly 1; p is rounded to T (what P.V multiplies); O is
+ *     divided by the sum of the rounded p that P.V multiplies, LSE takes the
+ *     sum of the unrounded p
+ *     O += P V           P packed from the accumulators as A fragments;
+ *     a V tile holding an inf or NaN (each thread checks what it staged, one
+ *     flag per block at the barrier that publishes the tile) takes the
+ *     careful path instead: every lane walks its row's keys (P from the quad
+ *     through shuffles) and skips the masked ones (xattn_cuda_common.cuh)
  *     (V of the next tile starts loading)
+ *
+ * Executed work: a tile computes 16 * MT rows x BN keys in each product for
+ * every warp with a row below R (warps past R only help load).
  *
  * Fragment layouts (PTX ISA, mma.m16n8k16, .f16/.bf16 -> .f32): lane l,
  * g = l / 4, c = l % 4. A (16x16, row): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..),
@@ -31,6 +42,8 @@
  */
 #ifndef XATTN_CUDA_FLASH_MMA_CUH
 #define XATTN_CUDA_FLASH_MMA_CUH
+
+#include <type_traits>
 
 #include "xattn_cuda_common.cuh"
 
@@ -126,6 +139,54 @@ template <> __device__ __forceinline__ unsigned xattn_cuda_pack2<__nv_bfloat16>(
     return u;
 }
 
+/* A T's bits as f32. */
+template <typename T> __device__ __forceinline__ float xattn_cuda_bits_f32(unsigned short u);
+template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__half>(unsigned short u)
+{
+    return __half2float(__ushort_as_half(u));
+}
+template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__nv_bfloat16>(unsigned short u)
+{
+    return __uint_as_float((unsigned)u << 16);
+}
+
+/* 1 when one of the two T in w is an inf or NaN (all exponent bits set). */
+template <typename T> __device__ __forceinline__ int xattn_cuda_nonfinite2(unsigned w)
+{
+    constexpr unsigned EM = std::is_same<T, __half>::value ? 0x7c00u : 0x7f80u;
+    return (w & EM) == EM || ((w >> 16) & EM) == EM;
+}
+
+/*
+ * 1 when an element this thread staged into the tile by
+ * xattn_cuda_mma_stage<DP, NT> (same nrows and vec) is an inf or NaN. Only the
+ * thread's own copies are read: after its cp.async wait they are visible to
+ * it without a barrier.
+ */
+template <int DP, int NT, typename T>
+__device__ __forceinline__ int xattn_cuda_mma_nonfinite(const unsigned short *tile, int nrows,
+                                                        int vec)
+{
+    constexpr int LDS = DP + 8, CH = DP / 8;
+    const int tid = threadIdx.x;
+    int bad = 0;
+    /* One load at a time: this runs while the O and S fragments hold most
+     * registers (unrolled, the loads made the d64 kernel spill). */
+    if (vec) {
+#pragma unroll 1
+        for (int e = tid; e < nrows * CH; e += NT) {
+            const uint4 u = *reinterpret_cast<const uint4 *>(tile + (e / CH) * LDS + (e % CH) * 8);
+            bad |= xattn_cuda_nonfinite2<T>(u.x) | xattn_cuda_nonfinite2<T>(u.y) |
+                   xattn_cuda_nonfinite2<T>(u.z) | xattn_cuda_nonfinite2<T>(u.w);
+        }
+    } else {
+#pragma unroll 1
+        for (int e = tid; e < nrows * DP; e += NT)
+            bad |= xattn_cuda_nonfinite2<T>(tile[(e / DP) * LDS + e % DP]);
+    }
+    return bad;
+}
+
 /*
  * Stages `nrows` rows of `width` valid dims into a shared tile [nrows][LDS] of
  * DP columns. gidx(rr) gives row rr's element index (d = 0), or -1 for a row
@@ -172,7 +233,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     constexpr int BM = xattn_cuda_mma_shape<DP>::BM, LDS = xattn_cuda_mma_shape<DP>::LDS;
     constexpr int NS = BN / 8; /* n8 tiles of S per m16 tile */
     constexpr int NO = DP / 8; /* n8 tiles of O per m16 tile */
-    constexpr float LOG2E = 1.4426950408889634f;
+    constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+    /* Scores are kept in log2 units (s * log2 e): p = 2^(x - m), one subtraction
+     * an element; m and LSE convert back. */
+    const float scale2 = P.scale * LOG2E;
     static_assert(DP % 16 == 0 && BN % 16 == 0 && XATTN_CUDA_SPLIT_UNIT % BN == 0, "tile shape");
     static_assert(BM <= NT, "one thread per row for the row setup");
 
@@ -190,8 +254,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     const int g = P.group;
     const long long R = (long long)s.rows * g;
     const long long r0 = (long long)blk.rb * BM;
-    if (r0 >= R)
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
     int kmin, kmax;
     xattn_cuda_split_range(P, s, blk.split, &kmin, &kmax);
 
@@ -228,11 +294,17 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             if (rend != r0 + BM || i_lastrow != i_last)
                 lo_all = hi_all = 0; /* rows past R or padding rows: always mask */
         }
+        /* Every row empty (their empty intervals may sit inside a tile, e.g. at
+         * an Lk that is not a multiple of BN): no tile to run. */
+        if (hi_u <= lo_u)
+            lo_u = hi_u = 0;
     }
     __syncthreads();
 
     float o[MT][NO][4];
-    float m[MT][2], l[MT][2];
+    /* l: the row sum of p (for LSE); lr: of p rounded to T, the weights P.V
+     * multiplies (for O, so that they sum to 1). */
+    float m[MT][2], l[MT][2], lr[MT][2];
     int rlo[MT][2], rhi[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -245,6 +317,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         for (int hr = 0; hr < 2; hr++) {
             m[mt][hr] = -XATTN_CUDA_INF;
             l[mt][hr] = 0.0f;
+            lr[mt][hr] = 0.0f;
             const xattn_cuda_row &rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
             rlo[mt][hr] = rw.lo;
             rhi[mt][hr] = rw.hi;
@@ -283,7 +356,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     const bool live = r0 + warp * 16 * MT < R;
     for (int t = t_begin; t < hi_u; t += BN) {
         const bool more = t + BN < hi_u;
-        float sacc[MT][NS][4];
+        float sacc[MT][NS][4];         /* S, then P rounded to T */
         xattn_cuda_cp_async_wait<1>(); /* Q and K(t) have landed; V(t) may be in flight */
         __syncthreads();
 
@@ -331,8 +404,8 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                     if (full) {
 #pragma unroll
                         for (int n = 0; n < NS; n++) {
-                            sacc[mt][n][2 * hr] *= P.scale;
-                            sacc[mt][n][2 * hr + 1] *= P.scale;
+                            sacc[mt][n][2 * hr] *= scale2;
+                            sacc[mt][n][2 * hr + 1] *= scale2;
                         }
                     } else if (!P.has_mods) {
                         const int lo = rlo[mt][hr], hi = rhi[mt][hr];
@@ -342,7 +415,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                             for (int e2 = 0; e2 < 2; e2++) {
                                 const int j = t + n * 8 + cq * 2 + e2;
                                 float &x = sacc[mt][n][2 * hr + e2];
-                                x = (j >= lo && j < hi) ? x * P.scale : -XATTN_CUDA_INF;
+                                x = (j >= lo && j < hi) ? x * scale2 : -XATTN_CUDA_INF;
                             }
                     } else {
                         const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
@@ -352,7 +425,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                             for (int e2 = 0; e2 < 2; e2++) {
                                 const int j = t + n * 8 + cq * 2 + e2;
                                 float &x = sacc[mt][n][2 * hr + e2];
-                                x = xattn_cuda_mod_score(P, rw, x * P.scale, j);
+                                x = xattn_cuda_mod_score(P, rw, x * P.scale, j) * LOG2E;
                             }
                     }
                 }
@@ -372,18 +445,26 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                     tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
                     tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
                     float alpha;
-                    const float mu = xattn_cuda_softmax_rescale(&m[mt][hr], tmax, &alpha);
-                    const float mul = mu * LOG2E;
-                    float rs = 0.0f;
+                    const float mu = xattn_cuda_softmax_rescale2(&m[mt][hr], tmax, &alpha);
+                    float rs = 0.0f, rsr = 0.0f;
 #pragma unroll
-                    for (int n = 0; n < NS; n++)
-#pragma unroll
-                        for (int e2 = 0; e2 < 2; e2++) {
-                            float &x = sacc[mt][n][2 * hr + e2];
-                            x = exp2f(fmaf(x, LOG2E, -mul));
-                            rs += x;
-                        }
-                    l[mt][hr] = l[mt][hr] * alpha + rs; /* this lane's part of the row sum */
+                    for (int n = 0; n < NS; n++) {
+                        /* x - mu: the row's maximum gives 2^0 = 1 exactly. (The
+                         * former fmaf(x, LOG2E, -mu * LOG2E) was off by the
+                         * rounding of mu * LOG2E: an output ulp at large scores.) */
+                        const float p0 = exp2f(sacc[mt][n][2 * hr] - mu);
+                        const float p1 = exp2f(sacc[mt][n][2 * hr + 1] - mu);
+                        rs += p0 + p1;
+                        const unsigned u = xattn_cuda_pack2<T>(p0, p1);
+                        const float r0 = xattn_cuda_bits_f32<T>((unsigned short)(u & 0xffffu));
+                        const float r1 = xattn_cuda_bits_f32<T>((unsigned short)(u >> 16));
+                        sacc[mt][n][2 * hr] = r0;
+                        sacc[mt][n][2 * hr + 1] = r1;
+                        rsr += r0 + r1;
+                    }
+                    /* this lane's part of the row sums */
+                    l[mt][hr] = l[mt][hr] * alpha + rs;
+                    lr[mt][hr] = lr[mt][hr] * alpha + rsr;
 #pragma unroll
                     for (int n = 0; n < NO; n++) {
                         o[mt][n][2 * hr] *= alpha;
@@ -394,10 +475,44 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         }
 
         xattn_cuda_cp_async_wait<1>(); /* V(t) has landed; K(t + BN) may be in flight */
-        __syncthreads();
+        const int vbad_own = xattn_cuda_mma_nonfinite<DP, NT, T>(vs, BN, P.vec);
+        const int vbad = __syncthreads_or(vbad_own);
 
-        /* O += P V */
-        if (live) {
+        /* O += P V; the careful path for a V tile with an inf or NaN. */
+        if (live && vbad) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
+#pragma unroll
+                    for (int n = 0; n < NS; n++) {
+#pragma unroll
+                        for (int e2 = 0; e2 < 2; e2++) {
+                            const float mine = sacc[mt][n][2 * hr + e2];
+#pragma unroll 1
+                            for (int src = 0; src < 4; src++) {
+                                /* Key n*8 + 2*src + e2 of the row is held by quad lane src. */
+                                const float p = __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
+                                const int kb = n * 8 + 2 * src + e2;
+                                if (xattn_cuda_key_masked(P, rw, t + kb))
+                                    continue;
+                                const unsigned short *vrow = vs + kb * LDS;
+#pragma unroll
+                                for (int nd = 0; nd < NO; nd++)
+#pragma unroll
+                                    for (int e = 0; e < 2; e++) {
+                                        float &acc = o[mt][nd][2 * hr + e];
+                                        acc = xattn_cuda_pv_add(
+                                            acc, p,
+                                            xattn_cuda_bits_f32<T>(vrow[nd * 8 + cq * 2 + e]));
+                                    }
+                            }
+                        }
+                    }
+                }
+            }
+        } else if (live) {
 #pragma unroll
             for (int kk = 0; kk < BN / 16; kk++) {
                 unsigned a[MT][4];
@@ -430,14 +545,24 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         xattn_cuda_cp_async_commit(); /* group: V(t + BN) (maybe empty) */
     }
     xattn_cuda_cp_async_wait<0>();
+    {
+        /* What the loop above ran, from its bounds (no counter lives through the
+         * loop): its tiles, and the keys of [lo_u, hi_u) that it loaded. */
+        const long long tiles = t_begin < hi_u ? xattn_cuda_cdiv(hi_u - t_begin, BN) : 0;
+        const long long live_warps = min((long long)NW, xattn_cuda_cdiv(R - r0, 16 * MT));
+        const unsigned long long pairs = (unsigned long long)(tiles * live_warps * 16 * MT * BN);
+        xattn_cuda_count_put(P, pairs, pairs, tiles ? (unsigned long long)(hi_u - lo_u) : 0ull);
+    }
 
-    /* Row sums over the quad, then O = acc / l, LSE = m + log l. */
+    /* Row sums over the quad, then O = acc / lr, LSE = m + log l. */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             l[mt][hr] += __shfl_xor_sync(0xffffffffu, l[mt][hr], 1);
             l[mt][hr] += __shfl_xor_sync(0xffffffffu, l[mt][hr], 2);
+            lr[mt][hr] += __shfl_xor_sync(0xffffffffu, lr[mt][hr], 1);
+            lr[mt][hr] += __shfl_xor_sync(0xffffffffu, lr[mt][hr], 2);
         }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -447,10 +572,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             if (r >= R)
                 continue;
             const int i = (int)(r / g), h = blk.hk * g + (int)(r % g);
-            const float mm = m[mt][hr], ll = l[mt][hr];
+            const float mm = m[mt][hr], ll = l[mt][hr], llr = lr[mt][hr];
             const bool empty = mm == -XATTN_CUDA_INF;
-            const float inv = empty ? 0.0f : 1.0f / ll;
-            const float lse = empty ? -XATTN_CUDA_INF : mm + logf(ll);
+            const float inv = empty ? 0.0f : 1.0f / llr;
+            const float lse = empty ? -XATTN_CUDA_INF : mm * LN2 + logf(ll);
             if (P.splits > 0) {
                 const long long pr = xattn_cuda_part_row(P, blk.split, blk.b, h, i);
                 float *po = P.part_o + pr * P.Dv;
@@ -496,10 +621,19 @@ static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
                                                    ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16>
                                                    : xattn_cuda_flash_mma_kernel<DP, __half>;
     if (smem > 48 * 1024) {
-        cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess)
-            return e;
+        /* Once per (instantiation, dtype, device), not before every launch: the
+         * attribute stays set on the device, and the call costs a driver round
+         * trip. Two threads may both set it the first time; that is harmless. */
+        static unsigned long long done[2]; /* bit d: CUDA device d */
+        const int bf = P.q.dt == XATTN_DTYPE_BF16;
+        const unsigned long long bit = a->device >= 0 && a->device < 64 ? 1ull << a->device : 0ull;
+        if (!bit || !(__atomic_load_n(&done[bf], __ATOMIC_ACQUIRE) & bit)) {
+            cudaError_t e =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+            if (e != cudaSuccess)
+                return e;
+            __atomic_fetch_or(&done[bf], bit, __ATOMIC_RELEASE);
+        }
     }
     XATTN_CUDA_LAUNCH(kernel, nblocks, threads, smem, a->stream, P);
     return cudaGetLastError();

@@ -7,9 +7,12 @@
  * reach (whole tiles outside them are skipped):
  *   S = Q K^T (xattn_cuda_simt_qk), scale, softcap / ALiBi / bias / masks
  *   (xattn_cuda_mod_score), the online-softmax update per row (4 threads per
- *   row), then O += P V with V staged 16 keys at a time. The accumulator of a
- *   row lives in registers: thread (ty, tx) owns rows ty + 16a and output dims
- *   tx + 16c (c < ceil(Dv/16) <= 16).
+ *   row), then O += P V with V staged 16 keys at a time (a chunk holding an
+ *   inf or NaN takes the careful path of xattn_cuda_common.cuh). The
+ *   accumulator of a row lives in registers: thread (ty, tx) owns rows
+ *   ty + 16a and output dims tx + 16c (c < ceil(Dv/16) <= 16).
+ *
+ * Executed work: every tile computes all 64 rows x 64 keys of QK^T and P.V.
  */
 #include "xattn_cuda_simt.cuh"
 
@@ -36,8 +39,10 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const int g = P.group;
     const long long R = (long long)s.rows * g;
     const long long r0 = (long long)blk.rb * BM;
-    if (r0 >= R)
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
     int kmin, kmax;
     xattn_cuda_split_range(P, s, blk.split, &kmin, &kmax);
     xattn_cuda_simt_rows(P, s, blk.b, blk.hk, r0, R, kmin, kmax, rows, qidx);
@@ -57,6 +62,10 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
             xattn_cuda_row_range(P, s, i_first, kmin, kmax, &lo_u, &dummy);
             xattn_cuda_row_range(P, s, i_last, kmin, kmax, &dummy, &hi_u);
         }
+        /* Every row empty (their empty intervals may sit inside a tile): no
+         * tile to run. */
+        if (hi_u <= lo_u)
+            lo_u = hi_u = 0;
     }
     __syncthreads();
 
@@ -123,15 +132,36 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         /* O += P V, 16 keys at a time. Keys outside [lo_u, hi_u) read nothing. */
         for (int kc = 0; kc < BN; kc += XATTN_CUDA_SIMT_VK) {
             __syncthreads(); /* tiles free: QK^T or the previous chunk is done */
+            int bad = 0;
             for (int e = tid; e < XATTN_CUDA_SIMT_VK * P.Dv; e += XATTN_CUDA_SIMT_THREADS) {
                 const int jj = e / P.Dv, d = e - jj * P.Dv, j = t0 + kc + jj;
-                vs[e] = (j >= lo_u && j < hi_u)
-                            ? xattn_cuda_load(P.v.ptr, P.v.dt,
-                                              vbase + (long long)(s.k0 + j) * P.v.ss +
-                                                  (long long)d * P.v.sd)
-                            : 0.0f;
+                const float x = (j >= lo_u && j < hi_u)
+                                    ? xattn_cuda_load(P.v.ptr, P.v.dt,
+                                                      vbase + (long long)(s.k0 + j) * P.v.ss +
+                                                          (long long)d * P.v.sd)
+                                    : 0.0f;
+                bad |= !isfinite(x);
+                vs[e] = x;
             }
-            __syncthreads();
+            if (__syncthreads_or(bad)) {
+                /* Careful path: each row's own unmasked keys only. */
+                for (int jj = 0; jj < XATTN_CUDA_SIMT_VK; jj++) {
+                    const float *vrow = vs + jj * P.Dv;
+#pragma unroll
+                    for (int a = 0; a < 4; a++) {
+                        if (xattn_cuda_key_masked(P, rows[ty + 16 * a], t0 + kc + jj))
+                            continue;
+                        const float pa = ss[ty + 16 * a][kc + jj];
+#pragma unroll
+                        for (int c = 0; c < XATTN_CUDA_SIMT_NC; c++) {
+                            const int d = tx + 16 * c;
+                            if (c < ncv && d < P.Dv)
+                                acc[a][c] = xattn_cuda_pv_add(acc[a][c], pa, vrow[d]);
+                        }
+                    }
+                }
+                continue;
+            }
 #pragma unroll 2
             for (int jj = 0; jj < XATTN_CUDA_SIMT_VK; jj++) {
                 float pa[4];
@@ -153,6 +183,14 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         }
     }
     __syncthreads(); /* rm / rl of the last tile */
+    {
+        /* What the loop above ran, from its bounds: its tiles, and the keys of
+         * [lo_u, hi_u) that it loaded. */
+        const int t_begin = lo_u / BN * BN;
+        const long long tiles = t_begin < hi_u ? xattn_cuda_cdiv(hi_u - t_begin, BN) : 0;
+        const unsigned long long pairs = (unsigned long long)(tiles * BM * BN);
+        xattn_cuda_count_put(P, pairs, pairs, tiles ? (unsigned long long)(hi_u - lo_u) : 0ull);
+    }
 
     /* O = acc / l (0 for an empty row), LSE = m + log l (-inf when empty). */
 #pragma unroll

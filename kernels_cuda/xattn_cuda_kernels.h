@@ -59,6 +59,11 @@ typedef struct xattn_cuda_args {
     size_t smem_optin;  /* most dynamic shared memory a block may opt in to */
     int force_simt;     /* 1: never take the mma path (tests, comparisons) */
     int inject_failure; /* tests: launch with an invalid configuration */
+    int device;         /* CUDA ordinal (per-device launch attributes are cached) */
+    /* Executed-work counters, device [xattn_cuda_count_slots()][3], or NULL:
+     * every block of the call's kernels writes its (query row, key) pairs of
+     * QK^T and of P.V and the K/V rows it loaded into its own slot. */
+    unsigned long long *counts;
 } xattn_cuda_args;
 
 /* Kernel-side limits the host checks before calling anything here: Sq, Sk,
@@ -97,6 +102,31 @@ cudaError_t xattn_cuda_ceil_read(const float4 *buf, size_t bytes, float *sink, i
                                  int reps, cudaStream_t stream, float *ms);
 cudaError_t xattn_cuda_ceil_copy(const float4 *buf, float4 *buf2, size_t bytes, int blocks,
                                  int reps, cudaStream_t stream, float *ms);
+
+/* Ceiling of the tensor cores (sm_80+): best time in ms of mma.sync
+ * m16n8k16 (f16 or bf16 inputs, f32 accumulation) over `blocks` blocks of
+ * XATTN_CUDA_CEIL_MMA_WARPS warps, `iters` iterations of
+ * XATTN_CUDA_CEIL_MMA_CHAINS independent products a warp (4096 FLOPs each).
+ * cudaErrorInvalidDeviceFunction below sm_80. */
+#define XATTN_CUDA_CEIL_MMA_WARPS 8
+#define XATTN_CUDA_CEIL_MMA_CHAINS 8
+cudaError_t xattn_cuda_ceil_mma(float *sink, int bf16, int blocks, int iters, int reps,
+                                cudaStream_t stream, float *ms);
+/* One untimed launch of that kernel (xattn_cuda_ceil_mma.cu): every thread
+ * stores the sum of its accumulators after `iters` iterations on A and B
+ * fragments whose registers all hold a_bits / b_bits (two 16-bit values). */
+cudaError_t xattn_cuda_ceil_mma_launch(float *sink, int bf16, int blocks, int iters,
+                                       unsigned a_bits, unsigned b_bits, cudaStream_t stream);
+
+/* ---- executed work -------------------------------------------------------- */
+
+/* Counter slots (blocks) of the kernels the algorithm a->p->algo runs with
+ * `splits` (SPLITKV; 0 otherwise): the size of a->counts in triples. */
+long long xattn_cuda_count_slots(const xattn_cuda_args *a, int splits);
+/* out[0..2] (device) = the sums over `slots` triples of a->counts: QK^T
+ * pairs, P.V pairs, K/V rows loaded. One small kernel on a->stream. */
+cudaError_t xattn_cuda_count_sum(const xattn_cuda_args *a, long long slots,
+                                 unsigned long long *out);
 
 /* ---- SPLITKV: partial O/LSE per KV chunk, then combine ------------------- */
 

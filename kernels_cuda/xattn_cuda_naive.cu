@@ -7,7 +7,9 @@
  *            nothing; padding rows and keys are -inf).
  *   softmax: in place, one warp per row: P = exp(S - m) / l, LSE = m + log l;
  *            a fully masked row becomes zeros with LSE = -inf; NaN is sticky.
- *   pv:      O = P V, a 64-row x 64-dim tile per block.
+ *   pv:      O = P V, a 64-row x 64-dim tile per block. A chunk of V holding
+ *            an inf or NaN takes the careful path (xattn_cuda_common.cuh):
+ *            P is 0 at a masked key, and 0 x NaN must not reach the row.
  */
 #include "xattn_cuda_simt.cuh"
 
@@ -43,12 +45,18 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
     const long long R = (long long)s.rows * P.group;
     const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
-    if (r0 >= R)
+    const int t0 = kb * XATTN_CUDA_SIMT_TILE;
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
+    /* The whole 64 x 64 tile is computed; K rows below Lk are loaded (P.V
+     * loads the same V rows, so they are counted here once). */
+    xattn_cuda_count_put(P, (unsigned long long)XATTN_CUDA_SIMT_TILE * XATTN_CUDA_SIMT_TILE, 0,
+                         (unsigned long long)max(0, min(t0 + XATTN_CUDA_SIMT_TILE, s.Lk) - t0));
     xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
     /* (xattn_cuda_simt_qk starts with a barrier: rows/qidx are visible) */
 
-    const int t0 = kb * XATTN_CUDA_SIMT_TILE;
     const long long kbase = (long long)b * P.k.sb + (long long)hk * P.k.sh;
     float sc[4][4];
     xattn_cuda_simt_qk(P, qidx, kbase, s.k0, t0, 0, s.Lk, qs, ks, sc);
@@ -134,6 +142,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     __shared__ float ps[XATTN_CUDA_SIMT_TILE][XATTN_CUDA_PV_KC + 1];
     __shared__ float vs[XATTN_CUDA_PV_KC][XATTN_CUDA_SIMT_TILE + 1];
     __shared__ long long prow[XATTN_CUDA_SIMT_TILE];
+    __shared__ xattn_cuda_row rows[XATTN_CUDA_SIMT_TILE];
+    __shared__ long long qidx[XATTN_CUDA_SIMT_TILE];
 
     int rb, db, hk, b;
     xattn_cuda_naive_block(P, ndb, &rb, &db, &hk, &b);
@@ -141,8 +151,21 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, b);
     const long long R = (long long)s.rows * P.group;
     const long long r0 = (long long)rb * XATTN_CUDA_SIMT_TILE;
-    if (r0 >= R)
+    if (r0 >= R) {
+        xattn_cuda_count_put(P, 0, 0, 0);
         return;
+    }
+    /* 64 rows x every chunk of keys below Lk; the dim blocks db > 0 compute
+     * the same pairs' other output dims (a pair counts 2*Dv FLOPs once). */
+    xattn_cuda_count_put(
+        P, 0,
+        db == 0
+            ? (unsigned long long)XATTN_CUDA_SIMT_TILE *
+                  (unsigned long long)(xattn_cuda_cdiv(s.Lk, XATTN_CUDA_PV_KC) * XATTN_CUDA_PV_KC)
+            : 0ull,
+        0);
+    /* The rows' valid keys, for the careful path (qidx is unused). */
+    xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
     if (tid < XATTN_CUDA_SIMT_TILE) {
         const long long r = r0 + tid;
@@ -172,17 +195,35 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
             const long long pr = prow[rr];
             ps[rr][jj] = (pr >= 0 && j < s.Lk) ? S[pr + j] : 0.0f;
         }
+        int bad = 0;
         for (int e = tid; e < XATTN_CUDA_PV_KC * XATTN_CUDA_SIMT_TILE;
              e += XATTN_CUDA_SIMT_THREADS) {
             const int jj = e / XATTN_CUDA_SIMT_TILE, dd = e % XATTN_CUDA_SIMT_TILE;
             const int j = j0 + jj, d = d0 + dd;
-            vs[jj][dd] = (j < s.Lk && d < P.Dv)
-                             ? xattn_cuda_load(P.v.ptr, P.v.dt,
-                                               vbase + (long long)(s.k0 + j) * P.v.ss +
-                                                   (long long)d * P.v.sd)
-                             : 0.0f;
+            const float x = (j < s.Lk && d < P.Dv)
+                                ? xattn_cuda_load(P.v.ptr, P.v.dt,
+                                                  vbase + (long long)(s.k0 + j) * P.v.ss +
+                                                      (long long)d * P.v.sd)
+                                : 0.0f;
+            bad |= !isfinite(x);
+            vs[jj][dd] = x;
         }
-        __syncthreads();
+        if (__syncthreads_or(bad)) {
+            /* Careful path: each row's own unmasked keys only. */
+            for (int jj = 0; jj < XATTN_CUDA_PV_KC; jj++) {
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    const int rr = ty + 16 * a;
+                    if (xattn_cuda_key_masked(P, rows[rr], j0 + jj))
+                        continue;
+                    const float pa = ps[rr][jj];
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        acc[a][c] = xattn_cuda_pv_add(acc[a][c], pa, vs[jj][tx + 16 * c]);
+                }
+            }
+            continue;
+        }
 #pragma unroll 4
         for (int jj = 0; jj < XATTN_CUDA_PV_KC; jj++) {
             float pa[4], vb[4];
@@ -223,6 +264,13 @@ static long long xattn_cuda_naive_nrb(const xattn_problem *p)
     return xattn_cuda_cdiv(p->Sq * p->group, XATTN_CUDA_SIMT_TILE);
 }
 
+void xattn_cuda_naive_blocks(const xattn_problem *p, long long *qk, long long *pv)
+{
+    const long long nrb = xattn_cuda_naive_nrb(p);
+    *qk = nrb * xattn_cuda_cdiv(p->Sk, XATTN_CUDA_SIMT_TILE) * p->Hkv * p->B;
+    *pv = nrb * xattn_cuda_cdiv(p->Dv, XATTN_CUDA_SIMT_TILE) * p->Hkv * p->B;
+}
+
 extern "C" uint64_t xattn_cuda_naive_workspace_elems(const xattn_problem *p, int *overflow)
 {
     uint64_t n = 1;
@@ -253,6 +301,7 @@ extern "C" cudaError_t xattn_cuda_naive_softmax(const xattn_cuda_args *a, float 
 {
     const xattn_problem *p = a->p;
     xattn_cuda_kparams P = xattn_cuda_make_params(a);
+    P.cnt = NULL; /* the softmax computes no products */
     const long long blocks = xattn_cuda_cdiv(p->B * p->Hq * p->Sq, 8);
     if (blocks == 0)
         return cudaSuccess;
@@ -266,6 +315,11 @@ extern "C" cudaError_t xattn_cuda_naive_pv(const xattn_cuda_args *a, const float
     const xattn_problem *p = a->p;
     xattn_cuda_kparams P = xattn_cuda_make_params(a);
     P.nrb = (int)xattn_cuda_naive_nrb(p);
+    if (P.cnt) { /* the slots after the QK kernel's */
+        long long qk_blocks, pv_blocks;
+        xattn_cuda_naive_blocks(p, &qk_blocks, &pv_blocks);
+        P.cnt += 3 * qk_blocks;
+    }
     const long long ndb = xattn_cuda_cdiv(p->Dv, XATTN_CUDA_SIMT_TILE);
     const long long blocks = (long long)P.nrb * ndb * p->Hkv * p->B;
     if (blocks == 0)

@@ -15,7 +15,9 @@
  *                text, and the context stays usable; so does a workspace over
  *                the memory limit (OUT_OF_MEMORY).
  *   algos        NAIVE, FLASH, SPLITKV x f32/f16/bf16 (and mixed) on small
- *                shapes against the CPU backend, on the mma and simt paths.
+ *                shapes against the CPU backend, on the mma and simt paths;
+ *                each call's record names the kernel that ran (mma where
+ *                the path applies) and carries the work its kernels counted.
  *
  * Usage: test_cuda <test>. Without a CUDA device every test but `available`
  * prints "skipped: no CUDA device" and exits 0 (ctest shows it as skipped).
@@ -266,6 +268,30 @@ static int compare_with_cpu(xattn_ctx *ctx, const host_case *c, const char *labe
     free(l);
     free(rl);
     return ok;
+}
+
+/* The record of the last call on ctx (profiling on): the kernel the path
+ * rules pick, and executed work counted by the kernels, at least the useful
+ * work. */
+static void check_record(xattn_ctx *ctx, const shape *s, int simt, const char *label)
+{
+    size_t n = 0;
+    xattn_record r;
+    if (xattn_profiler_count(ctx, &n) != XATTN_STATUS_OK || n == 0 ||
+        xattn_profiler_get(ctx, n - 1, &r) != XATTN_STATUS_OK) {
+        check(0, "%s: no record: %s", label, xattn_last_error());
+        return;
+    }
+    xattn_device_info info;
+    xattn_ctx_device_info(ctx, &info);
+    const int mma = !simt && s->algo != XATTN_ALGO_NAIVE && s->dq == s->dkv &&
+                    s->dq != XATTN_DTYPE_F32 && info.compute_capability >= 80;
+    check(!strcmp(r.kernel, mma ? "mma" : "simt") && r.matrix_units == mma && r.work_counted &&
+              r.flops_executed >= r.flops_useful && r.flops_useful > 0,
+          "%s: record kernel \"%s\" (want %s), matrix_units %d, work_counted %d, executed %.4g >= "
+          "useful %.4g",
+          label, r.kernel, mma ? "mma" : "simt", r.matrix_units, r.work_counted, r.flops_executed,
+          r.flops_useful);
 }
 
 /* ---- device presence ------------------------------------------------------ */
@@ -530,6 +556,7 @@ static int test_algos(void)
         CHECK_OK(xattn_ctx_create(XATTN_BACKEND_CUDA, 0, &ctx));
         if (!ctx)
             break;
+        CHECK_OK(xattn_profiler_enable(ctx, 1));
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
             for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
                 for (int causal = 0; causal < 2; causal++) {
@@ -544,6 +571,7 @@ static int test_algos(void)
                              xattn_dtype_name(s.dkv), (long long)s.D, (long long)s.Dv,
                              xattn_algo_name(s.algo), (long long)s.Sq, causal ? " causal" : "");
                     compare_with_cpu(ctx, &c, label);
+                    check_record(ctx, &s, simt, label);
                     case_free(&c);
                 }
         xattn_ctx_destroy(ctx);

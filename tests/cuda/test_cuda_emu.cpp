@@ -13,7 +13,10 @@
  * the poison. Acceptance as in test_backend_ops: e <= 3r + 1e-5 and
  * m <= 3mr + 1e-4 (r, mr: the reference rounded to the output dtype), NaN
  * positions equal, exact zeros where the reference is exactly 0; LSE within
- * 1e-4 relative, -inf and NaN equal.
+ * 1e-4 relative, -inf and NaN equal. Every case also checks the executed-work
+ * counts the kernels write against an independent walk of the tiles
+ * (expected_counts), and the tensor-core ceiling's kernel computes what its
+ * FLOP count assumes.
  *
  * Usage: test_cuda_emu [case-substring] [-v]
  */
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -131,7 +135,21 @@ struct Case {
     int alibi = 0, bias = BIAS_NONE, bias_f16 = 0, bias_ninf = 0;
     int lens = LENS_FULL, layout = L_BSHD, lse = 1;
     int nan = 0; /* 1: one NaN in q, 2: in k, 3: in v */
+    /* inf/NaN in V at XATTN_EMU_VBAD_KEYS keys (the same key indices in every
+     * sequence, one dim each, every KV head): 1 NaN, 2 +inf, 3 +inf and -inf.
+     * Rows that mask such a key must not see it (DESIGN.md step 8). */
+    int vbad = 0;
+    /* With a bias: at those keys, a third of the rows get a -inf bias (masked)
+     * and a third -200 (unmasked, a weight that underflows in f32 but not in
+     * the double reference: the key's inf/NaN must still reach the row). */
+    int vbad_bias = 0;
+    int vbad_from = 0; /* the inf/NaN keys are chosen in [vbad_from, Sk) */
+    /* With a bias: even rows get -200 at every key from bias_tail on (0: off),
+     * so that a SPLITKV chunk there weighs 0 in f32 in the combine. */
+    int bias_tail = 0;
 };
+
+#define XATTN_EMU_VBAD_KEYS 3
 
 struct Tensor {
     std::vector<unsigned char> mem;
@@ -280,6 +298,22 @@ static void prob_build(Prob *P, const Case &c)
                      NAN);
         }
     }
+    std::vector<int64_t> bad_keys;
+    if (c.vbad) {
+        for (int n = 0; n < XATTN_EMU_VBAD_KEYS && P->Sk > 0; n++)
+            bad_keys.push_back(rint_(c.vbad_from, (int)P->Sk - 1));
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t tb = c.lens == LENS_VARLEN ? 0 : b;
+            for (size_t n = 0; n < bad_keys.size(); n++) {
+                if (bad_keys[n] >= P->lk[b])
+                    continue;
+                const float x = c.vbad == 1 ? NAN : (c.vbad == 3 && n % 2) ? -INFINITY : INFINITY;
+                for (int64_t h = 0; h < c.Hkv; h++)
+                    from_f32(P->v.mem.data(), c.dkv,
+                             vidx(P->v.v, tb, P->k0[b] + bad_keys[n], h, rint_(0, c.Dv - 1)), x);
+            }
+        }
+    }
     /* LSE [B, Hq, Sq] (varlen: [1, Hq, Tq]), f32, with a gap between heads. */
     {
         xattn_view &l = P->lse.v;
@@ -321,6 +355,16 @@ static void prob_build(Prob *P, const Case &c)
                             x = -INFINITY;
                         from_f32(P->bias.mem.data(), bv.dtype,
                                  bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j, x);
+                    }
+                    for (int64_t j = c.bias_tail; c.bias_tail && i % 2 == 0 && j < sk; j++)
+                        from_f32(P->bias.mem.data(), bv.dtype,
+                                 bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j, -200.0f);
+                    for (int64_t j : bad_keys) {
+                        const int kind = c.vbad_bias ? rint_(0, 2) : 0;
+                        if (kind)
+                            from_f32(P->bias.mem.data(), bv.dtype,
+                                     bv.off + b * bv.sb + h * bv.sh + i * bv.ss + j,
+                                     kind == 1 ? -INFINITY : -200.0f);
                     }
                 }
     }
@@ -442,7 +486,36 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
 
 /* ---- running the kernels as the host module does --------------------------- */
 
-static cudaError_t run(Prob &P, std::string &path, int &splits_used)
+struct Counts {
+    unsigned long long qk = 0, pv = 0, kv = 0;
+};
+
+static cudaError_t run_kernels(xattn_cuda_args &a, Prob &P, int splits)
+{
+    const Case &c = P.c;
+    std::vector<float> ws;
+    int ovf = 0;
+    if (c.algo == XATTN_ALGO_NAIVE) {
+        ws.assign(xattn_cuda_naive_workspace_elems(&P.p, &ovf) + 1, NAN);
+        cudaError_t e = xattn_cuda_naive_qk(&a, ws.data());
+        if (e == cudaSuccess)
+            e = xattn_cuda_naive_softmax(&a, ws.data());
+        if (e == cudaSuccess)
+            e = xattn_cuda_naive_pv(&a, ws.data());
+        return e;
+    }
+    if (c.algo == XATTN_ALGO_FLASH)
+        return xattn_cuda_flash(&a);
+    ws.assign(xattn_cuda_splitkv_workspace_elems(&P.p, splits, &ovf) + 1, NAN);
+    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data());
+    if (e == cudaSuccess)
+        e = xattn_cuda_splitkv_combine(&a, splits, ws.data());
+    return e;
+}
+
+/* Runs the case's kernels; *cnt receives the counts they wrote, summed by the
+ * counting kernel (*unwritten: counter slots no block wrote). */
+static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt, long *unwritten)
 {
     const Case &c = P.c;
     xattn_cuda_args a;
@@ -472,24 +545,107 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used)
         return cudaErrorInvalidValue;
     }
     path = c.algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
-    std::vector<float> ws;
-    int ovf = 0;
-    if (c.algo == XATTN_ALGO_NAIVE) {
-        ws.assign(xattn_cuda_naive_workspace_elems(&P.p, &ovf) + 1, NAN);
-        cudaError_t e = xattn_cuda_naive_qk(&a, ws.data());
-        if (e == cudaSuccess)
-            e = xattn_cuda_naive_softmax(&a, ws.data());
-        if (e == cudaSuccess)
-            e = xattn_cuda_naive_pv(&a, ws.data());
-        return e;
-    }
-    if (c.algo == XATTN_ALGO_FLASH)
-        return xattn_cuda_flash(&a);
-    ws.assign(xattn_cuda_splitkv_workspace_elems(&P.p, splits, &ovf) + 1, NAN);
-    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data());
+    /* Counter slots start as a pattern no count takes: each must be written. */
+    const unsigned long long junk = 0xfeedfacecafebeefull;
+    const long long slots = xattn_cuda_count_slots(&a, splits);
+    std::vector<unsigned long long> counts((size_t)(3 * slots + 1), junk), out(3, junk);
+    a.counts = counts.data();
+    cudaError_t e = run_kernels(a, P, splits);
     if (e == cudaSuccess)
-        e = xattn_cuda_splitkv_combine(&a, splits, ws.data());
+        e = xattn_cuda_count_sum(&a, slots, out.data());
+    *unwritten = 0;
+    for (long long i = 0; i < 3 * slots; i++)
+        *unwritten += counts[(size_t)i] == junk;
+    *unwritten += counts[(size_t)(3 * slots)] != junk; /* a slot past the end */
+    cnt->qk = out[0];
+    cnt->pv = out[1];
+    cnt->kv = out[2];
     return e;
+}
+
+/* ---- executed work, walked on the host ----------------------------------------- */
+
+/* The valid keys of row i of sequence b within [kmin, kmax), by testing every
+ * key against DESIGN.md step 6; false when there is none. */
+static bool row_keys(const Prob &P, int64_t b, int64_t i, int64_t kmin, int64_t kmax, int64_t *lo,
+                     int64_t *hi)
+{
+    const Case &c = P.c;
+    const int64_t Lq = P.lq[b], Lk = P.lk[b];
+    const int64_t pos = c.bottom_right ? i + Lk - Lq : i;
+    *lo = INT64_MAX;
+    *hi = INT64_MIN;
+    for (int64_t j = kmin; j < kmax && j < Lk; j++) {
+        if ((c.causal && j > pos) || (c.wl >= 0 && j < pos - c.wl) || (c.wr >= 0 && j > pos + c.wr))
+            continue;
+        *lo = j < *lo ? j : *lo;
+        *hi = j + 1 > *hi ? j + 1 : *hi;
+    }
+    return *hi > *lo;
+}
+
+/*
+ * What the kernels compute, from their documented tile shapes (not from the
+ * kernel code): a FLASH / SPLITKV block holds BM packed query rows of one
+ * (sequence, KV head, split) and visits the KV tiles of BN keys that meet the
+ * union of its real rows' valid keys; in each, the simt path computes all
+ * 64 x 64 pairs of QK^T and of P.V, the mma path 16 rows x BN keys per warp
+ * that owns a row below rows * group. K/V rows loaded: the keys of each
+ * visited tile within the union. NAIVE: every 64 x 64 tile of QK^T of a row
+ * block with a row (its K rows below Lk loaded), and P.V over the keys below
+ * Lk rounded up to its chunks of 32.
+ */
+static Counts expected_counts(const Prob &P, const std::string &path, int splits)
+{
+    const Case &c = P.c;
+    const int64_t g = c.Hq / c.Hkv;
+    Counts n;
+    const bool mma = path.compare(0, 3, "mma") == 0;
+    const int64_t BM = 64, BN = (mma && path.compare(0, 8, "mma-d256") == 0) ? 32 : 64;
+    const int64_t nrb = (P.Sq * g + BM - 1) / BM;
+    for (int64_t b = 0; b < P.B; b++) {
+        const int64_t Lq = P.lq[b], Lk = P.lk[b];
+        const int64_t R = (c.lens == LENS_VARLEN ? Lq : P.Sq) * g;
+        for (int64_t hk = 0; hk < c.Hkv; hk++)
+            for (int64_t rb = 0; rb < nrb; rb++) {
+                const int64_t r0 = rb * BM;
+                if (r0 >= R)
+                    continue;
+                if (c.algo == XATTN_ALGO_NAIVE) {
+                    n.qk += (unsigned long long)(((P.Sk + 63) / 64) * 64 * 64);
+                    n.kv += (unsigned long long)Lk;
+                    n.pv += (unsigned long long)(64 * ((Lk + 31) / 32) * 32);
+                    continue;
+                }
+                const int64_t nsplit = splits > 0 ? splits : 1;
+                const int64_t units = P.Sk > 0 ? (P.Sk + 63) / 64 : 1;
+                const int64_t chunk = splits > 0 ? (units + nsplit - 1) / nsplit * 64 : Lk;
+                for (int64_t sp = 0; sp < nsplit; sp++) {
+                    const int64_t kmin = std::min(sp * chunk, Lk);
+                    const int64_t kmax = splits > 0 ? std::min(kmin + chunk, Lk) : Lk;
+                    int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+                    for (int64_t r = r0; r < r0 + BM && r < R; r++) {
+                        int64_t lo, hi;
+                        if (r / g < Lq && row_keys(P, b, r / g, kmin, kmax, &lo, &hi)) {
+                            ulo = std::min(ulo, lo);
+                            uhi = std::max(uhi, hi);
+                        }
+                    }
+                    if (uhi <= ulo)
+                        continue;
+                    int64_t tiles = 0;
+                    for (int64_t t = ulo / BN * BN; t < uhi; t += BN) {
+                        tiles++;
+                        n.kv += (unsigned long long)(std::min(t + BN, uhi) - std::max(t, ulo));
+                    }
+                    const int64_t rows_done =
+                        mma ? std::min<int64_t>(4, (R - r0 + 15) / 16) * 16 : BM;
+                    n.qk += (unsigned long long)(tiles * rows_done * BN);
+                    n.pv += (unsigned long long)(tiles * rows_done * BN);
+                }
+            }
+    }
+    return n;
 }
 
 /* ---- comparison ------------------------------------------------------------ */
@@ -516,6 +672,10 @@ static bool check(Prob &P, const std::vector<double> &O, const std::vector<doubl
                     const double ref = O[(size_t)(((b * P.Sq + i) * c.Hq + h) * c.Dv + d)];
                     if (isnan(ref) || isnan(out)) {
                         bad_nan += isnan(ref) != isnan(out);
+                        continue;
+                    }
+                    if (isinf(ref) || isinf(out)) { /* inf in V: the same inf */
+                        bad_nan += out != ref;
                         continue;
                     }
                     if (ref == 0.0 && out != 0.0) {
@@ -683,6 +843,67 @@ static std::vector<Case> cases(void)
     Case w;
     w.causal = 1, w.bottom_right = 0, w.Sq = 70, w.Sk = 10;
     add(w, "causal_tl_sq_gt_sk");
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            /* A diagonal window past the keys' end: whole row blocks whose rows
+             * all see nothing (their empty intervals sit at Lk = 70, inside a
+             * tile) must run no tile. */
+            Case d;
+            d.algo = al, d.simt = simt, d.Sq = 200, d.Sk = 70, d.Hq = 1, d.Hkv = 1;
+            d.bottom_right = 0, d.wl = 0, d.wr = 0;
+            add(d, "diag_window_past_end");
+        }
+    }
+    for (int simt = 0; simt < 2; simt++) {
+        /* SPLITKV's combine: the second chunk of even rows weighs e^-200 (0 in
+         * f32) and holds +inf in V: the reference's row is +inf there. */
+        Case t;
+        t.algo = XATTN_ALGO_SPLITKV, t.simt = simt, t.splits = 2, t.Sq = 8, t.Sk = 128;
+        t.bias = BIAS_11, t.bias_tail = 64, t.vbad = 2, t.vbad_from = 64;
+        add(t, "vinf_split_tiny");
+    }
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            /* inf / NaN in V at keys that some rows of a tile mask and others
+             * see: causal, window, -inf bias (with -200 biases: a weight that
+             * underflows in f32 still brings the key's inf / NaN); vector and
+             * plain staging on the mma path, every dtype path. */
+            Case a;
+            a.algo = al, a.simt = simt, a.causal = 1, a.Sq = 70, a.Sk = 70, a.vbad = 1;
+            add(a, "vnan_causal");
+            Case b = a;
+            b.dq = b.dkv = XATTN_DTYPE_BF16, b.layout = L_MISALIGNED, b.D = b.Dv = 128, b.vbad = 3;
+            b.B = 3, b.lens = LENS_PADDED;
+            add(b, "vinf_causal_plain");
+            Case d;
+            d.algo = al, d.simt = simt, d.Sq = 40, d.Sk = 130, d.wl = 8, d.wr = 4, d.vbad = 2;
+            d.Hq = 4, d.Hkv = 2;
+            add(d, "vinf_window");
+            Case e;
+            e.algo = al, e.simt = simt, e.Sq = 30, e.Sk = 100, e.bias = BIAS_BH, e.vbad = 1;
+            e.vbad_bias = 1, e.B = 2, e.D = e.Dv = 96;
+            add(e, "vnan_bias");
+            Case f = e;
+            f.vbad = 3, f.lens = LENS_VARLEN, f.B = 3, f.dq = f.dkv = XATTN_DTYPE_BF16;
+            add(f, "vinf_bias_tiny_varlen");
+            Case h;
+            h.algo = al, h.simt = simt, h.dq = h.dkv = XATTN_DTYPE_F32, h.causal = 1, h.Sq = 33;
+            h.Sk = 33, h.vbad = 3, h.D = 40, h.Dv = 24;
+            add(h, "vinf_causal_f32");
+            /* Near one-hot rows at large scores: the row's maximum must weigh
+             * exactly 1, so the output is the argmax key's V exactly. */
+            for (int big = 0; big < 4; big++) {
+                Case o;
+                o.algo = al, o.simt = simt, o.Sq = 24, o.Sk = 150, o.Hq = 4, o.Hkv = 2;
+                o.dq = o.dkv = big & 1 ? XATTN_DTYPE_BF16 : XATTN_DTYPE_F16;
+                o.scale = big & 2 ? 1e4f : 1e3f, o.causal = big == 3;
+                add(o, big == 0   ? "onehot_f16_s1e3"
+                       : big == 1 ? "onehot_bf16_s1e3"
+                       : big == 2 ? "onehot_f16_s1e4"
+                                  : "onehot_bf16_s1e4_causal");
+            }
+        }
+    }
     return v;
 }
 
@@ -706,10 +927,28 @@ int main(int argc, char **argv)
         reference(P, O, L);
         std::string path, msg;
         int splits = 0;
-        cudaError_t e = run(P, path, splits);
+        Counts got;
+        long unwritten = 0;
+        cudaError_t e = run(P, path, splits, &got, &unwritten);
         bool ok = e == cudaSuccess && check(P, O, L, msg);
         if (e != cudaSuccess)
             msg = "launch failed";
+        if (e == cudaSuccess) {
+            const Counts want = expected_counts(P, path, splits);
+            char cbuf[256];
+            if (got.qk != want.qk || got.pv != want.pv || got.kv != want.kv || unwritten) {
+                snprintf(
+                    cbuf, sizeof cbuf,
+                    "; counts qk %llu pv %llu kv %llu, walk %llu %llu %llu, %ld slots unwritten",
+                    got.qk, got.pv, got.kv, want.qk, want.pv, want.kv, unwritten);
+                ok = false;
+                msg += cbuf;
+            } else if (verbose) {
+                snprintf(cbuf, sizeof cbuf, "; counts qk %llu pv %llu kv %llu", got.qk, got.pv,
+                         got.kv);
+                msg += cbuf;
+            }
+        }
         printf("%s %-64s [%s%s] %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), path.c_str(),
                splits ? (", " + std::to_string(splits) + " splits").c_str() : "", msg.c_str());
         fflush(stdout);
@@ -717,6 +956,28 @@ int main(int argc, char **argv)
             pass++;
         else
             fail++;
+    }
+    if (!filter || strstr("ceil_mma", filter)) {
+        /* The tensor-core ceiling's kernel: 2 blocks, 3 iterations on A = 1
+         * and B = 0.5 (f16 / bf16 bits): every accumulator element gains
+         * 16 * 0.5 per product, so a thread's sum is CHAINS * 4 * 3 * 8 when
+         * each iteration issues the CHAINS products the FLOP count assumes. */
+        for (int bf = 0; bf < 2; bf++) {
+            const int nt = 2 * 32 * XATTN_CUDA_CEIL_MMA_WARPS;
+            std::vector<float> sink((size_t)nt + 1, NAN);
+            const unsigned a1 = bf ? 0x3f803f80u : 0x3c003c00u, bh = bf ? 0x3f003f00u : 0x38003800u;
+            cudaError_t e = xattn_cuda_ceil_mma_launch(sink.data(), bf, 2, 3, a1, bh, 0);
+            const float want = (float)(XATTN_CUDA_CEIL_MMA_CHAINS * 4 * 3 * 8);
+            int bad = e != cudaSuccess || !isnan(sink[(size_t)nt]);
+            for (int i = 0; i < nt; i++)
+                bad += sink[(size_t)i] != want;
+            printf("%s ceil_mma_%s: %d of %d sums differ from %g\n", bad ? "FAIL" : "ok  ",
+                   bf ? "bf16" : "f16", bad, nt, (double)want);
+            if (bad)
+                fail++;
+            else
+                pass++;
+        }
     }
     printf("%d passed, %d failed, 0 skipped\n", pass, fail);
     return fail ? 1 : 0;

@@ -29,6 +29,7 @@ struct Thread {
     ucontext_t ctx;
     std::vector<char> stack;
     int state;
+    int pred;                  /* __syncthreads_or's predicate (0 for __syncthreads) */
     std::vector<Copy> pending; /* cp.async issued, not yet landed */
     int committed;             /* cp.async groups committed */
 };
@@ -39,6 +40,7 @@ struct Block {
     std::vector<unsigned char> dyn;
     ucontext_t sched;
     int cur;
+    int or_result; /* OR of the predicates at the last block barrier */
     const std::function<void()> *body;
 };
 
@@ -102,8 +104,18 @@ __attribute__((noinline)) void start_thread(Thread &t, Block &b)
 
 void xattn_emu_syncthreads(void)
 {
-    blk->th[blk->cur].state = AT_BLOCK;
+    xattn_emu_syncthreads_or(0);
+}
+
+int xattn_emu_syncthreads_or(int pred)
+{
+    Thread &t = blk->th[blk->cur];
+    t.pred = pred != 0;
+    t.state = AT_BLOCK;
     yield_to_scheduler();
+    /* Set when the barrier was released; the next release needs every thread
+     * back at a barrier, so it cannot change before this thread reads it. */
+    return blk->or_result;
 }
 
 void xattn_emu_warp_barrier(void)
@@ -289,9 +301,13 @@ cudaError_t xattn_emu_run(const std::function<void()> &body, unsigned grid, unsi
             if (done == block)
                 break;
             if (done + at_block == block) {
+                int any = 0;
                 for (unsigned i = 0; i < block; i++)
-                    if (b.th[i].state == AT_BLOCK)
+                    if (b.th[i].state == AT_BLOCK) {
+                        any |= b.th[i].pred;
                         b.th[i].state = RUN;
+                    }
+                b.or_result = any;
                 continue;
             }
             die("deadlock: threads wait at different barriers (divergent __syncthreads or a "

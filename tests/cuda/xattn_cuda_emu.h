@@ -13,6 +13,7 @@
  * cp.async whose copies land only at the cp.async.wait_group that covers
  * them, so that a read of a tile before its wait sees stale data. Dynamic
  * shared memory starts as 0xff bytes (NaN in every dtype) in every block.
+ * __syncthreads_or returns the OR of the predicates of the block's threads.
  *
  * Not emulated: timing, memory-model races between blocks, and the
  * arithmetic's exact rounding order inside one mma.
@@ -46,6 +47,7 @@ extern uint3 xattn_emu_tid, xattn_emu_bid;
 #define blockIdx xattn_emu_bid
 
 void xattn_emu_syncthreads(void);
+int xattn_emu_syncthreads_or(int pred);
 void xattn_emu_warp_barrier(void);
 int xattn_emu_lane(void);
 
@@ -57,6 +59,10 @@ struct xattn_emu_slots {
 xattn_emu_slots *xattn_emu_warp_slots(void);
 
 #define __syncthreads() xattn_emu_syncthreads()
+static inline int __syncthreads_or(int pred)
+{
+    return xattn_emu_syncthreads_or(pred);
+}
 
 static inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
@@ -64,7 +70,8 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu)
     xattn_emu_warp_barrier();
 }
 
-template <typename V> static inline V xattn_emu_shfl_xor(V v, int m)
+/* Lane src's v (every lane of the warp must take part). */
+template <typename V> static inline V xattn_emu_shfl(V v, int src)
 {
     static_assert(sizeof(V) == 4, "32-bit shuffles only");
     xattn_emu_slots *s = xattn_emu_warp_slots();
@@ -72,17 +79,21 @@ template <typename V> static inline V xattn_emu_shfl_xor(V v, int m)
     memcpy(&s->u[lane][0], &v, 4);
     xattn_emu_warp_barrier();
     V r;
-    memcpy(&r, &s->u[lane ^ m][0], 4);
+    memcpy(&r, &s->u[src & 31][0], 4);
     xattn_emu_warp_barrier();
     return r;
 }
 static inline float __shfl_xor_sync(unsigned, float v, int m)
 {
-    return xattn_emu_shfl_xor(v, m);
+    return xattn_emu_shfl(v, xattn_emu_lane() ^ m);
 }
 static inline int __shfl_xor_sync(unsigned, int v, int m)
 {
-    return xattn_emu_shfl_xor(v, m);
+    return xattn_emu_shfl(v, xattn_emu_lane() ^ m);
+}
+static inline float __shfl_sync(unsigned, float v, int src)
+{
+    return xattn_emu_shfl(v, src);
 }
 
 static inline float __int_as_float(int x)
