@@ -34,6 +34,9 @@ static int xattn__print_ceilings(xattn_backend be, int index, int force)
         printf(", f16 %.1f", c.fma_f16_gflops);
     if (c.fma_bf16_gflops > 0)
         printf(", bf16 %.1f", c.fma_bf16_gflops);
+    if (c.mma_f16_gflops > 0 || c.mma_bf16_gflops > 0)
+        printf("\n    %-14s f16 %.1f GFLOP/s, bf16 %.1f (dense products, f32 accumulation)",
+               "matrix units", c.mma_f16_gflops, c.mma_bf16_gflops);
     printf("\n    %-14s read %.1f GB/s, copy %.1f GB/s\n", "bandwidth", c.read_gbps, c.copy_gbps);
     printf("    %-14s %.1f FLOP/byte (f32 FMA ceiling / read bandwidth)\n", "ridge point",
            c.read_gbps > 0 ? c.fma_f32_gflops / c.read_gbps : 0.0);

@@ -325,6 +325,8 @@ int xattn_bench_write_json(const xattn_bench_report *rep, const char *path, char
             xattn_json_num(f, c->fma_f32_gflops);
             xattn_json_field(f, "fma_f16_gflops", c->fma_f16_gflops);
             xattn_json_field(f, "fma_bf16_gflops", c->fma_bf16_gflops);
+            xattn_json_field(f, "mma_f16_gflops", c->mma_f16_gflops);
+            xattn_json_field(f, "mma_bf16_gflops", c->mma_bf16_gflops);
             xattn_json_field(f, "read_gbps", c->read_gbps);
             xattn_json_field(f, "copy_gbps", c->copy_gbps);
             fprintf(f, ", \"from_cache\": %s}", c->from_cache ? "true" : "false");

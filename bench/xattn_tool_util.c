@@ -672,6 +672,10 @@ void xattn_ceilings_json(FILE *f, xattn_ctx *ctx)
     xattn_json_num(f, c.fma_f16_gflops);
     fputs(", \"fma_bf16_gflops\": ", f);
     xattn_json_num(f, c.fma_bf16_gflops);
+    fputs(", \"mma_f16_gflops\": ", f);
+    xattn_json_num(f, c.mma_f16_gflops);
+    fputs(", \"mma_bf16_gflops\": ", f);
+    xattn_json_num(f, c.mma_bf16_gflops);
     fputs(", \"read_gbps\": ", f);
     xattn_json_num(f, c.read_gbps);
     fputs(", \"copy_gbps\": ", f);
