@@ -110,6 +110,14 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
     cx->a = a;
     cx->uk = xattn__cpu_uk_get(a->simd);
     cx->mods = p->alibi != NULL || p->has_bias;
+    /* s = (q . k) * scale with no partial sum in f32 larger than those of q . k
+     * itself: a |scale| <= 1 multiplies q as it is loaded, where it can only
+     * shrink them (and costs nothing more), a larger one the finished dot
+     * product. Folded into q, a scale of 2e38 overflowed sums whose total
+     * scale * (q . k) was 2e37 (docs/guarantees.md, section 7, "Range"). */
+    const int fold = fabsf(p->scale) <= 1.0f;
+    cx->qscale = fold ? p->scale : 1.0f;
+    cx->post = fold ? 1.0f : p->scale;
     cx->Dvp = xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
     cx->ldk = xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
 }
@@ -185,12 +193,13 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
     const xattn_problem *p = cx->p;
     float qv[XATTN__CPU_DMAX + XATTN__CPU_PAD], kv[XATTN__CPU_DMAX + XATTN__CPU_PAD];
     cx->uk->load(qv, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, p->D,
-                 p->q.dtype, p->scale);
+                 p->q.dtype, cx->qscale);
     cx->uk->load(kv, cx->a->k, xattn__cpu_krow(&p->k, p, b, j, rw->h / p->group), p->k.sd, p->D,
                  p->k.dtype, 1.0f);
     float s = 0.0f;
     for (int64_t d = 0; d < p->D; d++)
         s += qv[d] * kv[d];
+    s *= cx->post;
     if (p->softcap > 0.0f)
         s = p->softcap * tanhf(s / p->softcap);
     xattn__cpu_mod_row(cx, rw, &s, 1, j, 1);
@@ -420,7 +429,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     if (ulo >= uhi)
         return;
 
-    /* The Q tile with the scale folded in (s = (scale*q) . k). A few rows stay
+    /* The Q tile times cx->qscale (the scale where |scale| <= 1). A few rows stay
      * row-major for uk->qk_rows (zero past D and up to XATTN__CPU_FEW_ROWS
      * rows); otherwise transposed for the outer product, lanes R..BQ-1 zero so
      * that the vector kernels can run whole vectors. */
@@ -429,13 +438,13 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
         for (int r = 0; r < R; r++) {
             const xattn__cpu_row *rw = &sc->rows[r];
             uk->load(sc->qr + r * ldk, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h),
-                     p->q.sd, D, p->q.dtype, p->scale);
+                     p->q.sd, D, p->q.dtype, cx->qscale);
         }
     } else {
         for (int r = 0; r < R; r++) {
             const xattn__cpu_row *rw = &sc->rows[r];
             uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, D,
-                     p->q.dtype, p->scale);
+                     p->q.dtype, cx->qscale);
             for (int64_t d = 0; d < D; d++)
                 sc->qt[d * BQ + r] = sc->tmp[d];
         }
@@ -500,9 +509,13 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
             uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
     }
 
-    /* Score modifications and masks; nothing to do for a tile that lies inside
-     * every row's interval when there are no modifications. The softcap runs
-     * on whole vectors of rows (lanes past R are junk, unused). */
+    /* The rest of a |scale| > 1 (cx->post), then score modifications and
+     * masks; nothing to do for a tile that lies inside every row's interval
+     * when there are no modifications. The softcap runs on whole vectors of
+     * rows (lanes past R are junk, unused). */
+    if (cx->post != 1.0f)
+        for (int c = 0; c < nc; c++)
+            uk->scale(sc->st + c * BQ, R, cx->post);
     if (p->softcap > 0.0f)
         for (int c = 0; c < nc; c++)
             uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);

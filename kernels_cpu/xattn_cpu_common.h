@@ -13,7 +13,7 @@
  * - the flash tile loop (xattn__cpu_attend), shared by FLASH and SPLITKV.
  *
  * Tile layout of the flash loop (all f32, in the per-thread scratch):
- *   qt  [D][BQ]      the query tile transposed, pre-multiplied by the scale
+ *   qt  [D][BQ]      the query tile transposed, times xattn__cpu_ctx.qscale
  *   kt  [BK][D]      the K tile, row-major (one key per row)
  *   st  [BK][BQ]     scores transposed: st[c*BQ + r] = score(row r, key c)
  *   vt  [BK][Dvp]    the V tile, rows padded with zeros to Dvp
@@ -289,6 +289,10 @@ typedef struct xattn__cpu_ctx {
     int mods;     /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
     int64_t Dvp;  /* Dv rounded up to XATTN__CPU_PAD */
     int64_t ldk;  /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
+    /* The scale in two factors, qscale * post (see xattn__cpu_ctx_init): q is
+     * multiplied by qscale as it is loaded, each dot product by post (skipped
+     * where post is 1). */
+    float qscale, post;
 } xattn__cpu_ctx;
 
 void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a);

@@ -1,7 +1,7 @@
 /*
  * NAIVE: the "standard" attention in three phases over a materialized score
  * matrix S [B, Hq, Sq, Sk] f32 (row (b, h, i) at ((b*Hq + h)*Sq + i)*Sk):
- *   qk       S = (scale*Q) K^T with softcap, ALiBi, bias; -inf where masked
+ *   qk       S = Q K^T * scale with softcap, ALiBi, bias; -inf where masked
  *   softmax  P = softmax(S) row by row, in place; LSE
  *   pv       O = P V
  *
@@ -12,9 +12,9 @@
  * means no transposes in the hot loops:
  *   qk  A = K^T of a tile of NL keys (built once per work item, which holds a
  *       few consecutive tiles, and shared by all its query blocks), Bm = NQ
- *       rows of scale*Q: st is the row-major block S[rows][keys], copied into
- *       the rows of S (a contiguous stretch per row) after softcap, ALiBi,
- *       bias and masks.
+ *       rows of Q times qscale: st is the row-major block S[rows][keys], copied
+ *       into the rows of S (a contiguous stretch per row) after the rest of the
+ *       scale (post, see xattn__cpu_ctx), softcap, ALiBi, bias and masks.
  *   pv  A = a chunk of KC rows of V, NL columns of Dv at a time, Bm = the rows
  *       of P read in place from the score matrix: st is the row-major block
  *       O[rows][NL columns] of that key chunk, summed into the output rows.
@@ -65,7 +65,7 @@ static int xattn__cpu_real_rows(const xattn_problem *p, int64_t b, int64_t i0, i
  * tiles for the rows of a chunk of query blocks of (b, h), with T as large as
  * the K^T scratch allows (DM / Dp). K^T of a tile is built (lanes nk..NL zero)
  * when the first block that needs it comes; each block loads its Q rows
- * (scaled) once for the T tiles, runs the products and writes its rows'
+ * (times qscale) once for the T tiles, runs the products and writes its rows'
  * stretches of S.
  */
 void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
@@ -108,7 +108,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
             const int64_t ja0 = g * T * NL, jend = xattn__cpu_min(ja0 + T * NL, Sk);
             const int64_t hk = h / p->group;
             _Alignas(64) float kq[DM * NL]; /* K^T of tile t at kq + t*Dp*NL, [d][c] */
-            _Alignas(64) float qr[NQ * DM]; /* Q rows of the block, scaled, pitch Dp */
+            _Alignas(64) float qr[NQ * DM]; /* Q rows of the block times qscale, pitch Dp */
             _Alignas(64) float st[NQ * NL]; /* S block: st[r*NL + c] = s(i0 + r, ja + c) */
             _Alignas(64) float kr[DM];      /* one converted K row */
             xattn__cpu_row rws[NQ];
@@ -137,7 +137,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                 const int Rz = (int)xattn__cpu_round_up(R, XATTN__CPU_PAD);
                 for (int r = 0; r < R; r++)
                     uk->load(qr + r * Dp, a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D,
-                             p->q.dtype, p->scale);
+                             p->q.dtype, cx.qscale);
                 xattn__cpu_fill(qr + R * Dp, (Rz - R) * Dp, 0.0f);
 
                 for (int64_t t = 0; ja0 + t * NL < jend; t++) {
@@ -180,6 +180,8 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                             continue;
                         }
                         float *sr = st + r * NL;
+                        if (cx.post != 1.0f) /* the rest of a |scale| > 1 */
+                            uk->scale(sr + (lo - ja), hi - lo, cx.post);
                         if (p->softcap > 0.0f)
                             uk->softcap(sr + (lo - ja), hi - lo, p->softcap);
                         if (cx.mods || lo > ja || hi < ja + nk)
