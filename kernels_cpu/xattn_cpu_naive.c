@@ -22,6 +22,11 @@
  * query block). Their scratch (about 150 KiB) lives on the stack, so the only
  * workspace is the score matrix itself. Rows a sequence does not own (varlen)
  * are never touched; padding rows get S = -inf, P = 0, O = 0.
+ *
+ * Executed work (xattn_cpu_work), counted per thread: qk, each computed tile's
+ * real rows times its keys below len_k (the zero lanes past len_k and the
+ * tiles or blocks skipped left out); pv, each block's real rows times the keys
+ * of each chunk it multiplies, column by column of V.
  */
 #include "xattn_cpu_common.h"
 
@@ -36,6 +41,12 @@
 _Static_assert(NQ % XATTN__CPU_PAD == 0, "NQ: multiple of the row padding");
 _Static_assert(DM % XATTN__CPU_PAD == 0, "DMAX: multiple of the padding");
 _Static_assert(DM / XATTN__CPU_PAD <= 32, "qk: one bit per KV tile of a group");
+
+void xattn_cpu_naive_blocks(int *rows, int *keys)
+{
+    *rows = NQ;
+    *keys = NL;
+}
 
 uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p)
 {
@@ -68,7 +79,7 @@ static int xattn__cpu_real_rows(const xattn_problem *p, int64_t b, int64_t i0, i
  * (times qscale) once for the T tiles, runs the products and writes its rows'
  * stretches of S.
  */
-void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
+void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -90,11 +101,12 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
     const int64_t bpc = (nblk + nch - 1) / nch;
     nch = (nblk + bpc - 1) / bpc;
     const int64_t units = items * nch;
+    uint64_t qk = 0;
 
     /* S goes out with streaming stores (it is read back from memory by the
      * softmax phase); each thread fences them before the region's barrier. */
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) reduction(+ : qk)
 #endif
     {
 #ifdef XATTN_HAVE_OPENMP
@@ -166,6 +178,8 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                         have_kq |= 1u << t;
                     }
                     uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
+                    const int64_t nl_real = xattn__cpu_min(nk, (int64_t)p->len_k[b] - ja);
+                    qk += (uint64_t)R * (uint64_t)xattn__cpu_max(0, nl_real);
 
                     /* Softcap on the valid stretch, then ALiBi, bias and -inf on
                      * the rest of the tile (nothing to do for a row that covers
@@ -197,6 +211,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
         if (uk->stream_fence)
             uk->stream_fence();
     }
+    w->qk_pairs += qk;
 }
 
 void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
@@ -273,7 +288,7 @@ static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int
  * score -inf) never read into O, an unmasked one whose weight underflowed to
  * 0 still bringing its inf and NaN (as in the reference, where it is tiny).
  */
-void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
+void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -287,9 +302,10 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
     /* qk_tile indexes rows of P with int products c*ldk (c < NQ). */
     const int direct = Sk <= INT_MAX / (2 * NQ);
     float *P = (float *)probs; /* read only; srow computes addresses */
+    uint64_t pv = 0;
 
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(+ : pv)
 #endif
     for (int64_t u = 0; u < units; u++) {
         const int64_t i0 = (u % nblk) * NQ, h = (u / nblk) % p->Hq, b = u / (nblk * p->Hq);
@@ -348,6 +364,7 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
                             xattn__cpu_fill(pc + r * KC, kc, 0.0f);
                         uk->qk_tile(st + r0 * NL, vt, pc, KC, (int)kc, g, (int)nm);
                     }
+                    pv += (uint64_t)R * (uint64_t)kc * (uint64_t)nm;
                     for (int r = 0; r < R; r++) {
                         float *ar = acc + r * Dvp + dv0;
                         const float *sr = st + r * NL;
@@ -363,10 +380,11 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
                     float *ar = acc + r * Dvp + dv0;
                     for (int64_t j = lo; j < hi; j++) {
                         const float *vr = vt + (j - ca) * NL;
-                        if (pr[j] != 0.0f)
+                        if (pr[j] != 0.0f) {
                             uk->axpy_rows(ar, 0, 1, &pr[j], vr, (int)nmz);
-                        else if (uk->nonfinite(vr, nmz) &&
-                                 xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
+                            pv += (uint64_t)nm;
+                        } else if (uk->nonfinite(vr, nmz) &&
+                                   xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
                             xattn__cpu_add_negligible(ar, vr, nm);
                     }
                 }
@@ -376,4 +394,5 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
             uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,
                       p->o.dtype, 1.0f);
     }
+    w->pv_terms += pv;
 }
