@@ -509,9 +509,11 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
         return 0;
     /* Executed work: every real row against every key of the tile (the
      * micro-kernels' padded rows and keys aside), K/V rows where they are read
-     * here; the P.V's pairs below. */
+     * here; the P.V's pairs below (every row over every key, whatever the
+     * blocking, when each row's keys cover the tile). */
     xattn_cpu_work *w = sc->work;
-    w->qk_pairs += (uint64_t)R * (uint64_t)nc;
+    const uint64_t tile_pairs = (uint64_t)R * (uint64_t)nc;
+    w->qk_pairs += tile_pairs;
     if (src || !kt)
         w->kv_rows += (uint64_t)nc;
 
@@ -568,7 +570,8 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * acc only when they are all finite, and otherwise leaves acc as it was
      * (its work was done all the same, and counts). */
     if (src) {
-        w->pv_terms += xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0) * (uint64_t)Dv;
+        w->pv_terms +=
+            (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
         if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride,
                              p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
             return 1;
@@ -586,7 +589,9 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     }
     if (!vbad) {
         uk->pv_tile(sc->acc, (int)Dvp, sc->st, vt, (int)vpitch, (int)Dv, R, sc->clo, sc->chi);
-        w->pv_terms += xattn__cpu_pv_pairs(sc->clo, sc->chi, R, uk->pv_block, 1) * (uint64_t)Dv;
+        w->pv_terms +=
+            (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, uk->pv_block, 1)) *
+            (uint64_t)Dv;
     } else {
         /* The keys of weight 0 recomputed here (xattn__cpu_score1, rare) are
          * not counted. */
