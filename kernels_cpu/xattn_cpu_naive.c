@@ -178,6 +178,10 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
                         have_kq |= 1u << t;
                     }
                     uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
+                    /* The rest of a |scale| > 1, on the whole block (lanes past
+                     * nk and keys outside a row's interval are never copied). */
+                    if (cx.post != 1.0f)
+                        uk->scale(st, (int64_t)R * NL, cx.post);
                     const int64_t nl_real = xattn__cpu_min(nk, (int64_t)p->len_k[b] - ja);
                     qk += (uint64_t)R * (uint64_t)xattn__cpu_max(0, nl_real);
 
@@ -194,8 +198,6 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
                             continue;
                         }
                         float *sr = st + r * NL;
-                        if (cx.post != 1.0f) /* the rest of a |scale| > 1 */
-                            uk->scale(sr + (lo - ja), hi - lo, cx.post);
                         if (p->softcap > 0.0f)
                             uk->softcap(sr + (lo - ja), hi - lo, p->softcap);
                         if (cx.mods || lo > ja || hi < ja + nk)
