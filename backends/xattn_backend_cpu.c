@@ -372,7 +372,6 @@ static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const c
 static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_problem *p,
                                          xattn_run_info *info, int timed, xattn__exec *exec)
 {
-    (void)exec; /* the kernels' own counts are not wired yet: the tile model is used */
     (void)timed; /* CPU calls are synchronous: always timed */
     xattn_cpu_ctx *c = ctx->bctx;
     xattn_cpu_args a;
@@ -390,6 +389,7 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
     xattn__cpu_place_threads(c, a.num_threads);
 
     xattn_status st = XATTN_STATUS_OK;
+    xattn_cpu_work work = {0, 0, 0}; /* what the kernels count as they run */
     if (p->algo == XATTN_ALGO_NAIVE) {
         uint64_t bytes;
         if (xattn__mul_overflow((uint64_t)p->B * (uint64_t)p->Hq, (uint64_t)p->Sq, &bytes) ||
@@ -403,16 +403,19 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
             return st;
         info->workspace_bytes = bytes;
         double t1 = xattn__now();
-        xattn_cpu_naive_qk(&a, s);
+        xattn_cpu_naive_qk(&a, s, &work);
         double t2 = xattn__now();
         xattn_cpu_naive_softmax(&a, s);
         double t3 = xattn__now();
-        xattn_cpu_naive_pv(&a, s);
+        xattn_cpu_naive_pv(&a, s, &work);
         double t4 = xattn__now();
         xattn__host_free(ctx, s, bytes);
         xattn__cpu_phase(info, "qk", t1, t2);
         xattn__cpu_phase(info, "softmax", t2, t3);
         xattn__cpu_phase(info, "pv", t3, t4);
+        /* Its blocks: query rows x keys of a QK^T tile (one head each). */
+        xattn_cpu_naive_blocks(&info->tile_q, &info->tile_k);
+        info->tile_heads = 1;
     } else if (p->algo == XATTN_ALGO_FLASH) {
         /* Packed K/V panels when they pay; without them when the memory limit
          * (or the machine) refuses the larger workspace. Not faulted in ahead:
@@ -437,14 +440,11 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
             return st;
         info->workspace_bytes = bytes;
         double t1 = xattn__now();
-        uint64_t tiles = 0;
-        int tile_k = 0;
-        xattn_cpu_flash(&a, ws, pack, &tiles, &tile_k);
+        xattn_cpu_flash(&a, ws, pack, &work);
         double t2 = xattn__now();
         xattn__host_free(ctx, ws, bytes);
         xattn__cpu_phase(info, "flash", t1, t2);
-        xattn_cpu_tile_sizes(p, &info->tile_q, NULL, &info->tile_heads);
-        info->tile_k = tile_k;
+        xattn_cpu_tile_sizes(p, &info->tile_q, &info->tile_k, &info->tile_heads);
     } else if (p->algo == XATTN_ALGO_SPLITKV) {
         int splits = xattn_cpu_splitkv_num_splits(p, a.num_threads);
         uint64_t bytes = xattn_cpu_splitkv_workspace_bytes(p, a.simd, splits, a.num_threads);
@@ -457,18 +457,25 @@ static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_prob
         info->workspace_bytes = bytes;
         info->num_splits = splits;
         double t1 = xattn__now();
-        xattn_cpu_splitkv_partial(&a, splits, ws);
+        xattn_cpu_splitkv_partial(&a, splits, ws, &work);
         double t2 = xattn__now();
         xattn_cpu_splitkv_combine(&a, splits, ws);
         double t3 = xattn__now();
         xattn__host_free(ctx, ws, bytes);
         xattn__cpu_phase(info, "partial", t1, t2);
         xattn__cpu_phase(info, "combine", t2, t3);
-        xattn_cpu_tile_sizes(p, &info->tile_q, &info->tile_k, &info->tile_heads);
+        xattn_cpu_tile_sizes(p, &info->tile_q, NULL, &info->tile_heads);
+        info->tile_k = xattn_cpu_splitkv_tile_k(p, a.simd);
     } else {
         return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CPU backend",
                             (int)p->algo);
     }
+    /* The kernels' own counts (docs/measurement.md, "Executed work"); NAIVE
+     * loads no K/V tiles (its K/V traffic is modelled with the score matrix). */
+    exec->qk_pairs = (double)work.qk_pairs;
+    exec->pv_pairs = p->Dv > 0 ? (double)work.pv_terms / (double)p->Dv : 0.0;
+    if (p->algo != XATTN_ALGO_NAIVE)
+        exec->kv_rows = (double)work.kv_rows;
     /* The device time is the kernels' time; workspace allocation is not in it. */
     for (int i = 0; i < info->num_phases; i++)
         info->device_ms += info->phase_ms[i];

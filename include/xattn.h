@@ -401,7 +401,8 @@ typedef struct xattn_run_info {
     double build_ms;            /* one-off costs paid in this call (program build, module
                                  * load); never included in device_ms */
     int tile_q, tile_k;         /* FLASH/SPLITKV tiles used, for executed-work accounting:
-                                 * query positions (of one head) and keys per tile */
+                                 * query positions (of one head) and keys per tile (the
+                                 * CPU also gives NAIVE's blocks of query rows and keys) */
     uint64_t device_mem_total;  /* device memory, bytes, where the backend knows */
     uint64_t device_mem_free;
     int tile_heads;             /* query heads of one GQA group that share each loaded K/V

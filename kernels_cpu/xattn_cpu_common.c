@@ -110,6 +110,14 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
     cx->a = a;
     cx->uk = xattn__cpu_uk_get(a->simd);
     cx->mods = p->alibi != NULL || p->has_bias;
+    /* s = (q . k) * scale with no partial sum in f32 larger than those of q . k
+     * itself: a |scale| <= 1 multiplies q as it is loaded, where it can only
+     * shrink them (and costs nothing more), a larger one the finished dot
+     * product. Folded into q, a scale of 2e38 overflowed sums whose total
+     * scale * (q . k) was 2e37 (docs/guarantees.md, section 7, "Range"). */
+    const int fold = fabsf(p->scale) <= 1.0f;
+    cx->qscale = fold ? p->scale : 1.0f;
+    cx->post = fold ? 1.0f : p->scale;
     cx->Dvp = xattn__cpu_round_up(p->Dv, XATTN__CPU_PAD);
     cx->ldk = xattn__cpu_round_up(p->D, XATTN__CPU_PAD);
 }
@@ -185,12 +193,13 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
     const xattn_problem *p = cx->p;
     float qv[XATTN__CPU_DMAX + XATTN__CPU_PAD], kv[XATTN__CPU_DMAX + XATTN__CPU_PAD];
     cx->uk->load(qv, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, p->D,
-                 p->q.dtype, p->scale);
+                 p->q.dtype, cx->qscale);
     cx->uk->load(kv, cx->a->k, xattn__cpu_krow(&p->k, p, b, j, rw->h / p->group), p->k.sd, p->D,
                  p->k.dtype, 1.0f);
     float s = 0.0f;
     for (int64_t d = 0; d < p->D; d++)
         s += qv[d] * kv[d];
+    s *= cx->post;
     if (p->softcap > 0.0f)
         s = p->softcap * tanhf(s / p->softcap);
     xattn__cpu_mod_row(cx, rw, &s, 1, j, 1);
@@ -283,6 +292,7 @@ void xattn__cpu_scratch_map_without(xattn__cpu_scratch *sc, void *base, const xa
     sc->chi = ptr[10];
     sc->rows = ptr[11];
     sc->qr = ptr[12];
+    sc->work = NULL;
     sc->few_max = (without & XATTN__CPU_SC_FEW) ? XATTN__CPU_FEW_ROWS : XATTN__CPU_FEW_ROWS_TILED;
 }
 
@@ -319,6 +329,28 @@ void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
 }
 
 /* ---- the flash tile loop ---------------------------------------------------- */
+
+uint64_t xattn__cpu_pv_pairs(const int *clo, const int *chi, int nr, int block, int tail_alone)
+{
+    uint64_t n = 0;
+    const int nb = tail_alone ? nr / block * block : nr;
+    int r = 0;
+    for (; r < nb; r += block) {
+        int lo = INT32_MAX, hi = 0;
+        const int e = r + block < nr ? r + block : nr;
+        for (int k = r; k < e; k++)
+            if (clo[k] < chi[k]) {
+                lo = clo[k] < lo ? clo[k] : lo;
+                hi = chi[k] > hi ? chi[k] : hi;
+            }
+        if (lo < hi)
+            n += (uint64_t)(e - r) * (uint64_t)(hi - lo);
+    }
+    for (; r < nr; r++)
+        if (clo[r] < chi[r])
+            n += (uint64_t)(chi[r] - clo[r]);
+    return n;
+}
 
 int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const void *base,
                          int64_t idx0, int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
@@ -420,7 +452,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     if (ulo >= uhi)
         return;
 
-    /* The Q tile with the scale folded in (s = (scale*q) . k). A few rows stay
+    /* The Q tile times cx->qscale (the scale where |scale| <= 1). A few rows stay
      * row-major for uk->qk_rows (zero past D and up to XATTN__CPU_FEW_ROWS
      * rows); otherwise transposed for the outer product, lanes R..BQ-1 zero so
      * that the vector kernels can run whole vectors. */
@@ -429,13 +461,13 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
         for (int r = 0; r < R; r++) {
             const xattn__cpu_row *rw = &sc->rows[r];
             uk->load(sc->qr + r * ldk, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h),
-                     p->q.sd, D, p->q.dtype, p->scale);
+                     p->q.sd, D, p->q.dtype, cx->qscale);
         }
     } else {
         for (int r = 0; r < R; r++) {
             const xattn__cpu_row *rw = &sc->rows[r];
             uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, D,
-                     p->q.dtype, p->scale);
+                     p->q.dtype, cx->qscale);
             for (int64_t d = 0; d < D; d++)
                 sc->qt[d * BQ + r] = sc->tmp[d];
         }
@@ -475,6 +507,15 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     }
     if (!any)
         return 0;
+    /* Executed work: every real row against every key of the tile (the
+     * micro-kernels' padded rows and keys aside), K/V rows where they are read
+     * here; the P.V's pairs below (every row over every key, whatever the
+     * blocking, when each row's keys cover the tile). */
+    xattn_cpu_work *w = sc->work;
+    const uint64_t tile_pairs = (uint64_t)R * (uint64_t)nc;
+    w->qk_pairs += tile_pairs;
+    if (src || !kt)
+        w->kv_rows += (uint64_t)nc;
 
     /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
@@ -500,9 +541,13 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
             uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
     }
 
-    /* Score modifications and masks; nothing to do for a tile that lies inside
-     * every row's interval when there are no modifications. The softcap runs
-     * on whole vectors of rows (lanes past R are junk, unused). */
+    /* The rest of a |scale| > 1 (cx->post), then score modifications and
+     * masks; nothing to do for a tile that lies inside every row's interval
+     * when there are no modifications. The softcap runs on whole vectors of
+     * rows (lanes past R are junk, unused). */
+    if (cx->post != 1.0f)
+        for (int c = 0; c < nc; c++)
+            uk->scale(sc->st + c * BQ, R, cx->post);
     if (p->softcap > 0.0f)
         for (int c = 0; c < nc; c++)
             uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);
@@ -522,10 +567,15 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
      * keys), while an unmasked key of weight 0 (underflow) still brings its inf
      * and NaN, as the reference does. */
     /* In place, V is checked by the P.V itself: it adds the tile's sums to
-     * acc only when they are all finite, and otherwise leaves acc as it was. */
-    if (src && !uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride,
-                                p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
-        return 1;
+     * acc only when they are all finite, and otherwise leaves acc as it was
+     * (its work was done all the same, and counts). */
+    if (src) {
+        w->pv_terms +=
+            (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
+        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride,
+                             p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
+            return 1;
+    }
     if (src) { /* inf/NaN in V: the careful path below, on converted rows */
         xattn__cpu_load_rows(uk, sc->vt, Dvp, cx->a->v, src->vidx, src->vstride, Dv, Dvp, nc,
                              p->v.dtype, 0);
@@ -539,30 +589,37 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     }
     if (!vbad) {
         uk->pv_tile(sc->acc, (int)Dvp, sc->st, vt, (int)vpitch, (int)Dv, R, sc->clo, sc->chi);
+        w->pv_terms +=
+            (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, uk->pv_block, 1)) *
+            (uint64_t)Dv;
     } else {
+        /* The keys of weight 0 recomputed here (xattn__cpu_score1, rare) are
+         * not counted. */
+        uint64_t pairs = 0;
         for (int r = 0; r < R; r++)
             for (int c = sc->clo[r]; c < sc->chi[r]; c++) {
                 const float *vr = vt + c * vpitch;
                 float *ar = sc->acc + r * Dvp;
-                if (sc->st[c * BQ + r] != 0.0f)
+                if (sc->st[c * BQ + r] != 0.0f) {
                     uk->axpy_rows(ar, 0, 1, &sc->st[c * BQ + r], vr, (int)Dvp);
-                else if (uk->nonfinite(vr, Dvp) &&
-                         xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
+                    pairs++;
+                } else if (uk->nonfinite(vr, Dvp) &&
+                           xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
                     xattn__cpu_add_negligible(ar, vr, Dv);
             }
+        w->pv_terms += pairs * (uint64_t)Dv;
     }
     return 1;
 }
 
-uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t h0,
-                           int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
-                           const xattn__cpu_kvpack *kv)
+void xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t h0,
+                       int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
+                       const xattn__cpu_kvpack *kv)
 {
     const xattn_problem *p = cx->p;
     const int64_t BK = xattn__cpu_bk(p), D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
     xattn__cpu_attend_begin(cx, sc, b, h0, nh, i0, np, kmin, kmax);
     const int64_t ulo = sc->ulo, uhi = sc->uhi, hk = sc->hk;
-    uint64_t tiles = 0;
     for (int64_t t0 = ulo / BK * BK; t0 < uhi; t0 += BK) {
         const int64_t ja = xattn__cpu_max(t0, ulo);
         const float *kt = NULL, *vt = NULL;
@@ -581,8 +638,8 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
             xattn__cpu_prefetch_rows(p, &p->k, cx->a->k, D, b, hk, na, nb - na);
             xattn__cpu_prefetch_rows(p, &p->v, cx->a->v, Dv, b, hk, na, nb - na);
         }
-        if (xattn__cpu_attend_tile(cx, sc, b, t0, t0 + BK, kt, ldk, vt, Dvp, vbad, NULL))
-            tiles += (uint64_t)sc->R;
+        /* A tile read from the packed panels counts as a load of its rows. */
+        if (xattn__cpu_attend_tile(cx, sc, b, t0, t0 + BK, kt, ldk, vt, Dvp, vbad, NULL) && kv)
+            sc->work->kv_rows += (uint64_t)(xattn__cpu_min(t0 + BK, uhi) - ja);
     }
-    return tiles;
 }

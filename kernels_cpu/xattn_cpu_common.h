@@ -13,7 +13,7 @@
  * - the flash tile loop (xattn__cpu_attend), shared by FLASH and SPLITKV.
  *
  * Tile layout of the flash loop (all f32, in the per-thread scratch):
- *   qt  [D][BQ]      the query tile transposed, pre-multiplied by the scale
+ *   qt  [D][BQ]      the query tile transposed, times xattn__cpu_ctx.qscale
  *   kt  [BK][D]      the K tile, row-major (one key per row)
  *   st  [BK][BQ]     scores transposed: st[c*BQ + r] = score(row r, key c)
  *   vt  [BK][Dvp]    the V tile, rows padded with zeros to Dvp
@@ -87,6 +87,21 @@ _Static_assert(XATTN_CPU_BK % 16 == 0 && XATTN_CPU_BK > 0, "XATTN_CPU_BK: multip
 static inline int64_t xattn__cpu_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static inline int64_t xattn__cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t xattn__cpu_max(int64_t a, int64_t b) { return a > b ? a : b; }
+/* a += b (the executed-work counts). */
+static inline void xattn__cpu_work_add(xattn_cpu_work *a, const xattn_cpu_work *b)
+{
+    a->qk_pairs += b->qk_pairs;
+    a->pv_terms += b->pv_terms;
+    a->kv_rows += b->kv_rows;
+}
+#ifdef XATTN_HAVE_OPENMP
+/* reduction(xattn__cpu_work_sum : w): each thread counts into its own copy of
+ * w, summed at the end of the loop. */
+#pragma omp declare reduction(xattn__cpu_work_sum:xattn_cpu_work                                   \
+                              : xattn__cpu_work_add(&omp_out, &omp_in))                            \
+    initializer(omp_priv = (xattn_cpu_work){0, 0, 0})
+#endif
+
 /* Bytes of one element of a K/V/Q array (the kernels' dtypes). */
 static inline int64_t xattn__cpu_esize(xattn_dtype t) { return t == XATTN_DTYPE_F32 ? 4 : 2; }
 
@@ -237,9 +252,15 @@ typedef struct xattn__cpu_uk {
     /* acc[r*ldacc + :] += sum_{clo[r] <= c < chi[r]} st[c*BQ + r] * vt[c*ldv + :]
      * over n columns (n <= ldv; vt and acc padded to ldv). Keys outside a row's
      * own range may be visited when they are inside another row's of the same
-     * 4-row block: their p is 0 there, so V must be finite (see nonfinite). */
+     * pv_block-row block: their p is 0 there, so V must be finite (see nonfinite). */
     void (*pv_tile)(float *acc, int ldacc, const float *st, const float *vt, int ldv, int n,
                     int nr, const int *clo, const int *chi);
+    /* How pv_tile walks the rows, for the executed-work count
+     * (xattn__cpu_pv_pairs): blocks of pv_block rows over the span from their
+     * lowest clo to their highest chi, the last nr % pv_block rows one by one
+     * over their own keys (1: every row over its own keys). pv_rows_src walks
+     * blocks of 4 rows, a last partial one included. */
+    int pv_block;
     /* 1 when x[0..n) holds an inf or NaN. */
     int (*nonfinite)(const float *x, int64_t n);
 
@@ -289,6 +310,10 @@ typedef struct xattn__cpu_ctx {
     int mods;     /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
     int64_t Dvp;  /* Dv rounded up to XATTN__CPU_PAD */
     int64_t ldk;  /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
+    /* The scale in two factors, qscale * post (see xattn__cpu_ctx_init): q is
+     * multiplied by qscale as it is loaded, each dot product by post (skipped
+     * where post is 1). */
+    float qscale, post;
 } xattn__cpu_ctx;
 
 void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a);
@@ -366,6 +391,7 @@ typedef struct xattn__cpu_scratch {
     int64_t hk, ulo, uhi;
     int *clo, *chi;
     xattn__cpu_row *rows;
+    xattn_cpu_work *work; /* where the tile loop counts its work (set by the caller) */
 } xattn__cpu_scratch;
 
 /* Bytes of one thread's scratch (a multiple of 64). */
@@ -410,9 +436,9 @@ static inline xattn__cpu_qtiling xattn__cpu_qtiling_of(const xattn_problem *p)
  * h0 + hh (hh < nh) and real positions i0 + ii (ii < np), nh*np <= BQ, keys
  * restricted to [kmin, kmax). On return sc->rows[r] names each row, sc->acc
  * holds the unnormalized output rows, sc->m the running max (-inf: no valid
- * key; NaN: a NaN score) and sc->l the sum of exp(s - m). Returns the
- * (query row, KV tile) pairs computed, for executed-work accounting. `kv`:
- * the packed K/V (NULL: each tile is loaded and converted here).
+ * key; NaN: a NaN score) and sc->l the sum of exp(s - m); the work done is
+ * added to *sc->work. `kv`: the packed K/V (NULL: each tile is loaded and
+ * converted here).
  */
 /*
  * K and V packed once per call (FLASH prefill: every query tile of a KV head
@@ -434,9 +460,9 @@ typedef struct xattn__cpu_kvpack {
 int xattn__cpu_pack_tile(const xattn__cpu_ctx *cx, int64_t b, int64_t hk, int64_t t, float *kt,
                          float *vt);
 
-uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
-                           const xattn__cpu_kvpack *kv);
+void xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t h0,
+                       int nh, int64_t i0, int np, int64_t kmin, int64_t kmax,
+                       const xattn__cpu_kvpack *kv);
 
 /* The two halves of xattn__cpu_attend, for callers that walk several query
  * tiles over the same KV tiles (SPLITKV decode: every KV head of a sequence
@@ -447,7 +473,8 @@ uint64_t xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
  * holds inf/NaN), or are NULL to load and convert it here, or, with `src`
  * (few-row tiles, D and Dv multiples of 16, a table with the _src kernels),
  * are read in place. Returns 1 when the tile was computed (sc->R rows), 0 when
- * skipped. */
+ * skipped. Counts its work into *sc->work: the K/V rows only where it loads
+ * them or reads them in place (tiles given by the caller are counted there). */
 void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
                              int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
 /* K and V rows where they lie, from key ja on (decode in place, see
@@ -460,6 +487,13 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
                            int64_t t0, int64_t t1, const float *kt, int64_t kpitch,
                            const float *vt, int64_t vpitch, int vbad,
                            const xattn__cpu_kvsrc *src);
+
+/* The (row, key) pairs a P.V over rows r < nr with keys [clo[r], chi[r])
+ * computes when it walks blocks of `block` rows over their span of keys (rows
+ * with no keys left out of the span; a block without keys skipped); the last
+ * nr % block rows go one by one over their own keys (tail_alone) or as one
+ * more block. */
+uint64_t xattn__cpu_pv_pairs(const int *clo, const int *chi, int nr, int block, int tail_alone);
 
 /* Fills bytes with NaN (workspace poisoning for tests). */
 void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads);

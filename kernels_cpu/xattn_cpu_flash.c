@@ -5,9 +5,10 @@
  * valid key intervals (xattn__cpu_attend) and writes O and LSE. Extra memory:
  * one scratch per thread, O(BQ*(D+Dv) + BK*(D+Dv)).
  *
- * *tiles_done counts (query row, KV tile) pairs computed and *tile_k is BK, so
- * the executed work is tiles_done * tile_k * 2 * (D + Dv) FLOPs (padding rows
- * and skipped tiles excluded; masked keys inside a computed tile included).
+ * The work done is counted by the tile loop (xattn__cpu_attend_tile: each
+ * computed tile's real rows times its keys, trimmed to the union of the rows'
+ * intervals; skipped tiles and padding rows excluded, masked keys inside a
+ * computed tile included) into per-thread counters, summed at the end.
  */
 #include "xattn_cpu_common.h"
 
@@ -123,8 +124,7 @@ static void xattn__cpu_flash_finish(const xattn__cpu_ctx *cx, xattn__cpu_scratch
     }
 }
 
-void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, uint64_t *tiles_done,
-                     int *tile_k)
+void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -142,10 +142,10 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, uint64_t *tile
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
     const int64_t nqt = (p->Sq + qt.pos - 1) / qt.pos;
     const int64_t units = p->B * p->Hkv * qt.hblocks * nqt;
-    uint64_t tiles = 0;
+    xattn_cpu_work total = {0, 0, 0};
     /* Dynamic: under causal masks or uneven lengths, tiles differ in work. */
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(+ : tiles)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(xattn__cpu_work_sum : total)
 #endif
     for (int64_t u = 0; u < units; u++) {
         const int64_t t = u % nqt, hb = (u / nqt) % qt.hblocks;
@@ -165,11 +165,9 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, uint64_t *tile
             continue;
         xattn__cpu_scratch sc;
         xattn__cpu_scratch_map(&sc, (char *)ws + (uint64_t)XATTN__CPU_TID() * per, p);
-        tiles += xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, 0, INT64_MAX, kv);
+        sc.work = &total; /* this thread's copy */
+        xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, 0, INT64_MAX, kv);
         xattn__cpu_flash_finish(&cx, &sc, b, nh * np);
     }
-    if (tiles_done)
-        *tiles_done = tiles;
-    if (tile_k)
-        *tile_k = (int)xattn__cpu_bk(p);
+    xattn__cpu_work_add(w, &total);
 }

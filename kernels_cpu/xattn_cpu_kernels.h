@@ -39,6 +39,22 @@ typedef struct xattn_cpu_args {
     xattn_cpu_simd simd;
 } xattn_cpu_args;
 
+/*
+ * The work the kernels did, counted as they ran (per-thread counters summed at
+ * the end of each parallel region: a few additions per tile, nothing in the
+ * inner loops). A pair is a real query row (i < len_q) and a real key
+ * (j < len_k) that a product's loops covered, masked or not; lanes that a
+ * micro-kernel computes only as padding (up to a vector width or a register
+ * block, zero rows or keys past the sequence's lengths) are not counted. Each
+ * entry point adds to the counts it is given.
+ */
+typedef struct xattn_cpu_work {
+    uint64_t qk_pairs; /* scores computed: D multiply-adds each */
+    uint64_t pv_terms; /* P.V terms (row, key, column of V): one multiply-add each */
+    uint64_t kv_rows;  /* K/V rows (one key of one KV head) the tile loop loaded,
+                        * converted, or read in place, each time it did; 0 from NAIVE */
+} xattn_cpu_work;
+
 /* The L1 data cache size (bytes, per core) the tile sizes are chosen from:
  * the CPU backend sets it from hwloc once; 32 KiB until then. A machine
  * property, so process-wide. */
@@ -54,11 +70,13 @@ void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads);
 /* Bytes of the score workspace: B*Hq*Sq*Sk*4 (the caller checked overflow). */
 uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p);
 /* Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */
-void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores);
+void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *w);
 /* Phase 2: row-wise softmax in place; writes LSE; fully masked rows become 0s. */
 void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores);
 /* Phase 3: O = P V (padding rows and fully masked rows get 0). */
-void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs);
+void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_work *w);
+/* NAIVE's blocks (for the record): query rows per block and keys per QK^T tile. */
+void xattn_cpu_naive_blocks(int *rows, int *keys);
 
 /* ---- FLASH: tiled, online softmax ---------------------------------------- */
 
@@ -71,13 +89,8 @@ int xattn_cpu_flash_packs(const xattn_problem *p);
  * that overflows 64 bits. */
 uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads, int pack);
 /* Runs FLASH; `ws` holds xattn_cpu_flash_workspace_bytes(p, a->num_threads, pack) bytes.
- * Returns, for executed-FLOP accounting, the number of (query row, KV tile)
- * pairs actually computed through *tiles_done and the KV tile size through
- * *tile_k (both may be NULL): executed FLOPs = tiles_done * tile_k * 2*(D+Dv).
- * (A query tile packs the GQA group's heads with positions, so its row count
- * varies; counting rows keeps the figure exact.) */
-void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, uint64_t *tiles_done,
-                     int *tile_k);
+ * Adds the work done to *w. */
+void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work *w);
 
 /* ---- SPLITKV: partial O/LSE per KV chunk, then combine -------------------- */
 
@@ -89,8 +102,13 @@ int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads);
  * overflows 64 bits. */
 uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, xattn_cpu_simd simd, int splits,
                                            int num_threads);
-/* Phase 1: each (b, h, split) chunk writes its partial O and LSE. */
-void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws);
+/* Phase 1: each (b, h, split) chunk writes its partial O and LSE; adds the work
+ * done to *w. */
+void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws, xattn_cpu_work *w);
+/* The keys per step of SPLITKV's tile loop for p on the SIMD path `simd`: the KV
+ * tile, or the shorter step of the decode path that walks the KV heads of a
+ * sequence together. */
+int xattn_cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd);
 /* Phase 2: merge the partials into O and LSE. */
 void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws);
 

@@ -1,7 +1,7 @@
 /*
  * NAIVE: the "standard" attention in three phases over a materialized score
  * matrix S [B, Hq, Sq, Sk] f32 (row (b, h, i) at ((b*Hq + h)*Sq + i)*Sk):
- *   qk       S = (scale*Q) K^T with softcap, ALiBi, bias; -inf where masked
+ *   qk       S = Q K^T * scale with softcap, ALiBi, bias; -inf where masked
  *   softmax  P = softmax(S) row by row, in place; LSE
  *   pv       O = P V
  *
@@ -12,9 +12,9 @@
  * means no transposes in the hot loops:
  *   qk  A = K^T of a tile of NL keys (built once per work item, which holds a
  *       few consecutive tiles, and shared by all its query blocks), Bm = NQ
- *       rows of scale*Q: st is the row-major block S[rows][keys], copied into
- *       the rows of S (a contiguous stretch per row) after softcap, ALiBi,
- *       bias and masks.
+ *       rows of Q times qscale: st is the row-major block S[rows][keys], copied
+ *       into the rows of S (a contiguous stretch per row) after the rest of the
+ *       scale (post, see xattn__cpu_ctx), softcap, ALiBi, bias and masks.
  *   pv  A = a chunk of KC rows of V, NL columns of Dv at a time, Bm = the rows
  *       of P read in place from the score matrix: st is the row-major block
  *       O[rows][NL columns] of that key chunk, summed into the output rows.
@@ -22,6 +22,11 @@
  * query block). Their scratch (about 150 KiB) lives on the stack, so the only
  * workspace is the score matrix itself. Rows a sequence does not own (varlen)
  * are never touched; padding rows get S = -inf, P = 0, O = 0.
+ *
+ * Executed work (xattn_cpu_work), counted per thread: qk, each computed tile's
+ * real rows times its keys below len_k (the zero lanes past len_k and the
+ * tiles or blocks skipped left out); pv, each block's real rows times the keys
+ * of each chunk it multiplies, column by column of V.
  */
 #include "xattn_cpu_common.h"
 
@@ -36,6 +41,12 @@
 _Static_assert(NQ % XATTN__CPU_PAD == 0, "NQ: multiple of the row padding");
 _Static_assert(DM % XATTN__CPU_PAD == 0, "DMAX: multiple of the padding");
 _Static_assert(DM / XATTN__CPU_PAD <= 32, "qk: one bit per KV tile of a group");
+
+void xattn_cpu_naive_blocks(int *rows, int *keys)
+{
+    *rows = NQ;
+    *keys = NL;
+}
 
 uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p)
 {
@@ -65,10 +76,10 @@ static int xattn__cpu_real_rows(const xattn_problem *p, int64_t b, int64_t i0, i
  * tiles for the rows of a chunk of query blocks of (b, h), with T as large as
  * the K^T scratch allows (DM / Dp). K^T of a tile is built (lanes nk..NL zero)
  * when the first block that needs it comes; each block loads its Q rows
- * (scaled) once for the T tiles, runs the products and writes its rows'
+ * (times qscale) once for the T tiles, runs the products and writes its rows'
  * stretches of S.
  */
-void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
+void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -90,11 +101,12 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
     const int64_t bpc = (nblk + nch - 1) / nch;
     nch = (nblk + bpc - 1) / bpc;
     const int64_t units = items * nch;
+    uint64_t qk = 0;
 
     /* S goes out with streaming stores (it is read back from memory by the
      * softmax phase); each thread fences them before the region's barrier. */
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) reduction(+ : qk)
 #endif
     {
 #ifdef XATTN_HAVE_OPENMP
@@ -108,7 +120,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
             const int64_t ja0 = g * T * NL, jend = xattn__cpu_min(ja0 + T * NL, Sk);
             const int64_t hk = h / p->group;
             _Alignas(64) float kq[DM * NL]; /* K^T of tile t at kq + t*Dp*NL, [d][c] */
-            _Alignas(64) float qr[NQ * DM]; /* Q rows of the block, scaled, pitch Dp */
+            _Alignas(64) float qr[NQ * DM]; /* Q rows of the block times qscale, pitch Dp */
             _Alignas(64) float st[NQ * NL]; /* S block: st[r*NL + c] = s(i0 + r, ja + c) */
             _Alignas(64) float kr[DM];      /* one converted K row */
             xattn__cpu_row rws[NQ];
@@ -137,7 +149,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                 const int Rz = (int)xattn__cpu_round_up(R, XATTN__CPU_PAD);
                 for (int r = 0; r < R; r++)
                     uk->load(qr + r * Dp, a->q, xattn__cpu_qrow(&p->q, p, b, i0 + r, h), p->q.sd, D,
-                             p->q.dtype, p->scale);
+                             p->q.dtype, cx.qscale);
                 xattn__cpu_fill(qr + R * Dp, (Rz - R) * Dp, 0.0f);
 
                 for (int64_t t = 0; ja0 + t * NL < jend; t++) {
@@ -166,6 +178,12 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
                         have_kq |= 1u << t;
                     }
                     uk->qk_tile(st, kt, qr, (int)Dp, (int)D, R, (int)nk);
+                    /* The rest of a |scale| > 1, on the whole block (lanes past
+                     * nk and keys outside a row's interval are never copied). */
+                    if (cx.post != 1.0f)
+                        uk->scale(st, (int64_t)R * NL, cx.post);
+                    const int64_t nl_real = xattn__cpu_min(nk, (int64_t)p->len_k[b] - ja);
+                    qk += (uint64_t)R * (uint64_t)xattn__cpu_max(0, nl_real);
 
                     /* Softcap on the valid stretch, then ALiBi, bias and -inf on
                      * the rest of the tile (nothing to do for a row that covers
@@ -195,6 +213,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores)
         if (uk->stream_fence)
             uk->stream_fence();
     }
+    w->qk_pairs += qk;
 }
 
 void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
@@ -271,7 +290,7 @@ static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int
  * score -inf) never read into O, an unmasked one whose weight underflowed to
  * 0 still bringing its inf and NaN (as in the reference, where it is tiny).
  */
-void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
+void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -285,9 +304,10 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
     /* qk_tile indexes rows of P with int products c*ldk (c < NQ). */
     const int direct = Sk <= INT_MAX / (2 * NQ);
     float *P = (float *)probs; /* read only; srow computes addresses */
+    uint64_t pv = 0;
 
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(+ : pv)
 #endif
     for (int64_t u = 0; u < units; u++) {
         const int64_t i0 = (u % nblk) * NQ, h = (u / nblk) % p->Hq, b = u / (nblk * p->Hq);
@@ -346,6 +366,7 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
                             xattn__cpu_fill(pc + r * KC, kc, 0.0f);
                         uk->qk_tile(st + r0 * NL, vt, pc, KC, (int)kc, g, (int)nm);
                     }
+                    pv += (uint64_t)R * (uint64_t)kc * (uint64_t)nm;
                     for (int r = 0; r < R; r++) {
                         float *ar = acc + r * Dvp + dv0;
                         const float *sr = st + r * NL;
@@ -361,10 +382,11 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
                     float *ar = acc + r * Dvp + dv0;
                     for (int64_t j = lo; j < hi; j++) {
                         const float *vr = vt + (j - ca) * NL;
-                        if (pr[j] != 0.0f)
+                        if (pr[j] != 0.0f) {
                             uk->axpy_rows(ar, 0, 1, &pr[j], vr, (int)nmz);
-                        else if (uk->nonfinite(vr, nmz) &&
-                                 xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
+                            pv += (uint64_t)nm;
+                        } else if (uk->nonfinite(vr, nmz) &&
+                                   xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
                             xattn__cpu_add_negligible(ar, vr, nm);
                     }
                 }
@@ -374,4 +396,5 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs)
             uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,
                       p->o.dtype, 1.0f);
     }
+    w->pv_terms += pv;
 }

@@ -78,6 +78,22 @@ static int xattn__cpu_skv_direct(const xattn__cpu_uk *uk, const xattn_problem *p
            p->group * p->Sq <= XATTN__CPU_FEW_ROWS;
 }
 
+/* The keys per step of the streaming path, the same for every group of KV
+ * heads (sized for a full group: a last, smaller group takes the same steps),
+ * so that one figure describes the call's key tiling (xattn_cpu_splitkv_tile_k). */
+static int64_t xattn__cpu_skv_sb(const xattn__cpu_uk *uk, const xattn_problem *p)
+{
+    const int64_t nk = xattn__cpu_min(p->Hkv, XATTN__CPU_SKV_HEADS);
+    return xattn__cpu_skv_direct(uk, p) ? xattn__cpu_skv_direct_step(p, nk)
+                                        : xattn__cpu_skv_step(p, nk);
+}
+
+int xattn_cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd)
+{
+    return (int)(xattn__cpu_skv_streams(p) ? xattn__cpu_skv_sb(xattn__cpu_uk_get(simd), p)
+                                           : xattn__cpu_bk(p));
+}
+
 /* Sections the streaming path's tile states go without: their K/V come from
  * the lane buffers or from the arrays in place, and in place the tiles have
  * few rows. */
@@ -229,7 +245,8 @@ typedef struct xattn__cpu_skv_lane {
  * 2-core VM), and the combine phase merges the chunks as usual.
  */
 static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b, int64_t hk0,
-                                  int nk, int splits, int64_t s0, float *opart, float *lpart)
+                                  int nk, int splits, int64_t s0, float *opart, float *lpart,
+                                  xattn_cpu_work *w)
 {
     const xattn_problem *p = cx->p;
     const int64_t ldk = cx->ldk, Dvp = cx->Dvp;
@@ -257,6 +274,7 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
         for (int k = 0; k < nk; k++) {
             xattn__cpu_scratch_map_without(&L->sc[k], base + per * k, p, without);
             L->sc[k].vt = vshared; /* read only by the careful P.V, in place */
+            L->sc[k].work = w;
             xattn__cpu_attend_begin(cx, &L->sc[k], b, (hk0 + k) * p->group, (int)p->group, 0,
                                     (int)R_all, k0, k1);
             L->ulo = L->sc[k].ulo; /* the heads share positions, so intervals */
@@ -271,7 +289,7 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
                 if (ln[l].sc[k].ulo < ln[l].sc[k].uhi)
                     cx->uk->order_q_src(ln[l].sc[k].qr, (int)ldk, ln[l].sc[k].R, (int)p->D,
                                         p->k.dtype);
-    const int64_t SB = direct ? xattn__cpu_skv_direct_step(p, nk) : xattn__cpu_skv_step(p, nk);
+    const int64_t SB = xattn__cpu_skv_sb(cx->uk, p);
     int64_t steps = 0;
     for (int l = 0; l < nl; l++)
         if (ln[l].uhi > ln[l].ulo)
@@ -317,6 +335,7 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             if (jb[l] <= ja[l])
                 continue;
             const int64_t nc = jb[l] - ja[l], ncz = xattn__cpu_round_up(nc, XATTN__CPU_PAD);
+            w->kv_rows += (uint64_t)nc * (uint64_t)nk; /* converted above, every head */
             memset(L->kb + nc * nk * ldk, 0, (size_t)((ncz - nc) * nk * ldk) * sizeof(float));
             for (int k = 0; k < nk; k++)
                 xattn__cpu_attend_tile(cx, &L->sc[k], b, ja[l], jb[l], L->kb + k * ldk, nk * ldk,
@@ -328,7 +347,7 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             xattn__cpu_skv_write(cx, &ln[l].sc[k], ln[l].s, b, opart, lpart);
 }
 
-void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
+void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -348,16 +367,18 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
         /* Work items: (sequence, group of KV heads, pair of chunks). */
         const int64_t ng = xattn__cpu_skv_hgroups(p), npair = (splits + 1) / 2;
         const int64_t units = p->B * ng * npair;
+        xattn_cpu_work total = {0, 0, 0};
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(xattn__cpu_work_sum : total)
 #endif
         for (int64_t u = 0; u < units; u++) {
-            const int64_t w = u % npair, g = (u / npair) % ng, b = u / (npair * ng);
+            const int64_t pr = u % npair, g = (u / npair) % ng, b = u / (npair * ng);
             const int64_t hk0 = g * XATTN__CPU_SKV_HEADS;
             const int nk = (int)xattn__cpu_min(XATTN__CPU_SKV_HEADS, p->Hkv - hk0);
             xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk,
-                                  splits, 2 * w, opart, lpart);
+                                  splits, 2 * pr, opart, lpart, &total);
         }
+        xattn__cpu_work_add(w, &total);
         return;
     }
 
@@ -365,8 +386,9 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
      * query tile of its heads (GQA-packed, see xattn__cpu_qtiling). */
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
     const int64_t units = p->B * p->Hkv * qt.hblocks * (int64_t)splits;
+    xattn_cpu_work total = {0, 0, 0};
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(xattn__cpu_work_sum : total)
 #endif
     for (int64_t u = 0; u < units; u++) {
         const int64_t s = u % splits, hb = (u / splits) % qt.hblocks;
@@ -380,12 +402,14 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws)
         const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
         xattn__cpu_scratch sc;
         xattn__cpu_scratch_map(&sc, scratch + (uint64_t)XATTN__CPU_TID() * per, p);
+        sc.work = &total; /* this thread's copy */
         for (int64_t i0 = 0; i0 < R_all; i0 += qt.pos) {
             const int np = (int)xattn__cpu_min(qt.pos, R_all - i0);
             xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, k0, k1, NULL);
             xattn__cpu_skv_write(&cx, &sc, s, b, opart, lpart);
         }
     }
+    xattn__cpu_work_add(w, &total);
 }
 
 void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws)

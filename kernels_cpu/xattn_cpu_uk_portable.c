@@ -139,6 +139,7 @@ const xattn__cpu_uk xattn__cpu_uk_portable = {
     .qk_tile = xattn__cpu_p_qk_tile,
     .softmax_tile = xattn__cpu_p_softmax_tile,
     .pv_tile = xattn__cpu_p_pv_tile,
+    .pv_block = 1,
     .nonfinite = xattn__cpu_p_nonfinite,
     .axpy_rows = xattn__cpu_p_axpy_rows,
     .row_max = xattn__cpu_p_row_max,

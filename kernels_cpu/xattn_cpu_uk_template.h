@@ -392,6 +392,8 @@ static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, con
 {
     const int nv = (n + XV_LEN - 1) / XV_LEN;
     int r = 0;
+    /* Blocks of 4 rows, then the rest alone: the table's pv_block, which the
+     * executed-work count follows (xattn__cpu_pv_pairs). */
     for (; r + 4 <= nr; r += 4) {
         int lo = INT32_MAX, hi = 0;
         for (int k = 0; k < 4; k++)
@@ -751,6 +753,7 @@ const xattn__cpu_uk XV_TABLE = {
     .pv_rows_src = XV_FN(pv_rows_src),
     .softmax_tile = XV_FN(softmax_tile),
     .pv_tile = XV_FN(pv_tile),
+    .pv_block = 4,
     .nonfinite = XV_FN(nonfinite),
     .axpy_rows = XV_FN(axpy_rows),
     .copy_stream = XV_FN(copy_stream),

@@ -111,6 +111,9 @@ static const char *const bias_names[] = {"", "11", "b1", "1h", "bh"};
 enum { LENS_FULL, LENS_PADDED, LENS_VARLEN };
 enum { NAN_NONE, NAN_Q, NAN_K, NAN_V, NAN_PAD };
 static const char *const nan_names[] = {"", "q", "k", "v", "pad"};
+/* Structured inputs whose scores reach the top of f32 (fill_big). */
+enum { BIG_NONE, BIG_DOT, BIG_CAPDOT, BIG_CANCEL };
+static const char *const big_names[] = {"", "dot", "capdot", "cancel"};
 
 typedef struct tcase {
     xattn_dtype dq, dkv;
@@ -129,6 +132,8 @@ typedef struct tcase {
     int nan_in;   /* NAN_* */
     int nan_last; /* the NaN (K or V) at the sequence's last key, not a random one */
     int splits;   /* num_splits for SPLITKV (0 = automatic) */
+    int big;      /* BIG_*: structured q, k (and v) instead of random ones (fill_big) */
+    int bigexp;   /* BIG_CANCEL: the q entries are +-2^bigexp */
     int quick;    /* part of the --quick matrix */
     char name[240];
 } tcase;
@@ -181,6 +186,10 @@ static void case_name(tcase *c)
         APPEND("_nan-%s%s", nan_names[c->nan_in], c->nan_last ? "-last" : "");
     if (c->splits)
         APPEND("_splits%d", c->splits);
+    if (c->big)
+        APPEND("_big-%s", big_names[c->big]);
+    if (c->bigexp)
+        APPEND("-qexp%d", c->bigexp);
 #undef APPEND
 }
 
@@ -346,6 +355,36 @@ static void build_cases(void)
     CASE(.scale = 0.3f);
     CASE(.scale = 1.0f, .dq = F16, .dkv = F16, .D = 16);
     CASE(.scale = -0.125f, .causal = 1);
+    /* Scores at the top of f32 (docs/guarantees.md, section 7, "Range"): no partial sum of a
+     * dot product may overflow where scale * (q . k) does not. The issue's two cases (q =
+     * [1,1,1], k = [.9,.9,-1.7] or, with softcap 30, [.9,-1.9,.9], then a key of 0; V 1 and
+     * 0; scale 2e38: the reference gives 1 and 9.4e-14), the same inputs over more rows and
+     * keys, then cancelling integer inputs (fill_big) with scores up to 3.3e38 in every
+     * dtype, on each kernel path: tiled and few-row QK^T, packed prefill, decode in place and
+     * converted, windows and packed batches; and q entries of 2^120 with |scale| <= 1. */
+    CASE(.big = BIG_DOT, .B = 1, .Hq = 1, .Hkv = 1, .Sq = 1, .Sk = 2, .D = 3, .Dv = 1,
+         .scale = 2e38f, .quick = 1);
+    CASE(.big = BIG_CAPDOT, .B = 1, .Hq = 1, .Hkv = 1, .Sq = 1, .Sk = 2, .D = 3, .Dv = 1,
+         .scale = 2e38f, .softcap = 30.0f, .quick = 1);
+    CASE(.big = BIG_DOT, .Sq = 20, .Sk = 70, .D = 3, .Dv = 5, .scale = 2e38f, .causal = 1);
+    CASE(.big = BIG_CAPDOT, .Sq = 1, .Sk = 33, .Hq = 8, .Hkv = 2, .D = 3, .Dv = 2, .dq = F16,
+         .dkv = F16, .scale = 2e38f, .softcap = 30.0f);
+    CASE(.big = BIG_CANCEL, .scale = 1e38f, .causal = 1, .quick = 1);
+    CASE(.big = BIG_CANCEL, .scale = 1.1e38f, .dq = F16, .dkv = F16, .layout = L_BHSD, .D = 128,
+         .softcap = 30.0f);
+    CASE(.big = BIG_CANCEL, .scale = -1e38f, .dq = BF16, .dkv = BF16, .B = 1, .Hq = 8, .Hkv = 2,
+         .Sq = 1, .Sk = 700, .D = 128, .quick = 1);
+    CASE(.big = BIG_CANCEL, .scale = 1e38f, .B = 1, .Hq = 8, .Hkv = 2, .Sq = 4, .Sk = 300,
+         .causal = 1, .splits = 3);
+    CASE(.big = BIG_CANCEL, .scale = 1e38f, .dq = F16, .dkv = F16, .B = 1, .Hq = 8, .Hkv = 2,
+         .Sq = 2, .Sk = 300, .D = 72);
+    CASE(.big = BIG_CANCEL, .scale = 1.1e38f, .B = 1, .Hq = 2, .Hkv = 1, .Sq = 130, .Sk = 200,
+         .D = 80, .causal = 1);
+    CASE(.big = BIG_CANCEL, .scale = 1e38f, .dq = BF16, .dkv = BF16, .lens = LENS_VARLEN, .B = 3,
+         .wl = 8, .wr = 8, .softcap = 30.0f);
+    CASE(.big = BIG_CANCEL, .bigexp = 120, .scale = 1.0f, .dq = BF16, .dkv = BF16);
+    CASE(.big = BIG_CANCEL, .bigexp = 120, .scale = 0.25f, .causal = 1, .lens = LENS_PADDED,
+         .B = 3);
 
     /* NaN in the inputs. */
     CASE(.nan_in = NAN_Q, .quick = 1);
@@ -658,6 +697,111 @@ static void inst_free(inst *in)
     memset(in, 0, sizeof *in);
 }
 
+/* Key s of the K/V tensors' batch b as a key number within its sequence (-1: a token no
+ * sequence owns). */
+static int64_t seq_key(const inst *in, const tcase *c, int64_t b, int64_t s)
+{
+    if (c->lens != LENS_VARLEN)
+        return s;
+    for (int q = 0; q < c->B; q++)
+        if (s >= in->cuk[q] && s < in->cuk[q + 1])
+            return s - in->cuk[q];
+    (void)b;
+    return -1;
+}
+
+/*
+ * The `big` cases' q and k (and v), replacing the random ones:
+ * - BIG_DOT, BIG_CAPDOT: the issue's inputs. Every query row is [1, 1, 1], key 0 of each
+ *   sequence is [.9, .9, -1.7] (BIG_CAPDOT: [.9, -1.9, .9]) and the others 0, V is 1 at key
+ *   0 and 0 elsewhere (dims past 3 of q and k are 0). With scale 2e38, scale * q_d * k_d
+ *   reaches 3.8e38 while scale * (q . k) is 2e37 (-2e37: -30 after the softcap).
+ * - BIG_CANCEL: q = a * M * u and k = u * w, with u in {-1, 1}^D for the case, a = +-1 per
+ *   query row, M = 2^bigexp, and w per key pairs of entries (x, -x), x in {+-1, +-2}, plus one
+ *   entry t in shuffled places: q . k = a * M * t exactly, and every partial sum of it is an
+ *   exact integer times M in f32, in any order, so each score is scale * M * t rounded once.
+ *   t is 3 at key 0 of each sequence, -3 at key 1, in -2..2 elsewhere: a row that sees keys
+ *   0 and 1 has one top score, 1e38 or more above the others without a softcap. (Ties at
+ *   the top, at such magnitudes, would be weighted per SPLITKV chunk rather than per key by
+ *   every backend: the chunks' log-sum-exps are f32, docs/guarantees.md.) With M = 1 and
+ *   |scale| ~1e38 the terms scale * q_d * k_d reach 2e38 to 3e38, so partial sums of
+ *   scale * (q . k) taken term by term overflow f32 in most orders, while no score does.
+ *   V is random in [0.25, 1): positive, so that averages over tied keys (a softcap makes
+ *   many) are never a cancellation near 0, which the exact-zero and rounding checks of
+ *   compare() would take for errors.
+ */
+static void fill_big(inst *in, const tcase *c, rng *r)
+{
+    const int D = c->D;
+    if (c->big == BIG_DOT || c->big == BIG_CAPDOT) {
+        static const double kd[2][3] = {{0.9, 0.9, -1.7}, {0.9, -1.9, 0.9}};
+        const double *k0 = kd[c->big == BIG_CAPDOT];
+        for (int64_t b = 0; b < in->Bp; b++)
+            for (int64_t s = 0; s < in->Tq; s++)
+                for (int64_t h = 0; h < c->Hq; h++)
+                    for (int64_t d = 0; d < D; d++)
+                        put_elem(in->q.host, c->dq, view_index(&in->q, b, s, h, d), d < 3);
+        for (int64_t b = 0; b < in->Bp; b++)
+            for (int64_t s = 0; s < in->Tk; s++) {
+                const int first = seq_key(in, c, b, s) == 0;
+                for (int64_t h = 0; h < c->Hkv; h++) {
+                    for (int64_t d = 0; d < D; d++)
+                        put_elem(in->k.host, c->dkv, view_index(&in->k, b, s, h, d),
+                                 first && d < 3 ? k0[d] : 0.0);
+                    for (int64_t d = 0; d < c->Dv; d++)
+                        put_elem(in->v.host, c->dkv, view_index(&in->v, b, s, h, d), first);
+                }
+            }
+        return;
+    }
+    signed char *u = malloc((size_t)D);
+    int *perm = malloc((size_t)D * sizeof(int));
+    double *w = malloc((size_t)D * sizeof(double));
+    if (!u || !perm || !w) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    for (int d = 0; d < D; d++)
+        u[d] = rng_unif(r) < 0.5 ? -1 : 1;
+    const double M = ldexp(1.0, c->bigexp);
+    for (int64_t b = 0; b < in->Bp; b++)
+        for (int64_t s = 0; s < in->Tq; s++)
+            for (int64_t h = 0; h < c->Hq; h++) {
+                const double a = rng_unif(r) < 0.5 ? -M : M;
+                for (int64_t d = 0; d < D; d++)
+                    put_elem(in->q.host, c->dq, view_index(&in->q, b, s, h, d), a * u[d]);
+            }
+    for (int64_t b = 0; b < in->Bp; b++)
+        for (int64_t s = 0; s < in->Tk; s++) {
+            const int64_t j = seq_key(in, c, b, s);
+            for (int64_t h = 0; h < c->Hkv; h++) {
+                for (int d = 0; d < D; d++) {
+                    perm[d] = d;
+                    w[d] = 0.0;
+                }
+                for (int d = D - 1; d > 0; d--) { /* Fisher-Yates */
+                    const int e = rng_int(r, 0, d), t = perm[d];
+                    perm[d] = perm[e];
+                    perm[e] = t;
+                }
+                w[perm[0]] = j == 0 ? 3 : j == 1 ? -3 : rng_int(r, -2, 2);
+                for (int d = 1; d + 1 < D; d += 2) {
+                    const double x = rng_int(r, 1, 2) * (rng_unif(r) < 0.5 ? -1.0 : 1.0);
+                    w[perm[d]] = x;
+                    w[perm[d + 1]] = -x;
+                }
+                for (int64_t d = 0; d < D; d++)
+                    put_elem(in->k.host, c->dkv, view_index(&in->k, b, s, h, d), u[d] * w[d]);
+                for (int64_t d = 0; d < c->Dv; d++)
+                    put_elem(in->v.host, c->dkv, view_index(&in->v, b, s, h, d),
+                             0.25 + 0.75 * rng_unif(r));
+            }
+        }
+    free(u);
+    free(perm);
+    free(w);
+}
+
 /* Lengths, views and random contents of case c, from seed. */
 static void inst_build(inst *in, const tcase *c, uint64_t seed)
 {
@@ -733,6 +877,8 @@ static void inst_build(inst *in, const tcase *c, uint64_t seed)
                 for (int64_t d = 0; d < c->Dv; d++)
                     put_elem(in->v.host, c->dkv, view_index(&in->v, b, s, h, d), rng_normalish(&r));
             }
+    if (c->big)
+        fill_big(in, c, &r);
     if (c->nan_in == NAN_PAD) {
         /* Padding rows of q and padding keys of k/v hold NaN: never to be read. */
         for (int b = 0; b < B; b++) {

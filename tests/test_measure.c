@@ -151,25 +151,168 @@ static double bf_useful(const tcase *c)
     return n;
 }
 
-/* Per head: the tile model, brute force: a tile of real rows x keys (aligned at
- * multiples of tk, clipped to Lk) runs when any of its pairs is valid. */
-static double bf_executed(const tcase *c, int64_t tq, int64_t tk)
+/* The valid keys [lo, hi) of row i of sequence b, found by scanning every key
+ * (they form one interval; lo = hi = 0 when there are none). */
+static void bf_row(const tcase *c, int64_t b, int64_t i, int64_t *lo, int64_t *hi)
+{
+    *lo = *hi = 0;
+    int found = 0;
+    for (int64_t j = 0; j < tc_lk(c, b); j++)
+        if (tc_valid(c, b, i, j)) {
+            if (!found)
+                *lo = j;
+            *hi = j + 1;
+            found = 1;
+        }
+}
+
+/*
+ * The executed work the CPU kernels count, recomputed by an independent walk
+ * of their tiling (docs/measurement.md, "Executed work"), summed over every
+ * head: qk (row, key) pairs of Q K^T and pv (row, key) pairs of P V; for
+ * FLASH and SPLITKV kv, the K/V rows their tiles load (one per key of a tile
+ * that runs, for each KV head and query tile).
+ */
+typedef struct bf_work {
+    double qk, pv, kv;
+} bf_work;
+
+/* NAIVE: blocks of tq query rows of one head from row 0 (the rows a sequence
+ * owns; the real ones compute), QK^T tiles of tk keys from key 0: a tile runs
+ * when it meets the span of its block's intervals and counts the block's real
+ * rows times its keys below Lk; the P.V walks the block's span in chunks, all
+ * of which hold some row's keys (consecutive rows' intervals leave no hole). */
+static bf_work bf_naive(const tcase *c, int64_t tq, int64_t tk)
+{
+    bf_work w = {0, 0, 0};
+    for (int64_t b = 0; b < c->B; b++) {
+        const int64_t Lq = tc_lq(c, b), Lk = tc_lk(c, b);
+        const int64_t rows = c->cu_q ? Lq : tc_sq(c), Sk = tc_sk(c);
+        for (int64_t i0 = 0; i0 < rows; i0 += tq) {
+            const int64_t R = Lq - i0 < tq ? (Lq > i0 ? Lq - i0 : 0) : tq;
+            int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+            for (int64_t i = i0; i < i0 + R; i++) {
+                int64_t lo, hi;
+                bf_row(c, b, i, &lo, &hi);
+                if (lo < hi) {
+                    ulo = lo < ulo ? lo : ulo;
+                    uhi = hi > uhi ? hi : uhi;
+                }
+            }
+            if (ulo >= uhi)
+                continue;
+            for (int64_t ja = 0; ja < Sk; ja += tk) {
+                const int64_t nk = Sk - ja < tk ? Sk - ja : tk;
+                if (uhi <= ja || ulo >= ja + nk)
+                    continue;
+                const int64_t real = Lk - ja < nk ? Lk - ja : nk;
+                w.qk += (double)(R * real);
+            }
+            w.pv += (double)(R * (uhi - ulo));
+        }
+    }
+    w.qk *= (double)c->Hq;
+    w.pv *= (double)c->Hq;
+    return w;
+}
+
+/* The P.V pairs of one tile whose rows r < nr have keys [clo, chi): blocks of
+ * `block` rows walk the span of their keys, the last nr % block rows their
+ * own keys (tail_alone) or one more block. */
+static double bf_pv_tile(const int64_t *clo, const int64_t *chi, int64_t nr, int64_t block,
+                         int tail_alone)
 {
     double n = 0;
-    for (int64_t b = 0; b < c->B; b++) {
-        int64_t Lq = tc_lq(c, b), Lk = tc_lk(c, b);
-        for (int64_t i0 = 0; i0 < Lq; i0 += tq)
-            for (int64_t j0 = 0; j0 < Lk; j0 += tk) {
-                int64_t R = Lq - i0 < tq ? Lq - i0 : tq, K = Lk - j0 < tk ? Lk - j0 : tk;
-                int run = 0;
-                for (int64_t i = i0; i < i0 + R && !run; i++)
-                    for (int64_t j = j0; j < j0 + K && !run; j++)
-                        run = tc_valid(c, b, i, j);
-                if (run)
-                    n += (double)(R * K);
+    const int64_t nb = tail_alone ? nr / block * block : nr;
+    int64_t r = 0;
+    for (; r < nb; r += block) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN, e = r + block < nr ? r + block : nr;
+        for (int64_t k = r; k < e; k++)
+            if (clo[k] < chi[k]) {
+                lo = clo[k] < lo ? clo[k] : lo;
+                hi = chi[k] > hi ? chi[k] : hi;
             }
+        if (lo < hi)
+            n += (double)((e - r) * (hi - lo));
     }
+    for (; r < nr; r++)
+        n += (double)(chi[r] - clo[r]);
     return n;
+}
+
+/*
+ * FLASH and SPLITKV: a query tile holds `heads` query heads of one KV group
+ * times tq consecutive real positions (rows r = head * np + position); its key
+ * tiles are the cells of tk keys from key 0, trimmed to the span of the rows'
+ * intervals, and a cell runs when one row has keys in it: its real rows times
+ * its keys for QK^T, and for the P.V the pairs of the micro-kernel's row
+ * blocks: one by one on the portable path; blocks of 4 with the rest alone
+ * (pv_tile) on the SIMD paths, or blocks of 4 with a last partial one where
+ * SPLITKV decode reads K/V in place (`src`). SPLITKV's chunks are whole cells,
+ * so they do not change the walk (the span has no hole).
+ */
+static bf_work bf_tiled(const tcase *c, int64_t tq, int64_t tk, int64_t heads, int block, int src)
+{
+    bf_work w = {0, 0, 0};
+    const int64_t group = c->Hq / c->Hkv, hblocks = (group + heads - 1) / heads;
+    int64_t *lo = malloc((size_t)(heads * tq) * sizeof(int64_t) * 4);
+    if (!lo)
+        return w;
+    int64_t *hi = lo + heads * tq, *clo = hi + heads * tq, *chi = clo + heads * tq;
+    for (int64_t b = 0; b < c->B; b++) {
+        const int64_t Lq = tc_lq(c, b), Lk = tc_lk(c, b);
+        for (int64_t hb = 0; hb < hblocks; hb++) {
+            const int64_t nh = group - hb * heads < heads ? group - hb * heads : heads;
+            for (int64_t i0 = 0; i0 < Lq; i0 += tq) {
+                const int64_t np = Lq - i0 < tq ? Lq - i0 : tq, R = nh * np;
+                int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+                for (int64_t r = 0; r < R; r++) {
+                    bf_row(c, b, i0 + r % np, &lo[r], &hi[r]);
+                    if (lo[r] < hi[r]) {
+                        ulo = lo[r] < ulo ? lo[r] : ulo;
+                        uhi = hi[r] > uhi ? hi[r] : uhi;
+                    }
+                }
+                for (int64_t t0 = 0; ulo < uhi && t0 < Lk; t0 += tk) {
+                    const int64_t ja = t0 > ulo ? t0 : ulo;
+                    const int64_t jb = t0 + tk < uhi ? t0 + tk : uhi;
+                    int any = 0;
+                    for (int64_t r = 0; r < R; r++) {
+                        clo[r] = lo[r] > ja ? lo[r] : ja;
+                        chi[r] = hi[r] < jb ? hi[r] : jb;
+                        if (chi[r] <= clo[r])
+                            clo[r] = chi[r] = ja;
+                        any |= chi[r] > clo[r];
+                    }
+                    if (jb <= ja || !any)
+                        continue;
+                    w.qk += (double)(R * (jb - ja));
+                    w.kv += (double)(jb - ja);
+                    w.pv += src ? bf_pv_tile(clo, chi, R, 4, 0) : bf_pv_tile(clo, chi, R, block, 1);
+                }
+            }
+        }
+    }
+    free(lo);
+    w.qk *= (double)c->Hkv;
+    w.pv *= (double)c->Hkv;
+    w.kv *= (double)c->Hkv;
+    return w;
+}
+
+/* What the CPU kernels of rec (its algorithm, tiles and SIMD path) count for c. */
+static bf_work bf_executed(const tcase *c, const xattn_record *rec)
+{
+    if (rec->algo_chosen == XATTN_ALGO_NAIVE)
+        return bf_naive(c, rec->tile_q, rec->tile_k);
+    const int simd = strcmp(rec->kernel, "portable") != 0;
+    const int64_t group = c->Hq / c->Hkv, heads = rec->tile_heads > 0 ? rec->tile_heads : 1;
+    /* SPLITKV decode reads K/V in place on the SIMD paths: one query tile per KV
+     * group (contiguous rows), few rows, whole vectors of D and Dv. */
+    const int src = simd && rec->algo_chosen == XATTN_ALGO_SPLITKV && heads == group &&
+                    tc_sq(c) <= rec->tile_q && c->D % 16 == 0 && c->Dv % 16 == 0 &&
+                    group * tc_sq(c) <= 16;
+    return bf_tiled(c, rec->tile_q, rec->tile_k, heads, simd ? 4 : 1, src);
 }
 
 typedef struct trun {
@@ -395,8 +538,13 @@ static void test_flops_hand(xattn_ctx *ctx)
     check_useful(ctx, &c, 14, 1.0 - 14.0 / 24.0);
 }
 
-/* Executed work of the tiled algorithms: a causal square of 4 x 4 tiles runs
- * the 10 tiles on and below the diagonal. */
+/* Executed work counted by the CPU kernels, by hand: a causal square of 4 x 4
+ * tiles. FLASH and SPLITKV compute the 10 tiles on and below the diagonal in
+ * Q K^T; their P.V goes row by row over each row's own keys on the portable
+ * path (1 + 2 + ... + S) and by blocks of 4 rows over the block's keys on the
+ * SIMD paths (4 * (4 + 8 + ... + S)). NAIVE's blocks of 64 rows and tiles of
+ * 64 keys run the same 10 tiles in QK^T, and its P.V each block's rows over
+ * the keys of the block's last row. */
 static void test_executed_hand(xattn_ctx *ctx)
 {
     tcase c;
@@ -416,29 +564,35 @@ static void test_executed_hand(xattn_ctx *ctx)
         return;
     }
     const int64_t T = info.tile_q, S = 4 * T;
-    const double per = 2.0 * 16.0;
+    const double per = 2.0 * 8.0; /* 2 * D = 2 * Dv FLOPs a pair */
     tcase_init(&c, S, S);
     c.causal = 1;
-    for (int a = XATTN_ALGO_FLASH; a <= XATTN_ALGO_SPLITKV; a++) {
+    for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
         c.algo = (xattn_algo)a;
         if (run_case(ctx, &c, &rec, &info) != XATTN_STATUS_OK) {
             EXPECT(0, "%s", xattn_last_error());
             continue;
         }
-        EXPECT(rec.flops_executed == per * (double)(T * T * 10),
-               "%s causal %lld: executed %.0f, expected %.0f", xattn_algo_name(c.algo),
-               (long long)S, rec.flops_executed, per * (double)(T * T * 10));
-        EXPECT(rec.flops_useful == per * (double)(S * (S + 1) / 2), "useful %.0f",
+        const int simd = strcmp(rec.kernel, "portable") != 0;
+        double qk = (double)(T * T * 10), pv;
+        if (a == XATTN_ALGO_NAIVE) {
+            EXPECT(rec.tile_q == 64 && rec.tile_k == 64, "naive blocks %d x %d", rec.tile_q,
+                   rec.tile_k);
+            const int64_t n = S / 64;
+            qk = (double)(64 * 64 * n * (n + 1) / 2);
+            pv = qk;
+        } else {
+            pv = simd ? (double)(S * (S + 4) / 2) : (double)(S * (S + 1) / 2);
+        }
+        EXPECT(rec.work_counted == 1, "%s: work_counted %d", xattn_algo_name(c.algo),
+               rec.work_counted);
+        EXPECT(rec.flops_executed == per * (qk + pv),
+               "%s (%s) causal %lld: executed %.0f, expected %.0f", xattn_algo_name(c.algo),
+               rec.kernel, (long long)S, rec.flops_executed, per * (qk + pv));
+        EXPECT(rec.flops_useful == 2.0 * per * (double)(S * (S + 1) / 2), "useful %.0f",
                rec.flops_useful);
-        EXPECT(rec.flops_dense == per * (double)(S * S), "dense %.0f", rec.flops_dense);
+        EXPECT(rec.flops_dense == 2.0 * per * (double)(S * S), "dense %.0f", rec.flops_dense);
     }
-    /* NAIVE executes the whole rectangle. */
-    c.algo = XATTN_ALGO_NAIVE;
-    if (run_case(ctx, &c, &rec, &info) == XATTN_STATUS_OK)
-        EXPECT(rec.flops_executed == rec.flops_dense && rec.flops_dense == per * (double)(S * S),
-               "naive executed %.0f dense %.0f", rec.flops_executed, rec.flops_dense);
-    else
-        EXPECT(0, "%s", xattn_last_error());
 }
 
 /* One case against the brute force (useful, executed, dense) and the
@@ -457,17 +611,39 @@ static int check_bruteforce(xattn_ctx *ctx, const tcase *c)
     const double per = 2.0 * (double)(c->D + c->Dv) * (double)c->Hq;
     const double useful = per * bf_useful(c);
     const double dense = per * (double)c->B * (double)tc_sq(c) * (double)tc_sk(c);
-    double exec = dense;
-    if (c->algo != XATTN_ALGO_NAIVE)
-        exec = per * bf_executed(c, info.tile_q, info.tile_k);
-    int ok = rec.flops_useful == useful && rec.flops_dense == dense && rec.flops_executed == exec &&
-             rec.flops_useful <= rec.flops_executed && rec.flops_executed <= rec.flops_dense &&
-             rec.bytes_min <= rec.bytes_actual && rec.bytes_min >= 0;
+    const bf_work bw = bf_executed(c, &rec);
+    const double exec = 2.0 * (double)c->D * bw.qk + 2.0 * (double)c->Dv * bw.pv;
+    /* FLASH and SPLITKV bytes (f32, no LSE, no bias): Q rows that see a key,
+     * the K/V rows their tiles loaded, every O row; SPLITKV adds its partials,
+     * written and read back (docs/measurement.md, "Bytes"). */
+    double bytes = rec.bytes_actual;
+    if (rec.algo_chosen != XATTN_ALGO_NAIVE) {
+        double rows_read = 0, rows_out = 0, real_rows = 0;
+        for (int64_t b = 0; b < c->B; b++) {
+            for (int64_t i = 0; i < tc_lq(c, b); i++) {
+                int64_t lo, hi;
+                bf_row(c, b, i, &lo, &hi);
+                rows_read += hi > lo;
+            }
+            rows_out += (double)(c->cu_q ? tc_lq(c, b) : c->Sq);
+            real_rows += (double)tc_lq(c, b);
+        }
+        bytes = 4.0 * ((rows_read * (double)c->D + rows_out * (double)c->Dv) * (double)c->Hq +
+                       bw.kv * (double)(c->D + c->Dv));
+        if (rec.algo_chosen == XATTN_ALGO_SPLITKV)
+            bytes += 2.0 * rec.num_splits * real_rows * (double)c->Hq * (double)(c->Dv + 1) * 4.0;
+    }
+    int ok = rec.work_counted == 1 && rec.flops_useful == useful && rec.flops_dense == dense &&
+             rec.flops_executed == exec && rec.flops_useful <= rec.flops_executed &&
+             rec.flops_executed <= rec.flops_dense && rec.bytes_min <= rec.bytes_actual &&
+             rec.bytes_min >= 0 && rec.bytes_actual == bytes;
     EXPECT(ok,
-           "%s: useful %.0f (bf %.0f), executed %.0f (bf %.0f, tiles %dx%d), dense %.0f (bf "
-           "%.0f), bytes min %.0f actual %.0f",
-           desc, rec.flops_useful, useful, rec.flops_executed, exec, info.tile_q, info.tile_k,
-           rec.flops_dense, dense, rec.bytes_min, rec.bytes_actual);
+           "%s [%s]: useful %.0f (bf %.0f), executed %.0f (bf %.0f: qk %.0f pv %.0f pairs, "
+           "tiles %dx%d, %d heads, counted %d), dense %.0f (bf %.0f), bytes min %.0f actual %.0f "
+           "(bf %.0f, %.0f K/V rows)",
+           desc, rec.kernel, rec.flops_useful, useful, rec.flops_executed, exec, bw.qk, bw.pv,
+           rec.tile_q, rec.tile_k, rec.tile_heads, rec.work_counted, rec.flops_dense, dense,
+           rec.bytes_min, rec.bytes_actual, bytes, bw.kv);
     return ok;
 }
 
@@ -487,7 +663,7 @@ static void test_flops_edges(xattn_ctx *ctx)
                 c.align = m & 2 ? XATTN_ALIGN_TOP_LEFT : XATTN_ALIGN_BOTTOM_RIGHT;
                 c.wl = wins[m / 4][0];
                 c.wr = wins[m / 4][1];
-                c.algo = (a + b + m) % 3 == 0 ? XATTN_ALGO_SPLITKV : XATTN_ALGO_FLASH;
+                c.algo = (xattn_algo)(XATTN_ALGO_NAIVE + (a + b + m) % 3);
                 bad += !check_bruteforce(ctx, &c);
             }
 }
@@ -502,7 +678,7 @@ static void test_flops_random(xattn_ctx *ctx)
         rnd();
         c.B = 1 + (int64_t)((g_rng >> 8) % 3);
         c.Hkv = 1 + (int64_t)((g_rng >> 12) % 2);
-        c.Hq = c.Hkv * (1 + (int64_t)((g_rng >> 14) % 2));
+        c.Hq = c.Hkv * (1 + (int64_t)((g_rng >> 14) % 3));
         c.causal = (int)((g_rng >> 16) & 1);
         c.align = (g_rng >> 17) & 1 ? XATTN_ALIGN_TOP_LEFT : XATTN_ALIGN_BOTTOM_RIGHT;
         rnd();
@@ -531,6 +707,99 @@ static void test_flops_random(xattn_ctx *ctx)
         }
         bad += !check_bruteforce(ctx, &c);
     }
+}
+
+/* The kernel paths that count their work apart, every algorithm: decode
+ * reading K/V in place (D and Dv multiples of 16, up to 16 rows a KV head) or
+ * converting them (D 24), with masks, windows, padded and packed lengths and
+ * split counts; and GQA groups of 3 and 5, whose query tiles put a head's last
+ * positions and the next head's first ones in one block of 4 rows, under
+ * narrow windows (the block's span then holds keys of no row in it). */
+static void test_flops_paths(xattn_ctx *ctx)
+{
+    static const int64_t sqs[] = {1, 2, 3, 4}, sks[] = {1, 17, 64, 65, 300};
+    static const int64_t wins[][2] = {{-1, -1}, {0, 0}, {5, -1}, {3, 2}};
+    static const int32_t lq[3] = {4, 0, 2}, lk[3] = {300, 7, 0}, cq[4] = {0, 3, 4, 4},
+                         ck[4] = {0, 65, 65, 300};
+    int bad = 0;
+    for (int s = 0; s < 4 && bad < 5; s++)
+        for (int k = 0; k < 5 && bad < 5; k++)
+            for (int m = 0; m < 8 && bad < 5; m++) {
+                tcase c;
+                tcase_init(&c, sqs[s], sks[k]);
+                c.Hq = 8;
+                c.Hkv = 2;
+                c.D = (m + k) % 4 == 3 ? 24 : 16;
+                c.Dv = 32;
+                c.causal = m & 1;
+                c.wl = wins[m / 2][0];
+                c.wr = wins[m / 2][1];
+                c.algo = (xattn_algo)(XATTN_ALGO_NAIVE + (s + k + m) % 3);
+                bad += !check_bruteforce(ctx, &c);
+            }
+    /* Padded and packed decode batches. */
+    for (int v = 0; v < 4 && bad < 5; v++) {
+        tcase c;
+        tcase_init(&c, 4, 300);
+        c.B = 3;
+        c.Hq = 8;
+        c.Hkv = 2;
+        c.D = c.Dv = 32;
+        c.causal = v & 1;
+        if (v & 2) {
+            c.cu_q = cq;
+            c.cu_k = ck;
+        } else {
+            c.sl_q = lq;
+            c.sl_k = lk;
+        }
+        for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+            c.algo = (xattn_algo)a;
+            bad += !check_bruteforce(ctx, &c);
+        }
+    }
+    /* Heads across a block of 4 rows, narrow windows; prefill and decode. */
+    static const int64_t grp[] = {3, 5};
+    static const int64_t gs[][2] = {{7, 100}, {2, 70}, {25, 40}};
+    for (int g = 0; g < 2 && bad < 5; g++)
+        for (int q = 0; q < 3 && bad < 5; q++)
+            for (int w = 0; w < 4 && bad < 5; w++) {
+                tcase c;
+                tcase_init(&c, gs[q][0], gs[q][1]);
+                c.Hkv = 2;
+                c.Hq = 2 * grp[g];
+                c.D = c.Dv = 16;
+                c.wl = w < 2 ? w : 1;
+                c.wr = w < 2 ? 0 : 1;
+                c.causal = w == 3;
+                for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+                    c.algo = (xattn_algo)a;
+                    bad += !check_bruteforce(ctx, &c);
+                }
+            }
+}
+
+/* The executed-work checks on each SIMD path this CPU has (the P.V of the
+ * portable path counts differently from the vector paths'). */
+static void test_flops_simd(xattn_ctx *ctx)
+{
+    static const char *const names[] = {"", "portable", "avx2", "avx512"};
+    for (int s = 1; s <= 3; s++) {
+        xattn_status st = xattn_ctx_set_option(ctx, XATTN_OPT_CPU_SIMD, s);
+        if (st == XATTN_STATUS_UNSUPPORTED) {
+            SKIP("executed work on the %s path: %s", names[s], xattn_last_error());
+            continue;
+        }
+        EXPECT_OK(st);
+        const int failed = g_failed;
+        test_executed_hand(ctx);
+        test_flops_edges(ctx);
+        test_flops_random(ctx);
+        test_flops_paths(ctx);
+        printf("  executed work on the %s path: %s\n", names[s],
+               g_failed == failed ? "as counted by the brute force" : "FAILED");
+    }
+    EXPECT_OK(xattn_ctx_set_option(ctx, XATTN_OPT_CPU_SIMD, 0));
 }
 
 /* ---- bytes: hand-computed ----------------------------------------------------- */
@@ -1185,9 +1454,7 @@ int main(void)
     EXPECT(st == XATTN_STATUS_OK, "CPU context: %s", xattn_last_error());
     if (ctx) {
         test_flops_hand(ctx);
-        test_executed_hand(ctx);
-        test_flops_edges(ctx);
-        test_flops_random(ctx);
+        test_flops_simd(ctx);
         test_bytes_hand(ctx);
         test_workspace(ctx);
         test_timers(ctx);
