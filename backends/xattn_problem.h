@@ -68,7 +68,7 @@ static inline int64_t xattn_problem_rows_q(const xattn_problem *p, int64_t b)
     return p->varlen ? (int64_t)p->len_q[b] : p->Sq;
 }
 
-/* The aligned position of query row i of sequence b (DESIGN.md, step 3). */
+/* The aligned position of query row i of sequence b (docs/semantics.md, step 3). */
 static inline int64_t xattn_problem_qpos(const xattn_problem *p, int64_t b, int64_t i)
 {
     return p->bottom_right ? i + (int64_t)p->len_k[b] - (int64_t)p->len_q[b] : i;

@@ -2,7 +2,7 @@
  * Reference attention in double precision (see include/xattn_reference.h).
  *
  * Deliberately plain: one query row at a time, every score computed, masks
- * evaluated straight from the rules of DESIGN.md ("Exact semantics"). It shares
+ * evaluated straight from the rules of docs/semantics.md. It shares
  * no code with the kernels: it resolves the public descriptor itself (never
  * xattn_problem), decodes f16/bf16 from their bits itself, and reads the
  * inputs back through the public xattn_buffer_read.

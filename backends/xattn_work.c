@@ -3,7 +3,7 @@
  * resolved problem alone, so that every backend's records count the same way
  * (docs/measurement.md, "Work").
  *
- * The masks of DESIGN.md step 6 leave query row i of a sequence (aligned
+ * The masks of docs/semantics.md step 6 leave query row i of a sequence (aligned
  * position p, step 3) the keys lo(p) <= j < hi(p) with
  *   lo(p) = max(0, p - left)                      (left < 0: lo = 0)
  *   hi(p) = min(Lk, p + c),  c = min(1 if causal, right + 1 if right >= 0)

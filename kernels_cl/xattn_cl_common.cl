@@ -26,7 +26,7 @@
  *   XATTN_RWG                NAIVE softmax: work-items per row (a power of two)
  *   XATTN_CWG                SPLITKV combine: work-items along Dv
  *
- * Semantics (DESIGN.md, "Exact semantics"): s = (q.k) * scale; softcap;
+ * Semantics (docs/semantics.md): s = (q.k) * scale; softcap;
  * ALiBi -slope*|p - j|; bias; masks set s = -inf; rows i >= Lq are padding
  * (O = 0, LSE = -inf); a fully masked row gives O = 0, LSE = -inf; a NaN score
  * makes its row NaN (the running max is sticky for NaN).

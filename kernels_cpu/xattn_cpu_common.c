@@ -123,7 +123,7 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
 }
 
 /*
- * The masks of DESIGN.md step 6 (j >= Lk; causal j > p; window j < p - left,
+ * The masks of docs/semantics.md step 6 (j >= Lk; causal j > p; window j < p - left,
  * j > p + right) each cut the key axis at one point, so the valid keys of a
  * row are one interval [lo, hi). Every algorithm works from it: NAIVE fills
  * -inf outside it, FLASH skips tiles outside the union of a query tile's

@@ -7,7 +7,7 @@
  *   plain C, on top of this table (BLIS's framework / micro-kernel split);
  * - the masking helpers: xattn__cpu_row_init computes, for one query row, the
  *   interval of keys that causal / window / len_k leave valid (the masks of
- *   DESIGN.md step 6 always leave one contiguous interval, which is what lets
+ *   docs/semantics.md step 6 always leave one contiguous interval, which is what lets
  *   whole tiles be skipped), and xattn__cpu_mod_row applies softcap, ALiBi,
  *   bias and the mask to a run of scores;
  * - the flash tile loop (xattn__cpu_attend), shared by FLASH and SPLITKV.
@@ -75,7 +75,7 @@ int64_t xattn__cpu_bk(const xattn_problem *p);
 /* `keys` (a power-of-two multiple of 16) halved, down to 16, while
  * keys * bytes_per_key exceeds budget: the tile and step sizes above. */
 int64_t xattn__cpu_fit_keys(int64_t keys, uint64_t bytes_per_key, uint64_t budget);
-/* Largest head dim (DESIGN.md) rounded up to the padding unit. */
+/* Largest head dim (256, docs/api.md) rounded up to the padding unit. */
 #define XATTN__CPU_DMAX 256
 /* f32 rows in scratch are padded to a multiple of 16 floats with zeros, so the
  * vector paths never need tail handling inside the hot loops. */
@@ -322,7 +322,7 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a);
 typedef struct xattn__cpu_row {
     int64_t h;        /* query head */
     int64_t i;        /* row within its sequence */
-    int64_t pos;      /* aligned position p (DESIGN.md step 3) */
+    int64_t pos;      /* aligned position p (docs/semantics.md step 3) */
     int64_t lo, hi;   /* valid keys: lo <= j < hi (lo == hi: none) */
     float slope;      /* ALiBi slope of head h (used when p->alibi) */
     int64_t bias_idx; /* element index of bias[b, h, i, 0] (when p->has_bias) */
@@ -333,7 +333,7 @@ void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b
                          int64_t i, int64_t kmin, int64_t kmax);
 
 /* For the scores s[t*stride] of keys j0 + t (t < n) of row rw: ALiBi and bias
- * on the valid keys, -inf on the others (DESIGN.md steps 3-6). The softcap
+ * on the valid keys, -inf on the others (docs/semantics.md steps 3-6). The softcap
  * (step 2) comes before, vectorized: the callers run uk->softcap on the raw
  * scores first (a masked score is overwritten with -inf here anyway). */
 void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, float *s,

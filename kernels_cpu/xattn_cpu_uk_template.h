@@ -165,7 +165,7 @@ static inline XV_TARGET XV XV_FN(tanh)(XV x)
     return xv_select_lt(ax, xv_set1(0.625f), small, big);
 }
 
-/* x = cap * tanh(x / cap) (DESIGN.md step 2). */
+/* x = cap * tanh(x / cap) (docs/semantics.md step 2). */
 static XV_TARGET void XV_FN(softcap)(float *x, int64_t n, float cap)
 {
     const XV cv = xv_set1(cap);

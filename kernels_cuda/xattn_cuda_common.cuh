@@ -13,7 +13,7 @@
  * - the online-softmax update (xattn_cuda_softmax_rescale) with the NaN rule:
  *   the running max is sticky for NaN, and a -inf max is used as 0 so that a
  *   still fully masked row keeps p = 0 without producing NaN;
- * - the rule for inf/NaN in V (DESIGN.md step 8): a masked key contributes
+ * - the rule for inf/NaN in V (docs/semantics.md step 8): a masked key contributes
  *   nothing, not even 0 x NaN. A tile loads every V row that any of its rows
  *   may see, so the P.V of a tile whose V holds an inf or NaN takes a careful
  *   path (xattn_cuda_key_masked, xattn_cuda_pv_add); the check is one flag
@@ -235,13 +235,13 @@ __device__ __forceinline__ xattn_cuda_seq xattn_cuda_seq_load(const xattn_cuda_k
 /* One query row (b, h, i); lo == hi: no valid key (padding rows included). */
 struct xattn_cuda_row {
     int lo, hi;         /* valid keys: lo <= j < hi */
-    long long pos;      /* aligned position p (DESIGN.md step 3) */
+    long long pos;      /* aligned position p (docs/semantics.md step 3) */
     float slope;        /* ALiBi slope of head h (when P.has_alibi) */
     long long bias_idx; /* element index of bias[b, h, i, 0] (when P.has_bias) */
 };
 
 /*
- * The valid keys of row i of sequence s, clipped to [kmin, kmax): DESIGN.md
+ * The valid keys of row i of sequence s, clipped to [kmin, kmax): docs/semantics.md
  * step 6 (j >= Lk, causal, window) as one interval. Both ends are
  * non-decreasing in i for the real rows (i < Lq), so the union of the
  * intervals of rows i0..i1 is within [lo(i0), hi(i1)) and their intersection
@@ -285,7 +285,7 @@ __device__ __forceinline__ void xattn_cuda_row_init(const xattn_cuda_kparams &P,
                    : 0;
 }
 
-/* DESIGN.md steps 2-6 for the scaled score s of key j of row rw. The mask is
+/* docs/semantics.md steps 2-6 for the scaled score s of key j of row rw. The mask is
  * tested first, so nothing is read for a masked key. */
 __device__ __forceinline__ float xattn_cuda_mod_score(const xattn_cuda_kparams &P,
                                                       const xattn_cuda_row &rw, float s, int j)
@@ -369,7 +369,7 @@ __device__ __forceinline__ void xattn_cuda_softmax_merge(float *m, float *l, flo
     *m = mn;
 }
 
-/* DESIGN.md step 8 in the careful P.V: key j of row rw is masked (it
+/* docs/semantics.md step 8 in the careful P.V: key j of row rw is masked (it
  * contributes nothing) when it lies outside the row's interval or its bias is
  * -inf, i.e. exactly when xattn_cuda_mod_score gives -inf. */
 __device__ __forceinline__ bool xattn_cuda_key_masked(const xattn_cuda_kparams &P,

@@ -124,7 +124,7 @@ static int64_t tc_sk(const tcase *c)
     return m;
 }
 
-/* DESIGN.md step 6, written out literally. */
+/* docs/semantics.md step 6, written out literally. */
 static int tc_valid(const tcase *c, int64_t b, int64_t i, int64_t j)
 {
     int64_t Lq = tc_lq(c, b), Lk = tc_lk(c, b);

@@ -1,7 +1,7 @@
 /*
  * test_cuda_emu: the CUDA kernels of kernels_cuda/ (the same sources nvcc
  * builds, compiled as C++ for the CPU emulator of xattn_cuda_emu.h) against a
- * double-precision reference written here from DESIGN.md's semantics, on the
+ * double-precision reference written here from the semantics of docs/semantics.md, on the
  * mma (tensor-core) and simt paths, for NAIVE, FLASH and SPLITKV and every
  * feature of the problem. Runs without a GPU: it checks the kernels' logic
  * (indexing, masking, tile skipping, the online softmax, fragment layouts, the
@@ -137,7 +137,7 @@ struct Case {
     int nan = 0; /* 1: one NaN in q, 2: in k, 3: in v */
     /* inf/NaN in V at XATTN_EMU_VBAD_KEYS keys (the same key indices in every
      * sequence, one dim each, every KV head): 1 NaN, 2 +inf, 3 +inf and -inf.
-     * Rows that mask such a key must not see it (DESIGN.md step 8). */
+     * Rows that mask such a key must not see it (docs/semantics.md step 8). */
     int vbad = 0;
     /* With a bias: at those keys, a third of the rows get a -inf bias (masked)
      * and a third -200 (unmasked, a weight that underflows in f32 but not in
@@ -410,7 +410,7 @@ static void prob_build(Prob *P, const Case &c)
     p.poison = 1;
 }
 
-/* ---- reference (DESIGN.md, "Exact semantics"), in double ------------------ */
+/* ---- reference (docs/semantics.md), in double ------------------ */
 
 static void reference(const Prob &P, std::vector<double> &O, std::vector<double> &L)
 {
@@ -566,7 +566,7 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt
 /* ---- executed work, walked on the host ----------------------------------------- */
 
 /* The valid keys of row i of sequence b within [kmin, kmax), by testing every
- * key against DESIGN.md step 6; false when there is none. */
+ * key against docs/semantics.md step 6; false when there is none. */
 static bool row_keys(const Prob &P, int64_t b, int64_t i, int64_t kmin, int64_t kmax, int64_t *lo,
                      int64_t *hi)
 {
