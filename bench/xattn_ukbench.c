@@ -9,7 +9,9 @@
  * to set against the read ceiling of `xattn devices --measure`
  * (docs/benchmarks-cpu.md). With --rates, the throughput of single vector
  * instructions instead (xattn_ukbench_rates.c); with --memory, one core's
- * memory latency and misses in flight (xattn_ukbench_memory.c). A
+ * memory latency and misses in flight (xattn_ukbench_memory.c); with
+ * --prefill, the prefill micro-kernels against the core's FMA rate
+ * (xattn_ukbench_prefill.c). A
  * kernel-tuning tool: its tests (tool_ukbench*) check that it runs and
  * reports, never its figures.
  */
@@ -154,6 +156,7 @@ static void ukb_usage(FILE *f)
             "                     [--tile N] [--keys N] [--stride N] [--reps N]\n"
             "       xattn_ukbench --rates [--reps N]\n"
             "       xattn_ukbench --memory [--mib N] [--reps N]\n"
+            "       xattn_ukbench --prefill [--head-dim N] [--reps N]\n"
             "  Times the CPU decode micro-kernels (few-row QK^T and P.V reading K/V in place,\n"
             "  the online softmax) on one thread, for each SIMD path this CPU runs.\n"
             "  --head-dim  D = Dv, a multiple of 16 up to %d (default 128)\n"
@@ -171,7 +174,10 @@ static void ukb_usage(FILE *f)
             "each alone with its latency hidden.\n"
             "--memory: one core's memory latency, and the misses it keeps in flight: 1 to\n"
             "48 chains of dependent loads at once over --mib MiB (default 1024, %d..%d),\n"
-            "random lines, so that no hardware prefetcher helps.\n",
+            "random lines, so that no hardware prefetcher helps.\n"
+            "--prefill: GFLOP/s of the prefill micro-kernels (FLASH's QK^T, P.V and whole\n"
+            "tile, NAIVE's two products) on one thread, operands in L1/L2, against the FMA\n"
+            "rate of the same vector width measured in the same run.\n",
             XATTN__CPU_DMAX, XATTN__CPU_FEW_ROWS, XATTN_CPU_BK, UKB_MIB_MIN, UKB_MIB_MAX);
 }
 
@@ -179,7 +185,7 @@ int main(int argc, char **argv)
 {
     ukb_opts o = {128, 4, 64, 9, 64, 0};
     const char *dts = "all";
-    int rates = 0, memory = 0;
+    int rates = 0, memory = 0, prefill = 0;
     int64_t mib = 1024;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -194,6 +200,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--memory")) {
             memory = 1;
+            continue;
+        }
+        if (!strcmp(a, "--prefill")) {
+            prefill = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -236,14 +246,16 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (rates && memory) {
-        fprintf(stderr, "xattn_ukbench: --rates and --memory are separate runs\n");
+    if (rates + memory + prefill > 1) {
+        fprintf(stderr, "xattn_ukbench: --rates, --memory and --prefill are separate runs\n");
         return 2;
     }
     if (rates)
         return xattn_ukbench_rates(o.reps);
     if (memory)
         return xattn_ukbench_memory(mib, o.reps);
+    if (prefill)
+        return xattn_ukbench_prefill(o.D, o.reps);
     if (o.stride == 0)
         o.stride = o.D;
     if (o.stride < o.D) {

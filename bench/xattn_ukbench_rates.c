@@ -13,6 +13,14 @@
 #include "xattn_ukbench_modes.h"
 
 #include <stdio.h>
+#include <time.h>
+
+double xattn_ukbench_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #if XATTN__CPU_X86
 
@@ -146,7 +154,38 @@ int xattn_ukbench_rates(int reps)
     return 0;
 }
 
+int xattn_ukbench_fma_gflops(xattn_cpu_simd simd, int reps, double *median, double *best)
+{
+    void (*fn)(long) = simd == XATTN_CPU_SIMD_AVX512 ? ukr_fma512
+                       : simd == XATTN_CPU_SIMD_AVX2 ? ukr_fma256
+                                                     : NULL;
+    const double lanes = simd == XATTN_CPU_SIMD_AVX512 ? 16 : 8;
+    if (!fn || (int)xattn_cpu_simd_detect() < (int)simd)
+        return -1;
+    double t[64];
+    fn(UKR_ITERS / 10);
+    for (int r = 0; r < reps; r++) { /* on the thread's clock, as xattn_ukbench --prefill */
+        const double s = xattn_ukbench_cpu_s();
+        fn(UKR_ITERS / 10);
+        t[r] = (xattn_ukbench_cpu_s() - s) * 1e9 / (1.2 * (double)UKR_ITERS);
+    }
+    xattn_stats sm;
+    xattn_stats_compute(t, reps, &sm);
+    *median = 2.0 * lanes / sm.median;
+    *best = 2.0 * lanes / sm.min;
+    return 0;
+}
+
 #else
+
+int xattn_ukbench_fma_gflops(xattn_cpu_simd simd, int reps, double *median, double *best)
+{
+    (void)simd;
+    (void)reps;
+    (void)median;
+    (void)best;
+    return -1;
+}
 
 int xattn_ukbench_rates(int reps)
 {
