@@ -590,7 +590,8 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     if (!vbad) {
         uk->pv_tile(sc->acc, (int)Dvp, sc->st, vt, (int)vpitch, (int)Dv, R, sc->clo, sc->chi);
         w->pv_terms +=
-            (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, uk->pv_block, 1)) *
+            (full ? tile_pairs
+                  : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, uk->pv_block, !uk->pv_tail_block)) *
             (uint64_t)Dv;
     } else {
         /* The keys of weight 0 recomputed here (xattn__cpu_score1, rare) are

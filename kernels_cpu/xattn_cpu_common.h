@@ -257,10 +257,11 @@ typedef struct xattn__cpu_uk {
                     int nr, const int *clo, const int *chi);
     /* How pv_tile walks the rows, for the executed-work count
      * (xattn__cpu_pv_pairs): blocks of pv_block rows over the span from their
-     * lowest clo to their highest chi, the last nr % pv_block rows one by one
-     * over their own keys (1: every row over its own keys). pv_rows_src walks
-     * blocks of 4 rows, a last partial one included. */
-    int pv_block;
+     * lowest clo to their highest chi, the last nr % pv_block rows as one
+     * more block over their span when pv_tail_block is 1, else one by one
+     * over their own keys (pv_block 1: every row over its own keys).
+     * pv_rows_src walks blocks of 4 rows, a last partial one included. */
+    int pv_block, pv_tail_block;
     /* 1 when x[0..n) holds an inf or NaN. */
     int (*nonfinite)(const float *x, int64_t n);
 

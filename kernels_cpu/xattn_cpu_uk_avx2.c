@@ -15,10 +15,22 @@
 #define XV_FN(name) xattn__cpu_avx2_##name
 #define XV_SIMD XATTN_CPU_SIMD_AVX2
 #define XV_TABLE xattn__cpu_uk_avx2
-/* 16 ymm registers: 2x4 accumulators + 2 query vectors + 1 broadcast. */
-#define QK_CB 4
-/* 4 rows x 2 vectors = 8 accumulators + 2 V vectors + 1 broadcast. */
+/*
+ * 16 ymm registers. An FMA has a latency of 4 cycles and two issue each
+ * cycle, so 8 independent sums are the least that keeps both FMA units busy,
+ * with nothing to spare for a load that comes late. The register blocks are
+ * BLIS's Haswell shape (6 x 16 for sgemm): 12 accumulators, two vectors
+ * loaded and each broadcast used by two FMAs, 15 registers in all.
+ * QK^T: 2 vectors of query rows x 6 keys, and blocks of 4 keys (8
+ * accumulators) for the keys left over.
+ */
+#define QK_CB 6
+#define QK_CB_TAIL 4
+/* P.V: 6 rows x 2 vectors of Dv; the last nr % 6 rows of a tile as one more
+ * block (4, 2, 1 rows) over their span of keys. */
+#define PV_RB 6
 #define PV_DB 2
+#define PV_TAIL_BLOCK 1
 /* Few-row QK^T (decode): 4 rows x 2 keys = 8 accumulators (one per lane of
  * the reduced vector) + 2 K vectors + 1 Q vector; the in-place kernels take D
  * two vectors at a time, with twice the K and Q vectors. */

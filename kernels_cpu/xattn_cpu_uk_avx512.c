@@ -17,8 +17,12 @@
 /* 32 zmm registers: 2x8 accumulators + 2 query vectors + 1 broadcast. With
  * BQ = 32 one block covers the whole query tile. */
 #define QK_CB 8
-/* 4 rows x 4 vectors = 16 accumulators + 4 V vectors + 1 broadcast. */
+#define QK_CB_TAIL QK_CB
+/* 4 rows x 4 vectors = 16 accumulators + 4 V vectors + 1 broadcast; the last
+ * nr % 4 rows one by one. */
+#define PV_RB 4
 #define PV_DB 4
+#define PV_TAIL_BLOCK 0
 /* Few-row QK^T (decode): 4 rows x 4 keys = 16 accumulators (one per lane of
  * the reduced vector) + 4 K vectors + 1 Q vector; the in-place kernels take D
  * two vectors at a time, with twice the K and Q vectors. */

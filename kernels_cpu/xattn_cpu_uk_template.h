@@ -11,7 +11,12 @@
  *   XV_SIMD       the xattn_cpu_simd value, XV_TABLE the table's name
  *   QK_CB         keys per QK^T register block (the block is 2 vectors of query
  *                 rows x QK_CB keys: 2*QK_CB accumulators)
- *   PV_DB         vectors of Dv per P.V register block (4 rows x PV_DB vectors)
+ *   QK_CB_TAIL    keys per block for the keys that blocks of QK_CB leave (see
+ *                 qk_tile; QK_CB itself where every block has QK_CB keys)
+ *   PV_RB, PV_DB  rows x vectors of Dv per P.V register block (PV_RB*PV_DB
+ *                 accumulators; the decode kernels on K/V in place take 4 rows)
+ *   PV_TAIL_BLOCK 1: the last nr % PV_RB rows of pv_tile go as one more block
+ *                 over their span of keys; 0: one by one over their own keys
  *   QR_RB, QR_CB  rows x keys of a few-row QK^T block, QR_RB * QR_CB == XV_LEN
  * and the static inline vector layer xv_* (see the AVX2 file for the list).
  */
@@ -184,64 +189,80 @@ static XV_TARGET void XV_FN(softcap)(float *x, int64_t n, float cap)
 
 /* ---- FLASH tile kernels ----------------------------------------------------- */
 
-/* 2 vectors of query rows (r0 .. r0+2*XV_LEN-1) x QK_CB keys (c0 ..). */
-static inline XV_TARGET void XV_FN(qk_block2)(float *st, const float *qt, const float *kt,
-                                              int ldk, int D, int c0, int r0)
-{
-    XV a0[QK_CB], a1[QK_CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < QK_CB; c++)
-        a0[c] = a1[c] = xv_zero();
-    const float *kp = kt + (int64_t)c0 * ldk;
-    const float *qp = qt + r0;
-    for (int d = 0; d < D; d++) {
-        const XV q0 = xv_load(qp + d * XQ), q1 = xv_load(qp + d * XQ + XV_LEN);
-#pragma GCC unroll 16
-        for (int c = 0; c < QK_CB; c++) {
-            const XV kb = xv_set1(kp[c * ldk + d]);
-            a0[c] = xv_fma(q0, kb, a0[c]);
-            a1[c] = xv_fma(q1, kb, a1[c]);
-        }
+/* NV vectors of query rows (r0 .. r0+NV*XV_LEN-1) x CB keys (c0 ..): NV*CB
+ * accumulators, each broadcast K element used by NV FMAs. */
+#define XATTN__QK_BLOCK(NAME, NV, CB)                                                          \
+    static inline XV_TARGET void XV_FN(NAME)(float *st, const float *qt, const float *kt,      \
+                                             int ldk, int D, int c0, int r0)                   \
+    {                                                                                          \
+        XV a[NV][CB];                                                                          \
+        _Pragma("GCC unroll 16") for (int c = 0; c < CB; c++)                                 \
+            _Pragma("GCC unroll 2") for (int x = 0; x < NV; x++) a[x][c] = xv_zero();         \
+        const float *kp = kt + (int64_t)c0 * ldk;                                              \
+        const float *qp = qt + r0;                                                             \
+        for (int d = 0; d < D; d++) {                                                          \
+            XV q[NV];                                                                          \
+            _Pragma("GCC unroll 2") for (int x = 0; x < NV; x++) q[x] =                       \
+                xv_load(qp + d * XQ + x * XV_LEN);                                             \
+            _Pragma("GCC unroll 16") for (int c = 0; c < CB; c++)                             \
+            {                                                                                  \
+                const XV kb = xv_set1(kp[c * ldk + d]);                                        \
+                _Pragma("GCC unroll 2") for (int x = 0; x < NV; x++) a[x][c] =                \
+                    xv_fma(q[x], kb, a[x][c]);                                                 \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 16") for (int c = 0; c < CB; c++)                                 \
+            _Pragma("GCC unroll 2") for (int x = 0; x < NV; x++)                              \
+                xv_store(st + (c0 + c) * XQ + r0 + x * XV_LEN, a[x][c]);                       \
     }
-#pragma GCC unroll 16
-    for (int c = 0; c < QK_CB; c++) {
-        xv_store(st + (c0 + c) * XQ + r0, a0[c]);
-        xv_store(st + (c0 + c) * XQ + r0 + XV_LEN, a1[c]);
-    }
-}
 
-/* 1 vector of query rows x QK_CB keys. */
-static inline XV_TARGET void XV_FN(qk_block1)(float *st, const float *qt, const float *kt,
-                                              int ldk, int D, int c0, int r0)
-{
-    XV a0[QK_CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < QK_CB; c++)
-        a0[c] = xv_zero();
-    const float *kp = kt + (int64_t)c0 * ldk;
-    const float *qp = qt + r0;
-    for (int d = 0; d < D; d++) {
-        const XV q0 = xv_load(qp + d * XQ);
-#pragma GCC unroll 16
-        for (int c = 0; c < QK_CB; c++)
-            a0[c] = xv_fma(q0, xv_set1(kp[c * ldk + d]), a0[c]);
-    }
-#pragma GCC unroll 16
-    for (int c = 0; c < QK_CB; c++)
-        xv_store(st + (c0 + c) * XQ + r0, a0[c]);
-}
+XATTN__QK_BLOCK(qk_2xC, 2, QK_CB)
+XATTN__QK_BLOCK(qk_1xC, 1, QK_CB)
+#if QK_CB_TAIL != QK_CB
+XATTN__QK_BLOCK(qk_2xT, 2, QK_CB_TAIL)
+XATTN__QK_BLOCK(qk_1xT, 1, QK_CB_TAIL)
+#endif
+#undef XATTN__QK_BLOCK
 
+/*
+ * Keys go by blocks of QK_CB. Where QK_CB_TAIL differs (AVX2: 6 keys a block,
+ * 12 accumulators, and blocks of 4 for the rest), round_up(nc, QK_CB_TAIL) is
+ * cut exactly into blocks of QK_CB followed by one or two of QK_CB_TAIL: every
+ * multiple of 4 is 6a + 4b with b <= 2, so no block runs past round_up(nc, 4)
+ * (the contract allows round_up(nc, 16)), and no more than 3 keys past nc are
+ * computed, as with blocks of 4.
+ */
 static XV_TARGET void XV_FN(qk_tile)(float *st, const float *qt, const float *kt, int ldk, int D,
                                      int nc, int nr)
 {
     const int nrv = (nr + XV_LEN - 1) / XV_LEN;
+#if QK_CB_TAIL != QK_CB
+    _Static_assert(QK_CB == 6 && QK_CB_TAIL == 4, "an exact cut of round_up(nc, 4)");
+    const int nct = (nc + QK_CB_TAIL - 1) / QK_CB_TAIL * QK_CB_TAIL;
+    int ntail = 0;
+    while ((nct - ntail * QK_CB_TAIL) % QK_CB)
+        ntail++;
+    const int nmain = nct - ntail * QK_CB_TAIL;
+#else
+    const int nmain = (nc + QK_CB - 1) / QK_CB * QK_CB;
+#endif
     int rv = 0;
-    for (; rv + 2 <= nrv; rv += 2)
-        for (int c0 = 0; c0 < nc; c0 += QK_CB)
-            XV_FN(qk_block2)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
-    for (; rv < nrv; rv++)
-        for (int c0 = 0; c0 < nc; c0 += QK_CB)
-            XV_FN(qk_block1)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
+    for (; rv + 2 <= nrv; rv += 2) {
+        for (int c0 = 0; c0 < nmain; c0 += QK_CB)
+            XV_FN(qk_2xC)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
+#if QK_CB_TAIL != QK_CB
+        for (int t = 0; t < ntail; t++)
+            XV_FN(qk_2xT)(st, qt, kt, ldk, D, nmain + t * QK_CB_TAIL, rv * XV_LEN);
+#endif
+    }
+    for (; rv < nrv; rv++) {
+        for (int c0 = 0; c0 < nmain; c0 += QK_CB)
+            XV_FN(qk_1xC)(st, qt, kt, ldk, D, c0, rv * XV_LEN);
+#if QK_CB_TAIL != QK_CB
+        for (int t = 0; t < ntail; t++)
+            XV_FN(qk_1xT)(st, qt, kt, ldk, D, nmain + t * QK_CB_TAIL, rv * XV_LEN);
+#endif
+    }
 }
 
 /*
@@ -382,42 +403,88 @@ static XV_TARGET void XV_FN(softmax_tile)(float *st, int nc, int nr, float *m, f
                 xv_store(acc + (int64_t)(r0 + r) * ldacc + (v0 + x) * XV_LEN, a[r][x]);        \
     }
 
-XATTN__PV_BLOCK(pv_4xB, 4, PV_DB)
-XATTN__PV_BLOCK(pv_4x1, 4, 1)
+XATTN__PV_BLOCK(pv_RxB, PV_RB, PV_DB)
+XATTN__PV_BLOCK(pv_Rx1, PV_RB, 1)
 XATTN__PV_BLOCK(pv_1xB, 1, PV_DB)
 XATTN__PV_BLOCK(pv_1x1, 1, 1)
+#if PV_RB != 4 /* the tail block's 4 and 2 rows */
+XATTN__PV_BLOCK(pv_4xB, 4, PV_DB)
+XATTN__PV_BLOCK(pv_4x1, 4, 1)
+XATTN__PV_BLOCK(pv_2xB, 2, PV_DB)
+XATTN__PV_BLOCK(pv_2x1, 2, 1)
+#endif
+
+/* Rows r0 .. r0+nb-1 (nb PV_RB, 4, 2 or 1) over keys [lo, hi): every vector
+ * of Dv, by blocks of PV_DB vectors. */
+static inline XV_TARGET void XV_FN(pv_rows)(float *acc, int ldacc, const float *st, const float *vt,
+                                            int ldv, int nv, int r0, int nb, int lo, int hi)
+{
+    int v = 0;
+    for (; v + PV_DB <= nv; v += PV_DB)
+        switch (nb) {
+        case PV_RB: XV_FN(pv_RxB)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+#if PV_RB != 4
+        case 4: XV_FN(pv_4xB)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+        case 2: XV_FN(pv_2xB)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+#endif
+        default: XV_FN(pv_1xB)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+        }
+    for (; v < nv; v++)
+        switch (nb) {
+        case PV_RB: XV_FN(pv_Rx1)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+#if PV_RB != 4
+        case 4: XV_FN(pv_4x1)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+        case 2: XV_FN(pv_2x1)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+#endif
+        default: XV_FN(pv_1x1)(acc, ldacc, st, vt, ldv, r0, v, lo, hi); break;
+        }
+}
+
+/* The span of keys of rows r .. e-1: [*lo, *hi), empty (lo >= hi) when none
+ * of them has a key. */
+static inline void XV_FN(pv_span)(const int *clo, const int *chi, int r, int e, int *lo, int *hi)
+{
+    *lo = INT32_MAX;
+    *hi = 0;
+    for (int k = r; k < e; k++)
+        if (clo[k] < chi[k]) {
+            *lo = clo[k] < *lo ? clo[k] : *lo;
+            *hi = chi[k] > *hi ? chi[k] : *hi;
+        }
+}
 
 static XV_TARGET void XV_FN(pv_tile)(float *acc, int ldacc, const float *st, const float *vt,
                                      int ldv, int n, int nr, const int *clo, const int *chi)
 {
     const int nv = (n + XV_LEN - 1) / XV_LEN;
-    int r = 0;
-    /* Blocks of 4 rows, then the rest alone: the table's pv_block, which the
-     * executed-work count follows (xattn__cpu_pv_pairs). */
-    for (; r + 4 <= nr; r += 4) {
-        int lo = INT32_MAX, hi = 0;
-        for (int k = 0; k < 4; k++)
-            if (clo[r + k] < chi[r + k]) {
-                lo = clo[r + k] < lo ? clo[r + k] : lo;
-                hi = chi[r + k] > hi ? chi[r + k] : hi;
+    int r = 0, lo, hi;
+    /* Blocks of PV_RB rows over their span of keys, then the rest: the
+     * table's pv_block and pv_tail_block, which the executed-work count
+     * follows (xattn__cpu_pv_pairs). Each block takes every vector of Dv
+     * before the next block starts: with the vectors outermost instead, so
+     * that a slab of V stayed in L1 for all the blocks, the AVX2 P.V measured
+     * no faster (89-91% of the FMA rate against 91-94%, xattn_ukbench
+     * --prefill at D 64 and 128). */
+    for (; r + PV_RB <= nr; r += PV_RB) {
+        XV_FN(pv_span)(clo, chi, r, r + PV_RB, &lo, &hi);
+        if (lo < hi)
+            XV_FN(pv_rows)(acc, ldacc, st, vt, ldv, nv, r, PV_RB, lo, hi);
+    }
+#if PV_TAIL_BLOCK
+    /* The last nr % PV_RB rows as one more block over their span, by 4, 2
+     * and 1 rows (alone, each of those rows would load V for 1 or 2 FMAs). */
+    XV_FN(pv_span)(clo, chi, r, nr, &lo, &hi);
+    if (lo < hi)
+        for (int nb = 4; nb >= 1; nb /= 2)
+            if (r + nb <= nr) {
+                XV_FN(pv_rows)(acc, ldacc, st, vt, ldv, nv, r, nb, lo, hi);
+                r += nb;
             }
-        if (lo >= hi)
-            continue;
-        int v = 0;
-        for (; v + PV_DB <= nv; v += PV_DB)
-            XV_FN(pv_4xB)(acc, ldacc, st, vt, ldv, r, v, lo, hi);
-        for (; v < nv; v++)
-            XV_FN(pv_4x1)(acc, ldacc, st, vt, ldv, r, v, lo, hi);
-    }
-    for (; r < nr; r++) {
-        if (clo[r] >= chi[r])
-            continue;
-        int v = 0;
-        for (; v + PV_DB <= nv; v += PV_DB)
-            XV_FN(pv_1xB)(acc, ldacc, st, vt, ldv, r, v, clo[r], chi[r]);
-        for (; v < nv; v++)
-            XV_FN(pv_1x1)(acc, ldacc, st, vt, ldv, r, v, clo[r], chi[r]);
-    }
+#else
+    for (; r < nr; r++)
+        if (clo[r] < chi[r])
+            XV_FN(pv_rows)(acc, ldacc, st, vt, ldv, nv, r, 1, clo[r], chi[r]);
+#endif
 }
 
 /* Asks L1 for `bytes` of each of rows c < nrows at base + c*pitch. */
@@ -753,7 +820,8 @@ const xattn__cpu_uk XV_TABLE = {
     .pv_rows_src = XV_FN(pv_rows_src),
     .softmax_tile = XV_FN(softmax_tile),
     .pv_tile = XV_FN(pv_tile),
-    .pv_block = 4,
+    .pv_block = PV_RB,
+    .pv_tail_block = PV_TAIL_BLOCK,
     .nonfinite = XV_FN(nonfinite),
     .axpy_rows = XV_FN(axpy_rows),
     .copy_stream = XV_FN(copy_stream),

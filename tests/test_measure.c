@@ -246,12 +246,14 @@ static double bf_pv_tile(const int64_t *clo, const int64_t *chi, int64_t nr, int
  * tiles are the cells of tk keys from key 0, trimmed to the span of the rows'
  * intervals, and a cell runs when one row has keys in it: its real rows times
  * its keys for QK^T, and for the P.V the pairs of the micro-kernel's row
- * blocks: one by one on the portable path; blocks of 4 with the rest alone
- * (pv_tile) on the SIMD paths, or blocks of 4 with a last partial one where
- * SPLITKV decode reads K/V in place (`src`). SPLITKV's chunks are whole cells,
- * so they do not change the walk (the span has no hole).
+ * blocks (pv_tile): one by one on the portable path; blocks of 4 with the
+ * rest alone on the AVX-512 path; blocks of 6 with the rest as one more block
+ * on the AVX2 path (`tail_alone` 0); or blocks of 4 with a last partial one
+ * where SPLITKV decode reads K/V in place (`src`). SPLITKV's chunks are whole
+ * cells, so they do not change the walk (the span has no hole).
  */
-static bf_work bf_tiled(const tcase *c, int64_t tq, int64_t tk, int64_t heads, int block, int src)
+static bf_work bf_tiled(const tcase *c, int64_t tq, int64_t tk, int64_t heads, int block,
+                        int tail_alone, int src)
 {
     bf_work w = {0, 0, 0};
     const int64_t group = c->Hq / c->Hkv, hblocks = (group + heads - 1) / heads;
@@ -288,7 +290,8 @@ static bf_work bf_tiled(const tcase *c, int64_t tq, int64_t tk, int64_t heads, i
                         continue;
                     w.qk += (double)(R * (jb - ja));
                     w.kv += (double)(jb - ja);
-                    w.pv += src ? bf_pv_tile(clo, chi, R, 4, 0) : bf_pv_tile(clo, chi, R, block, 1);
+                    w.pv += src ? bf_pv_tile(clo, chi, R, 4, 0)
+                                : bf_pv_tile(clo, chi, R, block, tail_alone);
                 }
             }
         }
@@ -312,7 +315,8 @@ static bf_work bf_executed(const tcase *c, const xattn_record *rec)
     const int src = simd && rec->algo_chosen == XATTN_ALGO_SPLITKV && heads == group &&
                     tc_sq(c) <= rec->tile_q && c->D % 16 == 0 && c->Dv % 16 == 0 &&
                     group * tc_sq(c) <= 16;
-    return bf_tiled(c, rec->tile_q, rec->tile_k, heads, simd ? 4 : 1, src);
+    const int avx2 = strcmp(rec->kernel, "avx2") == 0;
+    return bf_tiled(c, rec->tile_q, rec->tile_k, heads, avx2 ? 6 : simd ? 4 : 1, !avx2, src);
 }
 
 typedef struct trun {
@@ -541,10 +545,22 @@ static void test_flops_hand(xattn_ctx *ctx)
 /* Executed work counted by the CPU kernels, by hand: a causal square of 4 x 4
  * tiles. FLASH and SPLITKV compute the 10 tiles on and below the diagonal in
  * Q K^T; their P.V goes row by row over each row's own keys on the portable
- * path (1 + 2 + ... + S) and by blocks of 4 rows over the block's keys on the
- * SIMD paths (4 * (4 + 8 + ... + S)). NAIVE's blocks of 64 rows and tiles of
- * 64 keys run the same 10 tiles in QK^T, and its P.V each block's rows over
- * the keys of the block's last row. */
+ * path (1 + 2 + ... + S), by blocks of 4 rows over the block's keys on the
+ * AVX-512 path (4 * (4 + 8 + ... + S)), and on the AVX2 path the 6 tiles
+ * below the diagonal whole and in each of the 4 on it blocks of 6 rows over
+ * the block's keys, the last T % 6 rows as one more block (pv_diag_cell).
+ * NAIVE's blocks of 64 rows and tiles of 64 keys run the same 10 tiles in
+ * QK^T, and its P.V each block's rows over the keys of the block's last row. */
+static double pv_diag_cell(int64_t T, int64_t block)
+{
+    double n = 0;
+    for (int64_t r = 0; r < T; r += block) {
+        const int64_t e = r + block < T ? r + block : T;
+        n += (double)((e - r) * e); /* row e - 1 sees keys 0 .. e - 1 of the cell */
+    }
+    return n;
+}
+
 static void test_executed_hand(xattn_ctx *ctx)
 {
     tcase c;
@@ -582,7 +598,9 @@ static void test_executed_hand(xattn_ctx *ctx)
             qk = (double)(64 * 64 * n * (n + 1) / 2);
             pv = qk;
         } else {
-            pv = simd ? (double)(S * (S + 4) / 2) : (double)(S * (S + 1) / 2);
+            pv = !simd ? (double)(S * (S + 1) / 2)
+                 : strcmp(rec.kernel, "avx2") == 0 ? 4.0 * pv_diag_cell(T, 6) + 6.0 * (double)(T * T)
+                                                   : (double)(S * (S + 4) / 2);
         }
         EXPECT(rec.work_counted == 1, "%s: work_counted %d", xattn_algo_name(c.algo),
                rec.work_counted);
