@@ -31,6 +31,8 @@
 #define PV_RB 6
 #define PV_DB 2
 #define PV_TAIL_BLOCK 1
+/* softmax_tile: the row maxima in two chains. */
+#define SM_MAX_CHAINS 2
 /* Few-row QK^T (decode): 4 rows x 2 keys = 8 accumulators (one per lane of
  * the reduced vector) + 2 K vectors + 1 Q vector; the in-place kernels take D
  * two vectors at a time, with twice the K and Q vectors. */
@@ -145,6 +147,35 @@ static inline XV_TARGET XV xv_exp(XV x)
     const XV pow2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
     const XV res = _mm256_mul_ps(y, pow2n);
     return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), res);
+}
+
+/*
+ * exp(x) for x <= 0 or NaN (the softmax's s - max): xv_exp's polynomial and
+ * accuracy in 16 instructions where xv_exp takes 19. No upper clamp; n =
+ * round(x * log2(e)) comes from adding 1.5 * 2^23, whose low mantissa bits
+ * then hold n, both as a float (less the constant) and as the bits that 2^n
+ * is built from; below -88 (incl. -inf) n is -127, whose 2^n has the bits of
+ * 0, so the result is exactly 0 without a compare and a mask (from -87.68 to
+ * -87.34 it is 2^-126 times the polynomial, a subnormal f32). NaN gives NaN.
+ */
+static inline XV_TARGET XV xv_exp_le0(XV x)
+{
+    const XV magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23 */
+    const XV xc = _mm256_max_ps(_mm256_set1_ps(-88.0f), x); /* NaN kept: x second */
+    const XV t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
+    const XV fx = _mm256_sub_ps(t, magic);
+    XV r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    XV y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* bits(t) = bits(1.5 * 2^23) + n; shifted by 23 the constant's bits fall out. */
+    const __m256i e = _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(127));
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
 }
 
 static inline XV_TARGET XV xv_div(XV a, XV b) { return _mm256_div_ps(a, b); }

@@ -23,6 +23,7 @@
 #define PV_RB 4
 #define PV_DB 4
 #define PV_TAIL_BLOCK 0
+#define SM_MAX_CHAINS 1
 /* Few-row QK^T (decode): 4 rows x 4 keys = 16 accumulators (one per lane of
  * the reduced vector) + 4 K vectors + 1 Q vector; the in-place kernels take D
  * two vectors at a time, with twice the K and Q vectors. */
@@ -141,6 +142,9 @@ static inline XV_TARGET XV xv_exp(XV x)
     const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
     return _mm512_mask_blend_ps(under, res, _mm512_setzero_ps());
 }
+
+/* exp(x) for x <= 0 or NaN: xv_exp itself here. */
+static inline XV_TARGET XV xv_exp_le0(XV x) { return xv_exp(x); }
 
 static inline XV_TARGET XV xv_div(XV a, XV b) { return _mm512_div_ps(a, b); }
 static inline XV_TARGET XV xv_abs(XV x) { return _mm512_abs_ps(x); }

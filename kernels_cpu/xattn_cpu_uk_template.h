@@ -17,8 +17,10 @@
  *                 accumulators; the decode kernels on K/V in place take 4 rows)
  *   PV_TAIL_BLOCK 1: the last nr % PV_RB rows of pv_tile go as one more block
  *                 over their span of keys; 0: one by one over their own keys
+ *   SM_MAX_CHAINS 1 or 2: independent chains of the row maxima in softmax_tile
  *   QR_RB, QR_CB  rows x keys of a few-row QK^T block, QR_RB * QR_CB == XV_LEN
- * and the static inline vector layer xv_* (see the AVX2 file for the list).
+ * and the static inline vector layer xv_* (see the AVX2 file for the list;
+ * xv_exp_le0 may assume x <= 0 or NaN, and may be xv_exp).
  */
 
 #define XQ XATTN_CPU_BQ
@@ -323,16 +325,16 @@ static XV_TARGET void XV_FN(softmax_rows4)(float *st, int nc, float *m, float *l
     const XV mu = xv_neginf_to_zero(mx);
     XV sum = xv_zero(), tail = xv_zero();
     for (c = 0; c + G <= nc; c += G) {
-        const XV p = xv_exp(xv_sub(xv_load4s(st + c * XQ, XQ), mu));
+        const XV p = xv_exp_le0(xv_sub(xv_load4s(st + c * XQ, XQ), mu));
         xv_store4s(st + c * XQ, XQ, p);
         sum = xv_add(sum, p);
     }
     for (; c < nc; c++) {
-        const XV p = xv_exp(xv_sub(xv_bcast4(st + c * XQ), mu));
+        const XV p = xv_exp_le0(xv_sub(xv_bcast4(st + c * XQ), mu));
         xv_store4(st + c * XQ, p);
         tail = xv_add(tail, p);
     }
-    const XV al = xv_exp(xv_sub(mo, mu));
+    const XV al = xv_exp_le0(xv_sub(mo, mu));
     sum = xv_add(xv_fold4_add(sum), tail);
     xv_store4(l, xv_fma(xv_bcast4(l), al, sum));
     xv_store4(m, mx);
@@ -351,22 +353,36 @@ static XV_TARGET void XV_FN(softmax_tile)(float *st, int nc, int nr, float *m, f
         const int o = rv * XV_LEN;
         const XV mo = xv_load(m + o);
         XV mx = mo;
+#if SM_MAX_CHAINS == 2
+        /* Two chains of maxima: one is a chain of the max's latency (3
+         * dependent instructions on AVX2) key after key. */
+        XV mx1 = mo;
+        int k = 0;
+        for (; k + 2 <= nc; k += 2) {
+            mx = xv_max_nan(mx, xv_load(st + k * XQ + o));
+            mx1 = xv_max_nan(mx1, xv_load(st + (k + 1) * XQ + o));
+        }
+        if (k < nc)
+            mx = xv_max_nan(mx, xv_load(st + k * XQ + o));
+        mx = xv_max_nan(mx, mx1);
+#else
         for (int c = 0; c < nc; c++)
             mx = xv_max_nan(mx, xv_load(st + c * XQ + o));
+#endif
         const XV mu = xv_neginf_to_zero(mx);
-        const XV al = xv_exp(xv_sub(mo, mu));
+        const XV al = xv_exp_le0(xv_sub(mo, mu));
         XV sum0 = xv_zero(), sum1 = xv_zero();
         int c = 0;
         for (; c + 2 <= nc; c += 2) {
-            const XV p0 = xv_exp(xv_sub(xv_load(st + c * XQ + o), mu));
-            const XV p1 = xv_exp(xv_sub(xv_load(st + (c + 1) * XQ + o), mu));
+            const XV p0 = xv_exp_le0(xv_sub(xv_load(st + c * XQ + o), mu));
+            const XV p1 = xv_exp_le0(xv_sub(xv_load(st + (c + 1) * XQ + o), mu));
             xv_store(st + c * XQ + o, p0);
             xv_store(st + (c + 1) * XQ + o, p1);
             sum0 = xv_add(sum0, p0);
             sum1 = xv_add(sum1, p1);
         }
         for (; c < nc; c++) {
-            const XV p0 = xv_exp(xv_sub(xv_load(st + c * XQ + o), mu));
+            const XV p0 = xv_exp_le0(xv_sub(xv_load(st + c * XQ + o), mu));
             xv_store(st + c * XQ + o, p0);
             sum0 = xv_add(sum0, p0);
         }
@@ -781,7 +797,7 @@ static XV_TARGET float XV_FN(exp_sum)(float *x, int64_t n, float m)
     XV sum = xv_zero();
     int64_t t = 0;
     for (; t + XV_LEN <= n; t += XV_LEN) {
-        const XV p = xv_exp(xv_sub(xv_load(x + t), mv));
+        const XV p = xv_exp_le0(xv_sub(xv_load(x + t), mv));
         xv_store(x + t, p);
         sum = xv_add(sum, p);
     }
@@ -789,7 +805,7 @@ static XV_TARGET float XV_FN(exp_sum)(float *x, int64_t n, float m)
         float lanes[XV_LEN];
         for (int k = 0; k < XV_LEN; k++)
             lanes[k] = t + k < n ? x[t + k] : -INFINITY;
-        const XV p = xv_exp(xv_sub(xv_load(lanes), mv));
+        const XV p = xv_exp_le0(xv_sub(xv_load(lanes), mv));
         xv_store(lanes, p);
         sum = xv_add(sum, p);
         for (int k = 0; t + k < n; k++)
