@@ -464,6 +464,17 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
                      p->q.sd, D, p->q.dtype, cx->qscale);
         }
     } else {
+        /* Every row asked for first: the rows of one head are a few hundred
+         * bytes Hq*D elements apart (BSHD), which no hardware prefetcher
+         * follows, and loaded one after the other each waited on memory. */
+        const int64_t es = xattn__cpu_esize(p->q.dtype);
+        if (p->q.sd == 1)
+            for (int r = 0; r < R; r++) {
+                const char *row = (const char *)cx->a->q +
+                                  xattn__cpu_qrow(&p->q, p, b, sc->rows[r].i, sc->rows[r].h) * es;
+                for (int64_t o = 0; o < D * es; o += 64)
+                    __builtin_prefetch(row + o, 0, 3);
+            }
         for (int r = 0; r < R; r++) {
             const xattn__cpu_row *rw = &sc->rows[r];
             uk->load(sc->tmp, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, D,
