@@ -10,7 +10,10 @@ For each case, `xattn run` (a separate process, timed on its own clock) and torc
 first alternating; each turn is --reps timed calls after one warm-up call. A round's
 ratio is torch's fastest call over xattn's fastest call in that round (above 1: xattn is
 faster), so the two figures of a ratio come from the same minute; the summary gives the
-median of the rounds' ratios and each side's fastest call over all rounds.
+median of the rounds' ratios and each side's fastest call over all rounds, with xattn's
+rate at its fastest call in the unit of its ceiling (useful GFLOP/s for prefill, as
+`xattn run` counts them; K/V GB/s for decode, each byte once), to set against
+`xattn devices --measure`.
 
 Both sides get the same shapes, dtypes, memory layout, causal mask and thread count.
 --isa avx2 runs xattn with --cpu-simd avx2 and torch with ATEN_CPU_CAPABILITY=avx2 and
@@ -89,7 +92,7 @@ def case_name(c):
 
 
 def xattn_turn(args, c):
-    """xattn's timed calls in one process: (fastest, median) in ms."""
+    """xattn's timed calls in one process: (fastest, median) in ms, useful GFLOP per call."""
     cmd = [args.xattn, "run", "--backend", "cpu", "--algo", c["algo"], "--dtype", c["dtype"],
            "--batch", str(c["batch"]), "--heads", str(c["heads"]),
            "--kv-heads", str(c["kv_heads"]), "--head-dim", str(c["head_dim"]),
@@ -100,11 +103,22 @@ def xattn_turn(args, c):
         cmd.append("--causal")
     res = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"^time\s+median ([0-9.]+) ms, min ([0-9.]+) ms", res.stdout, re.M)
-    if res.returncode != 0 or not m:
+    w = re.search(r"^work\s+([0-9.]+) GFLOP useful", res.stdout, re.M)
+    if res.returncode != 0 or not m or not w:
         sys.stderr.write(f"torch_sdpa_peer: {' '.join(cmd)} failed (status {res.returncode}):\n"
                          + (res.stdout + res.stderr)[-2000:])
         sys.exit(1)
-    return float(m.group(2)), float(m.group(1))
+    return float(m.group(2)), float(m.group(1)), float(w.group(1))
+
+
+def xattn_rate(c, gflop, ms):
+    """xattn's rate at its fastest call, in the unit of its ceiling: useful GFLOP/s (xattn's
+    own count, masked pairs left out) for prefill, K/V GB/s (each byte once) for decode."""
+    if c["algo"] == "splitkv":
+        size = 4 if c["dtype"] == "f32" else 2
+        kv = c["batch"] * c["sk"] * c["kv_heads"] * 2 * c["head_dim"] * size
+        return f"{kv / ms / 1e6:.1f} GB/s K/V"
+    return f"{gflop / ms * 1e3:.1f} GFLOP/s"
 
 
 class TorchSide:
@@ -207,7 +221,8 @@ def main():
                 time.sleep(0.3)  # the other side's spinning OpenMP workers wind down
                 got[who] = xattn_turn(args, c) if who == "xattn" else ts.turn(args.reps)
             ratio = got["torch"][0] / got["xattn"][0]
-            rounds.append(dict(first=order[0], xattn_min_ms=got["xattn"][0],
+            gflop = got["xattn"][2]
+            rounds.append(dict(first=order[0], useful_gflop=gflop, xattn_min_ms=got["xattn"][0],
                                xattn_median_ms=got["xattn"][1], torch_min_ms=got["torch"][0],
                                torch_median_ms=got["torch"][1], ratio=ratio))
             print(f"  round {r + 1} ({order[0]} first): xattn {got['xattn'][0]:9.2f} ms, "
@@ -216,16 +231,18 @@ def main():
         tb = min(x["torch_min_ms"] for x in rounds)
         med = statistics.median(x["ratio"] for x in rounds)
         lo, hi = min(x["ratio"] for x in rounds), max(x["ratio"] for x in rounds)
-        print(f"  fastest: xattn {xb:.2f} ms, torch {tb:.2f} ms; paired ratios median {med:.2f} "
-              f"(range {lo:.2f}-{hi:.2f})")
-        summary.append((case_name(c), xb, tb, med, lo, hi))
+        rate = xattn_rate(c, gflop, xb)
+        print(f"  fastest: xattn {xb:.2f} ms ({rate}), torch {tb:.2f} ms; "
+              f"paired ratios median {med:.2f} (range {lo:.2f}-{hi:.2f})")
+        summary.append((case_name(c), xb, rate, tb, med, lo, hi))
         out["cases"].append(dict(case=c, name=case_name(c), torch_kernel=kern, rounds=rounds))
         del ts
     if args.markdown:
-        print("\n| case | xattn ms | torch SDPA ms | torch / xattn, paired (range) |")
-        print("|---|---|---|---|")
-        for name, xb, tb, med, lo, hi in summary:
-            print(f"| {name} | {xb:.1f} | {tb:.1f} | {med:.2f}x ({lo:.2f}-{hi:.2f}) |")
+        print("\n| case | xattn ms | xattn rate | torch SDPA ms "
+              "| torch / xattn, paired (range) |")
+        print("|---|---|---|---|---|")
+        for name, xb, rate, tb, med, lo, hi in summary:
+            print(f"| {name} | {xb:.1f} | {rate} | {tb:.1f} | {med:.2f}x ({lo:.2f}-{hi:.2f}) |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
