@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tables of docs/benchmarks-cpu.md from `xattn bench` results.json files.
+"""Tables of the CPU speed targets, before and after, from `xattn bench` results.json files.
 
     python3 bench/cpu_targets_report.py AFTER.json[,AFTER2.json...] [BEFORE.json,...]
 

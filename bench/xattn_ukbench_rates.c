@@ -4,7 +4,7 @@
  * 12 independent chains of the instruction, so that its latency is hidden and
  * only the ports it issues on limit it. The figures answer "would this
  * instruction make the loop cheaper here" before anyone builds a kernel on it
- * (docs/benchmarks-cpu.md, "Decode, sixth pass"): for instance AVX512-BF16's
+ * (commit bf2146c has the figures of one such question): for instance AVX512-BF16's
  * VDPBF16PS does twice an FMA's multiply-adds per instruction, which pays only
  * if it issues at least half as often.
  */
