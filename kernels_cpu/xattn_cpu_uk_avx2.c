@@ -118,6 +118,23 @@ static inline XV_TARGET XV xv_reduce_lanes(const XV *a)
                          _mm256_permute2f128_ps(c[0], c[1], 0x31));
 }
 
+/* exp(x) = 2^fx * exp(r) for fx = round(x * log2(e)): r = x - fx * ln 2 in two
+ * steps (Cody-Waite), then exp(r) by the polynomial. Shared by xv_exp and
+ * xv_exp_le0, which differ only in how they get fx and build 2^fx. */
+static inline XV_TARGET XV xv_exp_poly(XV fx, XV xc)
+{
+    XV r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    XV y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    return y;
+}
+
 /*
  * exp(x), Cephes-style: x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two so
  * that r is exact), exp(r) by a degree-6 polynomial, 2^n built in the exponent
@@ -134,15 +151,7 @@ static inline XV_TARGET XV xv_exp(XV x)
     XV xc = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
     const XV fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    XV r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    XV y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const XV y = xv_exp_poly(fx, xc);
     const __m256i n = _mm256_cvtps_epi32(fx);
     const XV pow2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
     const XV res = _mm256_mul_ps(y, pow2n);
@@ -164,15 +173,7 @@ static inline XV_TARGET XV xv_exp_le0(XV x)
     const XV xc = _mm256_max_ps(_mm256_set1_ps(-88.0f), x); /* NaN kept: x second */
     const XV t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
     const XV fx = _mm256_sub_ps(t, magic);
-    XV r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    XV y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const XV y = xv_exp_poly(fx, xc);
     /* bits(t) = bits(1.5 * 2^23) + n; shifted by 23 the constant's bits fall out. */
     const __m256i e = _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(127));
     return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
