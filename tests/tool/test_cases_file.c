@@ -1,6 +1,6 @@
 /*
- * Tests of cases files (`xattn bench --cases FILE`, bench/xattn_cases_file.c)
- * and of the JSON reader under them (bench/xattn_json_read.c).
+ * Tests of cases files (`xattn bench --cases FILE`, bench/tool/xtool_cases_file.c)
+ * and of the JSON reader under them (bench/tool/xtool_json_read.c).
  *
  *   test_cases_file unit                  the reader on valid and broken JSON (line
  *                                         numbers in the messages), cases files into
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "../xattn_test.h"
-#include "xattn_cases_file.h"
-#include "xattn_json_read.h"
+#include "xtool_cases_file.h"
+#include "xtool_json_read.h"
 
 /* ---- the JSON reader ------------------------------------------------------------ */
 
@@ -31,12 +31,12 @@ static void json_ok(void)
                     " \"b\": true, \"f\": false, \"z\": null,\n"
                     " \"o\": {\"k\":\n  {}}, \"e\": []}";
     char err[256];
-    xattn_json *v = xattn_json_parse(t, strlen(t), err, sizeof err);
+    xtool_json *v = xtool_json_parse(t, strlen(t), err, sizeof err);
     EXPECT(v != NULL, "parse failed: %s", err);
     if (!v)
         return;
-    const xattn_json *a = xattn_json_get(v, "a");
-    EXPECT(a && a->type == XATTN_JSON_ARRAY && a->n == 4, "a");
+    const xtool_json *a = xtool_json_get(v, "a");
+    EXPECT(a && a->type == XTOOL_JSON_ARRAY && a->n == 4, "a");
     if (a && a->n == 4) {
         EXPECT(a->line == 2, "a's line %d", a->line);
         EXPECT(a->items[0].integer_ok && a->items[0].integer == 1, "1");
@@ -45,18 +45,18 @@ static void json_ok(void)
         EXPECT(a->items[2].integer_ok && a->items[2].integer == 0, "0");
         EXPECT(!a->items[3].integer_ok, "an integer beyond int64 is not integer_ok");
     }
-    const xattn_json *s = xattn_json_get(v, "s");
-    EXPECT(s && s->type == XATTN_JSON_STRING && !strcmp(s->string, "x\xc3\xa9\xf0\x9f\x98\x80\n\""),
+    const xtool_json *s = xtool_json_get(v, "s");
+    EXPECT(s && s->type == XTOOL_JSON_STRING && !strcmp(s->string, "x\xc3\xa9\xf0\x9f\x98\x80\n\""),
            "escapes: '%s'", s && s->string ? s->string : "");
-    const xattn_json *b = xattn_json_get(v, "b"), *f = xattn_json_get(v, "f");
-    EXPECT(b && b->type == XATTN_JSON_BOOL && b->boolean == 1, "true");
-    EXPECT(f && f->type == XATTN_JSON_BOOL && f->boolean == 0, "false");
-    EXPECT(xattn_json_get(v, "z") && xattn_json_get(v, "z")->type == XATTN_JSON_NULL, "null");
-    const xattn_json *k = xattn_json_get(xattn_json_get(v, "o"), "k");
-    EXPECT(k && k->type == XATTN_JSON_OBJECT && k->n == 0 && k->line == 6, "nested object line %d",
+    const xtool_json *b = xtool_json_get(v, "b"), *f = xtool_json_get(v, "f");
+    EXPECT(b && b->type == XTOOL_JSON_BOOL && b->boolean == 1, "true");
+    EXPECT(f && f->type == XTOOL_JSON_BOOL && f->boolean == 0, "false");
+    EXPECT(xtool_json_get(v, "z") && xtool_json_get(v, "z")->type == XTOOL_JSON_NULL, "null");
+    const xtool_json *k = xtool_json_get(xtool_json_get(v, "o"), "k");
+    EXPECT(k && k->type == XTOOL_JSON_OBJECT && k->n == 0 && k->line == 6, "nested object line %d",
            k ? k->line : -1);
-    EXPECT(xattn_json_get(v, "missing") == NULL, "absent member");
-    xattn_json_free(v);
+    EXPECT(xtool_json_get(v, "missing") == NULL, "absent member");
+    xtool_json_free(v);
 }
 
 /* Each broken document fails with a message that names its line. */
@@ -87,20 +87,20 @@ static void json_bad(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[256] = "";
-        xattn_json *v = xattn_json_parse(cases[i].text, strlen(cases[i].text), err, sizeof err);
+        xtool_json *v = xtool_json_parse(cases[i].text, strlen(cases[i].text), err, sizeof err);
         EXPECT(v == NULL && strstr(err, cases[i].expect), "'%s': got '%s', expected '%s'",
                cases[i].text, err, cases[i].expect);
-        xattn_json_free(v);
+        xtool_json_free(v);
     }
     /* Nesting deeper than the bound is refused, not followed down the stack. */
     char deep[200];
     memset(deep, '[', sizeof deep);
     char err[256];
-    xattn_json *v = xattn_json_parse(deep, sizeof deep, err, sizeof err);
+    xtool_json *v = xtool_json_parse(deep, sizeof deep, err, sizeof err);
     EXPECT(v == NULL && strstr(err, "nested deeper"), "deep: '%s'", err);
     /* A NUL byte inside the text is a character the grammar does not allow. */
     const char nul[] = "[1,\0 2]";
-    v = xattn_json_parse(nul, sizeof nul - 1, err, sizeof err);
+    v = xtool_json_parse(nul, sizeof nul - 1, err, sizeof err);
     EXPECT(v == NULL && strstr(err, "byte 0x00"), "NUL byte: '%s'", err);
 }
 
@@ -123,10 +123,10 @@ static const char good[] =
 
 static void cases_ok(void)
 {
-    xattn_bench_case bc[8];
-    xattn_cases_file cf;
+    xtool_bench_case bc[8];
+    xtool_cases_file cf;
     char err[512];
-    int n = xattn_cases_parse(good, strlen(good), 7, bc, 8, &cf, err, sizeof err);
+    int n = xtool_cases_parse(good, strlen(good), 7, bc, 8, &cf, err, sizeof err);
     EXPECT(n == 2, "n = %d (%s)", n, err);
     if (n != 2)
         return;
@@ -139,7 +139,7 @@ static void cases_ok(void)
            cf.entries[0].name);
     EXPECT(cf.entries[0].line == 3 && cf.entries[1].line == 6, "lines %d %d", cf.entries[0].line,
            cf.entries[1].line);
-    const xattn_case *a = &bc[0].c, *b = &bc[1].c;
+    const xtool_case *a = &bc[0].c, *b = &bc[1].c;
     EXPECT(a->batch == 3 && a->heads == 4 && a->kv_heads == 4 && a->sq == 10 && a->sk == 10 &&
                a->head_dim == 32 && a->head_dim_v == 32 && a->bhsd == 1 && !a->causal &&
                a->seed == 7,
@@ -158,7 +158,7 @@ static void cases_ok(void)
         free(bc[i].lq);
         free(bc[i].lk);
     }
-    xattn_cases_file_free(&cf);
+    xtool_cases_file_free(&cf);
 }
 
 /* Replaces the first occurrence of `from` in the good file by `to`. */
@@ -212,10 +212,10 @@ static void cases_bad(void)
         with(cases[i].from, cases[i].to, text, sizeof text);
         EXPECT(strcmp(text, good) != 0, "case %zu: the substitution '%s' did not apply", i,
                cases[i].from);
-        xattn_bench_case bc[8];
+        xtool_bench_case bc[8];
         memset(bc, 0, sizeof bc);
-        xattn_cases_file cf;
-        int n = xattn_cases_parse(text, strlen(text), 1, bc, 8, &cf, err, sizeof err);
+        xtool_cases_file cf;
+        int n = xtool_cases_parse(text, strlen(text), 1, bc, 8, &cf, err, sizeof err);
         EXPECT(n == -1 && strstr(err, cases[i].expect), "case %zu: n = %d, got '%s', expected '%s'",
                i, n, err, cases[i].expect);
         EXPECT(cf.entries == NULL, "case %zu: entries left allocated", i);
@@ -235,18 +235,18 @@ static void cases_bad(void)
     };
     for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
         char err[512] = "";
-        xattn_bench_case bc[2];
-        xattn_cases_file cf;
+        xtool_bench_case bc[2];
+        xtool_cases_file cf;
         int n =
-            xattn_cases_parse(docs[i].text, strlen(docs[i].text), 1, bc, 2, &cf, err, sizeof err);
+            xtool_cases_parse(docs[i].text, strlen(docs[i].text), 1, bc, 2, &cf, err, sizeof err);
         EXPECT(n == -1 && strstr(err, docs[i].expect), "doc %zu: got '%s', expected '%s'", i, err,
                docs[i].expect);
     }
     /* more cases than the caller has room for */
     char err[512] = "";
-    xattn_bench_case bc[1];
-    xattn_cases_file cf;
-    int n = xattn_cases_parse(good, strlen(good), 1, bc, 1, &cf, err, sizeof err);
+    xtool_bench_case bc[1];
+    xtool_cases_file cf;
+    int n = xtool_cases_parse(good, strlen(good), 1, bc, 1, &cf, err, sizeof err);
     EXPECT(n == -1 && strstr(err, "cases: 3 cases, at most 1"), "cap: '%s'", err);
 }
 
@@ -273,16 +273,16 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-static double num(const xattn_json *o, const char *key)
+static double num(const xtool_json *o, const char *key)
 {
-    const xattn_json *v = xattn_json_get(o, key);
-    return v && v->type == XATTN_JSON_NUMBER ? v->number : NAN;
+    const xtool_json *v = xtool_json_get(o, key);
+    return v && v->type == XTOOL_JSON_NUMBER ? v->number : NAN;
 }
 
-static const char *str(const xattn_json *o, const char *key)
+static const char *str(const xtool_json *o, const char *key)
 {
-    const xattn_json *v = xattn_json_get(o, key);
-    return v && v->type == XATTN_JSON_STRING ? v->string : "";
+    const xtool_json *v = xtool_json_get(o, key);
+    return v && v->type == XTOOL_JSON_STRING ? v->string : "";
 }
 
 static int check_replay(const char *results_path, const char *cases_path)
@@ -296,29 +296,29 @@ static int check_replay(const char *results_path, const char *cases_path)
         return 1;
     }
     char err[512];
-    static xattn_bench_case bc[XATTN_CASES_MAX];
-    xattn_cases_file cf;
-    int n = xattn_cases_parse(ct, cl, 42, bc, XATTN_CASES_MAX, &cf, err, sizeof err);
+    static xtool_bench_case bc[XTOOL_CASES_MAX];
+    xtool_cases_file cf;
+    int n = xtool_cases_parse(ct, cl, 42, bc, XTOOL_CASES_MAX, &cf, err, sizeof err);
     EXPECT(n > 0, "the cases file: %s", err);
-    xattn_json *r = xattn_json_parse(rt, rl, err, sizeof err);
+    xtool_json *r = xtool_json_parse(rt, rl, err, sizeof err);
     EXPECT(r != NULL, "results.json: %s", err);
     if (n <= 0 || !r) {
         free(rt);
         free(ct);
-        xattn_json_free(r);
+        xtool_json_free(r);
         return 1;
     }
-    const xattn_json *blk = xattn_json_get(r, "cases_file");
-    const xattn_json *cases = xattn_json_get(blk, "cases");
-    const xattn_json *results = xattn_json_get(r, "results");
-    EXPECT(blk && cases && cases->type == XATTN_JSON_ARRAY && (int)cases->n == n,
+    const xtool_json *blk = xtool_json_get(r, "cases_file");
+    const xtool_json *cases = xtool_json_get(blk, "cases");
+    const xtool_json *results = xtool_json_get(r, "results");
+    EXPECT(blk && cases && cases->type == XTOOL_JSON_ARRAY && (int)cases->n == n,
            "cases_file.cases: %zu cases, the file has %d", cases ? cases->n : 0, n);
     EXPECT(!strcmp(str(blk, "model"), cf.model), "model '%s' vs '%s'", str(blk, "model"), cf.model);
     EXPECT(num(blk, "calls") == (double)cf.calls, "calls %g vs %lld", num(blk, "calls"),
            (long long)cf.calls);
     for (int i = 0; cases && i < n && i < (int)cases->n; i++) {
-        const xattn_json *c = &cases->items[i];
-        const xattn_case *e = &bc[i].c;
+        const xtool_json *c = &cases->items[i];
+        const xtool_case *e = &bc[i].c;
         EXPECT(num(c, "count") == (double)cf.entries[i].count && num(c, "batch") == e->batch &&
                    num(c, "heads") == e->heads && num(c, "kv_heads") == e->kv_heads &&
                    num(c, "sq") == e->sq && num(c, "sk") == e->sk &&
@@ -331,7 +331,7 @@ static int check_replay(const char *results_path, const char *cases_path)
     /* every cell ran, and matches one case of the file */
     int cells = 0;
     for (size_t i = 0; results && i < results->n; i++) {
-        const xattn_json *x = &results->items[i];
+        const xtool_json *x = &results->items[i];
         int found = -1;
         for (int k = 0; k < n && found < 0; k++)
             if (!strcmp(str(x, "case"), bc[k].key))
@@ -347,17 +347,17 @@ static int check_replay(const char *results_path, const char *cases_path)
     }
     EXPECT(cells > 0, "no results");
     /* each total: sum over the cases of count x the median of that device and algorithm */
-    const xattn_json *totals = xattn_json_get(blk, "totals");
+    const xtool_json *totals = xtool_json_get(blk, "totals");
     EXPECT(totals && totals->n > 0, "no totals");
     for (size_t t = 0; totals && t < totals->n; t++) {
-        const xattn_json *x = &totals->items[t];
+        const xtool_json *x = &totals->items[t];
         const char *algo = str(x, "algo");
         double want = 0;
         int64_t calls = 0;
         for (int k = 0; k < n; k++) {
             double best = -1;
             for (size_t i = 0; results && i < results->n; i++) {
-                const xattn_json *c = &results->items[i];
+                const xtool_json *c = &results->items[i];
                 if (strcmp(str(c, "case"), bc[k].key) ||
                     strcmp(str(c, "backend"), str(x, "backend")) ||
                     (strcmp(algo, "best") && strcmp(str(c, "algo"), algo)))
@@ -379,8 +379,8 @@ static int check_replay(const char *results_path, const char *cases_path)
         free(bc[i].lq);
         free(bc[i].lk);
     }
-    xattn_cases_file_free(&cf);
-    xattn_json_free(r);
+    xtool_cases_file_free(&cf);
+    xtool_json_free(r);
     free(rt);
     free(ct);
     return 0;

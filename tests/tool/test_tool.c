@@ -38,13 +38,13 @@
 
 #include "../xattn_test.h"
 #include "xattn.h"
-#include "xattn_advice.h"
-#include "xattn_bench.h"
-#include "xattn_case.h"
-#include "xattn_cli.h"
-#include "xattn_stats.h"
+#include "xtool_advice.h"
+#include "xtool_bench.h"
+#include "xtool_case.h"
+#include "xtool_cli.h"
+#include "xtool_stats.h"
 #ifdef XATTN_TEST_HAVE_CMP
-#include "xattn_cmp.h"
+#include "xtool_cmp.h"
 #endif
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -389,7 +389,7 @@ static void test_xml_checker(void)
 
 /* ---- unit: parsing, stats, the reference check -------------------------------- */
 
-static int parse(xattn_cli_opts *o, char *err, size_t n, ...)
+static int parse(xtool_cli_opts *o, char *err, size_t n, ...)
 {
     char *argv[64];
     int argc = 0;
@@ -399,14 +399,14 @@ static int parse(xattn_cli_opts *o, char *err, size_t n, ...)
         argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
-    return xattn_cli_parse(argc, argv, o, err, n);
+    return xtool_cli_parse(argc, argv, o, err, n);
 }
 
 static void test_parse(void)
 {
-    xattn_cli_opts o;
+    xtool_cli_opts o;
     char err[512];
-    EXPECT(parse(&o, err, sizeof err, "run", NULL) == 0 && o.cmd == XATTN_CLI_RUN && o.reps == 5 &&
+    EXPECT(parse(&o, err, sizeof err, "run", NULL) == 0 && o.cmd == XTOOL_CLI_RUN && o.reps == 5 &&
                o.device == 0 && o.check == 1,
            "defaults: %s", err);
     EXPECT(parse(&o, err, sizeof err, "bench", "--sq", "64..1024", "--dtype", "f32,bf16", "--algo",
@@ -425,7 +425,7 @@ static void test_parse(void)
     /* The caller's argv is not permuted. */
     char a0[] = "compare", a1[] = "x.json", a2[] = "--svg", a3[] = "c.svg", a4[] = "y.json";
     char *av[] = {a0, a1, a2, a3, a4, NULL};
-    EXPECT(xattn_cli_parse(5, av, &o, err, sizeof err) == 0 && o.n_files == 2 &&
+    EXPECT(xtool_cli_parse(5, av, &o, err, sizeof err) == 0 && o.n_files == 2 &&
                !strcmp(o.svg_path, "c.svg") && av[1] == a1 && av[2] == a2 && av[4] == a4,
            "compare: %s", err);
 
@@ -474,8 +474,8 @@ static void test_parse(void)
         }
         argv[argc] = NULL;
         err[0] = '\0';
-        int rc = xattn_cli_parse(argc, argv, &o, err, sizeof err);
-        EXPECT(rc == XATTN_EXIT_USAGE && strstr(err, bad[i].expect),
+        int rc = xtool_cli_parse(argc, argv, &o, err, sizeof err);
+        EXPECT(rc == XTOOL_EXIT_USAGE && strstr(err, bad[i].expect),
                "case %zu (%s %s): rc %d, message '%s'", i, bad[i].args[0],
                bad[i].args[1] ? bad[i].args[1] : "", rc, err);
     }
@@ -500,20 +500,20 @@ static void test_parse(void)
            "run --cpu-simd avx2: %s (%d)", err, o.cpu_simd);
     EXPECT(parse(&o, err, sizeof err, "run", NULL) == 0 && o.cpu_simd == 0, "run: cpu_simd %d",
            o.cpu_simd);
-    EXPECT(parse(&o, err, sizeof err, "bench", "--cpu-simd", "sse4", NULL) == XATTN_EXIT_USAGE &&
+    EXPECT(parse(&o, err, sizeof err, "bench", "--cpu-simd", "sse4", NULL) == XTOOL_EXIT_USAGE &&
                strstr(err, "--cpu-simd: 'sse4'"),
            "--cpu-simd sse4: '%s'", err);
-    EXPECT(!strcmp(xattn_cli_simd_name(3), "avx512") && !strcmp(xattn_cli_simd_name(9), "?"),
-           "xattn_cli_simd_name");
+    EXPECT(!strcmp(xtool_cli_simd_name(3), "avx512") && !strcmp(xtool_cli_simd_name(9), "?"),
+           "xtool_cli_simd_name");
     EXPECT(parse(&o, err, sizeof err, "bench", "--threads", "2", "--preset", "cpu-targets", NULL) ==
                    0 &&
-               (o.given & XATTN_GIVEN_THREADS) && !(o.given & XATTN_GIVEN_CASE_MASK),
+               (o.given & XTOOL_GIVEN_THREADS) && !(o.given & XTOOL_GIVEN_CASE_MASK),
            "--threads is not a case flag: %s", err);
 
     /* --help wins over validation, and every command has a help text. */
     EXPECT(parse(&o, err, sizeof err, "compare", "--help", NULL) == 0 && o.help, "help");
-    for (int c = XATTN_CLI_DEVICES; c < XATTN_CLI_CMD_COUNT; c++)
-        EXPECT(strstr(xattn_cli_help_text((xattn_cli_cmd)c), "usage: xattn") != NULL, "help %d", c);
+    for (int c = XTOOL_CLI_DEVICES; c < XTOOL_CLI_CMD_COUNT; c++)
+        EXPECT(strstr(xtool_cli_help_text((xtool_cli_cmd)c), "usage: xattn") != NULL, "help %d", c);
 }
 
 static void test_lengths(void)
@@ -521,112 +521,112 @@ static void test_lengths(void)
     int32_t lq[8], lk[8];
     int n;
     char err[256];
-    EXPECT(xattn_cli_parse_lengths("# batch\n4\n\n37 90  # q and k\n 1\n", lq, lk, 8, &n, err,
+    EXPECT(xtool_cli_parse_lengths("# batch\n4\n\n37 90  # q and k\n 1\n", lq, lk, 8, &n, err,
                                    sizeof err) == 0 &&
                n == 3 && lq[0] == -1 && lk[0] == 4 && lq[1] == 37 && lk[1] == 90 && lk[2] == 1,
            "%s", err);
-    EXPECT(xattn_cli_parse_lengths("4\nfive\n", lq, lk, 8, &n, err, sizeof err) == 2 &&
+    EXPECT(xtool_cli_parse_lengths("4\nfive\n", lq, lk, 8, &n, err, sizeof err) == 2 &&
                strstr(err, "line 2"),
            "bad line: '%s'", err);
-    EXPECT(xattn_cli_parse_lengths("1 2 3\n", lq, lk, 8, &n, err, sizeof err) == 2,
+    EXPECT(xtool_cli_parse_lengths("1 2 3\n", lq, lk, 8, &n, err, sizeof err) == 2,
            "three numbers");
-    EXPECT(xattn_cli_parse_lengths("# nothing\n", lq, lk, 8, &n, err, sizeof err) == 2, "empty");
-    EXPECT(xattn_cli_parse_lengths("1\n2\n3\n", lq, lk, 2, &n, err, sizeof err) == 2, "over cap");
-    EXPECT(xattn_cli_parse_lengths("-3\n", lq, lk, 8, &n, err, sizeof err) == 2, "negative");
+    EXPECT(xtool_cli_parse_lengths("# nothing\n", lq, lk, 8, &n, err, sizeof err) == 2, "empty");
+    EXPECT(xtool_cli_parse_lengths("1\n2\n3\n", lq, lk, 2, &n, err, sizeof err) == 2, "over cap");
+    EXPECT(xtool_cli_parse_lengths("-3\n", lq, lk, 8, &n, err, sizeof err) == 2, "negative");
 }
 
 static void test_stats(void)
 {
-    xattn_stats s;
+    xtool_stats s;
     const double v[] = {5, 1, 4, 2, 3, 100, 2, 3, 4, 1};
-    EXPECT(xattn_stats_compute(v, 10, &s) == 0, "compute");
+    EXPECT(xtool_stats_compute(v, 10, &s) == 0, "compute");
     /* sorted: 1 1 2 2 3 3 4 4 5 100 -> median 3, p90 = x[ceil(9)-1] = x[8] = 5, min 1 */
     EXPECT(s.median == 3 && s.min == 1 && s.max == 100 && s.p90 == 5, "median %g p90 %g", s.median,
            s.p90);
     /* |x - 3|: 2 2 1 1 0 0 1 1 2 97 -> sorted 0 0 1 1 1 1 2 2 2 97 -> MAD 1 */
     EXPECT(s.mad == 1 && fabs(s.spread - 1.0 / 3) < 1e-12, "mad %g spread %g", s.mad, s.spread);
     double r;
-    EXPECT(xattn_stats_verdict(1, 1.1, 1.2, 0.02, 1, 1.1, 1.2, 0.02, &r) == XATTN_VERDICT_NOISE &&
+    EXPECT(xtool_stats_verdict(1, 1.1, 1.2, 0.02, 1, 1.1, 1.2, 0.02, &r) == XTOOL_VERDICT_NOISE &&
                r == 1.0,
            "itself");
-    EXPECT(xattn_stats_verdict(1, 1.1, 1.2, 0.02, 2, 2.2, 2.4, 0.02, &r) == XATTN_VERDICT_SLOWER,
+    EXPECT(xtool_stats_verdict(1, 1.1, 1.2, 0.02, 2, 2.2, 2.4, 0.02, &r) == XTOOL_VERDICT_SLOWER,
            "slower");
-    EXPECT(xattn_stats_verdict(2, 2.2, 2.4, 0.02, 1, 1.1, 1.2, 0.02, &r) == XATTN_VERDICT_FASTER,
+    EXPECT(xtool_stats_verdict(2, 2.2, 2.4, 0.02, 1, 1.1, 1.2, 0.02, &r) == XTOOL_VERDICT_FASTER,
            "faster");
     /* overlapping intervals: noise however far the medians */
-    EXPECT(xattn_stats_verdict(1, 1.1, 3, 0.02, 1.5, 2.2, 4, 0.02, &r) == XATTN_VERDICT_NOISE,
+    EXPECT(xtool_stats_verdict(1, 1.1, 3, 0.02, 1.5, 2.2, 4, 0.02, &r) == XTOOL_VERDICT_NOISE,
            "overlap");
     /* disjoint intervals but a change within the spreads: noise */
-    EXPECT(xattn_stats_verdict(1, 1.0, 1.01, 0.2, 1.02, 1.05, 1.06, 0.2, &r) == XATTN_VERDICT_NOISE,
+    EXPECT(xtool_stats_verdict(1, 1.0, 1.01, 0.2, 1.02, 1.05, 1.06, 0.2, &r) == XTOOL_VERDICT_NOISE,
            "within spread");
 
     /* The paired ratios of bench --ab (fixed inputs, verdicts by hand). 5 pairs:
      * the interval is [min, max], coverage 1 - 2/32 = 0.9375. */
-    xattn_paired pr;
+    xtool_paired pr;
     const double fast[5] = {0.5, 0.52, 0.49, 0.51, 0.5};
-    EXPECT(xattn_stats_paired(fast, 5, 0.01, &pr) == 0 && pr.n == 5 && pr.median == 0.5 &&
+    EXPECT(xtool_stats_paired(fast, 5, 0.01, &pr) == 0 && pr.n == 5 && pr.median == 0.5 &&
                pr.lo == 0.49 && pr.hi == 0.52 && pr.confidence == 0.9375 &&
-               pr.verdict == XATTN_VERDICT_FASTER,
+               pr.verdict == XTOOL_VERDICT_FASTER,
            "paired faster: median %g [%g, %g] conf %g verdict %d", pr.median, pr.lo, pr.hi,
            pr.confidence, pr.verdict);
     const double slow[5] = {1.1, 1.2, 1.15, 1.12, 1.3};
-    EXPECT(xattn_stats_paired(slow, 5, 0.01, &pr) == 0 && pr.median == 1.15 &&
-               pr.verdict == XATTN_VERDICT_SLOWER,
+    EXPECT(xtool_stats_paired(slow, 5, 0.01, &pr) == 0 && pr.median == 1.15 &&
+               pr.verdict == XTOOL_VERDICT_SLOWER,
            "paired slower: %d", pr.verdict);
     /* one pair on the other side of 1: the interval holds 1 */
     const double mixed[5] = {1.2, 0.8, 1.1, 1.15, 1.05};
-    EXPECT(xattn_stats_paired(mixed, 5, 0.01, &pr) == 0 && pr.lo == 0.8 && pr.hi == 1.2 &&
-               pr.verdict == XATTN_VERDICT_NOISE,
+    EXPECT(xtool_stats_paired(mixed, 5, 0.01, &pr) == 0 && pr.lo == 0.8 && pr.hi == 1.2 &&
+               pr.verdict == XTOOL_VERDICT_NOISE,
            "paired mixed: %d", pr.verdict);
     /* the median well below 1, but one pair above: the interval holds 1 */
     const double most[5] = {0.8, 0.85, 0.9, 0.95, 1.1};
-    EXPECT(xattn_stats_paired(most, 5, 0.01, &pr) == 0 && pr.median == 0.9 &&
-               pr.verdict == XATTN_VERDICT_NOISE,
+    EXPECT(xtool_stats_paired(most, 5, 0.01, &pr) == 0 && pr.median == 0.9 &&
+               pr.verdict == XTOOL_VERDICT_NOISE,
            "paired most: %d", pr.verdict);
     /* every pair above 1, but by less than the 1% floor */
     const double tiny[5] = {1.005, 1.003, 1.004, 1.002, 1.006};
-    EXPECT(xattn_stats_paired(tiny, 5, 0.01, &pr) == 0 && pr.lo > 1 &&
-               pr.verdict == XATTN_VERDICT_NOISE,
+    EXPECT(xtool_stats_paired(tiny, 5, 0.01, &pr) == 0 && pr.lo > 1 &&
+               pr.verdict == XTOOL_VERDICT_NOISE,
            "paired tiny: %d", pr.verdict);
     /* 4 pairs cannot reach 90% (1 - 2/16 = 0.875): no interval, no verdict */
-    EXPECT(xattn_stats_paired(fast, 4, 0.01, &pr) == 0 && pr.confidence == 0 && isnan(pr.lo) &&
-               pr.verdict == XATTN_VERDICT_NOISE,
+    EXPECT(xtool_stats_paired(fast, 4, 0.01, &pr) == 0 && pr.confidence == 0 && isnan(pr.lo) &&
+               pr.verdict == XTOOL_VERDICT_NOISE,
            "paired 4: conf %g", pr.confidence);
     /* 10 pairs: k = 2 (1 - 2 * 11/1024 = 0.978515625; k = 3 gives 0.89): [x(2), x(9)] */
     const double ten[10] = {0.9, 0.7, 0.8, 0.95, 0.85, 0.75, 1.02, 0.6, 0.88, 0.92};
-    EXPECT(xattn_stats_paired(ten, 10, 0.01, &pr) == 0 && pr.lo == 0.7 && pr.hi == 0.95 &&
-               fabs(pr.confidence - 0.978515625) < 1e-12 && pr.verdict == XATTN_VERDICT_FASTER,
+    EXPECT(xtool_stats_paired(ten, 10, 0.01, &pr) == 0 && pr.lo == 0.7 && pr.hi == 0.95 &&
+               fabs(pr.confidence - 0.978515625) < 1e-12 && pr.verdict == XTOOL_VERDICT_FASTER,
            "paired 10: [%g, %g] conf %.12g", pr.lo, pr.hi, pr.confidence);
     const double bad[2] = {1.0, -1.0};
-    EXPECT(xattn_stats_paired(bad, 2, 0.01, &pr) != 0 && xattn_stats_paired(bad, 0, 0.01, &pr) != 0,
+    EXPECT(xtool_stats_paired(bad, 2, 0.01, &pr) != 0 && xtool_stats_paired(bad, 0, 0.01, &pr) != 0,
            "paired: bad input accepted");
 
     /* Padding waste by hand: lengths 4, 8, 2, 6 padded to 8 x 8:
      * pairs 16 + 64 + 4 + 36 = 120 of 4 * 64 = 256 -> waste 1 - 120/256 = 0.53125;
      * tokens 20 of 32 -> 0.375. */
     const int32_t l[4] = {4, 8, 2, 6};
-    xattn_waste w;
-    EXPECT(xattn_padding_waste(l, l, 4, 8, 8, &w) == 0 && w.pair_waste == 0.53125 &&
+    xtool_waste w;
+    EXPECT(xtool_padding_waste(l, l, 4, 8, 8, &w) == 0 && w.pair_waste == 0.53125 &&
                w.token_waste == 0.375 && w.pairs_useful == 120 && w.pairs_padded == 256,
            "waste %g %g", w.pair_waste, w.token_waste);
     const int32_t q[2] = {1, 1}, k[2] = {100, 50};
-    EXPECT(xattn_padding_waste(q, k, 2, 1, 100, &w) == 0 && w.pair_waste == 0.25 &&
+    EXPECT(xtool_padding_waste(q, k, 2, 1, 100, &w) == 0 && w.pair_waste == 0.25 &&
                w.token_waste == 0,
            "decode waste %g", w.pair_waste);
-    EXPECT(xattn_padding_waste(l, l, 0, 8, 8, &w) != 0, "empty batch");
+    EXPECT(xtool_padding_waste(l, l, 0, 8, 8, &w) != 0, "empty batch");
 
-    xattn_roofline rf;
-    EXPECT(xattn_roofline_place(1000, 100, 100, 10, &rf) == 0 && rf.intensity == 10 &&
+    xtool_roofline rf;
+    EXPECT(xtool_roofline_place(1000, 100, 100, 10, &rf) == 0 && rf.intensity == 10 &&
                rf.ridge == 10 && rf.compute_bound && rf.attainable_gflops == 100,
            "roofline at the ridge");
-    EXPECT(xattn_roofline_place(100, 100, 100, 10, &rf) == 0 && !rf.compute_bound &&
+    EXPECT(xtool_roofline_place(100, 100, 100, 10, &rf) == 0 && !rf.compute_bound &&
                rf.attainable_gflops == 10,
            "memory-bound");
-    EXPECT(xattn_roofline_place(100, 0, 100, 10, &rf) != 0, "no bytes");
+    EXPECT(xtool_roofline_place(100, 0, 100, 10, &rf) != 0, "no bytes");
 }
 
 /* advise's recommendation from figures made by hand (no timing). */
-static void advice_for(xattn_advise_dev *d, const xattn_case *c, const double ms[3], int best)
+static void advice_for(xtool_advise_dev *d, const xtool_case *c, const double ms[3], int best)
 {
     memset(d, 0, sizeof *d);
     static const xattn_algo al[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
@@ -638,16 +638,16 @@ static void advice_for(xattn_advise_dev *d, const xattn_case *c, const double ms
         d->a[i].cell.pct_fma = -1;
     }
     d->best = best;
-    xattn_waste w;
+    xtool_waste w;
     memset(&w, 0, sizeof w);
-    xattn_advise_text(c, &w, 0, d);
+    xtool_advise_text(c, &w, 0, d);
 }
 
 static void test_advice(void)
 {
-    xattn_case c;
-    xattn_case_defaults(&c);
-    xattn_advise_dev d;
+    xtool_case c;
+    xtool_case_defaults(&c);
+    xtool_advise_dev d;
     /* Sq = 505: split-KV ahead of flash by 1.08x is not the decode case, and small. */
     c.sq = c.sk = 505;
     const double near[3] = {2.0, 1.08, 1.0};
@@ -677,9 +677,9 @@ static void test_advice(void)
     d.roof.compute_bound = 1;
     d.roof.intensity = 20;
     d.roof.ridge = 4;
-    xattn_waste w;
+    xtool_waste w;
     memset(&w, 0, sizeof w);
-    xattn_advise_text(&c, &w, 0, &d);
+    xtool_advise_text(&c, &w, 0, &d);
     EXPECT(
         strstr(d.advice, "125% of the FMA ceiling: above 100%, an error of the accounting model") &&
             !strstr(d.advice, "runs at 125"),
@@ -694,8 +694,8 @@ static void test_case_check(void)
         SKIP("no CPU context");
         return;
     }
-    xattn_case c;
-    xattn_case_defaults(&c);
+    xtool_case c;
+    xtool_case_defaults(&c);
     c.batch = 2;
     c.heads = 4;
     c.kv_heads = 2;
@@ -704,14 +704,14 @@ static void test_case_check(void)
     c.causal = 1;
     c.lse = 1;
     c.algo = XATTN_ALGO_FLASH;
-    xattn_case_run r;
-    xattn_case_ref ref;
-    xattn_case_error e;
-    EXPECT(xattn_case_setup(ctx, &c, &r) == XATTN_STATUS_OK, "setup: %s", xattn_last_error());
+    xtool_case_run r;
+    xtool_case_ref ref;
+    xtool_case_error e;
+    EXPECT(xtool_case_setup(ctx, &c, &r) == XATTN_STATUS_OK, "setup: %s", xattn_last_error());
     EXPECT(xattn_attention(ctx, &r.desc, NULL) == XATTN_STATUS_OK, "run: %s", xattn_last_error());
-    EXPECT(xattn_case_ref_compute(&r, 1e18, &ref) == XATTN_STATUS_OK && ref.mode == XATTN_REF_FULL,
+    EXPECT(xtool_case_ref_compute(&r, 1e18, &ref) == XATTN_STATUS_OK && ref.mode == XTOOL_REF_FULL,
            "reference");
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass && e.checked &&
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass && e.checked &&
                e.rel_l2 < 1e-5,
            "correct output: rel %g", e.rel_l2);
     /* a wrong element */
@@ -719,42 +719,42 @@ static void test_case_check(void)
     xattn_buffer_read(r.o, 4 * 100, &x, 4);
     x += 0.5f;
     xattn_buffer_write(r.o, 4 * 100, &x, 4);
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass, "wrong element passed");
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass, "wrong element passed");
     /* an unwritten (NaN-poisoned) element */
     float nan = NAN;
     xattn_attention(ctx, &r.desc, NULL);
     xattn_buffer_write(r.o, 4 * 7, &nan, 4);
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass && e.nan_mismatch == 1,
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass && e.nan_mismatch == 1,
            "NaN element passed");
     /* a wrong LSE */
     xattn_attention(ctx, &r.desc, NULL);
     xattn_buffer_read(r.lse, 4 * 3, &x, 4);
     x += 0.01f;
     xattn_buffer_write(r.lse, 4 * 3, &x, 4);
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass && e.lse_mismatch,
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass && e.lse_mismatch,
            "wrong LSE passed");
-    xattn_case_ref_free(&ref);
+    xtool_case_ref_free(&ref);
 
     /* A sub-batch reference: sequence 0 and the 2 query heads of KV head 0. */
     xattn_attention(ctx, &r.desc, NULL);
     double full = 2.0 * 2 * 4 * 20 * 33 * 128, part = full / 4;
-    EXPECT(xattn_case_ref_compute(&r, part, &ref) == XATTN_STATUS_OK && ref.mode == XATTN_REF_SUB &&
+    EXPECT(xtool_case_ref_compute(&r, part, &ref) == XATTN_STATUS_OK && ref.mode == XTOOL_REF_SUB &&
                ref.cost_flops == part,
            "sub-batch: mode %d cost %g", ref.mode, ref.cost_flops);
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass, "sub-batch check");
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass, "sub-batch check");
     /* an error outside the sub-batch is not seen; inside it is */
     xattn_buffer_read(r.o, 4 * 64, &x, 4); /* row 0, head 1: inside */
     x += 1.0f;
     xattn_buffer_write(r.o, 4 * 64, &x, 4);
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass, "sub-batch missed error");
-    xattn_case_ref_free(&ref);
-    EXPECT(xattn_case_ref_compute(&r, 10, &ref) == XATTN_STATUS_OK &&
-               ref.mode == XATTN_REF_SKIPPED && strstr(ref.note, "not checked"),
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && !e.pass, "sub-batch missed error");
+    xtool_case_ref_free(&ref);
+    EXPECT(xtool_case_ref_compute(&r, 10, &ref) == XATTN_STATUS_OK &&
+               ref.mode == XTOOL_REF_SKIPPED && strstr(ref.note, "not checked"),
            "skip");
-    EXPECT(xattn_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass && !e.checked,
+    EXPECT(xtool_case_check(&r, &ref, &e) == XATTN_STATUS_OK && e.pass && !e.checked,
            "skipped check");
-    xattn_case_ref_free(&ref);
-    xattn_case_teardown(&r);
+    xtool_case_ref_free(&ref);
+    xtool_case_teardown(&r);
     xattn_ctx_destroy(ctx);
 }
 
@@ -939,37 +939,37 @@ static int check_bench_schema(json_t *doc, int expect_results)
 static void test_model_errors(const char *dir)
 {
     char a[16], b[16], c[16], d[16];
-    EXPECT(!strcmp(xattn_fmt_pct(-1, a, sizeof a), "-") &&
-               !strcmp(xattn_fmt_pct(41.25, b, sizeof b), "41.2") &&
-               !strcmp(xattn_fmt_pct(100.0, c, sizeof c), "100.0") &&
-               !strcmp(xattn_fmt_pct(125.3, d, sizeof d), "125.3!"),
-           "xattn_fmt_pct: '%s' '%s' '%s' '%s'", a, b, c, d);
+    EXPECT(!strcmp(xtool_fmt_pct(-1, a, sizeof a), "-") &&
+               !strcmp(xtool_fmt_pct(41.25, b, sizeof b), "41.2") &&
+               !strcmp(xtool_fmt_pct(100.0, c, sizeof c), "100.0") &&
+               !strcmp(xtool_fmt_pct(125.3, d, sizeof d), "125.3!"),
+           "xtool_fmt_pct: '%s' '%s' '%s' '%s'", a, b, c, d);
     char *argv[] = {"bench", NULL};
-    xattn_cli_opts o;
+    xtool_cli_opts o;
     char err[256];
-    xattn_cli_parse(1, argv, &o, err, sizeof err);
-    xattn_bench_device dev;
+    xtool_cli_parse(1, argv, &o, err, sizeof err);
+    xtool_bench_device dev;
     memset(&dev, 0, sizeof dev);
     dev.t.backend = XATTN_BACKEND_CPU;
     snprintf(dev.t.info.name, sizeof dev.t.info.name, "made by hand");
     dev.t.info.compute_units = 2;
     dev.opened = 1;
-    xattn_bench_case bc;
+    xtool_bench_case bc;
     memset(&bc, 0, sizeof bc);
-    xattn_case_defaults(&bc.c);
-    xattn_case_describe(&bc.c, bc.key, sizeof bc.key);
-    xattn_case_family(&bc.c, bc.family, sizeof bc.family);
-    xattn_bench_result res[2];
+    xtool_case_defaults(&bc.c);
+    xtool_case_describe(&bc.c, bc.key, sizeof bc.key);
+    xtool_case_family(&bc.c, bc.family, sizeof bc.family);
+    xtool_bench_result res[2];
     memset(res, 0, sizeof res);
     for (int i = 0; i < 2; i++) {
-        xattn_bench_result *r = &res[i];
+        xtool_bench_result *r = &res[i];
         r->algo = XATTN_ALGO_FLASH;
         r->threads = 2;
         r->compute_units = 2;
         r->pct_fma_per_thread = -1;
-        xattn_cell *cl = &r->cell;
+        xtool_cell *cl = &r->cell;
         const double t[5] = {1.0, 1.1, 1.2, 1.0, 1.05};
-        xattn_stats_compute(t, 5, &cl->t);
+        xtool_stats_compute(t, 5, &cl->t);
         cl->converged = 1;
         cl->has_rec = 1;
         cl->rec.flops_executed = cl->rec.flops_useful = 1e9;
@@ -981,7 +981,7 @@ static void test_model_errors(const char *dir)
         snprintf(cl->rec.kernel, sizeof cl->rec.kernel, "%s", i ? "avx2" : "avx512");
         cl->rec.work_counted = i;
     }
-    xattn_bench_report rep;
+    xtool_bench_report rep;
     memset(&rep, 0, sizeof rep);
     rep.o = &o;
     rep.devices = &dev;
@@ -996,9 +996,9 @@ static void test_model_errors(const char *dir)
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
-    xattn_bench_table_row(m, &rep, &res[0], 40);
-    xattn_bench_table_row(m, &rep, &res[1], 40);
-    xattn_bench_table_notes(m, &rep);
+    xtool_bench_table_row(m, &rep, &res[0], 40);
+    xtool_bench_table_row(m, &rep, &res[1], 40);
+    xtool_bench_table_notes(m, &rep);
     fclose(m);
     const char *row1 = text ? strchr(text, '\n') : NULL;
     EXPECT(text && strstr(text, " 40.0 ") && !strstr(text, "40.0!") && row1 &&
@@ -1014,7 +1014,7 @@ static void test_model_errors(const char *dir)
 
     char path[4096];
     snprintf(path, sizeof path, "%s/model-errors.csv", dir);
-    EXPECT(xattn_bench_write_csv(&rep, path, err, sizeof err) == 0, "csv: %s", err);
+    EXPECT(xtool_bench_write_csv(&rep, path, err, sizeof err) == 0, "csv: %s", err);
     char *csv = read_all(path);
     EXPECT(csv &&
                strstr(csv, ",pct_fma_ceiling,pct_bw_ceiling,model_errors,kernel,matrix_units,"
@@ -1025,7 +1025,7 @@ static void test_model_errors(const char *dir)
     free(csv);
 #ifdef XATTN_TEST_HAVE_JANSSON
     snprintf(path, sizeof path, "%s/model-errors.json", dir);
-    EXPECT(xattn_bench_write_json(&rep, path, err, sizeof err) == 0, "json: %s", err);
+    EXPECT(xtool_bench_write_json(&rep, path, err, sizeof err) == 0, "json: %s", err);
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
     json_t *r0 = json_array_get(json_object_get(doc, "results"), 0);
@@ -1225,10 +1225,10 @@ static void test_outputs(void)
                                           "vit-b16",        "cpu-targets"};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         EXPECT(rc == 0 && strstr(g_out, presets[i]), "preset %s listed", presets[i]);
-    for (int c = XATTN_CLI_DEVICES; c < XATTN_CLI_CMD_COUNT; c++) {
-        rc = run_tool(xattn_cli_cmd_name((xattn_cli_cmd)c), "--help", NULL);
+    for (int c = XTOOL_CLI_DEVICES; c < XTOOL_CLI_CMD_COUNT; c++) {
+        rc = run_tool(xtool_cli_cmd_name((xtool_cli_cmd)c), "--help", NULL);
         EXPECT(rc == 0 && strstr(g_out, "usage: xattn"), "%s --help: exit %d",
-               xattn_cli_cmd_name((xattn_cli_cmd)c), rc);
+               xtool_cli_cmd_name((xtool_cli_cmd)c), rc);
     }
 }
 
@@ -1261,7 +1261,7 @@ static void gen_results(FILE *f, int n, char which)
 static void test_cmp_index(void)
 {
     const int n = 40000;
-    xattn_cmp_file f[2];
+    xtool_cmp_file f[2];
     for (int k = 0; k < 2; k++) {
         char *text = NULL;
         size_t len = 0;
@@ -1269,7 +1269,7 @@ static void test_cmp_index(void)
         gen_results(m, n, k ? 'b' : 'a');
         fclose(m);
         char err[256] = "";
-        int rc = xattn_cmp_parse(text, len, k ? "b" : "a", &f[k], err, sizeof err);
+        int rc = xtool_cmp_parse(text, len, k ? "b" : "a", &f[k], err, sizeof err);
         EXPECT(rc == 0 && f[k].n == n, "parse of %d generated cells: rc %d, %d cells, %s", n, rc,
                f[k].n, err);
         free(text);
@@ -1277,18 +1277,18 @@ static void test_cmp_index(void)
     long long probes = 0;
     int found = 0, right = 0;
     for (int i = 0; i < f[0].n; i++) {
-        const xattn_cmp_cell *c = xattn_cmp_find(&f[1], &f[0].cells[i], &probes);
+        const xtool_cmp_cell *c = xtool_cmp_find(&f[1], &f[0].cells[i], &probes);
         found += c != NULL;
         right += c && !strcmp(c->label, f[0].cells[i].label) && c->threads == 2;
     }
     for (int i = 0; i < f[1].n; i++)
-        found += xattn_cmp_find(&f[0], &f[1].cells[i], &probes) != NULL;
+        found += xtool_cmp_find(&f[0], &f[1].cells[i], &probes) != NULL;
     EXPECT(found == 2 * (3 * n / 4) && right == 3 * n / 4, "matches: %d found, %d right", found,
            right);
     EXPECT(probes <= 3LL * 2 * n,
            "matching 2 x %d cells looked at %lld cells (at most %d expected)", n, probes, 6 * n);
-    xattn_cmp_free(&f[0]);
-    xattn_cmp_free(&f[1]);
+    xtool_cmp_free(&f[0]);
+    xtool_cmp_free(&f[1]);
 }
 #endif
 
@@ -1415,7 +1415,7 @@ static void test_compare(const char *data)
     EXPECT(strstr(out, "drift between them, so") != NULL, "the same load: no remark:\n%s", out);
 
     /* Two generated files of 40000 cells: the verdicts are known (gen_results);
-     * bench/compare_scale.sh times the same comparison. */
+     * bench/dev/compare_scale.sh times the same comparison. */
     char ga[4096], gb[4096];
     snprintf(ga, sizeof ga, "%s/gen-a.json", g_dir);
     snprintf(gb, sizeof gb, "%s/gen-b.json", g_dir);
@@ -1625,8 +1625,8 @@ static void test_ab(void)
             r5[r] = newm / oldm;
         }
         /* The statistics from the recorded ratios, and the verdict by the rule. */
-        xattn_paired want;
-        EXPECT(xattn_stats_paired(r5, 5, 0.01, &want) == 0, "recomputing cell %zu", i);
+        xtool_paired want;
+        EXPECT(xtool_stats_paired(r5, 5, 0.01, &want) == 0, "recomputing cell %zu", i);
         double med = json_number_value(json_object_get(c, "median_ratio"));
         double lo = json_number_value(json_object_get(c, "interval_lo"));
         double hi = json_number_value(json_object_get(c, "interval_hi"));
@@ -1760,8 +1760,8 @@ static void test_usage(void)
 /* What a case needs, by hand: B2 H4/2 Sq10 Sk20 D8 Dv4, f16 q/o, f32 k/v, LSE, bias. */
 static void test_mem_estimate(void)
 {
-    xattn_case c;
-    xattn_case_defaults(&c);
+    xtool_case c;
+    xtool_case_defaults(&c);
     c.batch = 2;
     c.heads = 4;
     c.kv_heads = 2;
@@ -1772,37 +1772,37 @@ static void test_mem_estimate(void)
     c.dtype = XATTN_DTYPE_F16;
     c.kv_dtype = XATTN_DTYPE_F32;
     c.lse = c.bias = 1;
-    xattn_case_mem m;
+    xtool_case_mem m;
     /* q 2*10*4*8*2 = 1280, k 2*20*2*8*4 = 2560, v 2*20*2*4*4 = 1280, o 2*10*4*4*2 = 640,
      * lse 2*10*4*4 = 320, bias 4*10*20*4 = 3200: 9280; staging: the largest, 3200.
      * NAIVE: 2*4*10*20*4 = 6400. */
-    xattn_case_mem_estimate(&c, XATTN_ALGO_NAIVE, 0, 0, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_NAIVE, 0, 0, 2, &m);
     EXPECT(m.tensors == 9280 && m.staging == 3200 && m.workspace == 6400 && m.reference == 0 &&
-               xattn_case_mem_peak(&m) == 9280 + 6400,
+               xtool_case_mem_peak(&m) == 9280 + 6400,
            "naive: tensors %g staging %g workspace %g reference %g", m.tensors, m.staging,
            m.workspace, m.reference);
     /* The whole reference: inputs in double (640 + 960 + 800 elements), O and LSE
      * (20*4*(4+1) = 400), and the largest raw copy (k, 2560): 8*2800 + 2560. */
-    xattn_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 1e18, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 1e18, 2, &m);
     EXPECT(m.workspace == 0 && m.reference == 8.0 * 2800 + 2560, "full reference %g", m.reference);
     /* Full cost 2*400*4*12 = 38400 FLOPs, sub-batch 2*200*2*12 = 9600: a limit of 1e4
      * checks sequence 0 x KV head 0: 10*4*8 + 20*2*12 + 2*10*20 = 1200 inputs, 10*2*5 = 100
      * outputs. */
-    xattn_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 1e4, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 1e4, 2, &m);
     EXPECT(m.reference == 8.0 * 1300 + 2560, "sub-batch reference %g", m.reference);
-    xattn_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 100, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_FLASH, 1, 100, 2, &m);
     EXPECT(m.reference == 0, "no reference under the limit: %g", m.reference);
     /* SPLITKV with 3 chunks: 3 x 80 rows x (4 + 1) x 4 bytes. */
     c.num_splits = 3;
-    xattn_case_mem_estimate(&c, XATTN_ALGO_SPLITKV, 0, 0, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_SPLITKV, 0, 0, 2, &m);
     EXPECT(m.workspace == 4800, "splitkv partials %g", m.workspace);
     /* AUTO picks FLASH at Sq 10: no workspace counted. */
-    xattn_case_mem_estimate(&c, XATTN_ALGO_AUTO, 0, 0, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_AUTO, 0, 0, 2, &m);
     EXPECT(m.workspace == 0, "auto %g", m.workspace);
     /* 2^40 scores: nothing overflows. */
     c.sq = c.sk = 1 << 20;
     c.lse = c.bias = 0;
-    xattn_case_mem_estimate(&c, XATTN_ALGO_NAIVE, 0, 0, 2, &m);
+    xtool_case_mem_estimate(&c, XATTN_ALGO_NAIVE, 0, 0, 2, &m);
     EXPECT(m.workspace == 2.0 * 4 * 1099511627776.0 * 4, "2^40 scores: %g", m.workspace);
 }
 

@@ -1,0 +1,538 @@
+/*
+ * xattn bench --ab OLD_XATTN: the re-measurement that a comparison of two
+ * separate runs cannot give. Every cell of the bench run (device x case x
+ * algorithm x CPU threads) is timed ROUNDS times with each build, the two
+ * builds one right after the other, their order alternating from round to
+ * round (old-new, new-old, ...), so that the machine's drift hits both alike
+ * and cancels in each pair's ratio new/old. The verdict comes from those
+ * paired ratios (xtool_stats_paired), never from times taken minutes apart.
+ *
+ * Each side of a pair is a process, `XATTN run --no-check --reps R ...` with
+ * the cell's options, whose `time` line gives the median of R timed calls;
+ * the new side is this binary run the same way, so both pay the same costs.
+ * Writes out_dir/ab.json (schema xattn.ab/1) with every run in the order made.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "xtool_bench.h"
+
+#define XTOOL__AB_ARGS 80
+#define XTOOL__AB_MIN_EFFECT 0.01 /* a median ratio within 1% of 1 is no change */
+
+typedef struct xtool__ab_cell {
+    int target, case_idx, threads;
+    xattn_algo algo;
+    int ok;
+    char error[320];
+    int n;          /* pairs made */
+    double *old_ms; /* [rounds]: each run's median */
+    double *new_ms;
+    double *ratio;   /* new / old */
+    char *new_first; /* [rounds]: 1 when the round ran the new build first */
+    xtool_paired st; /* of the ratios */
+    double old_med, new_med;
+} xtool__ab_cell;
+
+/* The argv of `run` for one cell: strings kept in buf. */
+typedef struct xtool__argv {
+    char *v[XTOOL__AB_ARGS + 1];
+    int n;
+    char buf[4096];
+    size_t used;
+} xtool__argv;
+
+static void xtool__arg(xtool__argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void xtool__arg(xtool__argv *a, const char *fmt, ...)
+{
+    if (a->n >= XTOOL__AB_ARGS || a->used >= sizeof a->buf)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(a->buf + a->used, sizeof a->buf - a->used, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof a->buf - a->used)
+        return;
+    a->v[a->n++] = a->buf + a->used;
+    a->used += (size_t)k + 1;
+}
+
+/* Writes the lengths of a padded or packed case as "LQ LK" lines. */
+static int xtool__write_lengths(const char *path, const xtool_case *c)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "# xattn bench --ab: the lengths of %lld sequences (query, key)\n",
+            (long long)c->batch);
+    for (int64_t b = 0; b < c->batch; b++)
+        fprintf(f, "%d %d\n", c->seqlens_q ? c->seqlens_q[b] : (int)c->sq,
+                c->seqlens_k ? c->seqlens_k[b] : (int)c->sk);
+    return fclose(f);
+}
+
+/* `run` options that give the case c (only those that differ from run's
+ * defaults, so that an older build that lacks a newer flag still runs the
+ * cases it knows). */
+static void xtool__case_args(xtool__argv *a, const xtool_case *c, const char *lengths)
+{
+    xtool__arg(a, "--dtype");
+    xtool__arg(a, "%s", xattn_dtype_name(c->dtype));
+    if (c->kv_dtype != c->dtype) {
+        xtool__arg(a, "--kv-dtype");
+        xtool__arg(a, "%s", xattn_dtype_name(c->kv_dtype));
+    }
+    const char *names[] = {"--batch", "--heads",    "--kv-heads",  "--sq",
+                           "--sk",    "--head-dim", "--head-dim-v"};
+    const int64_t vals[] = {c->batch, c->heads,    c->kv_heads,  c->sq,
+                            c->sk,    c->head_dim, c->head_dim_v};
+    for (int i = 0; i < 7; i++) {
+        xtool__arg(a, "%s", names[i]);
+        xtool__arg(a, "%lld", (long long)vals[i]);
+    }
+    if (c->bhsd) {
+        xtool__arg(a, "--layout");
+        xtool__arg(a, "bhsd");
+    }
+    if (c->causal)
+        xtool__arg(a, "--causal=%s",
+                   c->align == XATTN_ALIGN_TOP_LEFT ? "top-left" : "bottom-right");
+    if (c->window_left >= 0 || c->window_right >= 0) {
+        xtool__arg(a, "--window");
+        xtool__arg(a, "%lld,%lld", (long long)c->window_left, (long long)c->window_right);
+    }
+    if (c->softcap > 0) {
+        xtool__arg(a, "--softcap");
+        xtool__arg(a, "%.9g", (double)c->softcap);
+    }
+    if (c->scale != 0) {
+        xtool__arg(a, "--softmax-scale");
+        xtool__arg(a, "%.9g", (double)c->scale);
+    }
+    if (c->alibi)
+        xtool__arg(a, "--alibi");
+    if (c->bias)
+        xtool__arg(a, "--bias");
+    if (c->lse)
+        xtool__arg(a, "--lse");
+    if (c->num_splits) {
+        xtool__arg(a, "--splits");
+        xtool__arg(a, "%d", c->num_splits);
+    }
+    if (lengths) {
+        xtool__arg(a, "--lengths");
+        xtool__arg(a, "%s", lengths);
+        if (c->varlen)
+            xtool__arg(a, "--varlen");
+    }
+    xtool__arg(a, "--seed");
+    xtool__arg(a, "%llu", (unsigned long long)c->seed);
+}
+
+/* Runs argv (stdout and stderr into out) and returns its exit status, or -1. */
+static int xtool__spawn(char *const *argv, char *out, size_t n)
+{
+    int fd[2];
+    out[0] = '\0';
+    if (pipe(fd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, 0);
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd[1]);
+    /* The first n - 1 bytes (a run prints about 3 KiB); the rest is drained. */
+    size_t len = 0;
+    char chunk[4096];
+    for (;;) {
+        ssize_t got = read(fd[0], chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        size_t take = (size_t)got < n - 1 - len ? (size_t)got : n - 1 - len;
+        memcpy(out + len, chunk, take);
+        len += take;
+    }
+    out[len] = '\0';
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status)
+                             : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* The median of `xattn run`'s time line: "time     median M ms, ...". */
+static int xtool__parse_median(const char *out, double *ms)
+{
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        double v;
+        if (!strncmp(p, "time ", 5) && sscanf(p + 5, " median %lf ms", &v) == 1 && v >= 0) {
+            *ms = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The last non-empty line of out (a failed run's message). */
+static void xtool__last_line(const char *out, char *line, size_t n)
+{
+    size_t len = strlen(out);
+    while (len && (out[len - 1] == '\n' || out[len - 1] == ' '))
+        len--;
+    size_t start = len;
+    while (start && out[start - 1] != '\n')
+        start--;
+    snprintf(line, n, "%.*s", (int)(len - start), out + start);
+}
+
+static double xtool__median_of(const double *v, int n)
+{
+    xtool_stats s;
+    return n > 0 && xtool_stats_compute(v, n, &s) == 0 ? s.median : NAN;
+}
+
+static void xtool__json_load(FILE *f, const double l[3])
+{
+    fputc('[', f);
+    for (int i = 0; i < 3; i++) {
+        fputs(i ? ", " : "", f);
+        xtool_json_num(f, l[i]);
+    }
+    fputc(']', f);
+}
+
+int xtool_bench_ab(const xtool_cli_opts *o, const char *preset, const char *command_line,
+                   const xtool_target *targets, int nt, const xtool_bench_case *cases, int nc,
+                   int cells)
+{
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) {
+        fprintf(stderr,
+                "%s: bench --ab: cannot find this program's own path (/proc/self/exe): %s\n",
+                xtool_prog, strerror(errno));
+        return XTOOL_EXIT_FAIL;
+    }
+    self[sl] = '\0';
+    if (access(o->ab_old, X_OK) != 0) {
+        fprintf(stderr, "%s: bench: --ab: '%s' is not an executable (%s)\n", xtool_prog, o->ab_old,
+                strerror(errno));
+        return XTOOL_EXIT_USAGE;
+    }
+    char out[16384];
+    char *ver_argv[] = {(char *)o->ab_old, "--version", NULL};
+    int vrc = xtool__spawn(ver_argv, out, sizeof out);
+    char old_version[128];
+    xtool__last_line(out, old_version, sizeof old_version);
+    if (vrc != 0 || strncmp(out, "xattn ", 6) != 0) {
+        fprintf(stderr,
+                "%s: bench: --ab: '%s' is not an xattn binary ('%s --version' exited %d: %.80s)\n",
+                xtool_prog, o->ab_old, o->ab_old, vrc, old_version);
+        return XTOOL_EXIT_USAGE;
+    }
+    const int rounds = o->ab_rounds > 0 ? o->ab_rounds : 5;
+    const int reps = o->min_reps > 0 ? o->min_reps : 5;
+
+    xtool__ab_cell *ab = calloc((size_t)(cells ? cells : 1), sizeof *ab);
+    double *store = calloc((size_t)(cells ? cells : 1) * (size_t)rounds * 3, sizeof *store);
+    char *order = calloc((size_t)(cells ? cells : 1) * (size_t)rounds, 1);
+    if (!ab || !store || !order) {
+        free(ab);
+        free(store);
+        free(order);
+        fprintf(stderr, "%s: bench --ab: out of memory\n", xtool_prog);
+        return XTOOL_EXIT_FAIL;
+    }
+    char created[40], host[128], os[192];
+    xtool_utc_now(created, sizeof created);
+    xtool_host_describe(host, sizeof host, os, sizeof os);
+    double load_start[3], load_end[3];
+    xtool_load_read(load_start);
+
+    printf("xattn bench %s --ab: %s%s, %d cells, each timed %d times with each build\n",
+           xattn_version_string(), preset ? "preset " : "a sweep from the command line",
+           preset ? preset : "", cells, rounds);
+    printf("old      %s (%s)\nnew      %s (xattn %s)\n", o->ab_old, old_version, self,
+           xattn_version_string());
+    printf("protocol each round runs the cell with both builds back to back, old first in odd "
+           "rounds and new first in even ones, each as 'xattn run --no-check --warmup %d --reps "
+           "%d'; ratio = new median / old median of the pair; a change is real when the "
+           "distribution-free interval (>= 90%%) of the median ratio excludes 1 and the median "
+           "ratio is more than %.0f%% from 1%s\n",
+           o->warmup, reps, 100 * XTOOL__AB_MIN_EFFECT,
+           rounds < 5 ? " (fewer than 5 rounds: no interval reaches 90%, nothing can be real)"
+                      : "");
+    printf("%-9s %-8s %3s %-44s %10s %10s %8s %19s  %s\n", "device", "algo", "thr", "case",
+           "old ms", "new ms", "ratio", "interval", "verdict");
+    fflush(stdout);
+
+    xtool_progress prog;
+    xtool_progress_init(&prog, o->progress, cells);
+    int na_cells = 0, failed = 0, faster = 0, slower = 0, rc = XTOOL_EXIT_OK;
+    for (int ti = 0; ti < nt; ti++) {
+        const xtool_target *t = &targets[ti];
+        char dname[32];
+        xtool_target_name(t->backend, t->device, dname, sizeof dname);
+        for (int ci = 0; ci < nc; ci++) {
+            const xtool_bench_case *bc = &cases[ci];
+            char lengths[4200] = "";
+            if (bc->c.seqlens_q || bc->c.seqlens_k) {
+                snprintf(lengths, sizeof lengths, "%s/ab-lengths-%d.txt", o->out_dir, ci);
+                if (xtool__write_lengths(lengths, &bc->c)) {
+                    fprintf(stderr, "%s: bench --ab: cannot write '%s': %s\n", xtool_prog, lengths,
+                            strerror(errno));
+                    rc = XTOOL_EXIT_FAIL;
+                    goto done;
+                }
+            }
+            xattn_algo algos[XATTN_ALGO_COUNT];
+            int na = xtool_bench_case_algos(o, bc, algos);
+            int th[XTOOL_CLI_MAX_LIST];
+            int nth = xtool_bench_case_threads(o, bc, t, th);
+            for (int hi = 0; hi < nth; hi++)
+                for (int ai = 0; ai < na && na_cells < cells; ai++) {
+                    xtool__ab_cell *c = &ab[na_cells];
+                    c->old_ms = store + (size_t)na_cells * (size_t)rounds * 3;
+                    c->new_ms = c->old_ms + rounds;
+                    c->ratio = c->new_ms + rounds;
+                    c->new_first = order + (size_t)na_cells * (size_t)rounds;
+                    na_cells++;
+                    c->target = ti;
+                    c->case_idx = ci;
+                    c->threads = th[hi];
+                    c->algo = algos[ai];
+                    c->ok = 1;
+                    xtool__argv args[2]; /* 0 old, 1 new */
+                    for (int s = 0; s < 2; s++) {
+                        xtool__argv *a = &args[s];
+                        memset(a, 0, sizeof *a);
+                        xtool__arg(a, "%s", s ? self : o->ab_old);
+                        xtool__arg(a, "run");
+                        xtool__arg(a, "--backend");
+                        xtool__arg(a, "%s", xattn_backend_name(t->backend));
+                        xtool__arg(a, "--device");
+                        xtool__arg(a, "%d", t->device);
+                        xtool__arg(a, "--algo");
+                        xtool__arg(a, "%s", xattn_algo_name(c->algo));
+                        xtool__arg(a, "--no-check");
+                        xtool__arg(a, "--warmup");
+                        xtool__arg(a, "%d", o->warmup);
+                        xtool__arg(a, "--reps");
+                        xtool__arg(a, "%d", reps);
+                        if (c->threads > 0) {
+                            xtool__arg(a, "--threads");
+                            xtool__arg(a, "%d", c->threads);
+                        }
+                        if (o->cpu_simd && t->backend == XATTN_BACKEND_CPU) {
+                            xtool__arg(a, "--cpu-simd");
+                            xtool__arg(a, "%s", xtool_cli_simd_name(o->cpu_simd));
+                        }
+                        xtool__case_args(a, &bc->c, lengths[0] ? lengths : NULL);
+                        a->v[a->n] = NULL;
+                    }
+                    char label[400];
+                    snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(c->algo),
+                             bc->key);
+                    for (int r = 0; r < rounds && c->ok; r++) {
+                        xtool_progress_draw(&prog, label);
+                        /* old first in rounds 1, 3, 5, ... (r even), new first in the others */
+                        c->new_first[r] = r % 2 == 1;
+                        for (int k = 0; k < 2 && c->ok; k++) {
+                            int side = c->new_first[r] ? 1 - k : k;
+                            int src = xtool__spawn(args[side].v, out, sizeof out);
+                            double ms = NAN;
+                            if (src != 0 || xtool__parse_median(out, &ms) || !(ms > 0)) {
+                                char last[256];
+                                xtool__last_line(out, last, sizeof last);
+                                c->ok = 0;
+                                snprintf(c->error, sizeof c->error, "%s build, round %d: %s",
+                                         side ? "new" : "old", r + 1,
+                                         src != 0 ? last
+                                                  : "no time above the run line's resolution "
+                                                    "(0.1 us)");
+                                break;
+                            }
+                            (side ? c->new_ms : c->old_ms)[r] = ms;
+                        }
+                        if (c->ok) {
+                            c->ratio[r] = c->new_ms[r] / c->old_ms[r];
+                            c->n = r + 1;
+                        }
+                    }
+                    if (c->ok) {
+                        xtool_stats_paired(c->ratio, c->n, XTOOL__AB_MIN_EFFECT, &c->st);
+                        c->old_med = xtool__median_of(c->old_ms, c->n);
+                        c->new_med = xtool__median_of(c->new_ms, c->n);
+                    }
+                    prog.done++;
+                    xtool_progress_clear(&prog);
+                    char thr[16];
+                    if (c->threads > 0)
+                        snprintf(thr, sizeof thr, "%d", c->threads);
+                    else
+                        snprintf(thr, sizeof thr, "-");
+                    if (!c->ok) {
+                        failed++;
+                        printf("%-9s %-8s %3s %-44.44s failed: %s\n", dname,
+                               xattn_algo_name(c->algo), thr, bc->key, c->error);
+                    } else {
+                        char iv[48];
+                        if (c->st.confidence > 0)
+                            snprintf(iv, sizeof iv, "[%.3f, %.3f]", c->st.lo, c->st.hi);
+                        else
+                            snprintf(iv, sizeof iv, "(too few)");
+                        faster += c->st.verdict == XTOOL_VERDICT_FASTER;
+                        slower += c->st.verdict == XTOOL_VERDICT_SLOWER;
+                        printf("%-9s %-8s %3s %-44.44s %10.4f %10.4f %7.3fx %19s  %s\n", dname,
+                               xattn_algo_name(c->algo), thr, bc->key, c->old_med, c->new_med,
+                               c->st.median, iv,
+                               c->st.verdict == XTOOL_VERDICT_NOISE
+                                   ? "~ (within noise)"
+                                   : xtool_verdict_name(c->st.verdict));
+                    }
+                    fflush(stdout);
+                }
+        }
+    }
+    xtool_progress_done(&prog);
+    xtool_load_read(load_end);
+    int ok_cells = na_cells - failed;
+    double logsum = 0;
+    for (int i = 0; i < na_cells; i++)
+        if (ab[i].ok)
+            logsum += log(ab[i].st.median);
+    printf("new vs old: %d cells: %d faster, %d slower, %d within noise, %d failed; geometric "
+           "mean of the median ratios %.3f\n",
+           na_cells, faster, slower, ok_cells - faster - slower, failed,
+           ok_cells ? exp(logsum / ok_cells) : 1.0);
+    if (isfinite(load_start[0]) && isfinite(load_end[0]))
+        printf("load     %.2f at the start, %.2f at the end (1-minute load average, %d CPUs); "
+               "both builds ran under the same load, pair by pair\n",
+               load_start[0], load_end[0], xtool_cpus_online());
+
+    /* ab.json */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ab.json", o->out_dir);
+    rc = failed ? XTOOL_EXIT_FAIL : XTOOL_EXIT_OK;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "%s: bench --ab: cannot write '%s': %s\n", xtool_prog, path,
+                strerror(errno));
+        rc = XTOOL_EXIT_FAIL;
+        goto done;
+    }
+    fprintf(f, "{\n  \"schema\": \"xattn.ab/1\",\n  \"xattn_version\": ");
+    xtool_json_str(f, xattn_version_string());
+    fprintf(f, ",\n  \"created_utc\": ");
+    xtool_json_str(f, created);
+    fprintf(f, ",\n  \"command_line\": ");
+    xtool_json_str(f, command_line);
+    fprintf(f, ",\n  \"host\": {\"hostname\": ");
+    xtool_json_str(f, host);
+    fprintf(f, ", \"os\": ");
+    xtool_json_str(f, os);
+    fprintf(f, "},\n  \"load\": {\"cpus\": %d, \"start\": ", xtool_cpus_online());
+    xtool__json_load(f, load_start);
+    fprintf(f, ", \"end\": ");
+    xtool__json_load(f, load_end);
+    fprintf(f, "},\n  \"old\": ");
+    xtool_json_str(f, o->ab_old);
+    fprintf(f, ", \"old_version\": ");
+    xtool_json_str(f, old_version);
+    fprintf(f, ", \"new\": ");
+    xtool_json_str(f, self);
+    fprintf(f, ",\n  \"rounds\": %d, \"warmup\": %d, \"reps\": %d, \"min_effect\": ", rounds,
+            o->warmup, reps);
+    xtool_json_num(f, XTOOL__AB_MIN_EFFECT);
+    fprintf(f, ", \"confidence_target\": 0.9,\n  \"cells\": [");
+    for (int i = 0; i < na_cells; i++) {
+        const xtool__ab_cell *c = &ab[i];
+        const xtool_target *t = &targets[c->target];
+        fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"algo\": \"%s\", \"case\": ",
+                i ? "," : "", xattn_backend_name(t->backend), t->device, xattn_algo_name(c->algo));
+        xtool_json_str(f, cases[c->case_idx].key);
+        fprintf(f, ", \"threads\": ");
+        if (c->threads > 0)
+            fprintf(f, "%d", c->threads);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"status\": \"%s\", \"error\": ", c->ok ? "ok" : "failed");
+        if (c->ok)
+            fputs("null", f);
+        else
+            xtool_json_str(f, c->error);
+        /* every run in the order it was made */
+        fprintf(f, ",\n     \"runs\": [");
+        int first = 1;
+        for (int r = 0; r < c->n; r++)
+            for (int k = 0; k < 2; k++) {
+                int side = c->new_first[r] ? 1 - k : k;
+                fprintf(f,
+                        "%s{\"round\": %d, \"build\": \"%s\", \"median_ms\": ", first ? "" : ", ",
+                        r + 1, side ? "new" : "old");
+                xtool_json_num(f, (side ? c->new_ms : c->old_ms)[r]);
+                fputc('}', f);
+                first = 0;
+            }
+        fprintf(f, "],\n     \"ratios\": [");
+        for (int r = 0; r < c->n; r++) {
+            fputs(r ? ", " : "", f);
+            xtool_json_num(f, c->ratio[r]);
+        }
+        fputs("]", f);
+        if (c->ok) {
+            xtool_json_field(f, "old_median_ms", c->old_med);
+            xtool_json_field(f, "new_median_ms", c->new_med);
+            xtool_json_field(f, "median_ratio", c->st.median);
+            xtool_json_field(f, "interval_lo", c->st.lo);
+            xtool_json_field(f, "interval_hi", c->st.hi);
+            xtool_json_field(f, "confidence", c->st.confidence);
+            fprintf(f, ", \"verdict\": \"%s\"}", xtool_verdict_name(c->st.verdict));
+        } else {
+            fprintf(f, ", \"old_median_ms\": null, \"new_median_ms\": null, \"median_ratio\": "
+                       "null, \"interval_lo\": null, \"interval_hi\": null, \"confidence\": "
+                       "null, \"verdict\": null}");
+        }
+    }
+    fprintf(f,
+            "\n  ],\n  \"summary\": {\"cells\": %d, \"faster\": %d, \"slower\": %d, \"noise\": %d, "
+            "\"failed\": %d}\n}\n",
+            na_cells, faster, slower, ok_cells - faster - slower, failed);
+    if (ferror(f) | fclose(f)) {
+        fprintf(stderr, "%s: bench --ab: cannot write '%s'\n", xtool_prog, path);
+        rc = XTOOL_EXIT_FAIL;
+    } else {
+        printf("written  %s\n", path);
+    }
+done:
+    free(ab);
+    free(store);
+    free(order);
+    return rc;
+}

@@ -1,0 +1,243 @@
+/*
+ * xattn compare A.json B.json ...: the cells of bench result files matched by
+ * (backend, device index, algorithm, case), each file against the first. A
+ * difference is real only beyond both runs' noise (xtool_stats_verdict).
+ * JSON is read with jansson; without it, compare says it is not available.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xtool.h"
+#include "xtool_out_svg.h"
+
+#ifndef XATTN_TOOL_HAVE_JANSSON
+
+int xtool_cmd_compare(const xtool_cli_opts *o)
+{
+    (void)o;
+    fprintf(stderr,
+            "%s: compare is not available in this build: it reads JSON with jansson, which was "
+            "not found when xattn was configured (Debian: apt-get install libjansson-dev, then "
+            "configure again)\n",
+            xtool_prog);
+    return XTOOL_EXIT_FAIL;
+}
+
+#else
+#include "xtool_cmp.h"
+
+/* Reads and parses one result file: 0, or an exit status with err set (2 for
+ * a file that cannot be read or is not a bench result file). */
+static int xtool__load(const char *path, xtool_cmp_file *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    char *text = xtool_read_text(path, XTOOL_CMP_MAX_BYTES, err, errlen);
+    if (!text)
+        return XTOOL_EXIT_USAGE;
+    int rc = xtool_cmp_parse(text, strlen(text), path, f, err, errlen);
+    free(text);
+    return rc;
+}
+
+/* The load a file recorded (bench writes /proc/loadavg at its start and end). */
+static void xtool__print_load(const xtool_cmp_file *f)
+{
+    if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0])) {
+        printf("   load not recorded in this file\n");
+        return;
+    }
+    printf("   load %.2f at the start, %.2f at the end (1-minute average", f->load_start[0],
+           f->load_end[0]);
+    if (f->load_cpus > 0)
+        printf(", %d CPUs", f->load_cpus);
+    printf(")\n");
+}
+
+/* 1 when the files' mean 1-minute loads differ by more than a quarter of the
+ * CPUs (or by more than 1 where the count is unknown). */
+static int xtool__loads_differ(const xtool_cmp_file *files, int nf)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    int cpus = 0;
+    for (int i = 0; i < nf; i++) {
+        const xtool_cmp_file *f = &files[i];
+        if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0]))
+            continue;
+        double m = 0.5 * (f->load_start[0] + f->load_end[0]);
+        lo = fmin(lo, m);
+        hi = fmax(hi, m);
+        if (f->load_cpus > cpus)
+            cpus = f->load_cpus;
+    }
+    return hi - lo > (cpus > 0 ? 0.25 * cpus : 1.0);
+}
+
+int xtool_cmd_compare(const xtool_cli_opts *o)
+{
+    xtool_cmp_file files[XTOOL_CLI_MAX_FILES];
+    int nf = 0, rc = XTOOL_EXIT_OK;
+    char err[1024];
+    if ((o->svg_path && xtool_out_probe("--svg", o->svg_path, NULL, err, sizeof err)) ||
+        (o->csv_path && xtool_out_probe("--csv", o->csv_path, NULL, err, sizeof err))) {
+        fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+        return XTOOL_EXIT_USAGE;
+    }
+    for (int i = 0; i < o->n_files; i++) {
+        err[0] = '\0';
+        int lrc = xtool__load(o->files[i], &files[nf], err, sizeof err);
+        if (lrc) {
+            fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+            xtool_cmp_free(&files[nf]);
+            for (int j = 0; j < nf; j++)
+                xtool_cmp_free(&files[j]);
+            return lrc;
+        }
+        nf++;
+    }
+    FILE *csv = NULL;
+    if (o->csv_path) {
+        csv = fopen(o->csv_path, "w");
+        if (!csv) {
+            fprintf(stderr, "%s: compare: cannot write '%s'\n", xtool_prog, o->csv_path);
+            for (int j = 0; j < nf; j++)
+                xtool_cmp_free(&files[j]);
+            return XTOOL_EXIT_FAIL;
+        }
+        fputs("file_a,file_b,device,algo,case,a_median_ms,b_median_ms,ratio,a_spread,b_spread,"
+              "verdict,model_error,a_kernel,b_kernel\n",
+              csv);
+    }
+    int cap = 0;
+    for (int i = 1; i < nf; i++)
+        cap += files[0].n;
+    xtool_ratio_bar *bars = calloc((size_t)(cap ? cap : 1), sizeof *bars);
+    char(*shown)[400] = calloc((size_t)(cap ? cap : 1), sizeof *shown); /* bar labels */
+    char(*groups)[64] = calloc((size_t)(nf ? nf : 1), sizeof *groups);
+    int nb = 0, slower_total = 0, flagged = 0;
+    for (int i = 0; i < nf; i++) {
+        printf("%c: %s (%s, %s; %s)\n", 'A' + i, files[i].path, files[i].host, files[i].created,
+               files[i].devices);
+        xtool__print_load(&files[i]);
+    }
+    /* Two separate runs: the spread inside each is measured, the drift of the
+     * machine between them is not, and a busy hour moves every cell alike. */
+    printf("note: each file is a separate run; compare measures the spread inside each run but "
+           "not the machine's drift between them%s, so a verdict holds only if the machine was "
+           "as quiet for every run. To measure a change, alternate the two builds cell by cell: "
+           "xattn bench --ab OLD_XATTN (with the same options).\n",
+           xtool__loads_differ(files, nf) ? " (and the loads above differ)" : "");
+    for (int fi = 1; fi < nf; fi++) {
+        const xtool_cmp_file *a = &files[0], *b = &files[fi];
+        char grp = (char)('A' + fi);
+        if (groups)
+            snprintf(groups[fi], sizeof groups[fi], "%c vs A", grp);
+        printf("\n%c vs A (ratio = %c median / A median; real only when the [min, p90] intervals "
+               "do not overlap and |ratio - 1| > both spreads):\n",
+               grp, grp);
+        char bms[16];
+        snprintf(bms, sizeof bms, "%c ms", grp);
+        printf("%-9s %-8s %-50s %11s %11s %8s  %s\n", "device", "algo", "case", "A ms", bms,
+               "ratio", "verdict");
+        int matched = 0, faster = 0, slower = 0, only_a = 0, only_b = 0, unusable = 0;
+        double logsum = 0;
+        for (int ci = 0; ci < a->n; ci++) {
+            const xtool_cmp_cell *ca = &a->cells[ci];
+            const xtool_cmp_cell *cb = xtool_cmp_find(b, ca, NULL);
+            if (!cb) {
+                only_a++;
+                continue;
+            }
+            if (!ca->ok || !cb->ok) {
+                unusable++;
+                continue;
+            }
+            double ratio;
+            xtool_verdict v = xtool_stats_verdict(ca->min, ca->median, ca->p90, ca->spread, cb->min,
+                                                  cb->median, cb->p90, cb->spread, &ratio);
+            matched++;
+            faster += v == XTOOL_VERDICT_FASTER;
+            slower += v == XTOOL_VERDICT_SLOWER;
+            if (ratio > 0 && isfinite(ratio))
+                logsum += log(ratio);
+            /* A share of a ceiling above 100% in either file is a model error:
+             * flagged, never shown as a figure. A different kernel variant is
+             * worth knowing when reading the ratio. */
+            int merr = xtool_cmp_cell_model_error(ca) || xtool_cmp_cell_model_error(cb);
+            flagged += merr;
+            char kern[96] = "";
+            if (ca->kernel[0] && cb->kernel[0] && strcmp(ca->kernel, cb->kernel))
+                snprintf(kern, sizeof kern, "  (kernel %s -> %s)", ca->kernel, cb->kernel);
+            printf("%-9s %-8s %-50.50s %11.4f %11.4f %7.3fx  %s%s%s\n", ca->device, ca->algo,
+                   ca->label, ca->median, cb->median, ratio,
+                   v == XTOOL_VERDICT_NOISE ? "~ (within noise)" : xtool_verdict_name(v),
+                   merr ? "  !" : "", kern);
+            if (csv) {
+                xtool_csv_str(csv, a->path);
+                fputc(',', csv);
+                xtool_csv_str(csv, b->path);
+                fprintf(csv, ",%s,%s,", ca->device, ca->algo);
+                xtool_csv_str(csv, ca->label);
+                fprintf(csv, ",%.9g,%.9g,%.9g,%.6g,%.6g,%s,%d,", ca->median, cb->median, ratio,
+                        ca->spread, cb->spread, xtool_verdict_name(v), merr);
+                xtool_csv_str(csv, ca->kernel);
+                fputc(',', csv);
+                xtool_csv_str(csv, cb->kernel);
+                fputc('\n', csv);
+            }
+            if (bars && shown) {
+                /* "device|algo|case" */
+                snprintf(shown[nb], sizeof shown[nb], "%s|%s|%s", ca->device, ca->algo, ca->label);
+                xtool_ratio_bar *bar = &bars[nb];
+                bar->label = shown[nb++];
+                bar->group = nf > 2 && groups ? groups[fi] : "";
+                bar->ratio = ratio;
+                double noise = ca->spread + cb->spread;
+                bar->lo = 1.0 - noise > 0.01 ? 1.0 - noise : 0.01;
+                bar->hi = 1.0 + noise;
+                bar->verdict = (int)v;
+            }
+        }
+        for (int ci = 0; ci < b->n; ci++)
+            only_b += xtool_cmp_find(a, &b->cells[ci], NULL) == NULL;
+        printf("%c vs A: %d matched: %d faster, %d slower, %d within noise; geometric mean ratio "
+               "%.3f; %d only in A, %d only in %c, %d without a result in one of them\n",
+               grp, matched, faster, slower, matched - faster - slower,
+               matched ? exp(logsum / matched) : 1.0, only_a, only_b, grp, unusable);
+        if (matched == 0)
+            printf("%c vs A: no cell in common (same backend, device index, algorithm and case)\n",
+                   grp);
+        slower_total += slower;
+    }
+    if (flagged)
+        printf("!        %d matched cell%s marked '!' report%s a share of a ceiling above 100%% in "
+               "one of the files: %s\n",
+               flagged, flagged == 1 ? "" : "s", flagged == 1 ? "s" : "", XTOOL_MODEL_ERROR_NOTE);
+    if (csv && fclose(csv) != 0) {
+        fprintf(stderr, "%s: compare: cannot write '%s'\n", xtool_prog, o->csv_path);
+        rc = XTOOL_EXIT_FAIL;
+    }
+    if (o->svg_path && bars) {
+        /* The bars' labels read "device|algo|case". */
+        char title[256];
+        snprintf(title, sizeof title, "xattn compare: %d file%s against %s", nf - 1,
+                 nf > 2 ? "s" : "", files[0].path);
+        if (xtool_svg_ratio_chart(o->svg_path, title, bars, nb, err, sizeof err)) {
+            fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+            rc = XTOOL_EXIT_FAIL;
+        } else {
+            printf("written  %s\n", o->svg_path);
+        }
+    }
+    if (o->fail_on_slower && slower_total && rc == XTOOL_EXIT_OK)
+        rc = XTOOL_EXIT_FAIL;
+    free(bars);
+    free(groups);
+    free(shown);
+    for (int j = 0; j < nf; j++)
+        xtool_cmp_free(&files[j]);
+    return rc;
+}
+#endif
