@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "xattn.h"
+#include "xattn_writer.h"
 #include "xtool_case.h"
 #include "xtool_cli.h"
 #include "xtool_stats.h"
@@ -128,11 +129,11 @@ void xtool_progress_done(xtool_progress *p);
 
 /* ---- output helpers ------------------------------------------------------- */
 
-void xtool_json_str(FILE *f, const char *s); /* a JSON string literal, escaped, valid UTF-8 */
-void xtool_json_num(FILE *f, double v);      /* %.17g, null when not finite */
-/* `, "key": v` (v as xtool_json_num writes it): a field after the first. */
+/* JSON and CSV strings and numbers: xattn__json_str, xattn__json_num,
+ * xattn__csv_str, xattn__csv_num (xattn_writer.h, the library's writer,
+ * compiled into the tool). */
+/* `, "key": v` (v as xattn__json_num writes it): a field after the first. */
 void xtool_json_field(FILE *f, const char *key, double v);
-void xtool_csv_str(FILE *f, const char *s);  /* RFC 4180 field */
 void xtool_xml_text(FILE *f, const char *s); /* escaped XML character data / attribute */
 void xtool_fmt_bytes(double bytes, char *out, size_t n); /* "2.1 MiB" */
 /* A share of a ceiling, in %: "-" when unknown (negative), "41.3", or "125.3!"

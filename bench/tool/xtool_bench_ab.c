@@ -222,7 +222,7 @@ static void xtool__json_load(FILE *f, const double l[3])
     fputc('[', f);
     for (int i = 0; i < 3; i++) {
         fputs(i ? ", " : "", f);
-        xtool_json_num(f, l[i]);
+        xattn__json_num(f, l[i]);
     }
     fputc(']', f);
 }
@@ -448,35 +448,35 @@ int xtool_bench_ab(const xtool_cli_opts *o, const char *preset, const char *comm
         goto done;
     }
     fprintf(f, "{\n  \"schema\": \"xattn.ab/1\",\n  \"xattn_version\": ");
-    xtool_json_str(f, xattn_version_string());
+    xattn__json_str(f, xattn_version_string());
     fprintf(f, ",\n  \"created_utc\": ");
-    xtool_json_str(f, created);
+    xattn__json_str(f, created);
     fprintf(f, ",\n  \"command_line\": ");
-    xtool_json_str(f, command_line);
+    xattn__json_str(f, command_line);
     fprintf(f, ",\n  \"host\": {\"hostname\": ");
-    xtool_json_str(f, host);
+    xattn__json_str(f, host);
     fprintf(f, ", \"os\": ");
-    xtool_json_str(f, os);
+    xattn__json_str(f, os);
     fprintf(f, "},\n  \"load\": {\"cpus\": %d, \"start\": ", xtool_cpus_online());
     xtool__json_load(f, load_start);
     fprintf(f, ", \"end\": ");
     xtool__json_load(f, load_end);
     fprintf(f, "},\n  \"old\": ");
-    xtool_json_str(f, o->ab_old);
+    xattn__json_str(f, o->ab_old);
     fprintf(f, ", \"old_version\": ");
-    xtool_json_str(f, old_version);
+    xattn__json_str(f, old_version);
     fprintf(f, ", \"new\": ");
-    xtool_json_str(f, self);
+    xattn__json_str(f, self);
     fprintf(f, ",\n  \"rounds\": %d, \"warmup\": %d, \"reps\": %d, \"min_effect\": ", rounds,
             o->warmup, reps);
-    xtool_json_num(f, XTOOL__AB_MIN_EFFECT);
+    xattn__json_num(f, XTOOL__AB_MIN_EFFECT);
     fprintf(f, ", \"confidence_target\": 0.9,\n  \"cells\": [");
     for (int i = 0; i < na_cells; i++) {
         const xtool__ab_cell *c = &ab[i];
         const xtool_target *t = &targets[c->target];
         fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"algo\": \"%s\", \"case\": ",
                 i ? "," : "", xattn_backend_name(t->backend), t->device, xattn_algo_name(c->algo));
-        xtool_json_str(f, cases[c->case_idx].key);
+        xattn__json_str(f, cases[c->case_idx].key);
         fprintf(f, ", \"threads\": ");
         if (c->threads > 0)
             fprintf(f, "%d", c->threads);
@@ -486,7 +486,7 @@ int xtool_bench_ab(const xtool_cli_opts *o, const char *preset, const char *comm
         if (c->ok)
             fputs("null", f);
         else
-            xtool_json_str(f, c->error);
+            xattn__json_str(f, c->error);
         /* every run in the order it was made */
         fprintf(f, ",\n     \"runs\": [");
         int first = 1;
@@ -496,14 +496,14 @@ int xtool_bench_ab(const xtool_cli_opts *o, const char *preset, const char *comm
                 fprintf(f,
                         "%s{\"round\": %d, \"build\": \"%s\", \"median_ms\": ", first ? "" : ", ",
                         r + 1, side ? "new" : "old");
-                xtool_json_num(f, (side ? c->new_ms : c->old_ms)[r]);
+                xattn__json_num(f, (side ? c->new_ms : c->old_ms)[r]);
                 fputc('}', f);
                 first = 0;
             }
         fprintf(f, "],\n     \"ratios\": [");
         for (int r = 0; r < c->n; r++) {
             fputs(r ? ", " : "", f);
-            xtool_json_num(f, c->ratio[r]);
+            xattn__json_num(f, c->ratio[r]);
         }
         fputs("]", f);
         if (c->ok) {

@@ -145,17 +145,17 @@ void xtool_cases_summary_json(const xtool_bench_report *rep, FILE *f)
 {
     const xtool_cases_file *cf = rep->cases_file;
     fprintf(f, "{\"schema\": \"%s\", \"path\": ", XTOOL_CASES_SCHEMA);
-    xtool_json_str(f, cf->path);
+    xattn__json_str(f, cf->path);
     fprintf(f, ", \"model\": ");
-    xtool_json_str(f, cf->model);
+    xattn__json_str(f, cf->model);
     fprintf(f, ", \"file_cases\": %d, \"calls\": %lld,\n    \"cases\": [", cf->n_file_cases,
             (long long)cf->calls);
     for (int i = 0; i < cf->n && i < rep->n_cases; i++) {
         const xtool_case *c = &rep->cases[i].c;
         fprintf(f, "%s\n      {\"case\": ", i ? "," : "");
-        xtool_json_str(f, rep->cases[i].key);
+        xattn__json_str(f, rep->cases[i].key);
         fprintf(f, ", \"name\": ");
-        xtool_json_str(f, cf->entries[i].name);
+        xattn__json_str(f, cf->entries[i].name);
         fprintf(f,
                 ", \"count\": %lld, \"line\": %d, \"batch\": %lld, \"heads\": %lld, "
                 "\"kv_heads\": %lld, \"sq\": %lld, \"sk\": %lld, \"head_dim\": %lld, "
@@ -183,7 +183,7 @@ void xtool_cases_summary_json(const xtool_bench_report *rep, FILE *f)
         if (t[k].missing)
             fputs("null", f);
         else
-            xtool_json_num(f, t[k].ms);
+            xattn__json_num(f, t[k].ms);
         fputs("}", f);
     }
     fprintf(f, "\n    ]}");

@@ -238,9 +238,9 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
             failures++;
         } else {
             fprintf(f, "{\n  \"schema\": \"xattn.advise/1\",\n  \"xattn_version\": ");
-            xtool_json_str(f, xattn_version_string());
+            xattn__json_str(f, xattn_version_string());
             fprintf(f, ",\n  \"case\": ");
-            xtool_json_str(f, key);
+            xattn__json_str(f, key);
             fprintf(f,
                     ",\n  \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"sq\": %lld, "
                     "\"sk\": %lld, \"head_dim\": %lld, \"head_dim_v\": %lld,\n  \"padding\": ",
@@ -251,7 +251,7 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                         "{\"sequences\": %lld, \"tokens_q\": %lld, \"tokens_k\": %lld, "
                         "\"pairs_useful\": ",
                         (long long)c.batch, (long long)w.tokens_q, (long long)w.tokens_k);
-                xtool_json_num(f, w.pairs_useful);
+                xattn__json_num(f, w.pairs_useful);
                 xtool_json_field(f, "pairs_padded", w.pairs_padded);
                 xtool_json_field(f, "pair_waste", w.pair_waste);
                 xtool_json_field(f, "token_waste", w.token_waste);
@@ -265,7 +265,7 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                 fprintf(f,
                         "%s\n    {\"backend\": \"%s\", \"device\": %d, \"name\": ", ti ? "," : "",
                         xattn_backend_name(d->t.backend), d->t.device);
-                xtool_json_str(f, d->t.info.name);
+                xattn__json_str(f, d->t.info.name);
                 fprintf(f, ", \"algos\": [");
                 for (int ai = 0; ai < 3; ai++) {
                     const xtool_advise_algo *a = &d->a[ai];
@@ -273,7 +273,7 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                             xattn_algo_name(algos[ai]), a->ok ? "true" : "false");
                     if (a->ok) {
                         fprintf(f, "\"median_ms\": ");
-                        xtool_json_num(f, a->cell.t.median);
+                        xattn__json_num(f, a->cell.t.median);
                         xtool_json_field(f, "spread", a->cell.t.spread);
                         xtool_json_field(f, "gflops_useful", a->cell.gflops_useful);
                         fprintf(f,
@@ -281,17 +281,17 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                                 "\"intensity\": ",
                                 (unsigned long long)a->cell.info.workspace_bytes,
                                 (unsigned long long)a->cell.peak_bytes);
-                        xtool_json_num(f, a->cell.intensity);
+                        xattn__json_num(f, a->cell.intensity);
                         fprintf(f, ", \"pct_fma_ceiling\": ");
                         if (a->cell.pct_fma >= 0)
-                            xtool_json_num(f, a->cell.pct_fma);
+                            xattn__json_num(f, a->cell.pct_fma);
                         else
                             fputs("null", f);
                         fprintf(f, ", \"model_errors\": [%s], \"kernel\": ",
                                 xtool_stats_over_ceiling(a->cell.pct_fma) ? "\"pct_fma_ceiling\""
                                                                           : "");
                         if (a->cell.has_rec && a->cell.rec.kernel[0])
-                            xtool_json_str(f, a->cell.rec.kernel);
+                            xattn__json_str(f, a->cell.rec.kernel);
                         else
                             fputs("null", f);
                         fprintf(f, ", \"work_counted\": %s",
@@ -301,7 +301,7 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                         fprintf(f, ", \"error\": null}");
                     } else {
                         fprintf(f, "\"median_ms\": null, \"error\": ");
-                        xtool_json_str(f, a->error[0] ? a->error : d->error);
+                        xattn__json_str(f, a->error[0] ? a->error : d->error);
                         fprintf(f, "}");
                     }
                 }
@@ -312,13 +312,13 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                     fputs("null", f);
                 fprintf(f, ", \"packed_flash_ms\": ");
                 if (d->has_packed)
-                    xtool_json_num(f, d->packed.t.median);
+                    xattn__json_num(f, d->packed.t.median);
                 else
                     fputs("null", f);
                 fprintf(f, ", \"roofline\": ");
                 if (d->roof_ok) {
                     fprintf(f, "{\"fma_gflops\": ");
-                    xtool_json_num(f, d->fma);
+                    xattn__json_num(f, d->fma);
                     xtool_json_field(f, "bw_gbps", d->bw);
                     xtool_json_field(f, "ridge", d->roof.ridge);
                     xtool_json_field(f, "intensity_min", d->roof_min.intensity);
@@ -329,7 +329,7 @@ int xtool_cmd_advise(const xtool_cli_opts *o)
                     fputs("null", f);
                 }
                 fprintf(f, ", \"advice\": ");
-                xtool_json_str(f, d->advice);
+                xattn__json_str(f, d->advice);
                 fputs("}", f);
             }
             fprintf(f, "\n  ]\n}\n");

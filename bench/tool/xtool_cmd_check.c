@@ -450,7 +450,7 @@ int xtool_cmd_check(const xtool_cli_opts *o)
             rc = XTOOL_EXIT_FAIL;
         } else {
             fprintf(f, "{\n  \"schema\": \"xattn.check/1\",\n  \"xattn_version\": ");
-            xtool_json_str(f, xattn_version_string());
+            xattn__json_str(f, xattn_version_string());
             fprintf(f, ",\n  \"cells\": [");
             int k = 0;
             for (int fi = 0; fi < nf; fi++)
@@ -460,9 +460,9 @@ int xtool_cmd_check(const xtool_cli_opts *o)
                         char key[320];
                         xtool_case_describe(&cases[fi], key, sizeof key);
                         fprintf(f, "%s\n    {\"feature\": ", k++ ? "," : "");
-                        xtool_json_str(f, xtool__features[feat[fi]].name);
+                        xattn__json_str(f, xtool__features[feat[fi]].name);
                         fprintf(f, ", \"case\": ");
-                        xtool_json_str(f, key);
+                        xattn__json_str(f, key);
                         fprintf(f,
                                 ", \"backend\": \"%s\", \"device\": %d, \"algo\": \"%s\", "
                                 "\"status\": \"%s\", \"rel_l2\": ",
@@ -473,11 +473,11 @@ int xtool_cmd_check(const xtool_cli_opts *o)
                                 : cell->status == XTOOL__C_UNSUP ? "unsupported"
                                                                  : "error");
                         if (cell->status == XTOOL__C_PASS || cell->status == XTOOL__C_FAIL)
-                            xtool_json_num(f, cell->rel_l2);
+                            xattn__json_num(f, cell->rel_l2);
                         else
                             fputs("null", f);
                         fprintf(f, ", \"message\": ");
-                        xtool_json_str(f, cell->msg);
+                        xattn__json_str(f, cell->msg);
                         fputs("}", f);
                     }
             fprintf(f,

@@ -175,16 +175,20 @@ int xtool_cmd_compare(const xtool_cli_opts *o)
                    v == XTOOL_VERDICT_NOISE ? "~ (within noise)" : xtool_verdict_name(v),
                    merr ? "  !" : "", kern);
             if (csv) {
-                xtool_csv_str(csv, a->path);
+                xattn__csv_str(csv, a->path);
                 fputc(',', csv);
-                xtool_csv_str(csv, b->path);
+                xattn__csv_str(csv, b->path);
                 fprintf(csv, ",%s,%s,", ca->device, ca->algo);
-                xtool_csv_str(csv, ca->label);
-                fprintf(csv, ",%.9g,%.9g,%.9g,%.6g,%.6g,%s,%d,", ca->median, cb->median, ratio,
-                        ca->spread, cb->spread, xtool_verdict_name(v), merr);
-                xtool_csv_str(csv, ca->kernel);
+                xattn__csv_str(csv, ca->label);
+                const double nums[5] = {ca->median, cb->median, ratio, ca->spread, cb->spread};
+                for (int k = 0; k < 5; k++) {
+                    fputc(',', csv);
+                    xattn__csv_num(csv, nums[k]);
+                }
+                fprintf(csv, ",%s,%d,", xtool_verdict_name(v), merr);
+                xattn__csv_str(csv, ca->kernel);
                 fputc(',', csv);
-                xtool_csv_str(csv, cb->kernel);
+                xattn__csv_str(csv, cb->kernel);
                 fputc('\n', csv);
             }
             if (bars && shown) {

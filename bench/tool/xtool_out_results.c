@@ -44,7 +44,7 @@ static void xtool__field_or_null(FILE *f, const char *key, double v)
     if (v < 0 || !isfinite(v))
         fputs("null", f);
     else
-        xtool_json_num(f, v);
+        xattn__json_num(f, v);
 }
 
 /* GB/s of the record's minimum bytes (q, K and V once, o) at the median, and that as %
@@ -245,33 +245,33 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
     }
     const xtool_cli_opts *o = rep->o;
     fprintf(f, "{\n  \"schema\": \"%s\",\n  \"xattn_version\": ", XTOOL_BENCH_SCHEMA);
-    xtool_json_str(f, xattn_version_string());
+    xattn__json_str(f, xattn_version_string());
     fprintf(f, ",\n  \"created_utc\": ");
-    xtool_json_str(f, rep->created);
+    xattn__json_str(f, rep->created);
     fprintf(f, ",\n  \"command_line\": ");
-    xtool_json_str(f, rep->command_line);
+    xattn__json_str(f, rep->command_line);
     fprintf(f, ",\n  \"host\": {\"hostname\": ");
-    xtool_json_str(f, rep->host);
+    xattn__json_str(f, rep->host);
     fprintf(f, ", \"os\": ");
-    xtool_json_str(f, rep->os);
+    xattn__json_str(f, rep->os);
     fprintf(f, "},\n  \"preset\": ");
     if (rep->preset)
-        xtool_json_str(f, rep->preset);
+        xattn__json_str(f, rep->preset);
     else
         fputs("null", f);
     fprintf(f, ",\n  \"length_scale\": ");
-    xtool_json_num(f, rep->len_scale);
+    xattn__json_num(f, rep->len_scale);
     fprintf(f, ",\n  \"load\": ");
     if (isfinite(rep->load_start[0]) || isfinite(rep->load_end[0])) {
         fprintf(f, "{\"cpus\": %d, \"start\": [", rep->cpus);
         for (int i = 0; i < 3; i++) {
             fputs(i ? ", " : "", f);
-            xtool_json_num(f, rep->load_start[i]);
+            xattn__json_num(f, rep->load_start[i]);
         }
         fputs("], \"end\": [", f);
         for (int i = 0; i < 3; i++) {
             fputs(i ? ", " : "", f);
-            xtool_json_num(f, rep->load_end[i]);
+            xattn__json_num(f, rep->load_end[i]);
         }
         fputs("]}", f);
     } else {
@@ -281,10 +281,10 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
             ",\n  \"settings\": {\"warmup\": %d, \"min_reps\": %d, \"max_reps\": %d, "
             "\"max_spread\": ",
             o->warmup, o->min_reps, o->reps);
-    xtool_json_num(f, o->max_spread);
+    xattn__json_num(f, o->max_spread);
     xtool_json_field(f, "cell_budget_s", o->cell_budget);
     fprintf(f, ", \"check\": %s, \"check_limit_flops\": ", o->check ? "true" : "false");
-    xtool_json_num(f, o->check_limit);
+    xattn__json_num(f, o->check_limit);
     fprintf(f, ", \"threads\": %d, \"thread_list\": [", o->threads);
     for (int i = 0; i < o->thread_list.n; i++)
         fprintf(f, "%s%lld", i ? ", " : "", (long long)o->thread_list.v[i]);
@@ -297,32 +297,32 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
         const xattn_device_info *in = &d->t.info;
         fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"name\": ", i ? "," : "",
                 xattn_backend_name(d->t.backend), d->t.device);
-        xtool_json_str(f, in->name);
+        xattn__json_str(f, in->name);
         fprintf(f, ", \"vendor\": ");
-        xtool_json_str(f, in->vendor);
+        xattn__json_str(f, in->vendor);
         fprintf(f, ", \"driver_version\": ");
-        xtool_json_str(f, in->driver_version);
+        xattn__json_str(f, in->driver_version);
         fprintf(f, ", \"platform\": ");
-        xtool_json_str(f, in->platform);
+        xattn__json_str(f, in->platform);
         fprintf(f, ", \"description\": ");
-        xtool_json_str(f, in->description);
+        xattn__json_str(f, in->description);
         fprintf(f, ", \"device_type\": \"%s\", \"compute_units\": %d, \"global_mem_bytes\": %llu, ",
                 xtool__device_type_name(in->device_type), in->compute_units,
                 (unsigned long long)in->global_mem_bytes);
         fprintf(f, "\"cpu_features\": ");
-        xtool_json_str(f, in->cpu_features);
+        xattn__json_str(f, in->cpu_features);
         fprintf(f,
                 ", \"compute_capability\": %d, \"opened\": %s, \"error\": ", in->compute_capability,
                 d->opened ? "true" : "false");
         if (d->error[0])
-            xtool_json_str(f, d->error);
+            xattn__json_str(f, d->error);
         else
             fputs("null", f);
         fprintf(f, ", \"ceilings\": ");
         if (d->has_ceilings) {
             const xattn_ceilings *c = &d->ceilings;
             fprintf(f, "{\"fma_f32_gflops\": ");
-            xtool_json_num(f, c->fma_f32_gflops);
+            xattn__json_num(f, c->fma_f32_gflops);
             xtool_json_field(f, "fma_f16_gflops", c->fma_f16_gflops);
             xtool_json_field(f, "fma_bf16_gflops", c->fma_bf16_gflops);
             xtool_json_field(f, "mma_f16_gflops", c->mma_f16_gflops);
@@ -350,16 +350,16 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
         unchecked += r->status == XTOOL_CELL_OK && r->check_on && r->ref_mode == XTOOL_REF_SKIPPED;
         fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"device_name\": ", i ? "," : "",
                 xattn_backend_name(d->t.backend), d->t.device);
-        xtool_json_str(f, d->t.info.name);
+        xattn__json_str(f, d->t.info.name);
         fprintf(f, ", \"algo\": \"%s\", \"algo_chosen\": ", xattn_algo_name(r->algo));
         if (has && cl->t.n > 0)
             fprintf(f, "\"%s\"", xattn_algo_name(cl->info.algo_chosen));
         else
             fputs("null", f);
         fprintf(f, ", \"case\": ");
-        xtool_json_str(f, bc->key);
+        xattn__json_str(f, bc->key);
         fprintf(f, ", \"family\": ");
-        xtool_json_str(f, bc->family);
+        xattn__json_str(f, bc->family);
         fprintf(f,
                 ", \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"sq\": %lld, \"sk\": "
                 "%lld, \"head_dim\": %lld, \"head_dim_v\": %lld, \"dtype\": \"%s\", \"kv_dtype\": "
@@ -371,7 +371,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
                 c->bhsd ? "bhsd" : "bshd", c->causal ? "true" : "false",
                 c->align == XATTN_ALIGN_TOP_LEFT ? "top_left" : "bottom_right",
                 (long long)c->window_left, (long long)c->window_right);
-        xtool_json_num(f, c->softcap);
+        xattn__json_num(f, c->softcap);
         fprintf(f,
                 ", \"alibi\": %s, \"bias\": %s, \"lse\": %s, \"padded\": %s, \"varlen\": %s, "
                 "\"num_splits\": %d, \"status\": \"%s\", \"error\": ",
@@ -380,13 +380,13 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
                 has && cl->t.n ? cl->info.num_splits : c->num_splits,
                 xtool_cell_status_name(r->status));
         if (r->error[0])
-            xtool_json_str(f, r->error);
+            xattn__json_str(f, r->error);
         else
             fputs("null", f);
         if (has && cl->t.n > 0) {
             fprintf(f, ", \"reps\": %d, \"converged\": %s, \"median_ms\": ", cl->t.n,
                     cl->converged ? "true" : "false");
-            xtool_json_num(f, cl->t.median);
+            xattn__json_num(f, cl->t.median);
             xtool_json_field(f, "min_ms", cl->t.min);
             xtool_json_field(f, "p90_ms", cl->t.p90);
             xtool_json_field(f, "max_ms", cl->t.max);
@@ -418,7 +418,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
             fprintf(f, ", \"phases\": [");
             for (int k = 0; k < cl->info.num_phases && k < 4; k++) {
                 fprintf(f, "%s{\"name\": ", k ? ", " : "");
-                xtool_json_str(f, cl->info.phase_names[k]);
+                xattn__json_str(f, cl->info.phase_names[k]);
                 xtool_json_field(f, "ms", cl->info.phase_ms[k]);
                 fputs("}", f);
             }
@@ -426,7 +426,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
             /* the kernel variant that ran, and whether the executed work was counted */
             fprintf(f, ", \"kernel\": ");
             if (cl->has_rec && cl->rec.kernel[0])
-                xtool_json_str(f, cl->rec.kernel);
+                xattn__json_str(f, cl->rec.kernel);
             else
                 fputs("null", f);
             if (cl->has_rec)
@@ -467,7 +467,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
         fprintf(f, ", \"check\": \"%s\", \"check_scope\": \"%s\", \"check_note\": ",
                 xtool_bench_check_name(r), xtool__scope_name(r));
         if (r->check_note[0])
-            xtool_json_str(f, r->check_note);
+            xattn__json_str(f, r->check_note);
         else
             fputs("null", f);
         if (r->err.checked) {
@@ -486,10 +486,10 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
         fprintf(f, "%s\n    {\"backend\": \"%s\", \"device\": %d, \"algo\": \"%s\", \"case\": ",
                 i ? "," : "", xattn_backend_name(d->t.backend), d->t.device,
                 xattn_algo_name(sc->algo));
-        xtool_json_str(f, rep->cases[sc->case_idx].key);
+        xattn__json_str(f, rep->cases[sc->case_idx].key);
         fprintf(f, ", \"threads_base\": %d, \"threads\": %d, \"base_ms\": ", sc->threads_base,
                 sc->threads);
-        xtool_json_num(f, sc->base_ms);
+        xattn__json_num(f, sc->base_ms);
         xtool_json_field(f, "ms", sc->ms);
         xtool__field_or_null(f, "speedup", sc->speedup);
         xtool__field_or_null(f, "efficiency", sc->efficiency);
@@ -505,7 +505,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
             "\"skipped\": %d, \"unchecked\": %d, \"model_errors\": %d, \"wall_s\": ",
             rep->n_scaling ? "\n  " : "", rep->n_results, failed, unsupported, skipped, unchecked,
             model_errors);
-    xtool_json_num(f, rep->wall_s);
+    xattn__json_num(f, rep->wall_s);
     fputs("}", f);
     if (rep->cases_file) { /* --cases: the model's cases, counts and totals */
         fprintf(f, ",\n  \"cases_file\": ");
@@ -515,12 +515,12 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
     return xtool__close(f, path, err, errlen);
 }
 
+/* `,v`, the field empty where v is undefined (negative) or not known. */
 static void xtool__csv_num(FILE *f, double v, int defined)
 {
-    if (defined && isfinite(v) && v >= 0)
-        fprintf(f, ",%.9g", v);
-    else
-        fputs(",", f);
+    fputc(',', f);
+    if (defined && v >= 0)
+        xattn__csv_num(f, v);
 }
 
 int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char *err, size_t errlen)
@@ -547,12 +547,12 @@ int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char 
         const xtool_cell *cl = &r->cell;
         int has = cl->t.n > 0;
         fprintf(f, "%s,%d,", xattn_backend_name(d->t.backend), d->t.device);
-        xtool_csv_str(f, d->t.info.name);
+        xattn__csv_str(f, d->t.info.name);
         fprintf(f, ",%s,%s,", xattn_algo_name(r->algo),
                 has ? xattn_algo_name(cl->info.algo_chosen) : "");
-        xtool_csv_str(f, bc->key);
+        xattn__csv_str(f, bc->key);
         fputs(",", f);
-        xtool_csv_str(f, bc->family);
+        xattn__csv_str(f, bc->family);
         fprintf(
             f, ",%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%s,%d,%s,%lld,%lld,%g,%d,%d,%d,%d,%d,%s,",
             (long long)c->batch, (long long)c->heads, (long long)c->kv_heads, (long long)c->sq,
@@ -562,7 +562,7 @@ int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char 
             (long long)c->window_left, (long long)c->window_right, (double)c->softcap, c->alibi,
             c->bias, c->lse, c->seqlens_k && !c->varlen, c->varlen,
             xtool_cell_status_name(r->status));
-        xtool_csv_str(f, r->error);
+        xattn__csv_str(f, r->error);
         fprintf(f, ",%d,%d", cl->t.n, cl->converged);
         xtool__csv_num(f, cl->t.median, has);
         xtool__csv_num(f, cl->t.min, has);
@@ -578,7 +578,7 @@ int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char 
         char errs[160];
         xtool_bench_model_errors(rep, r, errs, sizeof errs);
         fprintf(f, ",%s,", errs);
-        xtool_csv_str(f, has && cl->has_rec ? cl->rec.kernel : "");
+        xattn__csv_str(f, has && cl->has_rec ? cl->rec.kernel : "");
         if (has && cl->has_rec)
             fprintf(f, ",%d,%d", cl->rec.matrix_units, cl->rec.work_counted);
         else

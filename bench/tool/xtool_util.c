@@ -347,112 +347,12 @@ void xtool_progress_done(xtool_progress *p)
     xtool_progress_clear(p);
 }
 
-/* ---- escaping ------------------------------------------------------------------ */
-
-/* Length of the well-formed UTF-8 sequence at s, or 0. */
-static int xtool__utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    int len;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0) {
-        len = 2;
-        min = 0x80;
-        c &= 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3;
-        min = 0x800;
-        c &= 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4;
-        min = 0x10000;
-        c &= 0x07;
-    } else {
-        return 0;
-    }
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-        return 0;
-    return len;
-}
-
-void xtool_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc((int)c, f);
-            p++;
-        } else if (c < 0x20) {
-            if (c == '\n')
-                fputs("\\n", f);
-            else if (c == '\t')
-                fputs("\\t", f);
-            else if (c == '\r')
-                fputs("\\r", f);
-            else
-                fprintf(f, "\\u%04x", c);
-            p++;
-        } else {
-            int len = xtool__utf8_len(p);
-            if (len == 0) {
-                fputs("\\ufffd", f);
-                p++;
-            } else {
-                fwrite(p, 1, (size_t)len, f);
-                p += len;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
-void xtool_json_num(FILE *f, double v)
-{
-    if (!isfinite(v))
-        fputs("null", f);
-    else if (v == floor(v) && fabs(v) < 9e15)
-        fprintf(f, "%.0f", v);
-    else { /* the shortest of 15..17 digits that reads back exactly */
-        char buf[40];
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(buf, sizeof buf, "%.*g", prec, v);
-            if (strtod(buf, NULL) == v)
-                break;
-        }
-        fputs(buf, f);
-    }
-}
+/* ---- escaping (JSON and CSV: the library's writer, xattn_writer.h) ------------ */
 
 void xtool_json_field(FILE *f, const char *key, double v)
 {
-    fprintf(f, ", \"%s\": ", key);
-    xtool_json_num(f, v);
-}
-
-void xtool_csv_str(FILE *f, const char *s)
-{
-    s = s ? s : "";
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    xattn__json_key(f, key);
+    xattn__json_num(f, v);
 }
 
 void xtool_xml_text(FILE *f, const char *s)
@@ -486,7 +386,7 @@ void xtool_xml_text(FILE *f, const char *s)
                 p++;
                 break;
             }
-            int len = xtool__utf8_len(p);
+            int len = xattn__utf8_len(p);
             if (len == 0) {
                 fputs("&#xFFFD;", f);
                 p++;
@@ -667,20 +567,20 @@ void xtool_ceilings_json(FILE *f, xattn_ctx *ctx)
         return;
     }
     fputs("{\"fma_f32_gflops\": ", f);
-    xtool_json_num(f, c.fma_f32_gflops);
+    xattn__json_num(f, c.fma_f32_gflops);
     fputs(", \"fma_f16_gflops\": ", f);
-    xtool_json_num(f, c.fma_f16_gflops);
+    xattn__json_num(f, c.fma_f16_gflops);
     fputs(", \"fma_bf16_gflops\": ", f);
-    xtool_json_num(f, c.fma_bf16_gflops);
+    xattn__json_num(f, c.fma_bf16_gflops);
     fputs(", \"mma_f16_gflops\": ", f);
-    xtool_json_num(f, c.mma_f16_gflops);
+    xattn__json_num(f, c.mma_f16_gflops);
     fputs(", \"mma_bf16_gflops\": ", f);
-    xtool_json_num(f, c.mma_bf16_gflops);
+    xattn__json_num(f, c.mma_bf16_gflops);
     fputs(", \"read_gbps\": ", f);
-    xtool_json_num(f, c.read_gbps);
+    xattn__json_num(f, c.read_gbps);
     fputs(", \"copy_gbps\": ", f);
-    xtool_json_num(f, c.copy_gbps);
+    xattn__json_num(f, c.copy_gbps);
     fprintf(f, ", \"from_cache\": %s, \"cache_path\": ", c.from_cache ? "true" : "false");
-    xtool_json_str(f, c.cache_path);
+    xattn__json_str(f, c.cache_path);
     fputs("}", f);
 }

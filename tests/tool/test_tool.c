@@ -38,6 +38,7 @@
 
 #include "../xattn_test.h"
 #include "xattn.h"
+#include "xattn_writer.h"
 #include "xtool_advice.h"
 #include "xtool_bench.h"
 #include "xtool_case.h"
@@ -400,6 +401,82 @@ static int parse(xtool_cli_opts *o, char *err, size_t n, ...)
     va_end(ap);
     argv[argc] = NULL;
     return xtool_cli_parse(argc, argv, o, err, n);
+}
+
+/* The one JSON/CSV writer of the library's exports and the tool's files
+ * (backends/xattn_writer.c): escaping, invalid UTF-8, and numbers that read
+ * back exactly in the fewest digits. */
+static void expect_written(void (*write)(FILE *, const char *), const char *in, const char *want)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        EXPECT(0, "open_memstream");
+        return;
+    }
+    write(f, in);
+    fclose(f);
+    EXPECT(buf && !strcmp(buf, want), "wrote [%s], expected [%s]", buf ? buf : "", want);
+    free(buf);
+}
+
+static char *num_text(void (*write)(FILE *, double), double v)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f) {
+        write(f, v);
+        fclose(f);
+    }
+    return buf;
+}
+
+static void test_writer(void)
+{
+    expect_written(xattn__json_str, "a\"b\\c\n\t\r\x01\x7f",
+                   "\"a\\\"b\\\\c\\n\\t\\r\\u0001\\u007f\"");
+    expect_written(xattn__json_str, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                   "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+    /* a stray byte, an overlong '/', a surrogate, a truncated sequence */
+    expect_written(xattn__json_str, "\xff|\xc0\xaf|\xed\xa0\x80|\xe2\x82",
+                   "\"\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
+    expect_written(xattn__json_str, NULL, "\"\"");
+    expect_written(xattn__csv_str, "plain", "plain");
+    expect_written(xattn__csv_str, "a,b", "\"a,b\"");
+    expect_written(xattn__csv_str, "say \"x\"\nnow", "\"say \"\"x\"\"\nnow\"");
+    const struct {
+        double v;
+        const char *json, *csv;
+    } nums[] = {{0.1, "0.1", "0.1"},
+                {3, "3", "3"},
+                {-0.5, "-0.5", "-0.5"},
+                {1e300, "1e+300", "1e+300"},
+                {0.1 + 0.2, "0.30000000000000004", "0.30000000000000004"},
+                {NAN, "null", ""},
+                {INFINITY, "null", ""}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        char *j = num_text(xattn__json_num, nums[i].v), *c = num_text(xattn__csv_num, nums[i].v);
+        EXPECT(j && c && !strcmp(j, nums[i].json) && !strcmp(c, nums[i].csv),
+               "%g: json [%s] csv [%s], expected [%s] [%s]", nums[i].v, j ? j : "", c ? c : "",
+               nums[i].json, nums[i].csv);
+        free(j);
+        free(c);
+    }
+    /* any double reads back exactly, in at most 17 digits */
+    uint64_t seed = 7;
+    for (int i = 0; i < 2000; i++) {
+        uint64_t bits = xattn_test_rng_next(&seed);
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        if (!isfinite(v))
+            continue;
+        char *j = num_text(xattn__json_num, v);
+        EXPECT(j && strtod(j, NULL) == v && strlen(j) <= 24, "%.17g written as [%s]", v,
+               j ? j : "");
+        free(j);
+    }
 }
 
 static void test_parse(void)
@@ -1811,6 +1888,7 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "unit";
     if (!strcmp(what, "unit")) {
         test_xml_checker();
+        test_writer();
         test_parse();
         test_lengths();
         test_stats();
