@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xtool_json_read.h"
+#include "xtool_json.h"
 
 static int xtool__cfail(char *err, size_t errlen, int line, const char *fmt, ...)
 {

@@ -13,12 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef XATTN_TOOL_HAVE_JANSSON
-#include <jansson.h>
-#endif
-
 #include "xtool_bench.h"
 #include "xtool_cases_file.h"
+#include "xtool_json.h"
 
 #define XTOOL__MAX_TARGETS 32
 #define XTOOL__MAX_CASES 1024
@@ -30,63 +27,78 @@ typedef struct xtool__trace_part {
     double offset_us; /* the context's time zero on the bench's timeline */
 } xtool__trace_part;
 
-/* Merges the per-context traces into one file, each shifted to the bench's
- * timeline (a context's trace starts at its creation). Returns 0 or -1. */
+/* Appends the events of one context's trace to f, each shifted to the bench's
+ * timeline (a context's trace starts at its creation; metadata events, "ph":
+ * "M", have no time). *first: no event written yet. Returns 0 or -1. */
+static int xtool__trace_append(FILE *f, const xtool__trace_part *part, int *first, char *err,
+                               size_t errlen)
+{
+    char rerr[256] = "";
+    char *text = xtool_read_text(part->path, (size_t)1 << 30, rerr, sizeof rerr);
+    xtool_json *doc = text ? xtool_json_parse(text, strlen(text), rerr, sizeof rerr) : NULL;
+    free(text);
+    const xtool_json *ev = xtool_json_get(doc, "traceEvents");
+    if (!ev || ev->type != XTOOL_JSON_ARRAY) {
+        snprintf(err, errlen, "cannot read the trace %.700s: %.200s", part->path,
+                 doc ? "no traceEvents array" : rerr);
+        xtool_json_free(doc);
+        return -1;
+    }
+    for (size_t k = 0; k < ev->n; k++) {
+        const xtool_json *e = &ev->items[k];
+        fputs(*first ? "\n" : ",\n", f);
+        *first = 0;
+        if (e->type != XTOOL_JSON_OBJECT || !strcmp(xtool_json_str_of(e, "ph"), "M")) {
+            xtool_json_write(f, e);
+            continue;
+        }
+        fputc('{', f);
+        for (size_t m = 0; m < e->n; m++) {
+            const xtool_json *v = &e->items[m];
+            fputs(m ? ", " : "", f);
+            xattn__json_str(f, e->keys[m]);
+            fputs(": ", f);
+            if (!strcmp(e->keys[m], "ts") && v->type == XTOOL_JSON_NUMBER)
+                xattn__json_num(f, v->number + part->offset_us);
+            else
+                xtool_json_write(f, v);
+        }
+        fputc('}', f);
+    }
+    xtool_json_free(doc);
+    return 0;
+}
+
+/* Merges the per-context traces into one file. Returns 0 (the parts removed)
+ * or -1 with err set (the parts kept). */
 static int xtool__merge_traces(const xtool__trace_part *parts, int n, const char *out, char *err,
                                size_t errlen)
 {
-#ifdef XATTN_TOOL_HAVE_JANSSON
-    json_t *events = json_array();
-    for (int i = 0; i < n && events; i++) {
-        json_error_t je;
-        json_t *doc = json_load_file(parts[i].path, 0, &je);
-        json_t *ev = doc ? json_object_get(doc, "traceEvents") : NULL;
-        if (!json_is_array(ev)) {
-            snprintf(err, errlen, "cannot read the trace %.700s: %.200s", parts[i].path,
-                     doc ? "no traceEvents array" : je.text);
-            json_decref(doc);
-            json_decref(events);
-            return -1;
-        }
-        size_t k;
-        json_t *e;
-        json_array_foreach(ev, k, e)
-        {
-            json_t *ts = json_object_get(e, "ts");
-            if (json_is_number(ts) && strcmp(json_string_value(json_object_get(e, "ph"))
-                                                 ? json_string_value(json_object_get(e, "ph"))
-                                                 : "",
-                                             "M"))
-                json_object_set_new(e, "ts", json_real(json_number_value(ts) + parts[i].offset_us));
-            json_array_append(events, e);
-        }
-        json_decref(doc);
-    }
-    json_t *root =
-        json_pack("{s:s, s:{s:s, s:s}, s:o}", "displayTimeUnit", "ms", "otherData", "schema",
-                  "xattn.trace/1", "merged_by", "xattn bench", "traceEvents", events);
-    if (!root) {
-        snprintf(err, errlen, "out of memory merging traces");
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write '%.900s': %s", out, strerror(errno));
         return -1;
     }
-    int rc = json_dump_file(root, out, JSON_COMPACT);
-    json_decref(root);
+    fputs("{\"displayTimeUnit\": \"ms\", \"otherData\": {\"schema\": \"xattn.trace/1\", "
+          "\"merged_by\": \"xattn bench\"}, \"traceEvents\": [",
+          f);
+    int first = 1, rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = xtool__trace_append(f, &parts[i], &first, err, errlen);
+    fputs("\n]}\n", f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        if (!rc)
+            snprintf(err, errlen, "cannot write '%.900s': %s", out, strerror(errno));
+        rc = -1;
+    }
     if (rc) {
-        snprintf(err, errlen, "cannot write '%.900s'", out);
+        remove(out);
         return -1;
     }
     for (int i = 0; i < n; i++)
         remove(parts[i].path);
     return 0;
-#else
-    (void)parts;
-    (void)n;
-    (void)out;
-    snprintf(err, errlen,
-             "jansson is not available in this build: the traces stay one file per "
-             "device (trace-<backend>-<device>.json)");
-    return -1;
-#endif
 }
 
 /* The thread-scaling block after the table (rep->scaling filled). */

@@ -2,7 +2,7 @@
  * xattn compare A.json B.json ...: the cells of bench result files matched by
  * (backend, device index, algorithm, case), each file against the first. A
  * difference is real only beyond both runs' noise (xtool_stats_verdict).
- * JSON is read with jansson; without it, compare says it is not available.
+ * The files are read with the tool's JSON reader (xtool_cmp.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,20 +12,6 @@
 #include "xtool.h"
 #include "xtool_out_svg.h"
 
-#ifndef XATTN_TOOL_HAVE_JANSSON
-
-int xtool_cmd_compare(const xtool_cli_opts *o)
-{
-    (void)o;
-    fprintf(stderr,
-            "%s: compare is not available in this build: it reads JSON with jansson, which was "
-            "not found when xattn was configured (Debian: apt-get install libjansson-dev, then "
-            "configure again)\n",
-            xtool_prog);
-    return XTOOL_EXIT_FAIL;
-}
-
-#else
 #include "xtool_cmp.h"
 
 /* Reads and parses one result file: 0, or an exit status with err set (2 for
@@ -244,4 +230,3 @@ int xtool_cmd_compare(const xtool_cli_opts *o)
         xtool_cmp_free(&files[j]);
     return rc;
 }
-#endif

@@ -2,7 +2,6 @@
  * through a hash table (xtool_cmp.h). */
 #include "xtool_cmp.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,29 +9,8 @@
 #include <string.h>
 
 #include "xtool_cli.h"
+#include "xtool_json.h"
 #include "xtool_stats.h"
-
-static const char *xtool__jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
-}
-
-static double xtool__jnum(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-/* An integer field clamped to int (a crafted file may hold anything). */
-static int xtool__jint(json_t *o, const char *k, int dflt)
-{
-    json_t *v = json_object_get(o, k);
-    if (!json_is_integer(v))
-        return dflt;
-    json_int_t x = json_integer_value(v);
-    return x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : (int)x;
-}
 
 /* FNV-1a over the parts of the match key, with a separator between them. */
 static unsigned xtool__hash(const xtool_cmp_cell *c)
@@ -82,12 +60,69 @@ static int xtool__index(xtool_cmp_file *f)
     return 0;
 }
 
-static void xtool__load_avg(json_t *a, double out[3])
+static void xtool__load_avg(const xtool_json *a, double out[3])
 {
     for (int i = 0; i < 3; i++) {
-        json_t *v = json_array_get(a, (size_t)i);
-        out[i] = json_is_number(v) ? json_number_value(v) : NAN;
+        const xtool_json *v =
+            a && a->type == XTOOL_JSON_ARRAY && (size_t)i < a->n ? &a->items[i] : NULL;
+        out[i] = v && v->type == XTOOL_JSON_NUMBER ? v->number : NAN;
     }
+}
+
+/* The header: when the file was made, where, on which devices, under what load. */
+static void xtool__header(const xtool_json *doc, xtool_cmp_file *f)
+{
+    snprintf(f->created, sizeof f->created, "%s", xtool_json_str_of(doc, "created_utc"));
+    snprintf(f->host, sizeof f->host, "%s",
+             xtool_json_str_of(xtool_json_get(doc, "host"), "hostname"));
+    size_t k = 0;
+    const xtool_json *devs = xtool_json_get(doc, "devices");
+    for (size_t i = 0; devs && devs->type == XTOOL_JSON_ARRAY && i < devs->n; i++) {
+        const xtool_json *d = &devs->items[i];
+        if (k < sizeof f->devices)
+            k += (size_t)snprintf(f->devices + k, sizeof f->devices - k, "%s%s:%d %s",
+                                  i ? ", " : "", xtool_json_str_of(d, "backend"),
+                                  xtool_json_int_of(d, "device", 0), xtool_json_str_of(d, "name"));
+    }
+    const xtool_json *load = xtool_json_get(doc, "load");
+    if (load && load->type == XTOOL_JSON_OBJECT) {
+        f->has_load = 1;
+        f->load_cpus = xtool_json_int_of(load, "cpus", 0);
+        xtool__load_avg(xtool_json_get(load, "start"), f->load_start);
+        xtool__load_avg(xtool_json_get(load, "end"), f->load_end);
+    }
+}
+
+/* One result object as compare uses it; fields of the wrong type read as absent. */
+static void xtool__cell(const xtool_json *r, xtool_cmp_cell *c)
+{
+    int dev = xtool_json_int_of(r, "device", 0);
+    snprintf(c->dev, sizeof c->dev, "%.12s:%d", xtool_json_str_of(r, "backend"), dev);
+    snprintf(c->algo, sizeof c->algo, "%s", xtool_json_str_of(r, "algo"));
+    snprintf(c->label, sizeof c->label, "%s", xtool_json_str_of(r, "case"));
+    c->threads = xtool_json_int_of(r, "threads", 0);
+    if (c->threads < 0)
+        c->threads = 0;
+    if (c->threads > 0) /* "cpu:0 t2": the thread count is part of where it ran */
+        snprintf(c->device, sizeof c->device, "%s t%d", c->dev, c->threads);
+    else
+        snprintf(c->device, sizeof c->device, "%s", c->dev);
+    c->median = xtool_json_num_of(r, "median_ms");
+    c->min = xtool_json_num_of(r, "min_ms");
+    c->p90 = xtool_json_num_of(r, "p90_ms");
+    c->spread = xtool_json_num_of(r, "spread");
+    c->ok = !strcmp(xtool_json_str_of(r, "status"), "ok") && isfinite(c->median) &&
+            isfinite(c->min) && isfinite(c->p90);
+    if (!isfinite(c->spread))
+        c->spread = 0;
+    c->pct_fma = xtool_json_num_of(r, "pct_fma_ceiling");
+    c->pct_bw = xtool_json_num_of(r, "pct_bw_ceiling");
+    c->pct_fma_per_thread = xtool_json_num_of(r, "pct_fma_per_thread");
+    c->pct_bw_min = xtool_json_num_of(r, "pct_bw_min_ceiling");
+    snprintf(c->kernel, sizeof c->kernel, "%s", xtool_json_str_of(r, "kernel"));
+    const xtool_json *wc = xtool_json_get(r, "work_counted");
+    c->work_counted = wc && wc->type == XTOOL_JSON_BOOL ? wc->boolean : -1;
+    c->hash = xtool__hash(c);
 }
 
 int xtool_cmp_parse(const char *text, size_t len, const char *path, xtool_cmp_file *f, char *err,
@@ -95,94 +130,40 @@ int xtool_cmp_parse(const char *text, size_t len, const char *path, xtool_cmp_fi
 {
     memset(f, 0, sizeof *f);
     f->path = path;
-    json_error_t je;
-    json_t *doc = json_loadb(text, len, 0, &je);
+    char jerr[256];
+    xtool_json *doc = xtool_json_parse(text, len, jerr, sizeof jerr);
     if (!doc) {
-        snprintf(err, errlen, "%s: not JSON: %s (line %d)", path, je.text, je.line);
+        snprintf(err, errlen, "%s: not JSON: %s", path, jerr);
         return XTOOL_EXIT_USAGE;
     }
-    const char *schema = xtool__jstr(doc, "schema");
+    const char *schema = xtool_json_str_of(doc, "schema");
+    const xtool_json *results = xtool_json_get(doc, "results");
+    int rc = 0;
     if (strncmp(schema, "xattn.bench/1", 13) != 0) {
         snprintf(err, errlen,
                  "%s: not an xattn bench result (schema \"%.80s\", expected \"xattn.bench/1\"; "
                  "bench writes it as DIR/results.json)",
                  path, schema);
-        json_decref(doc);
-        return XTOOL_EXIT_USAGE;
-    }
-    json_t *results = json_object_get(doc, "results");
-    if (!json_is_array(results)) {
+        rc = XTOOL_EXIT_USAGE;
+    } else if (!results || results->type != XTOOL_JSON_ARRAY) {
         snprintf(err, errlen, "%s: no \"results\" array", path);
-        json_decref(doc);
-        return XTOOL_EXIT_USAGE;
+        rc = XTOOL_EXIT_USAGE;
+    } else if (results->n > (size_t)INT32_MAX / 2) {
+        snprintf(err, errlen, "%s: %zu results: too many", path, results->n);
+        rc = XTOOL_EXIT_USAGE;
+    } else if (!(f->cells = calloc(results->n ? results->n : 1, sizeof *f->cells))) {
+        snprintf(err, errlen, "%s: out of memory for %zu cells", path, results->n);
+        rc = XTOOL_EXIT_FAIL;
     }
-    snprintf(f->created, sizeof f->created, "%s", xtool__jstr(doc, "created_utc"));
-    snprintf(f->host, sizeof f->host, "%s", xtool__jstr(json_object_get(doc, "host"), "hostname"));
-    size_t k = 0;
-    json_t *d, *devs = json_object_get(doc, "devices");
-    size_t i;
-    json_array_foreach(devs, i, d)
-    {
-        if (k < sizeof f->devices)
-            k += (size_t)snprintf(f->devices + k, sizeof f->devices - k, "%s%s:%d %s",
-                                  i ? ", " : "", xtool__jstr(d, "backend"),
-                                  xtool__jint(d, "device", 0), xtool__jstr(d, "name"));
+    if (rc) {
+        xtool_json_free(doc);
+        return rc;
     }
-    json_t *load = json_object_get(doc, "load");
-    if (json_is_object(load)) {
-        f->has_load = 1;
-        f->load_cpus = xtool__jint(load, "cpus", 0);
-        xtool__load_avg(json_object_get(load, "start"), f->load_start);
-        xtool__load_avg(json_object_get(load, "end"), f->load_end);
-    }
-    size_t n = json_array_size(results);
-    if (n > (size_t)INT32_MAX / 2) {
-        snprintf(err, errlen, "%s: %zu results: too many", path, n);
-        json_decref(doc);
-        return XTOOL_EXIT_USAGE;
-    }
-    f->cells = calloc(n ? n : 1, sizeof *f->cells);
-    if (!f->cells) {
-        json_decref(doc);
-        snprintf(err, errlen, "%s: out of memory for %zu cells", path, n);
-        return XTOOL_EXIT_FAIL;
-    }
-    json_t *r;
-    json_array_foreach(results, i, r)
-    {
-        if (!json_is_object(r))
-            continue;
-        xtool_cmp_cell *c = &f->cells[f->n];
-        int dev = xtool__jint(r, "device", 0);
-        snprintf(c->dev, sizeof c->dev, "%.12s:%d", xtool__jstr(r, "backend"), dev);
-        snprintf(c->algo, sizeof c->algo, "%s", xtool__jstr(r, "algo"));
-        snprintf(c->label, sizeof c->label, "%s", xtool__jstr(r, "case"));
-        c->threads = xtool__jint(r, "threads", 0);
-        if (c->threads < 0)
-            c->threads = 0;
-        if (c->threads > 0) /* "cpu:0 t2": the thread count is part of where it ran */
-            snprintf(c->device, sizeof c->device, "%s t%d", c->dev, c->threads);
-        else
-            snprintf(c->device, sizeof c->device, "%s", c->dev);
-        c->median = xtool__jnum(r, "median_ms");
-        c->min = xtool__jnum(r, "min_ms");
-        c->p90 = xtool__jnum(r, "p90_ms");
-        c->spread = xtool__jnum(r, "spread");
-        c->ok = !strcmp(xtool__jstr(r, "status"), "ok") && isfinite(c->median) &&
-                isfinite(c->min) && isfinite(c->p90);
-        if (!isfinite(c->spread))
-            c->spread = 0;
-        c->pct_fma = xtool__jnum(r, "pct_fma_ceiling");
-        c->pct_bw = xtool__jnum(r, "pct_bw_ceiling");
-        c->pct_fma_per_thread = xtool__jnum(r, "pct_fma_per_thread");
-        c->pct_bw_min = xtool__jnum(r, "pct_bw_min_ceiling");
-        snprintf(c->kernel, sizeof c->kernel, "%s", xtool__jstr(r, "kernel"));
-        json_t *wc = json_object_get(r, "work_counted");
-        c->work_counted = json_is_boolean(wc) ? json_is_true(wc) : -1;
-        c->hash = xtool__hash(c);
-        f->n++;
-    }
-    json_decref(doc);
+    xtool__header(doc, f);
+    for (size_t i = 0; i < results->n; i++)
+        if (results->items[i].type == XTOOL_JSON_OBJECT) /* anything else is skipped */
+            xtool__cell(&results->items[i], &f->cells[f->n++]);
+    xtool_json_free(doc);
     if (xtool__index(f)) {
         snprintf(err, errlen, "%s: out of memory indexing %d cells", path, f->n);
         return XTOOL_EXIT_FAIL;

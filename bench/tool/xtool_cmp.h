@@ -3,7 +3,8 @@
  * xattn.bench/1) read into cells, and the cells of one file found by the key
  * of a cell of another (a hash table, so that two files of n cells match in
  * O(n)). Parsing works on the file's text and touches nothing else, so that a
- * fuzz target can call it (tests/fuzz/fuzz_compare.c). Needs jansson.
+ * fuzz target can call it (tests/fuzz/fuzz_compare.c). The text is read with
+ * the tool's JSON reader (xtool_json.h).
  */
 #ifndef XTOOL_CMP_H
 #define XTOOL_CMP_H

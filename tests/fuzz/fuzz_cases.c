@@ -1,6 +1,6 @@
 /*
  * libFuzzer target over cases files (`xattn bench --cases`): the JSON reader
- * (bench/tool/xtool_json_read.c) and the cases-file parser (bench/
+ * (bench/tool/xtool_json.c) and the cases-file parser (bench/
  * xtool_cases_file.c), both pure functions of the input bytes. Oracles: no
  * crash, no read beyond the input (ASan: the bytes are copied into an
  * allocation of exactly their size, without a terminating NUL); a refused input
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "xtool_cases_file.h"
-#include "xtool_json_read.h"
+#include "xtool_json.h"
 
 #define XATTN_FUZZ_CASES_CAP 64
 

@@ -1,6 +1,6 @@
 /*
  * Tests of cases files (`xattn bench --cases FILE`, bench/tool/xtool_cases_file.c)
- * and of the JSON reader under them (bench/tool/xtool_json_read.c).
+ * and of the JSON reader under them (bench/tool/xtool_json.c).
  *
  *   test_cases_file unit                  the reader on valid and broken JSON (line
  *                                         numbers in the messages), cases files into
@@ -20,7 +20,7 @@
 
 #include "../xattn_test.h"
 #include "xtool_cases_file.h"
-#include "xtool_json_read.h"
+#include "xtool_json.h"
 
 /* ---- the JSON reader ------------------------------------------------------------ */
 

@@ -43,10 +43,8 @@
 #include "xtool_bench.h"
 #include "xtool_case.h"
 #include "xtool_cli.h"
-#include "xtool_stats.h"
-#ifdef XATTN_TEST_HAVE_CMP
 #include "xtool_cmp.h"
-#endif
+#include "xtool_stats.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -1187,7 +1185,6 @@ static void test_outputs(void)
     /* compare: a file with itself shows no real difference. */
     snprintf(path2, sizeof path2, "%s/self.svg", g_dir);
     rc = run_tool("compare", path, path, "--svg", path2, "--fail-on-slower", NULL);
-#ifdef XATTN_TEST_HAVE_JANSSON
     EXPECT(rc == 0, "compare itself: exit %d\n%s%s", rc, g_out, g_err);
     EXPECT(strstr(g_out, "4 matched: 0 faster, 0 slower, 4 within noise") != NULL,
            "compare itself:\n%s", g_out);
@@ -1199,10 +1196,8 @@ static void test_outputs(void)
 
     /* Real slowdowns and speed-ups are checked on fixed files (test_compare):
      * a verdict between two real runs depends on the machine's load. */
+#ifdef XATTN_TEST_HAVE_JANSSON
     json_decref(doc);
-#else
-    EXPECT(rc == 1 && strstr(g_err, "not available"), "compare without jansson: exit %d %s", rc,
-           g_err);
 #endif
 
     /* advise on a padded lengths file: the waste computed by hand (test_stats):
@@ -1332,7 +1327,6 @@ static void gen_results(FILE *f, int n, char which)
     fprintf(f, "\n]}\n");
 }
 
-#ifdef XATTN_TEST_HAVE_CMP
 /* Matching two files of n cells looks at O(n) cells (a hash table), not
  * O(n^2): counted, not timed. */
 static void test_cmp_index(void)
@@ -1367,7 +1361,6 @@ static void test_cmp_index(void)
     xtool_cmp_free(&f[0]);
     xtool_cmp_free(&f[1]);
 }
-#endif
 
 /* ---- compare: fixed files with known verdicts ----------------------------------------- */
 
@@ -1402,10 +1395,6 @@ static void test_compare(const char *data)
     snprintf(csvp, sizeof csvp, "%s/fixed.csv", g_dir);
     snprintf(svgp, sizeof svgp, "%s/fixed.svg", g_dir);
     int rc = run_tool("compare", a, b, "--csv", csvp, "--svg", svgp, NULL);
-#ifndef XATTN_TEST_HAVE_JANSSON
-    EXPECT(rc == 1 && strstr(g_err, "not available"), "compare without jansson: exit %d", rc);
-    return;
-#endif
     const char *out = g_out_all ? g_out_all : "";
     EXPECT(rc == 0, "compare fixed: exit %d\n%s%s", rc, out, g_err);
     /* tests/tool/data/README.md lists the cells and why each gets its verdict. */
@@ -1766,12 +1755,6 @@ static void test_usage(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char **a = bad[i].args;
         int rc = run_tool(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], NULL);
-#ifndef XATTN_TEST_HAVE_JANSSON
-        if (a[0] && !strcmp(a[0], "compare") && a[2]) {
-            EXPECT(rc == 1 && strstr(g_err, "not available"), "compare without jansson");
-            continue;
-        }
-#endif
         EXPECT(rc == 2 && strstr(g_err, "xattn") && strlen(g_err) > 20,
                "'%s %s %s': exit %d (expected 2), stderr '%s'", a[0] ? a[0] : "(none)",
                a[1] ? a[1] : "", a[2] ? a[2] : "", rc, g_err);
@@ -1809,12 +1792,6 @@ static void test_usage(void)
     for (size_t i = 0; i < sizeof early / sizeof early[0]; i++) {
         const char **a = early[i].args;
         int rc = run_tool(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
-#ifndef XATTN_TEST_HAVE_JANSSON
-        if (!strcmp(a[0], "compare")) {
-            EXPECT(rc == 1 && strstr(g_err, "not available"), "compare without jansson");
-            continue;
-        }
-#endif
         EXPECT(rc == 2 && strstr(g_err, early[i].expect) && !strstr(g_out, "\ntime ") &&
                    !strstr(g_out, "median ms"),
                "'%s %s %s %s ... %s': exit %d (expected 2 before any work), stderr '%s' (expected "
@@ -1895,11 +1872,7 @@ int main(int argc, char **argv)
         test_case_check();
         test_mem_estimate();
         test_advice();
-#ifdef XATTN_TEST_HAVE_CMP
         test_cmp_index();
-#else
-        SKIP("compare's index: no jansson in this build");
-#endif
     } else if (!strcmp(what, "writers") && argc > 2) {
         if (mkdir(argv[2], 0777) && errno != EEXIST) {
             printf("cannot create %s\n", argv[2]);

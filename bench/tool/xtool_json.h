@@ -1,15 +1,18 @@
 /*
- * A small JSON reader for the tool's input files (cases files): the text
+ * The tool's one JSON reader, for every file it reads back (cases files,
+ * compare's result files, the profiler's traces that bench merges): the text
  * becomes a tree whose every value knows the line it starts on, so that a
  * message can name the line as well as the field. Strict RFC 8259 (no
  * comments, no trailing commas, no duplicate keys, no NUL in strings), depth
- * and size bounded; a pure function of its input (no I/O), for fuzzing.
+ * and size bounded; a pure function of its input (no I/O), for fuzzing. A
+ * tree (or a part of one) is written back with xtool_json_write.
  */
 #ifndef XTOOL_JSON_READ_H
 #define XTOOL_JSON_READ_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum xtool_json_type {
     XTOOL_JSON_NULL = 0,
@@ -43,5 +46,17 @@ void xtool_json_free(xtool_json *v);
 const xtool_json *xtool_json_get(const xtool_json *v, const char *key);
 /* "null", "a boolean", "a number", "a string", "an array", "an object". */
 const char *xtool_json_type_name(xtool_json_type t);
+
+/* Convenience reads of member `key` of an object: its string ("" when absent
+ * or not a string), its number (NaN when absent or not a number), its integer
+ * clamped to int (dflt when absent or not an integer). */
+const char *xtool_json_str_of(const xtool_json *v, const char *key);
+double xtool_json_num_of(const xtool_json *v, const char *key);
+int xtool_json_int_of(const xtool_json *v, const char *key, int dflt);
+
+/* Writes v as JSON text (compact: ", " and ": " separators, no line breaks),
+ * through the library's writer (xattn_writer.h): an integer as it was read,
+ * other numbers in their shortest exact form. */
+void xtool_json_write(FILE *f, const xtool_json *v);
 
 #endif

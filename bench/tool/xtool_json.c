@@ -1,11 +1,15 @@
-/* A strict, line-aware JSON reader (xtool_json_read.h). */
-#include "xtool_json_read.h"
+/* The tool's strict, line-aware JSON reader, and its tree writer (xtool_json.h). */
+#include "xtool_json.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "xattn_writer.h"
 
 typedef struct xtool__jp {
     const char *p, *end;
@@ -485,5 +489,60 @@ const char *xtool_json_type_name(xtool_json_type t)
     case XTOOL_JSON_STRING: return "a string";
     case XTOOL_JSON_ARRAY: return "an array";
     default: return "an object";
+    }
+}
+
+const char *xtool_json_str_of(const xtool_json *v, const char *key)
+{
+    const xtool_json *m = xtool_json_get(v, key);
+    return m && m->type == XTOOL_JSON_STRING ? m->string : "";
+}
+
+double xtool_json_num_of(const xtool_json *v, const char *key)
+{
+    const xtool_json *m = xtool_json_get(v, key);
+    return m && m->type == XTOOL_JSON_NUMBER ? m->number : NAN;
+}
+
+int xtool_json_int_of(const xtool_json *v, const char *key, int dflt)
+{
+    const xtool_json *m = xtool_json_get(v, key);
+    if (!m || m->type != XTOOL_JSON_NUMBER || !m->integer_ok)
+        return dflt;
+    return m->integer < INT_MIN ? INT_MIN : m->integer > INT_MAX ? INT_MAX : (int)m->integer;
+}
+
+void xtool_json_write(FILE *f, const xtool_json *v)
+{
+    switch (v->type) {
+    case XTOOL_JSON_NULL: fputs("null", f); return;
+    case XTOOL_JSON_BOOL: fputs(v->boolean ? "true" : "false", f); return;
+    case XTOOL_JSON_NUMBER:
+        if (v->integer_ok)
+            fprintf(f, "%lld", (long long)v->integer);
+        else
+            xattn__json_num(f, v->number);
+        return;
+    case XTOOL_JSON_STRING: xattn__json_str(f, v->string); return;
+    case XTOOL_JSON_ARRAY:
+        fputc('[', f);
+        for (size_t i = 0; i < v->n; i++) {
+            if (i)
+                fputs(", ", f);
+            xtool_json_write(f, &v->items[i]);
+        }
+        fputc(']', f);
+        return;
+    case XTOOL_JSON_OBJECT:
+        fputc('{', f);
+        for (size_t i = 0; i < v->n; i++) {
+            if (i)
+                fputs(", ", f);
+            xattn__json_str(f, v->keys[i]);
+            fputs(": ", f);
+            xtool_json_write(f, &v->items[i]);
+        }
+        fputc('}', f);
+        return;
     }
 }
