@@ -4,7 +4,9 @@
  *
  * Parsing (xtool_cli_opts.c) is a pure function of argv: it fills
  * xtool_cli_opts and an error message and does nothing else (no output, no
- * file access, no exit), so that a fuzz target can call it.
+ * file access, no exit), so that a fuzz target can call it. The options are a
+ * table (xtool_cli_table.c) that drives the parsing, the checks of each
+ * value, --help and the manual's option list (xtool_cli_help.c).
  *
  * Exit statuses of the tool: 0 success, 1 a run failed or disagreed with the
  * reference, 2 a bad command line (unknown flag, bad value, impossible shape,
@@ -15,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "xattn.h"
 
@@ -134,7 +137,7 @@ typedef struct xtool_cli_opts {
     int measure_ceilings;
     int progress; /* -1 auto (stderr is a terminal), 0 off, 1 on */
     int quick;
-    xtool_cli_metric metric;
+    int metric; /* xtool_cli_metric */
 
     /* devices */
     int measure, force;
@@ -175,8 +178,15 @@ double xtool_cli_default_check_limit(xtool_cli_cmd cmd);
 /* The --cpu-simd name of an XATTN_OPT_CPU_SIMD value ("best" for 0; "?" out of range). */
 const char *xtool_cli_simd_name(int value);
 
-/* The --help text of a subcommand (static storage). */
+/* The --help text of a subcommand (made once, kept for the process), and the
+ * same written to f. */
 const char *xtool_cli_help_text(xtool_cli_cmd cmd);
+void xtool_cli_help_print(FILE *f, xtool_cli_cmd cmd);
+/* 'xattn --help': the commands. */
+void xtool_cli_commands_print(FILE *f);
+/* The manual's option list (markdown tables, one per section), as docs/tool.md
+ * holds it between its "options" markers. */
+void xtool_cli_manual_print(FILE *f);
 
 /*
  * Parses the text of a --lengths file: one sequence a line, "L" or "LQ LK"

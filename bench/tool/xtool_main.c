@@ -10,34 +10,15 @@
 #include "xtool.h"
 #include "xtool_cli.h"
 
-static void xtool__help(FILE *f)
-{
-    fprintf(f,
-            "usage: %s <command> [options]\n\n"
-            "commands:\n"
-            "  devices   backends, devices, their description and measured ceilings\n"
-            "  run       one attention case: time, phases, full record, error against the "
-            "reference\n"
-            "  bench     sweeps and model presets on every backend x algorithm; JSON, CSV, SVG,\n"
-            "            trace (no options: the default preset on every available backend)\n"
-            "  check     every backend x algorithm x feature against the reference\n"
-            "  compare   the same cells across bench result files, with noise taken into account\n"
-            "  advise    naive vs flash vs split-KV, padding waste and roofline for one shape\n\n"
-            "'%s <command> --help' shows a command's options; '%s --version' the version.\n"
-            "Exit status: 0 ok, 1 a run failed or disagreed with the reference, 2 bad command "
-            "line.\n",
-            xtool_prog, xtool_prog, xtool_prog);
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        xtool__help(stderr);
+        xtool_cli_commands_print(stderr);
         return XTOOL_EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
-        xtool__help(stdout);
+        xtool_cli_commands_print(stdout);
         return XTOOL_EXIT_OK;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {

@@ -16,6 +16,8 @@
  *   test_tool threads XATTN_BIN DIR     bench --threads 1,2: the thread column and
  *                                       fields, one chart series per thread count,
  *                                       the thread-scaling block and its JSON
+ *   test_tool manual DOC [--write]      the option list of docs/tool.md is the one
+ *                                       the table of options makes (--write: make it so)
  *
  * Exits 0 when everything passed, 1 otherwise; ends with "N passed, N failed,
  * N skipped". JSON is read with jansson when the build has it (the JSON checks
@@ -43,6 +45,7 @@
 #include "xtool_bench.h"
 #include "xtool_case.h"
 #include "xtool_cli.h"
+#include "xtool_cli_table.h"
 #include "xtool_cmp.h"
 #include "xtool_stats.h"
 
@@ -589,6 +592,141 @@ static void test_parse(void)
     EXPECT(parse(&o, err, sizeof err, "compare", "--help", NULL) == 0 && o.help, "help");
     for (int c = XTOOL_CLI_DEVICES; c < XTOOL_CLI_CMD_COUNT; c++)
         EXPECT(strstr(xtool_cli_help_text((xtool_cli_cmd)c), "usage: xattn") != NULL, "help %d", c);
+}
+
+/* The table of options drives the parser and --help: every row's flag is
+ * accepted by each of its commands and listed in its help, nothing else is
+ * listed, two rows never give one command the same flag, and a refusal row
+ * refuses with its reason. */
+static const char *sample_value(const xtool_opt_def *d)
+{
+    static const struct {
+        const char *name, *value;
+    } custom[] = {{"backend", "cpu"},   {"algo", "flash"}, {"dtype", "f16"},
+                  {"kv-dtype", "bf16"}, {"window", "4,0"}, {"threads", "1"}};
+    static char num[64];
+    if (d->kind == XTOOL_ARG_FLAG || !d->arg || d->optional_value)
+        return NULL;
+    if (d->dflt)
+        return d->dflt;
+    switch (d->kind) {
+    case XTOOL_ARG_INT:
+    case XTOOL_ARG_U64:
+    case XTOOL_ARG_LIST:
+        snprintf(num, sizeof num, "%lld", (long long)(d->ilo ? d->ilo : 1));
+        return num;
+    case XTOOL_ARG_NUM:
+    case XTOOL_ARG_FLOAT: snprintf(num, sizeof num, "%g", d->dlo > 0 ? d->dlo : 1.0); return num;
+    case XTOOL_ARG_CHOICE: return d->choices[0];
+    case XTOOL_ARG_TEXT: return "x";
+    default: break;
+    }
+    for (size_t i = 0; i < sizeof custom / sizeof custom[0]; i++)
+        if (!strcmp(custom[i].name, d->name))
+            return custom[i].value;
+    return "?";
+}
+
+static void test_opt_table(void)
+{
+    for (size_t i = 0; i < xtool_opt_ndefs; i++) {
+        const xtool_opt_def *d = &xtool_opt_defs[i];
+        for (size_t j = i + 1; j < xtool_opt_ndefs; j++)
+            EXPECT(strcmp(d->name, xtool_opt_defs[j].name) || !(d->cmds & xtool_opt_defs[j].cmds),
+                   "--%s: two rows for one command", d->name);
+        for (int c = XTOOL_CLI_DEVICES; c < XTOOL_CLI_CMD_COUNT; c++) {
+            if (!(d->cmds & XTOOL_CMD_BIT(c)))
+                continue;
+            char flag[64], err[512];
+            snprintf(flag, sizeof flag, "--%s", d->name);
+            char *argv[8] = {(char *)xtool_cli_cmd_name((xtool_cli_cmd)c), flag};
+            int argc = 2;
+            const char *v = d->refused ? NULL : sample_value(d);
+            if (v)
+                argv[argc++] = (char *)v;
+            /* what another option of the rule needs */
+            if (c == XTOOL_CLI_COMPARE)
+                argv[argc++] = "a.json", argv[argc++] = "b.json";
+            if (!strcmp(d->name, "varlen"))
+                argv[argc++] = "--lengths=x";
+            if (!strcmp(d->name, "ab-rounds"))
+                argv[argc++] = "--ab=x";
+            xtool_cli_opts o;
+            int rc = xtool_cli_parse(argc, argv, &o, err, sizeof err);
+            const char *help = xtool_cli_help_text((xtool_cli_cmd)c);
+            char listed[80];
+            snprintf(listed, sizeof listed, "\n  --%s", d->name);
+            if (d->refused) {
+                EXPECT(rc == XTOOL_EXIT_USAGE && strstr(err, d->refused) && !strstr(help, listed),
+                       "%s --%s: refused with '%s', listed %d", argv[0], d->name, err,
+                       strstr(help, listed) != NULL);
+                continue;
+            }
+            EXPECT(rc == 0, "%s --%s %s: %s", argv[0], d->name, v ? v : "", err);
+            EXPECT(strstr(help, listed) != NULL, "%s --help lacks --%s", argv[0], d->name);
+        }
+    }
+    /* every flag a help lists is a row of that command */
+    for (int c = XTOOL_CLI_DEVICES; c < XTOOL_CLI_CMD_COUNT; c++) {
+        const char *help = xtool_cli_help_text((xtool_cli_cmd)c);
+        for (const char *p = strstr(help, "\n  --"); p; p = strstr(p + 1, "\n  --")) {
+            char name[64];
+            size_t len = strcspn(p + 5, " [\n");
+            snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), p + 5);
+            int row = 0;
+            for (size_t i = 0; i < xtool_opt_ndefs; i++)
+                row |= !xtool_opt_defs[i].refused && (xtool_opt_defs[i].cmds & XTOOL_CMD_BIT(c)) &&
+                       !strcmp(xtool_opt_defs[i].name, name);
+            EXPECT(row, "%s --help lists --%s, which is no row of it",
+                   xtool_cli_cmd_name((xtool_cli_cmd)c), name);
+        }
+    }
+}
+
+/* The manual's option list (docs/tool.md, between its options markers) is
+ * the one the table makes; with --write it is made so. */
+static void test_manual(const char *doc, int write)
+{
+    char *text = read_all(doc);
+    EXPECT(text != NULL, "cannot read %s", doc);
+    if (!text)
+        return;
+    const char *begin = strstr(text, "<!-- BEGIN options");
+    const char *body = begin ? strstr(begin, "-->\n") : NULL;
+    const char *end = body ? strstr(body, "<!-- END options -->") : NULL;
+    EXPECT(begin && body && end, "%s: no <!-- BEGIN options ... --> ... <!-- END options --> block",
+           doc);
+    char *gen = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&gen, &len);
+    if (m) {
+        xtool_cli_manual_print(m);
+        fclose(m);
+    }
+    if (begin && body && end && gen) {
+        body += 4;
+        size_t have = (size_t)(end - body);
+        int same = have == len && !memcmp(body, gen, len);
+        if (!same && write) {
+            FILE *f = fopen(doc, "w");
+            if (f) {
+                fwrite(text, 1, (size_t)(body - text), f);
+                fputs(gen, f);
+                fputs(end, f);
+                same = fclose(f) == 0;
+            }
+            printf("%s: the option list %s\n", doc, same ? "rewritten" : "NOT written");
+        }
+        size_t k = 0;
+        while (k < have && k < len && body[k] == gen[k])
+            k++;
+        EXPECT(same,
+               "%s: the option list is not the table's (first difference at byte %zu: \"%.60s\" "
+               "where the table gives \"%.60s\"); run 'test_tool manual %s --write'",
+               doc, k, body + k, gen + (k < len ? k : len), doc);
+    }
+    free(gen);
+    free(text);
 }
 
 static void test_lengths(void)
@@ -1867,12 +2005,15 @@ int main(int argc, char **argv)
         test_xml_checker();
         test_writer();
         test_parse();
+        test_opt_table();
         test_lengths();
         test_stats();
         test_case_check();
         test_mem_estimate();
         test_advice();
         test_cmp_index();
+    } else if (!strcmp(what, "manual") && argc > 2) {
+        test_manual(argv[2], argc > 3 && !strcmp(argv[3], "--write"));
     } else if (!strcmp(what, "writers") && argc > 2) {
         if (mkdir(argv[2], 0777) && errno != EEXIST) {
             printf("cannot create %s\n", argv[2]);
@@ -1906,7 +2047,8 @@ int main(int argc, char **argv)
             test_usage();
     } else {
         fprintf(stderr,
-                "usage: test_tool unit | outputs XATTN_BIN DIR | usage XATTN_BIN DIR | "
+                "usage: test_tool unit | manual DOC [--write] | outputs XATTN_BIN DIR | usage "
+                "XATTN_BIN DIR | "
                 "threads XATTN_BIN DIR | ab XATTN_BIN DIR | compare XATTN_BIN DIR DATA_DIR | "
                 "writers DIR\n");
         return 2;
