@@ -1,5 +1,6 @@
 /* Internals shared by the subcommands of the xattn tool: devices to run on,
- * the measurement of one cell, the progress bar, output helpers. */
+ * the measurement of one cell, memory, files, the progress bar, output
+ * helpers. Each section names the file that implements it. */
 #ifndef XTOOL_H
 #define XTOOL_H
 
@@ -14,7 +15,7 @@
 
 extern const char *xtool_prog; /* "xattn" */
 
-/* ---- devices to run on ---------------------------------------------------- */
+/* ---- devices to run on (xtool_targets.c) ---------------------------------- */
 
 typedef struct xtool_target {
     xattn_backend backend;
@@ -35,7 +36,7 @@ xattn_status xtool_ctx_open(const xtool_cli_opts *o, xattn_backend be, int devic
 /* "cpu:0" */
 void xtool_target_name(xattn_backend be, int device, char *out, size_t n);
 
-/* ---- one measured cell ----------------------------------------------------- */
+/* ---- one measured cell (xtool_measure.c) ----------------------------------- */
 
 typedef struct xtool_cell_opts {
     int warmup, min_reps, max_reps;
@@ -69,7 +70,7 @@ xattn_status xtool_cell_measure(xattn_ctx *ctx, xtool_case_run *r, const xtool_c
  * kernel does not write fails the check; info may be NULL. */
 xattn_status xtool_cell_poisoned_call(xattn_ctx *ctx, xtool_case_run *r, xattn_run_info *info);
 
-/* ---- memory: will it fit ------------------------------------------------- */
+/* ---- memory: will it fit (xtool_memroom.c) -------------------------------- */
 
 /* What the process can still allocate, in bytes (0 = unknown): on the
  * context's device, and on the host (the same memory for a CPU device). */
@@ -87,7 +88,7 @@ void xtool_mem_room_read(xattn_ctx *ctx, const xtool_target *t, xtool_mem_room *
 int xtool_mem_fits(const xtool_mem_room *r, double device_bytes, double host_bytes,
                    const char *what, char *msg, size_t n);
 
-/* ---- output files ------------------------------------------------------------ */
+/* ---- output files (xtool_files.c) ------------------------------------------- */
 
 /* Checks, before any work, that the file `path` given to `flag` can be
  * written: opens it for appending (creating it, never truncating an
@@ -95,7 +96,7 @@ int xtool_mem_fits(const xtool_mem_room *r, double device_bytes, double host_byt
  * exist), or XTOOL_EXIT_USAGE with a message naming the flag. */
 int xtool_out_probe(const char *flag, const char *path, int *created, char *err, size_t errlen);
 
-/* ---- inputs --------------------------------------------------------------- */
+/* ---- inputs (xtool_files.c; xtool_case_opts.c) ---------------------------- */
 
 /* Reads --lengths FILE into malloc'd arrays (q lengths; k lengths). A line
  * with one number gives both unless sq_fixed > 0, in which case every query
@@ -113,7 +114,7 @@ int xtool_case_from_opts(const xtool_cli_opts *o, xtool_case *c, int32_t **lq, i
 /* 1 when a status of xattn_attention_check means an impossible case (exit 2). */
 int xtool_status_is_usage(xattn_status st);
 
-/* ---- progress bar on stderr ---------------------------------------------- */
+/* ---- progress bar on stderr (xtool_progress.c) --------------------------- */
 
 typedef struct xtool_progress {
     int on;
@@ -127,7 +128,7 @@ void xtool_progress_draw(xtool_progress *p, const char *label);
 void xtool_progress_clear(xtool_progress *p); /* before printing a line on stdout */
 void xtool_progress_done(xtool_progress *p);
 
-/* ---- output helpers ------------------------------------------------------- */
+/* ---- output helpers (xtool_text.c, xtool_host.c, xtool_record_print.c) ---- */
 
 /* JSON and CSV strings and numbers: xattn__json_str, xattn__json_num,
  * xattn__csv_str, xattn__csv_num (xattn_writer.h, the library's writer,
