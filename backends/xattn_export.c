@@ -118,24 +118,12 @@ static void xattn__json_record(FILE *f, const xattn_record *r)
     fputc('}', f);
 }
 
-static void xattn__json_ceilings(FILE *f, const struct xattn_ctx *ctx)
+static void xattn__json_ctx_ceilings(FILE *f, const struct xattn_ctx *ctx)
 {
-    if (ctx->prof.ceil_state != 1) {
+    if (ctx->prof.ceil_state != 1)
         fputs("null", f);
-        return;
-    }
-    const xattn_ceilings *c = &ctx->prof.ceil;
-    fputs("{\"fma_f32_gflops\": ", f);
-    xattn__json_num(f, c->fma_f32_gflops);
-    XATTN__JN("fma_f16_gflops", c->fma_f16_gflops);
-    XATTN__JN("fma_bf16_gflops", c->fma_bf16_gflops);
-    XATTN__JN("mma_f16_gflops", c->mma_f16_gflops);
-    XATTN__JN("mma_bf16_gflops", c->mma_bf16_gflops);
-    XATTN__JN("read_gbps", c->read_gbps);
-    XATTN__JN("copy_gbps", c->copy_gbps);
-    XATTN__JB("from_cache", c->from_cache);
-    XATTN__JS("cache_path", c->cache_path);
-    fputc('}', f);
+    else
+        xattn__json_ceilings(f, &ctx->prof.ceil);
 }
 
 static void xattn__export_json(FILE *f, const struct xattn_ctx *ctx, double now_us)
@@ -157,7 +145,7 @@ static void xattn__export_json(FILE *f, const struct xattn_ctx *ctx, double now_
     XATTN__JU("global_mem_bytes", in->global_mem_bytes);
     XATTN__JN("exported_at_us", now_us);
     fputs("},\n  \"ceilings\": ", f);
-    xattn__json_ceilings(f, ctx);
+    xattn__json_ctx_ceilings(f, ctx);
     fprintf(f, ",\n  \"dropped_records\": %llu,\n  \"records\": [", (unsigned long long)pr->dropped);
     for (size_t i = 0; i < pr->nrecs; i++) {
         fputs(i ? ",\n    " : "\n    ", f);

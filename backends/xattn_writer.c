@@ -104,6 +104,27 @@ void xattn__csv_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void xattn__json_ceilings(FILE *f, const xattn_ceilings *c)
+{
+    fputs("{\"fma_f32_gflops\": ", f);
+    xattn__json_num(f, c->fma_f32_gflops);
+    const struct {
+        const char *key;
+        double v;
+    } nums[] = {{"fma_f16_gflops", c->fma_f16_gflops}, {"fma_bf16_gflops", c->fma_bf16_gflops},
+                {"mma_f16_gflops", c->mma_f16_gflops}, {"mma_bf16_gflops", c->mma_bf16_gflops},
+                {"read_gbps", c->read_gbps},           {"copy_gbps", c->copy_gbps}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        xattn__json_key(f, nums[i].key);
+        xattn__json_num(f, nums[i].v);
+    }
+    xattn__json_key(f, "from_cache");
+    fputs(c->from_cache ? "true" : "false", f);
+    xattn__json_key(f, "cache_path");
+    xattn__json_str(f, c->cache_path);
+    fputc('}', f);
+}
+
 void xattn__csv_num(FILE *f, double v)
 {
     if (!isfinite(v))

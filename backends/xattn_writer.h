@@ -4,6 +4,9 @@
  * which compiles this file into itself (bench/CMakeLists.txt). It needs
  * nothing but the C library: no library state, no internal header.
  *
+ * It includes only the public header, for the one object every JSON file of
+ * the project shares: a device's ceilings.
+ *
  * Numbers are written in the shortest form that reads back to the same
  * double (integers without a fraction), for the "C" locale: a caller that
  * may run under another locale switches to "C" around the writing, as
@@ -15,6 +18,8 @@
 
 #include <stddef.h>
 #include <stdio.h>
+
+#include "xattn.h"
 
 /* The length of the well-formed UTF-8 sequence at s (1 to 4; 1 for ASCII),
  * or 0 when s does not start one (overlong forms and surrogates included). */
@@ -35,5 +40,9 @@ void xattn__csv_str(FILE *f, const char *s);
 /* A CSV number as xattn__json_num writes it; an empty field when v is not
  * finite. */
 void xattn__csv_num(FILE *f, double v);
+
+/* A device's ceilings as a JSON object, every field of xattn_ceilings under
+ * its own name (the records' export and the tool's result files). */
+void xattn__json_ceilings(FILE *f, const xattn_ceilings *c);
 
 #endif

@@ -135,6 +135,10 @@ void xtool_progress_done(xtool_progress *p);
  * compiled into the tool). */
 /* `, "key": v` (v as xattn__json_num writes it): a field after the first. */
 void xtool_json_field(FILE *f, const char *key, double v);
+/* The same with null where v is negative (undefined) or not finite. */
+void xtool_json_field_or_null(FILE *f, const char *key, double v);
+/* A JSON string, or null for NULL or "". */
+void xtool_json_str_or_null(FILE *f, const char *s);
 void xtool_xml_text(FILE *f, const char *s); /* escaped XML character data / attribute */
 void xtool_fmt_bytes(double bytes, char *out, size_t n); /* "2.1 MiB" */
 /* A share of a ceiling, in %: "-" when unknown (negative), "41.3", or "125.3!"
@@ -157,7 +161,5 @@ int xtool_mkdir(const char *path);
 /* Prints every field of a record, grouped like docs/measurement.md, saying
  * that it is one call's (run prints the last one's after the median's figures). */
 void xtool_record_print(FILE *f, const xattn_record *r);
-/* The device's ceilings as JSON (or null). */
-void xtool_ceilings_json(FILE *f, xattn_ctx *ctx);
 
 #endif

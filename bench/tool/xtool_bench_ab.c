@@ -227,10 +227,13 @@ static void xtool__json_load(FILE *f, const double l[3])
     fputc(']', f);
 }
 
-int xtool_bench_ab(const xtool_cli_opts *o, const char *preset, const char *command_line,
-                   const xtool_target *targets, int nt, const xtool_bench_case *cases, int nc,
-                   int cells)
+int xtool_bench_ab(const xtool_bench_plan *p)
 {
+    const xtool_cli_opts *o = &p->o;
+    const char *preset = p->preset, *command_line = p->command_line;
+    const xtool_target *targets = p->targets;
+    const xtool_bench_case *cases = p->cases;
+    const int nt = p->nt, nc = p->nc, cells = p->cells;
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0) {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "xtool.h"
-#include "xtool_out_svg.h"
+#include "xtool_svg.h"
 
 #include "xtool_cmp.h"
 

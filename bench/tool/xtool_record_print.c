@@ -1,5 +1,4 @@
-/* A profiler record printed field by field (run), and a device's ceilings as
- * JSON (xtool.h). */
+/* A profiler record printed field by field (run; xtool.h). */
 #include <stdio.h>
 
 #include "xtool.h"
@@ -58,30 +57,4 @@ void xtool_record_print(FILE *f, const xattn_record *r)
                 xtool_fmt_pct(r->pct_bw_ceiling, pb, sizeof pb));
     else
         fprintf(f, ", no ceilings known (run '%s devices --measure')\n", xtool_prog);
-}
-
-void xtool_ceilings_json(FILE *f, xattn_ctx *ctx)
-{
-    xattn_ceilings c;
-    if (!ctx || xattn_ceilings_get(ctx, &c) != XATTN_STATUS_OK) {
-        fputs("null", f);
-        return;
-    }
-    fputs("{\"fma_f32_gflops\": ", f);
-    xattn__json_num(f, c.fma_f32_gflops);
-    fputs(", \"fma_f16_gflops\": ", f);
-    xattn__json_num(f, c.fma_f16_gflops);
-    fputs(", \"fma_bf16_gflops\": ", f);
-    xattn__json_num(f, c.fma_bf16_gflops);
-    fputs(", \"mma_f16_gflops\": ", f);
-    xattn__json_num(f, c.mma_f16_gflops);
-    fputs(", \"mma_bf16_gflops\": ", f);
-    xattn__json_num(f, c.mma_bf16_gflops);
-    fputs(", \"read_gbps\": ", f);
-    xattn__json_num(f, c.read_gbps);
-    fputs(", \"copy_gbps\": ", f);
-    xattn__json_num(f, c.copy_gbps);
-    fprintf(f, ", \"from_cache\": %s, \"cache_path\": ", c.from_cache ? "true" : "false");
-    xattn__json_str(f, c.cache_path);
-    fputs("}", f);
 }

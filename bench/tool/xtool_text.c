@@ -14,6 +14,23 @@ void xtool_json_field(FILE *f, const char *key, double v)
     xattn__json_num(f, v);
 }
 
+void xtool_json_field_or_null(FILE *f, const char *key, double v)
+{
+    xattn__json_key(f, key);
+    if (v < 0 || !isfinite(v))
+        fputs("null", f);
+    else
+        xattn__json_num(f, v);
+}
+
+void xtool_json_str_or_null(FILE *f, const char *s)
+{
+    if (s && *s)
+        xattn__json_str(f, s);
+    else
+        fputs("null", f);
+}
+
 void xtool_xml_text(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
