@@ -1,6 +1,6 @@
 /*
  * libFuzzer target over the input of `xattn compare`: the text of a bench
- * result file (bench/tool/xtool_cmp.c, xtool_cmp_parse), and the matching of its
+ * result file (bench/tool/xtool_compare_read.c, xtool_cmp_parse), and the matching of its
  * cells through the hash table. The input is the file's bytes, as they are.
  *
  * Oracles: no crash and no access outside the input (ASan, UBSan); a status
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xtool_cmp.h"
+#include "xtool_compare_read.h"
 #include "xtool_stats.h"
 
 static void xattn__fuzz_fail(const char *what)

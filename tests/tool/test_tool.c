@@ -46,7 +46,7 @@
 #include "xtool_case.h"
 #include "xtool_cli.h"
 #include "xtool_cli_table.h"
-#include "xtool_cmp.h"
+#include "xtool_compare_read.h"
 #include "xtool_stats.h"
 
 /* ---- helpers ---------------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /* Bench result files read for `xattn compare`, and their cells matched by key
- * through a hash table (xtool_cmp.h). */
-#include "xtool_cmp.h"
+ * through a hash table (xtool_compare_read.h). */
+#include "xtool_compare_read.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -6,8 +6,8 @@
  * fuzz target can call it (tests/fuzz/fuzz_compare.c). The text is read with
  * the tool's JSON reader (xtool_json.h).
  */
-#ifndef XTOOL_CMP_H
-#define XTOOL_CMP_H
+#ifndef XTOOL_COMPARE_READ_H
+#define XTOOL_COMPARE_READ_H
 
 #include <stddef.h>
 
