@@ -1,5 +1,5 @@
-/* xattn advise: one device's measurements and the recommendation drawn from
- * them. The recommendation is a function of the figures only, so that the
+/* xattn advise: one device's measurements, the recommendation drawn from
+ * them, and the command's plan. The recommendation is a function of the figures only, so that the
  * tests can give it figures made by hand (tests/tool, tool_unit). */
 #ifndef XTOOL_ADVICE_H
 #define XTOOL_ADVICE_H
@@ -33,5 +33,28 @@ typedef struct xtool_advise_dev {
  * batch from --lengths) and d's measured algorithms, roofline and packed run. */
 void xtool_advise_text(const xtool_case *c, const xtool_waste *w, int has_lengths,
                        xtool_advise_dev *d);
+
+/* ---- the command: plan and run in xtool_cmd_advise.c, report in xtool_advise_report.c */
+
+#define XTOOL_ADVISE_MAX_TARGETS 32
+
+typedef struct xtool_advise_plan {
+    const xtool_cli_opts *o;
+    xtool_case c;     /* the shape, one value of each option */
+    int32_t *lq, *lk; /* --lengths: the padded batch, or NULL */
+    int has_lengths;
+    xtool_waste w; /* its padding waste */
+    char key[320];
+    xtool_target targets[XTOOL_ADVISE_MAX_TARGETS];
+    int nt;
+    xtool_advise_dev *devs; /* [nt], filled by the run */
+} xtool_advise_plan;
+
+/* The title, and with --lengths the batch and its padding waste. */
+void xtool_advise_print_header(const xtool_advise_plan *p);
+/* One device's table, kernel, packed run, roofline and advice. */
+void xtool_advise_print_device(const xtool_advise_plan *p, const xtool_advise_dev *d);
+/* Everything as JSON (schema xattn.advise/1). Returns 0, or -1 with err set. */
+int xtool_advise_write_json(const xtool_advise_plan *p, const char *path, char *err, size_t errlen);
 
 #endif
