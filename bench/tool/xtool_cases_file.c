@@ -150,9 +150,8 @@ static int xtool__lengths(const xtool__cctx *c, const char *key, int64_t batch, 
     return 0;
 }
 
-/* One case of the file into bc (lengths owned by bc). */
-static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc,
-                       xtool_cases_entry *ent)
+/* Every member of the case is one the schema knows. */
+static int xtool__case_members(const xtool__cctx *c)
 {
     const xtool_json *o = c->obj;
     if (o->type != XTOOL_JSON_OBJECT)
@@ -168,12 +167,16 @@ static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc
                                 "goes under \"info\")",
                                 c->idx, o->keys[i], XTOOL_CASES_SCHEMA);
     }
-    xtool_case cs;
-    xtool_case_defaults(&cs);
-    int64_t count, b, h, hkv, sq, sk, d, dv;
-    if (xtool__int(c, "count", 1, INT64_C(1) << 40, 1, 0, &count) ||
-        xtool__dtype_of(c, "dtype", 1, XATTN_DTYPE_F32, &cs.dtype) ||
-        xtool__dtype_of(c, "kv_dtype", 0, cs.dtype, &cs.kv_dtype) ||
+    return 0;
+}
+
+/* The count, the dtypes and the shape (heads a multiple of kv_heads). */
+static int xtool__case_shape(const xtool__cctx *c, xtool_case *cs, int64_t *count)
+{
+    int64_t b, h, hkv, sq, sk, d, dv;
+    if (xtool__int(c, "count", 1, INT64_C(1) << 40, 1, 0, count) ||
+        xtool__dtype_of(c, "dtype", 1, XATTN_DTYPE_F32, &cs->dtype) ||
+        xtool__dtype_of(c, "kv_dtype", 0, cs->dtype, &cs->kv_dtype) ||
         xtool__int(c, "batch", 1, 65536, 1, 0, &b) || xtool__int(c, "heads", 1, 4096, 1, 0, &h) ||
         xtool__int(c, "kv_heads", 1, 4096, 0, h, &hkv) ||
         xtool__int(c, "sq", 0, 1 << 22, 1, 0, &sq) || xtool__int(c, "sk", 0, 1 << 22, 1, 0, &sk) ||
@@ -181,35 +184,32 @@ static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc
         xtool__int(c, "head_dim_v", 1, 256, 0, d, &dv))
         return -1;
     if (h % hkv) {
-        const xtool_json *v = xtool_json_get(o, "kv_heads");
-        return xtool__cfail(c->err, c->errlen, v ? v->line : o->line,
+        const xtool_json *v = xtool_json_get(c->obj, "kv_heads");
+        return xtool__cfail(c->err, c->errlen, v ? v->line : c->obj->line,
                             "cases[%d].kv_heads: %lld query heads are not a multiple of %lld KV "
                             "heads (GQA needs heads = g * kv_heads)",
                             c->idx, (long long)h, (long long)hkv);
     }
-    cs.batch = b;
-    cs.heads = h;
-    cs.kv_heads = hkv;
-    cs.sq = sq;
-    cs.sk = sk;
-    cs.head_dim = d;
-    cs.head_dim_v = dv;
-    const xtool_json *v = xtool_json_get(o, "name");
-    if (v && v->type != XTOOL_JSON_STRING && v->type != XTOOL_JSON_NULL)
-        return xtool__cfail(c->err, c->errlen, v->line, "cases[%d].name: %s, expected a string",
-                            c->idx, xtool_json_type_name(v->type));
-    snprintf(ent->name, sizeof ent->name, "%s", v && v->string ? v->string : "");
-    ent->count = count;
-    ent->line = o->line;
+    cs->batch = b;
+    cs->heads = h;
+    cs->kv_heads = hkv;
+    cs->sq = sq;
+    cs->sk = sk;
+    cs->head_dim = d;
+    cs->head_dim_v = dv;
+    return 0;
+}
 
-    v = xtool_json_get(o, "layout");
+/* The layout, the causal mask and its alignment, the window. */
+static int xtool__case_masks(const xtool__cctx *c, xtool_case *cs)
+{
+    const xtool_json *v = xtool_json_get(c->obj, "layout");
     if (v &&
         (v->type != XTOOL_JSON_STRING || (strcmp(v->string, "bshd") && strcmp(v->string, "bhsd"))))
         return xtool__cfail(c->err, c->errlen, v->line,
                             "cases[%d].layout: expected \"bshd\" or \"bhsd\"", c->idx);
-    cs.bhsd = v && !strcmp(v->string, "bhsd");
-
-    v = xtool_json_get(o, "causal");
+    cs->bhsd = v && !strcmp(v->string, "bhsd");
+    v = xtool_json_get(c->obj, "causal");
     if (v && !(v->type == XTOOL_JSON_BOOL && !v->boolean) && v->type != XTOOL_JSON_NULL) {
         if (v->type != XTOOL_JSON_STRING ||
             (strcmp(v->string, "top-left") && strcmp(v->string, "bottom-right")))
@@ -217,10 +217,10 @@ static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc
                                 "cases[%d].causal: expected false, \"top-left\" or "
                                 "\"bottom-right\"",
                                 c->idx);
-        cs.causal = 1;
-        cs.align = strcmp(v->string, "top-left") ? XATTN_ALIGN_BOTTOM_RIGHT : XATTN_ALIGN_TOP_LEFT;
+        cs->causal = 1;
+        cs->align = strcmp(v->string, "top-left") ? XATTN_ALIGN_BOTTOM_RIGHT : XATTN_ALIGN_TOP_LEFT;
     }
-    v = xtool_json_get(o, "window");
+    v = xtool_json_get(c->obj, "window");
     if (v && v->type != XTOOL_JSON_NULL) {
         if (v->type != XTOOL_JSON_ARRAY || v->n != 2 || v->items[0].type != XTOOL_JSON_NUMBER ||
             !v->items[0].integer_ok || v->items[1].type != XTOOL_JSON_NUMBER ||
@@ -230,62 +230,97 @@ static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc
                                 "cases[%d].window: expected [left, right], integers up to 2^30 "
                                 "(negative = unbounded)",
                                 c->idx);
-        cs.window_left = v->items[0].integer < 0 ? -1 : v->items[0].integer;
-        cs.window_right = v->items[1].integer < 0 ? -1 : v->items[1].integer;
+        cs->window_left = v->items[0].integer < 0 ? -1 : v->items[0].integer;
+        cs->window_right = v->items[1].integer < 0 ? -1 : v->items[1].integer;
     }
+    return 0;
+}
+
+/* The score's scale and softcap, ALiBi, the LSE, packing, the bias, "info". */
+static int xtool__case_options(const xtool__cctx *c, xtool_case *cs)
+{
     double scale = 0, cap = 0;
     if (xtool__num(c, "scale", -1e30, 1e30, 0, &scale) ||
-        xtool__num(c, "softcap", 0, 1e30, 0, &cap) || xtool__bool(c, "alibi", &cs.alibi) ||
-        xtool__bool(c, "lse", &cs.lse) || xtool__bool(c, "varlen", &cs.varlen))
+        xtool__num(c, "softcap", 0, 1e30, 0, &cap) || xtool__bool(c, "alibi", &cs->alibi) ||
+        xtool__bool(c, "lse", &cs->lse) || xtool__bool(c, "varlen", &cs->varlen))
         return -1;
-    cs.scale = (float)scale;
-    cs.softcap = (float)cap;
+    cs->scale = (float)scale;
+    cs->softcap = (float)cap;
     /* The bias: true, or its description {"shape": [...], "dtype": ...} (the replay
      * uses the tool's f32 [1, Hq, Sq, Sk] bias: the file carries no tensor data). */
-    v = xtool_json_get(o, "bias");
+    const xtool_json *v = xtool_json_get(c->obj, "bias");
     if (v && v->type == XTOOL_JSON_OBJECT)
-        cs.bias = 1;
+        cs->bias = 1;
     else if (v && v->type == XTOOL_JSON_BOOL)
-        cs.bias = v->boolean;
+        cs->bias = v->boolean;
     else if (v && v->type != XTOOL_JSON_NULL)
         return xtool__cfail(c->err, c->errlen, v->line,
                             "cases[%d].bias: %s, expected null, a boolean or an object", c->idx,
                             xtool_json_type_name(v->type));
-    v = xtool_json_get(o, "info");
+    v = xtool_json_get(c->obj, "info");
     if (v && v->type != XTOOL_JSON_OBJECT && v->type != XTOOL_JSON_NULL)
         return xtool__cfail(c->err, c->errlen, v->line, "cases[%d].info: %s, expected an object",
                             c->idx, xtool_json_type_name(v->type));
+    return 0;
+}
 
+/* The per-sequence lengths (malloc'd; the side not given at its full length). */
+static int xtool__case_seqlens(const xtool__cctx *c, xtool_case *cs, int32_t **plq, int32_t **plk)
+{
     int32_t *lq = NULL, *lk = NULL;
-    if (xtool__lengths(c, "seqlens_q", b, sq, &lq) || xtool__lengths(c, "seqlens_k", b, sk, &lk)) {
+    int64_t b = cs->batch;
+    if (xtool__lengths(c, "seqlens_q", b, cs->sq, &lq) ||
+        xtool__lengths(c, "seqlens_k", b, cs->sk, &lk)) {
         free(lq);
         return -1;
     }
-    if (cs.varlen && !lq && !lk) {
-        v = xtool_json_get(o, "varlen");
-        return xtool__cfail(c->err, c->errlen, v->line,
+    if (cs->varlen && !lq && !lk)
+        return xtool__cfail(c->err, c->errlen, xtool_json_get(c->obj, "varlen")->line,
                             "cases[%d].varlen: a packed batch needs seqlens_q or seqlens_k",
                             c->idx);
-    }
-    memset(bc, 0, sizeof *bc);
-    if (lq || lk) { /* the other side at its full length */
-        if (!lq || !lk) {
-            int32_t *full = malloc((size_t)b * sizeof *full);
-            if (!full) {
-                free(lq);
-                free(lk);
-                return xtool__cfail(c->err, c->errlen, o->line, "out of memory");
-            }
-            for (int64_t i = 0; i < b; i++)
-                full[i] = (int32_t)(lq ? sk : sq);
-            if (lq)
-                lk = full;
-            else
-                lq = full;
+    if ((lq || lk) && (!lq || !lk)) { /* the other side at its full length */
+        int32_t *full = malloc((size_t)b * sizeof *full);
+        if (!full) {
+            free(lq);
+            free(lk);
+            return xtool__cfail(c->err, c->errlen, c->obj->line, "out of memory");
         }
-        cs.seqlens_q = lq;
-        cs.seqlens_k = lk;
+        for (int64_t i = 0; i < b; i++)
+            full[i] = (int32_t)(lq ? cs->sk : cs->sq);
+        if (lq)
+            lk = full;
+        else
+            lq = full;
     }
+    cs->seqlens_q = lq;
+    cs->seqlens_k = lk;
+    *plq = lq;
+    *plk = lk;
+    return 0;
+}
+
+/* One case of the file into bc (lengths owned by bc). */
+static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc,
+                       xtool_cases_entry *ent)
+{
+    const xtool_json *o = c->obj;
+    xtool_case cs;
+    xtool_case_defaults(&cs);
+    int64_t count;
+    if (xtool__case_members(c) || xtool__case_shape(c, &cs, &count))
+        return -1;
+    const xtool_json *v = xtool_json_get(o, "name");
+    if (v && v->type != XTOOL_JSON_STRING && v->type != XTOOL_JSON_NULL)
+        return xtool__cfail(c->err, c->errlen, v->line, "cases[%d].name: %s, expected a string",
+                            c->idx, xtool_json_type_name(v->type));
+    snprintf(ent->name, sizeof ent->name, "%s", v && v->string ? v->string : "");
+    ent->count = count;
+    ent->line = o->line;
+    int32_t *lq = NULL, *lk = NULL;
+    if (xtool__case_masks(c, &cs) || xtool__case_options(c, &cs) ||
+        xtool__case_seqlens(c, &cs, &lq, &lk))
+        return -1;
+    memset(bc, 0, sizeof *bc);
     cs.seed = seed;
     bc->c = cs;
     bc->lq = lq;

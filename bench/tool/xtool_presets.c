@@ -359,6 +359,72 @@ enum {
     XTOOL__NAX
 };
 
+/* The shape of one point of the sweep (idx: the axes' positions): the
+ * command line's values over the prototype's. Kv heads follow heads, Sk
+ * follows Sq and Dv follows D where the prototype had them equal and the
+ * command line does not set them. */
+static void xtool__sweep_shape(const xtool_cli_opts *o, const xtool_bench_case *proto,
+                               int preset_mode, const int *idx, xtool_case *c)
+{
+    int has_lengths = proto->lq != NULL;
+    if (o->n_dtypes)
+        c->dtype = c->kv_dtype = o->dtypes[idx[XTOOL__AX_DTYPE]];
+    if (o->kv_dtype >= 0)
+        c->kv_dtype = (xattn_dtype)o->kv_dtype;
+    if (!has_lengths && o->batch.n)
+        c->batch = o->batch.v[idx[XTOOL__AX_BATCH]];
+    if (o->heads.n) {
+        c->heads = o->heads.v[idx[XTOOL__AX_HEADS]];
+        if (!o->kv_heads.n && !preset_mode)
+            c->kv_heads = c->heads;
+    }
+    if (o->kv_heads.n)
+        c->kv_heads = o->kv_heads.v[idx[XTOOL__AX_KV_HEADS]];
+    if (!has_lengths) {
+        int self = proto->c.sq == proto->c.sk;
+        if (o->sq.n) {
+            c->sq = o->sq.v[idx[XTOOL__AX_SQ]];
+            if (self && !o->sk.n)
+                c->sk = c->sq;
+        }
+        if (o->sk.n)
+            c->sk = o->sk.v[idx[XTOOL__AX_SK]];
+    }
+    if (o->head_dim.n) {
+        c->head_dim = o->head_dim.v[idx[XTOOL__AX_D]];
+        if (!o->head_dim_v.n && proto->c.head_dim_v == proto->c.head_dim)
+            c->head_dim_v = c->head_dim;
+    }
+    if (o->head_dim_v.n)
+        c->head_dim_v = o->head_dim_v.v[idx[XTOOL__AX_DV]];
+}
+
+/* The single-valued case options the command line gives, over the prototype's. */
+static void xtool__sweep_options(const xtool_cli_opts *o, xtool_case *c)
+{
+    if (o->given & XTOOL_GIVEN_LAYOUT)
+        c->bhsd = o->bhsd;
+    if (o->given & XTOOL_GIVEN_CAUSAL) {
+        c->causal = 1;
+        c->align = o->align;
+    }
+    if (o->given & XTOOL_GIVEN_WINDOW) {
+        c->window_left = o->window_left;
+        c->window_right = o->window_right;
+    }
+    if (o->given & XTOOL_GIVEN_SOFTCAP)
+        c->softcap = o->softcap;
+    if (o->given & XTOOL_GIVEN_SCALE)
+        c->scale = o->scale;
+    c->alibi |= o->alibi;
+    c->bias |= o->bias;
+    c->lse |= o->lse;
+    if (o->given & XTOOL_GIVEN_SPLITS)
+        c->num_splits = o->num_splits;
+    c->seed = o->seed;
+}
+
+/* Every point of the product of the command line's lists, from one prototype. */
 static int xtool__expand(const xtool_cli_opts *o, const xtool_bench_case *proto, int preset_mode,
                          xtool__protos *out, char *err, size_t errlen)
 {
@@ -369,71 +435,19 @@ static int xtool__expand(const xtool_cli_opts *o, const xtool_bench_case *proto,
         int n = a == XTOOL__AX_DTYPE ? o->n_dtypes : lists[a]->n;
         count[a] = n > 0 ? n : 1;
     }
-    int has_lengths = proto->lq != NULL;
-    if (has_lengths && ((preset_mode && o->batch.n) || o->sq.n > 1 || o->sk.n > 1))
+    if (proto->lq && ((preset_mode && o->batch.n) || o->sq.n > 1 || o->sk.n > 1))
         return xtool__fail(err, errlen,
                            "bench: a batch of given lengths fixes --batch, and --sq/--sk take "
                            "one value with it");
     for (;;) {
         xtool_case c = proto->c;
-        if (o->n_dtypes)
-            c.dtype = c.kv_dtype = o->dtypes[idx[XTOOL__AX_DTYPE]];
-        if (o->kv_dtype >= 0)
-            c.kv_dtype = (xattn_dtype)o->kv_dtype;
-        if (!has_lengths && o->batch.n)
-            c.batch = o->batch.v[idx[XTOOL__AX_BATCH]];
-        if (o->heads.n) {
-            c.heads = o->heads.v[idx[XTOOL__AX_HEADS]];
-            if (!o->kv_heads.n && !preset_mode)
-                c.kv_heads = c.heads;
-        }
-        if (o->kv_heads.n)
-            c.kv_heads = o->kv_heads.v[idx[XTOOL__AX_KV_HEADS]];
+        xtool__sweep_shape(o, proto, preset_mode, idx, &c);
         if (c.heads % c.kv_heads)
             return xtool__fail(err, errlen,
                                "bench: %lld query heads are not a multiple of %lld KV heads (set "
                                "--kv-heads too)",
                                (long long)c.heads, (long long)c.kv_heads);
-        if (!has_lengths) {
-            int self = proto->c.sq == proto->c.sk;
-            if (o->sq.n) {
-                c.sq = o->sq.v[idx[XTOOL__AX_SQ]];
-                if (self && !o->sk.n)
-                    c.sk = c.sq;
-            }
-            if (o->sk.n)
-                c.sk = o->sk.v[idx[XTOOL__AX_SK]];
-        }
-        if (o->head_dim.n) {
-            c.head_dim = o->head_dim.v[idx[XTOOL__AX_D]];
-            if (!o->head_dim_v.n && proto->c.head_dim_v == proto->c.head_dim)
-                c.head_dim_v = c.head_dim;
-        }
-        if (o->head_dim_v.n)
-            c.head_dim_v = o->head_dim_v.v[idx[XTOOL__AX_DV]];
-        if (o->given & XTOOL_GIVEN_LAYOUT)
-            c.bhsd = o->bhsd;
-        if (o->given & XTOOL_GIVEN_CAUSAL) {
-            c.causal = 1;
-            c.align = o->align;
-        }
-        if (o->given & XTOOL_GIVEN_WINDOW) {
-            c.window_left = o->window_left;
-            c.window_right = o->window_right;
-        }
-        if (o->given & XTOOL_GIVEN_SOFTCAP)
-            c.softcap = o->softcap;
-        if (o->given & XTOOL_GIVEN_SCALE)
-            c.scale = o->scale;
-        if (o->alibi)
-            c.alibi = 1;
-        if (o->bias)
-            c.bias = 1;
-        if (o->lse)
-            c.lse = 1;
-        if (o->given & XTOOL_GIVEN_SPLITS)
-            c.num_splits = o->num_splits;
-        c.seed = o->seed;
+        xtool__sweep_options(o, &c);
         if (xtool__push(out, &c, proto->family, proto->lq, proto->lk))
             return xtool__fail(err, errlen, "bench: too many cases (at most %d)", out->cap);
         xtool__family_runs(out, out->n - 1, proto->algos, proto->n_algos, proto->threads,
