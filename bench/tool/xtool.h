@@ -155,6 +155,13 @@ void xtool_utc_now(char *out, size_t n);
 int xtool_load_read(double out[3]);
 /* CPUs online (the load averages are relative to them); 0 unknown. */
 int xtool_cpus_online(void);
+/* The opening of the JSON files that record a run (results.json, ab.json):
+ * `{` and the members schema, xattn_version, created_utc, command_line and
+ * host {hostname, os}; the caller goes on with `,\n  "...": `. */
+void xtool_json_provenance(FILE *f, const char *schema, const char *created,
+                           const char *command_line, const char *host, const char *os);
+/* The load member's value: {"cpus": N, "start": [1, 5, 15 min], "end": [...]}. */
+void xtool_json_load(FILE *f, int cpus, const double start[3], const double end[3]);
 /* mkdir -p for one level; 0 on success or when it exists. */
 int xtool_mkdir(const char *path);
 

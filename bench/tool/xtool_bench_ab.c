@@ -217,16 +217,6 @@ static double xtool__median_of(const double *v, int n)
     return n > 0 && xtool_stats_compute(v, n, &s) == 0 ? s.median : NAN;
 }
 
-static void xtool__json_load(FILE *f, const double l[3])
-{
-    fputc('[', f);
-    for (int i = 0; i < 3; i++) {
-        fputs(i ? ", " : "", f);
-        xattn__json_num(f, l[i]);
-    }
-    fputc(']', f);
-}
-
 /* The --ab run: the builds, the protocol, the cells and what came of them. */
 typedef struct xtool__ab {
     const xtool_bench_plan *p;
@@ -419,21 +409,10 @@ static void xtool__ab_summary(const xtool__ab *ab)
 
 static void xtool__ab_json_header(FILE *f, const xtool__ab *ab)
 {
-    fprintf(f, "{\n  \"schema\": \"xattn.ab/1\",\n  \"xattn_version\": ");
-    xattn__json_str(f, xattn_version_string());
-    fprintf(f, ",\n  \"created_utc\": ");
-    xattn__json_str(f, ab->created);
-    fprintf(f, ",\n  \"command_line\": ");
-    xattn__json_str(f, ab->p->command_line);
-    fprintf(f, ",\n  \"host\": {\"hostname\": ");
-    xattn__json_str(f, ab->host);
-    fprintf(f, ", \"os\": ");
-    xattn__json_str(f, ab->os);
-    fprintf(f, "},\n  \"load\": {\"cpus\": %d, \"start\": ", xtool_cpus_online());
-    xtool__json_load(f, ab->load_start);
-    fprintf(f, ", \"end\": ");
-    xtool__json_load(f, ab->load_end);
-    fprintf(f, "},\n  \"old\": ");
+    xtool_json_provenance(f, "xattn.ab/1", ab->created, ab->p->command_line, ab->host, ab->os);
+    fprintf(f, ",\n  \"load\": ");
+    xtool_json_load(f, xtool_cpus_online(), ab->load_start, ab->load_end);
+    fprintf(f, ",\n  \"old\": ");
     xattn__json_str(f, ab->o->ab_old);
     fprintf(f, ", \"old_version\": ");
     xattn__json_str(f, ab->old_version);

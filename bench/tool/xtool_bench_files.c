@@ -42,45 +42,21 @@ static const char *xtool__bool(int v)
 
 /* ---- results.json --------------------------------------------------------------- */
 
-static void xtool__json_load(FILE *f, const xtool_bench_report *rep)
-{
-    if (!isfinite(rep->load_start[0]) && !isfinite(rep->load_end[0])) {
-        fputs("null", f);
-        return;
-    }
-    fprintf(f, "{\"cpus\": %d, \"start\": [", rep->cpus);
-    for (int i = 0; i < 3; i++) {
-        fputs(i ? ", " : "", f);
-        xattn__json_num(f, rep->load_start[i]);
-    }
-    fputs("], \"end\": [", f);
-    for (int i = 0; i < 3; i++) {
-        fputs(i ? ", " : "", f);
-        xattn__json_num(f, rep->load_end[i]);
-    }
-    fputs("]}", f);
-}
-
 /* Everything before "devices": the file, the run, the machine, the settings. */
 static void xtool__json_header(FILE *f, const xtool_bench_report *rep)
 {
     const xtool_cli_opts *o = rep->o;
-    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"xattn_version\": ", XTOOL_BENCH_SCHEMA);
-    xattn__json_str(f, xattn_version_string());
-    fprintf(f, ",\n  \"created_utc\": ");
-    xattn__json_str(f, rep->created);
-    fprintf(f, ",\n  \"command_line\": ");
-    xattn__json_str(f, rep->command_line);
-    fprintf(f, ",\n  \"host\": {\"hostname\": ");
-    xattn__json_str(f, rep->host);
-    fprintf(f, ", \"os\": ");
-    xattn__json_str(f, rep->os);
-    fprintf(f, "},\n  \"preset\": ");
+    xtool_json_provenance(f, XTOOL_BENCH_SCHEMA, rep->created, rep->command_line, rep->host,
+                          rep->os);
+    fprintf(f, ",\n  \"preset\": ");
     xtool_json_str_or_null(f, rep->preset);
     fprintf(f, ",\n  \"length_scale\": ");
     xattn__json_num(f, rep->len_scale);
     fprintf(f, ",\n  \"load\": ");
-    xtool__json_load(f, rep);
+    if (isfinite(rep->load_start[0]) || isfinite(rep->load_end[0]))
+        xtool_json_load(f, rep->cpus, rep->load_start, rep->load_end);
+    else
+        fputs("null", f);
     fprintf(f,
             ",\n  \"settings\": {\"warmup\": %d, \"min_reps\": %d, \"max_reps\": %d, "
             "\"max_spread\": ",

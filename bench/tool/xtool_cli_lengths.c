@@ -1,23 +1,12 @@
 /* The text of a --lengths file (xtool_cli_parse_lengths, xtool_cli.h): pure,
  * like the command line's parser, and fuzzed with it. */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "xtool_cli.h"
+#include "xtool_cli_table.h"
 #include "xtool_parse.h"
-
-static int xtool__fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return XTOOL_EXIT_USAGE;
-}
 
 int xtool_cli_parse_lengths(const char *text, int32_t *lq, int32_t *lk, int cap, int *n, char *err,
                             size_t errlen)
@@ -30,8 +19,8 @@ int xtool_cli_parse_lengths(const char *text, int32_t *lq, int32_t *lk, int cap,
         size_t len = strcspn(p, "\n");
         char buf[128];
         if (len >= sizeof buf)
-            return xtool__fail(err, errlen, "line %d: too long (expected \"L\" or \"LQ LK\")",
-                               line);
+            return xtool_cli_fail(err, errlen, "line %d: too long (expected \"L\" or \"LQ LK\")",
+                                  line);
         memcpy(buf, p, len);
         buf[len] = '\0';
         p += len;
@@ -58,20 +47,20 @@ int xtool_cli_parse_lengths(const char *text, int32_t *lq, int32_t *lk, int cap,
         if (nt == 0)
             continue;
         if (nt > 2)
-            return xtool__fail(err, errlen,
-                               "line %d: more than two numbers (expected \"L\" or "
-                               "\"LQ LK\")",
-                               line);
+            return xtool_cli_fail(err, errlen,
+                                  "line %d: more than two numbers (expected \"L\" or "
+                                  "\"LQ LK\")",
+                                  line);
         int64_t a, b = -1;
         if (xtool_parse_i64(tok[0], 0, 1 << 22, &a) ||
             (nt == 2 && xtool_parse_i64(tok[1], 0, 1 << 22, &b)))
-            return xtool__fail(
+            return xtool_cli_fail(
                 err, errlen,
                 "line %d: '%s' is not a length (integers 0..4194304; \"L\" or "
                 "\"LQ LK\")",
                 line, nt == 2 && !xtool_parse_i64(tok[0], 0, 1 << 22, &a) ? tok[1] : tok[0]);
         if (*n >= cap)
-            return xtool__fail(err, errlen, "line %d: more than %d sequences", line, cap);
+            return xtool_cli_fail(err, errlen, "line %d: more than %d sequences", line, cap);
         if (nt == 2) {
             lq[*n] = (int32_t)a;
             lk[*n] = (int32_t)b;
@@ -82,6 +71,6 @@ int xtool_cli_parse_lengths(const char *text, int32_t *lq, int32_t *lk, int cap,
         (*n)++;
     }
     if (*n == 0)
-        return xtool__fail(err, errlen, "no lengths (one sequence a line: \"L\" or \"LQ LK\")");
+        return xtool_cli_fail(err, errlen, "no lengths (one sequence a line: \"L\" or \"LQ LK\")");
     return 0;
 }

@@ -52,7 +52,7 @@ double xtool_cli_default_check_limit(xtool_cli_cmd cmd)
     return d ? strtod(d, NULL) : 0;
 }
 
-static int xtool__fail(char *err, size_t errlen, const char *fmt, ...)
+int xtool_cli_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -83,44 +83,44 @@ static int xtool__ilist(const char *flag, const char *arg, int64_t lo, int64_t h
     out->n = 0;
     const char *p = arg;
     if (!*p)
-        return xtool__fail(err, errlen, "--%s: empty value (expected N, N,M,... or A..B)", flag);
+        return xtool_cli_fail(err, errlen, "--%s: empty value (expected N, N,M,... or A..B)", flag);
     while (*p) {
         char item[64];
         size_t len = strcspn(p, ",");
         if (len == 0 || len >= sizeof item)
-            return xtool__fail(err, errlen,
-                               "--%s: '%s' is not a list of integers (N,M,... or A..B)", flag, arg);
+            return xtool_cli_fail(
+                err, errlen, "--%s: '%s' is not a list of integers (N,M,... or A..B)", flag, arg);
         memcpy(item, p, len);
         item[len] = '\0';
         p += len;
         if (*p == ',') {
             p++;
             if (!*p)
-                return xtool__fail(err, errlen, "--%s: '%s' ends with a comma", flag, arg);
+                return xtool_cli_fail(err, errlen, "--%s: '%s' ends with a comma", flag, arg);
         }
         char *dots = strstr(item, "..");
         int64_t a, b;
         if (dots) {
             *dots = '\0';
             if (xtool_parse_i64(item, lo, hi, &a) || xtool_parse_i64(dots + 2, lo, hi, &b) || b < a)
-                return xtool__fail(err, errlen,
-                                   "--%s: '%s' is not a range A..B with %lld <= A <= B <= %lld",
-                                   flag, arg, (long long)lo, (long long)hi);
+                return xtool_cli_fail(err, errlen,
+                                      "--%s: '%s' is not a range A..B with %lld <= A <= B <= %lld",
+                                      flag, arg, (long long)lo, (long long)hi);
             for (int64_t v = a;; v *= 2) {
                 if (out->n >= XTOOL_CLI_MAX_LIST)
-                    return xtool__fail(err, errlen, "--%s: more than %d values", flag,
-                                       XTOOL_CLI_MAX_LIST);
+                    return xtool_cli_fail(err, errlen, "--%s: more than %d values", flag,
+                                          XTOOL_CLI_MAX_LIST);
                 out->v[out->n++] = v;
                 if (v == 0 || v > b / 2)
                     break;
             }
         } else {
             if (xtool_parse_i64(item, lo, hi, &a))
-                return xtool__fail(err, errlen, "--%s: '%s' is not an integer in %lld..%lld", flag,
-                                   item, (long long)lo, (long long)hi);
+                return xtool_cli_fail(err, errlen, "--%s: '%s' is not an integer in %lld..%lld",
+                                      flag, item, (long long)lo, (long long)hi);
             if (out->n >= XTOOL_CLI_MAX_LIST)
-                return xtool__fail(err, errlen, "--%s: more than %d values", flag,
-                                   XTOOL_CLI_MAX_LIST);
+                return xtool_cli_fail(err, errlen, "--%s: more than %d values", flag,
+                                      XTOOL_CLI_MAX_LIST);
             out->v[out->n++] = a;
         }
     }
@@ -135,27 +135,28 @@ static int xtool__names(const char *flag, const char *arg, int max, int *n, int 
     *n = 0;
     const char *p = arg;
     if (!*p)
-        return xtool__fail(err, errlen, "--%s: empty value (expected %s)", flag, expected);
+        return xtool_cli_fail(err, errlen, "--%s: empty value (expected %s)", flag, expected);
     while (*p) {
         char item[32];
         size_t len = strcspn(p, ",");
         if (len == 0 || len >= sizeof item)
-            return xtool__fail(err, errlen, "--%s: '%s' is not a list of %s", flag, arg, expected);
+            return xtool_cli_fail(err, errlen, "--%s: '%s' is not a list of %s", flag, arg,
+                                  expected);
         memcpy(item, p, len);
         item[len] = '\0';
         p += len;
         if (*p == ',' && !*++p)
-            return xtool__fail(err, errlen, "--%s: '%s' ends with a comma", flag, arg);
+            return xtool_cli_fail(err, errlen, "--%s: '%s' ends with a comma", flag, arg);
         int v;
         if (one(item, &v))
-            return xtool__fail(err, errlen, "--%s: '%s' is not %s", flag, item, expected);
+            return xtool_cli_fail(err, errlen, "--%s: '%s' is not %s", flag, item, expected);
         int dup = 0;
         for (int i = 0; i < *n; i++)
             dup |= vals[i] == v;
         if (dup)
             continue;
         if (*n >= max)
-            return xtool__fail(err, errlen, "--%s: too many values in '%s'", flag, arg);
+            return xtool_cli_fail(err, errlen, "--%s: too many values in '%s'", flag, arg);
         vals[(*n)++] = v;
     }
     return 0;
@@ -221,8 +222,8 @@ static int xtool__one_value(const xtool_cli_opts *o, const xtool_opt_def *d, int
         return 0;
     char cmds[64];
     xtool__list_cmds(d, cmds, sizeof cmds);
-    return xtool__fail(err, errlen, "%s: --%s takes one value here (a list is for xattn %s)",
-                       xtool_cli_cmd_name(o->cmd), d->name, cmds);
+    return xtool_cli_fail(err, errlen, "%s: --%s takes one value here (a list is for xattn %s)",
+                          xtool_cli_cmd_name(o->cmd), d->name, cmds);
 }
 
 /* ---- the custom parsers of the table ------------------------------------------- */
@@ -277,7 +278,7 @@ int xtool_opt_parse_kv_dtype(xtool_cli_opts *o, const xtool_opt_def *d, const ch
 {
     int v;
     if (xtool__one_dtype(arg, &v))
-        return xtool__fail(err, errlen, "--%s: '%s' is not f32, f16 or bf16", d->name, arg);
+        return xtool_cli_fail(err, errlen, "--%s: '%s' is not f32, f16 or bf16", d->name, arg);
     o->kv_dtype = v;
     return 0;
 }
@@ -290,7 +291,8 @@ int xtool_opt_parse_causal(xtool_cli_opts *o, const xtool_opt_def *d, const char
     else if (!strcmp(arg, "top-left") || !strcmp(arg, "tl"))
         o->align = XATTN_ALIGN_TOP_LEFT;
     else
-        return xtool__fail(err, errlen, "--%s: '%s' is not top-left or bottom-right", d->name, arg);
+        return xtool_cli_fail(err, errlen, "--%s: '%s' is not top-left or bottom-right", d->name,
+                              arg);
     o->causal = 1;
     return 0;
 }
@@ -303,18 +305,18 @@ int xtool_opt_parse_window(xtool_cli_opts *o, const xtool_opt_def *d, const char
     int64_t l, r;
     size_t len = comma ? (size_t)(comma - arg) : 0;
     if (!comma || len >= sizeof left)
-        return xtool__fail(err, errlen,
-                           "--%s: '%s' is not L,R (keys left and right of the query's "
-                           "position; negative = unbounded)",
-                           d->name, arg);
+        return xtool_cli_fail(err, errlen,
+                              "--%s: '%s' is not L,R (keys left and right of the query's "
+                              "position; negative = unbounded)",
+                              d->name, arg);
     memcpy(left, arg, len);
     left[len] = '\0';
     if (xtool_parse_i64(left, INT64_MIN / 2, 1 << 30, &l) ||
         xtool_parse_i64(comma + 1, INT64_MIN / 2, 1 << 30, &r))
-        return xtool__fail(err, errlen,
-                           "--%s: '%s' is not L,R with integers up to 2^30 (negative = "
-                           "unbounded)",
-                           d->name, arg);
+        return xtool_cli_fail(err, errlen,
+                              "--%s: '%s' is not L,R with integers up to 2^30 (negative = "
+                              "unbounded)",
+                              d->name, arg);
     o->window_left = l < 0 ? -1 : l;
     o->window_right = r < 0 ? -1 : r;
     return 0;
@@ -354,7 +356,7 @@ static int xtool__bad_value(const xtool_opt_def *d, const char *arg, char *err, 
                  (long long)d->ihi);
     else
         snprintf(expected, sizeof expected, "a number in %g..%g", d->dlo, d->dhi);
-    return xtool__fail(err, errlen, "--%s: '%s' is not %s", d->name, arg, expected);
+    return xtool_cli_fail(err, errlen, "--%s: '%s' is not %s", d->name, arg, expected);
 }
 
 static int xtool__choice(const xtool_opt_def *d, const char *arg, int *out, char *err,
@@ -374,7 +376,7 @@ static int xtool__choice(const xtool_opt_def *d, const char *arg, int *out, char
                               : i == n - 1 ? " or "
                                            : ", ",
                               d->choices[i]);
-    return xtool__fail(err, errlen, "--%s: '%s' is not %s", d->name, arg, words);
+    return xtool_cli_fail(err, errlen, "--%s: '%s' is not %s", d->name, arg, words);
 }
 
 /* Reads one option's value into o. Returns 0 or XTOOL_EXIT_USAGE with err set. */
@@ -413,13 +415,13 @@ static int xtool__apply(xtool_cli_opts *o, const xtool_opt_def *d, const char *a
     case XTOOL_ARG_CHOICE: return xtool__choice(d, arg, (int *)(void *)field, err, errlen);
     case XTOOL_ARG_TEXT:
         if (!*arg && !d->ival)
-            return xtool__fail(err, errlen, "--%s: empty %s", d->name,
-                               d->expected ? d->expected : "value");
+            return xtool_cli_fail(err, errlen, "--%s: empty %s", d->name,
+                                  d->expected ? d->expected : "value");
         *(const char **)(void *)field = arg;
         return 0;
     case XTOOL_ARG_CUSTOM: return d->parse(o, d, arg, err, errlen);
     }
-    return xtool__fail(err, errlen, "internal: --%s has no kind", d->name);
+    return xtool_cli_fail(err, errlen, "internal: --%s has no kind", d->name);
 }
 
 /* The rows of a command (refusals included), in getopt_long's form; longopts
@@ -459,8 +461,8 @@ static int xtool__defaults(xtool_cli_opts *o, xtool_cli_cmd cmd, char *err, size
         const xtool_opt_def *d = &xtool_opt_defs[i];
         if ((d->cmds & XTOOL_CMD_BIT(cmd)) && d->dflt && !d->refused &&
             xtool__apply(o, d, d->dflt, err, errlen))
-            return xtool__fail(err, errlen, "internal: --%s's default '%s' does not parse", d->name,
-                               d->dflt);
+            return xtool_cli_fail(err, errlen, "internal: --%s's default '%s' does not parse",
+                                  d->name, d->dflt);
     }
     return 0;
 }
@@ -472,8 +474,8 @@ static int xtool__cross_check(xtool_cli_opts *o, char *err, size_t errlen)
 {
     const char *cmd = xtool_cli_cmd_name(o->cmd);
     if (o->varlen && !o->lengths_path)
-        return xtool__fail(err, errlen, "%s: --varlen packs the batch of --lengths FILE; give one",
-                           cmd);
+        return xtool_cli_fail(err, errlen,
+                              "%s: --varlen packs the batch of --lengths FILE; give one", cmd);
     /* Every heads value must be a multiple of every kv-heads value that applies. */
     xtool_cli_ilist hd = o->heads;
     if (!hd.n) {
@@ -483,31 +485,32 @@ static int xtool__cross_check(xtool_cli_opts *o, char *err, size_t errlen)
     for (int i = 0; i < hd.n; i++)
         for (int j = 0; j < o->kv_heads.n; j++)
             if (hd.v[i] % o->kv_heads.v[j])
-                return xtool__fail(err, errlen,
-                                   "%s: %lld query heads are not a multiple of %lld KV heads "
-                                   "(--heads, --kv-heads: GQA needs Hq = g * Hkv)",
-                                   cmd, (long long)hd.v[i], (long long)o->kv_heads.v[j]);
+                return xtool_cli_fail(err, errlen,
+                                      "%s: %lld query heads are not a multiple of %lld KV heads "
+                                      "(--heads, --kv-heads: GQA needs Hq = g * Hkv)",
+                                      cmd, (long long)hd.v[i], (long long)o->kv_heads.v[j]);
     if (o->cmd == XTOOL_CLI_COMPARE && o->n_files < 2 && !o->help)
-        return xtool__fail(err, errlen,
-                           "compare: give at least two result files (xattn bench's results.json)");
+        return xtool_cli_fail(
+            err, errlen, "compare: give at least two result files (xattn bench's results.json)");
     if (o->cmd == XTOOL_CLI_BENCH || o->cmd == XTOOL_CLI_ADVISE) {
         if (o->min_reps > o->reps && (o->given & XTOOL_GIVEN_REPS))
-            return xtool__fail(err, errlen, "%s: --min-reps %d is above --max-reps %d", cmd,
-                               o->min_reps, o->reps);
+            return xtool_cli_fail(err, errlen, "%s: --min-reps %d is above --max-reps %d", cmd,
+                                  o->min_reps, o->reps);
         if (o->min_reps > o->reps)
             o->reps = o->min_reps;
     }
     if (o->cases_path && (o->preset || (o->given & XTOOL_GIVEN_CASE_MASK)))
-        return xtool__fail(err, errlen,
-                           "bench: --cases FILE brings its own cases: it takes no --preset and no "
-                           "case flags (--dtype, --sq, --causal, ...)");
+        return xtool_cli_fail(
+            err, errlen,
+            "bench: --cases FILE brings its own cases: it takes no --preset and no "
+            "case flags (--dtype, --sq, --causal, ...)");
     const char *ab_rounds = xtool_opt_default(o->cmd, "ab-rounds");
     if (ab_rounds && o->ab_rounds != atoi(ab_rounds) && !o->ab_old)
-        return xtool__fail(err, errlen, "bench: --ab-rounds needs --ab OLD_XATTN");
+        return xtool_cli_fail(err, errlen, "bench: --ab-rounds needs --ab OLD_XATTN");
     if (o->preset && (o->given & XTOOL_GIVEN_LENGTHS))
-        return xtool__fail(err, errlen,
-                           "bench: --lengths replaces a preset's lengths only "
-                           "without --preset (bert-base-padded has its own)");
+        return xtool_cli_fail(err, errlen,
+                              "bench: --lengths replaces a preset's lengths only "
+                              "without --preset (bert-base-padded has its own)");
     return 0;
 }
 
@@ -517,12 +520,12 @@ static int xtool__getopt_error(int c, int argc, char **av, const char *cmd, char
 {
     const char *bad = optind > 0 && optind <= argc ? av[optind - 1] : "?";
     if (c == ':')
-        return xtool__fail(err, errlen, "%s: option '%.80s' needs a value", cmd, bad);
+        return xtool_cli_fail(err, errlen, "%s: option '%.80s' needs a value", cmd, bad);
     if (optopt && optopt < 256 && bad[0] == '-' && bad[1] != '-')
-        return xtool__fail(err, errlen, "%s: unknown option '-%c'", cmd, optopt);
+        return xtool_cli_fail(err, errlen, "%s: unknown option '-%c'", cmd, optopt);
     if (optopt)
-        return xtool__fail(err, errlen, "%s: option '%.80s' takes no value", cmd, bad);
-    return xtool__fail(err, errlen, "%s: unknown or ambiguous option '%.80s'", cmd, bad);
+        return xtool_cli_fail(err, errlen, "%s: option '%.80s' takes no value", cmd, bad);
+    return xtool_cli_fail(err, errlen, "%s: unknown or ambiguous option '%.80s'", cmd, bad);
 }
 
 /* The options of argv (a copy: getopt_long permutes it), then the operands. */
@@ -549,8 +552,8 @@ static int xtool__read_args(int argc, char **av, xtool_cli_opts *out, char *err,
         }
         const xtool_opt_def *d = &xtool_opt_defs[c - 256];
         if (d->refused) {
-            rc = xtool__fail(err, errlen, "%s: --%s is not an option here: %s", cmd, d->name,
-                             d->refused);
+            rc = xtool_cli_fail(err, errlen, "%s: --%s is not an option here: %s", cmd, d->name,
+                                d->refused);
             break;
         }
         rc = xtool__apply(out, d, optarg, err, errlen);
@@ -560,9 +563,9 @@ static int xtool__read_args(int argc, char **av, xtool_cli_opts *out, char *err,
     }
     for (int i = optind; !rc && i < argc; i++) {
         if (out->cmd != XTOOL_CLI_COMPARE)
-            rc = xtool__fail(err, errlen, "%s: unexpected argument '%.80s'", cmd, av[i]);
+            rc = xtool_cli_fail(err, errlen, "%s: unexpected argument '%.80s'", cmd, av[i]);
         else if (out->n_files >= XTOOL_CLI_MAX_FILES)
-            rc = xtool__fail(err, errlen, "compare: at most %d files", XTOOL_CLI_MAX_FILES);
+            rc = xtool_cli_fail(err, errlen, "compare: at most %d files", XTOOL_CLI_MAX_FILES);
         else
             out->files[out->n_files++] = av[i];
     }
@@ -576,28 +579,29 @@ int xtool_cli_parse(int argc, char **argv, xtool_cli_opts *out, char *err, size_
     if (err && errlen)
         err[0] = '\0';
     if (!out)
-        return xtool__fail(err, errlen, "internal: no output struct");
+        return xtool_cli_fail(err, errlen, "internal: no output struct");
     memset(out, 0, sizeof *out);
     if (argc < 1 || !argv || !argv[0])
-        return xtool__fail(err, errlen, "no command (devices, run, bench, check, compare, advise)");
+        return xtool_cli_fail(err, errlen,
+                              "no command (devices, run, bench, check, compare, advise)");
     xtool_cli_cmd cmd = xtool_cli_cmd_from_name(argv[0]);
     if (cmd == XTOOL_CLI_NONE)
-        return xtool__fail(err, errlen,
-                           "'%.64s' is not a command (devices, run, bench, check, compare, advise)",
-                           argv[0]);
+        return xtool_cli_fail(
+            err, errlen, "'%.64s' is not a command (devices, run, bench, check, compare, advise)",
+            argv[0]);
     int rc = xtool__defaults(out, cmd, err, errlen);
     if (rc)
         return rc;
     if (argc > 4096)
-        return xtool__fail(err, errlen, "%s: too many arguments (%d)", argv[0], argc);
+        return xtool_cli_fail(err, errlen, "%s: too many arguments (%d)", argv[0], argc);
     /* getopt_long permutes its argv: work on a copy of the pointers. */
     char **av = malloc((size_t)(argc + 1) * sizeof *av);
     if (!av)
-        return xtool__fail(err, errlen, "out of memory");
+        return xtool_cli_fail(err, errlen, "out of memory");
     for (int i = 0; i < argc; i++) {
         if (!argv[i]) {
             free(av);
-            return xtool__fail(err, errlen, "argument %d is NULL", i);
+            return xtool_cli_fail(err, errlen, "argument %d is NULL", i);
         }
         av[i] = argv[i];
     }

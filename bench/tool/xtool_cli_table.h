@@ -117,6 +117,11 @@ int xtool_opt_parse_threads(xtool_cli_opts *o, const xtool_opt_def *d, const cha
 int xtool_opt_parse_force(xtool_cli_opts *o, const xtool_opt_def *d, const char *arg, char *err,
                           size_t errlen);
 
+/* A bad command line: the message into err (when there is room); returns
+ * XTOOL_EXIT_USAGE. */
+int xtool_cli_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The default of option `name` for a command, as its row gives it (NULL when
  * the command's row has none). */
 const char *xtool_opt_default(xtool_cli_cmd cmd, const char *name);

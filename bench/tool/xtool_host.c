@@ -43,6 +43,39 @@ int xtool_load_read(double out[3])
     return 0;
 }
 
+void xtool_json_provenance(FILE *f, const char *schema, const char *created,
+                           const char *command_line, const char *host, const char *os)
+{
+    fprintf(f, "{\n  \"schema\": ");
+    xattn__json_str(f, schema);
+    fprintf(f, ",\n  \"xattn_version\": ");
+    xattn__json_str(f, xattn_version_string());
+    fprintf(f, ",\n  \"created_utc\": ");
+    xattn__json_str(f, created);
+    fprintf(f, ",\n  \"command_line\": ");
+    xattn__json_str(f, command_line);
+    fprintf(f, ",\n  \"host\": {\"hostname\": ");
+    xattn__json_str(f, host);
+    fprintf(f, ", \"os\": ");
+    xattn__json_str(f, os);
+    fputc('}', f);
+}
+
+void xtool_json_load(FILE *f, int cpus, const double start[3], const double end[3])
+{
+    fprintf(f, "{\"cpus\": %d, \"start\": [", cpus);
+    for (int i = 0; i < 3; i++) {
+        fputs(i ? ", " : "", f);
+        xattn__json_num(f, start[i]);
+    }
+    fputs("], \"end\": [", f);
+    for (int i = 0; i < 3; i++) {
+        fputs(i ? ", " : "", f);
+        xattn__json_num(f, end[i]);
+    }
+    fputs("]}", f);
+}
+
 int xtool_cpus_online(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
