@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "xtool_advice.h"
+#include "xtool_advise.h"
 
 void xtool_advise_print_header(const xtool_advise_plan *p)
 {

@@ -5,14 +5,14 @@
  * packed one (computed from the lengths, and both measured with FLASH), and a
  * recommendation in plain words. docs/tool.md defines every figure. The plan
  * and the run are here; the report is xtool_advise_report.c, the
- * recommendation xtool_advice.c.
+ * recommendation xtool_advise_text.c.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "xtool_advice.h"
+#include "xtool_advise.h"
 
 static const xattn_algo xtool__algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
 

@@ -41,7 +41,7 @@
 #include "../xattn_test.h"
 #include "xattn.h"
 #include "xattn_writer.h"
-#include "xtool_advice.h"
+#include "xtool_advise.h"
 #include "xtool_bench.h"
 #include "xtool_case.h"
 #include "xtool_cli.h"

@@ -1,8 +1,8 @@
 /* xattn advise: one device's measurements, the recommendation drawn from
  * them, and the command's plan. The recommendation is a function of the figures only, so that the
  * tests can give it figures made by hand (tests/tool, tool_unit). */
-#ifndef XTOOL_ADVICE_H
-#define XTOOL_ADVICE_H
+#ifndef XTOOL_ADVISE_H
+#define XTOOL_ADVISE_H
 
 #include "xtool.h"
 

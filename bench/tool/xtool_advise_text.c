@@ -1,6 +1,6 @@
 /* The recommendation of xattn advise, in plain words, from one device's
- * measured figures (xtool_advice.h). */
-#include "xtool_advice.h"
+ * measured figures (xtool_advise.h). */
+#include "xtool_advise.h"
 
 #include <math.h>
 #include <stdarg.h>
