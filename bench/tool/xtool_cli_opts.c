@@ -383,7 +383,7 @@ static int xtool__choice(const xtool_opt_def *d, const char *arg, int *out, char
 static int xtool__apply(xtool_cli_opts *o, const xtool_opt_def *d, const char *arg, char *err,
                         size_t errlen)
 {
-    char *field = (char *)o + d->off;
+    void *field = (char *)o + d->off; /* the row's field, of the kind's type */
     int64_t v;
     double x;
     switch (d->kind) {
@@ -407,17 +407,17 @@ static int xtool__apply(xtool_cli_opts *o, const xtool_opt_def *d, const char *a
             *(float *)field = (float)x;
         return 0;
     case XTOOL_ARG_LIST: {
-        xtool_cli_ilist *l = (xtool_cli_ilist *)(void *)field;
+        xtool_cli_ilist *l = field;
         if (xtool__ilist(d->name, arg, d->ilo, d->ihi, l, err, errlen))
             return XTOOL_EXIT_USAGE;
         return xtool__one_value(o, d, l->n, err, errlen);
     }
-    case XTOOL_ARG_CHOICE: return xtool__choice(d, arg, (int *)(void *)field, err, errlen);
+    case XTOOL_ARG_CHOICE: return xtool__choice(d, arg, field, err, errlen);
     case XTOOL_ARG_TEXT:
         if (!*arg && !d->ival)
             return xtool_cli_fail(err, errlen, "--%s: empty %s", d->name,
                                   d->expected ? d->expected : "value");
-        *(const char **)(void *)field = arg;
+        *(const char **)field = arg;
         return 0;
     case XTOOL_ARG_CUSTOM: return d->parse(o, d, arg, err, errlen);
     }

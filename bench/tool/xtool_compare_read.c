@@ -155,7 +155,7 @@ int xtool_cmp_parse(const char *text, size_t len, const char *path, xtool_cmp_fi
         snprintf(err, errlen, "%s: out of memory for %zu cells", path, results->n);
         rc = XTOOL_EXIT_FAIL;
     }
-    if (rc) {
+    if (rc || !results) {
         xtool_json_free(doc);
         return rc;
     }

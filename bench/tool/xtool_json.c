@@ -441,15 +441,15 @@ xtool_json *xtool_json_parse(const char *text, size_t len, char *err, size_t err
 {
     if (err && errlen)
         err[0] = '\0';
-    xtool__jp jp = {text, text + len, 1, err, errlen, 0};
+    /* text + len is only formed for a text: NULL + len is undefined behaviour */
+    xtool__jp jp = {text, text ? text + len : text, 1, err, errlen, 0};
+    if (!text) {
+        xtool__jfail(&jp, "no text");
+        return NULL;
+    }
     xtool_json *root = calloc(1, sizeof *root);
     if (!root) {
         xtool__jfail(&jp, "out of memory");
-        return NULL;
-    }
-    if (!text) {
-        xtool__jfail(&jp, "no text");
-        free(root);
         return NULL;
     }
     /* A UTF-8 byte order mark is tolerated, as editors write one. */

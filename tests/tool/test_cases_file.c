@@ -134,6 +134,10 @@ static void json_bad(void)
     char err[256];
     xtool_json *v = xtool_json_parse(deep, sizeof deep, err, sizeof err);
     EXPECT(v == NULL && strstr(err, "nested deeper"), "deep: '%s'", err);
+    /* No text at all: refused before any pointer is formed from it (NULL + len
+     * is undefined behaviour, which UBSan reports in the sanitizer build). */
+    v = xtool_json_parse(NULL, 16, err, sizeof err);
+    EXPECT(v == NULL && strstr(err, "no text"), "NULL text: '%s'", err);
     /* A NUL byte inside the text is a character the grammar does not allow. */
     const char nul[] = "[1,\0 2]";
     v = xtool_json_parse(nul, sizeof nul - 1, err, sizeof err);
