@@ -71,8 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 xattn__fuzz_fail("a match looked at more cells than the file has");
             double ratio;
             if (x == c && c->ok &&
-                xtool_stats_verdict(c->min, c->median, c->p90, c->spread, c->min, c->median,
-                                    c->p90, c->spread, &ratio) != XTOOL_VERDICT_NOISE)
+                xtool_stats_verdict(c->min, c->median, c->p90, c->spread, c->min, c->median, c->p90,
+                                    c->spread, &ratio) != XTOOL_VERDICT_NOISE)
                 xattn__fuzz_fail("a cell is faster or slower than itself");
             (void)xtool_cmp_cell_model_error(c);
         }
