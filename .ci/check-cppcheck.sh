@@ -30,24 +30,19 @@ case $version in
 *) echo "check-cppcheck: warning: cppcheck $version, not 2.10 (Debian 12's): its findings may differ" >&2 ;;
 esac
 cd "$root"
-list=$(mktemp)
-trap 'rm -f "$list"' EXIT
-if [ $# -gt 0 ]; then
-    for f in "$@"; do printf '%s\n' "$f"; done >"$list"
-else
-    git ls-files -- '*.c' '*.cpp' >"$list"
-fi
+# (the tracked sources' paths hold no spaces)
+# shellcheck disable=SC2046
+[ $# -gt 0 ] || set -- $(git ls-files -- '*.c' '*.cpp')
 supp=""
 if [ -f .ci/cppcheck-suppressions.txt ]; then
     supp="--suppressions-list=.ci/cppcheck-suppressions.txt"
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-n=$(grep -c . "$list" || true)
 # shellcheck disable=SC2086
 if "$cc" -q -j "$jobs" --std=c11 --enable=warning,portability,performance --inline-suppr \
     $supp --error-exitcode=1 --template='{file}:{line}: {severity} ({id}): {message}' \
-    -I include -I backends -I kernels_cpu -I bench/tool -I tests --file-list="$list"; then
-    echo "check-cppcheck: $n files, no finding"
+    -I include -I backends -I kernels_cpu -I bench/tool -I tests "$@"; then
+    echo "check-cppcheck: $# files, no finding"
 else
     echo "check-cppcheck: findings above (cppcheck $version; suppressions: .ci/cppcheck-suppressions.txt)"
     exit 1

@@ -103,6 +103,9 @@ int xtool_out_probe(const char *flag, const char *path, int *created, char *err,
  * length is sq_fixed. Returns 0 or XTOOL_EXIT_USAGE with err set. */
 int xtool_lengths_load(const char *path, int64_t sq_fixed, int32_t **lq, int32_t **lk, int *n,
                        char *err, size_t errlen);
+/* Closes a file that was written: 0, or -1 with "cannot write 'PATH': why" in
+ * err when a write or the close failed. */
+int xtool_file_close(FILE *f, const char *path, char *err, size_t errlen);
 /* Reads a whole file (NUL-terminated, malloc'd); NULL with err set on failure. */
 char *xtool_read_text(const char *path, size_t max_bytes, char *err, size_t errlen);
 

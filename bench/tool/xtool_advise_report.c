@@ -188,10 +188,5 @@ int xtool_advise_write_json(const xtool_advise_plan *p, const char *path, char *
         xtool__json_device(f, &p->devs[ti]);
     }
     fprintf(f, "\n  ]\n}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return xtool_file_close(f, path, err, errlen);
 }

@@ -489,8 +489,9 @@ static int xtool__ab_json(const xtool__ab *ab)
             "\n  ],\n  \"summary\": {\"cells\": %d, \"faster\": %d, \"slower\": %d, \"noise\": %d, "
             "\"failed\": %d}\n}\n",
             ab->n, ab->faster, ab->slower, ok_cells - ab->faster - ab->slower, ab->failed);
-    if (ferror(f) | fclose(f)) {
-        fprintf(stderr, "%s: bench --ab: cannot write '%s'\n", xtool_prog, path);
+    char err[1200];
+    if (xtool_file_close(f, path, err, sizeof err)) {
+        fprintf(stderr, "%s: bench --ab: %s\n", xtool_prog, err);
         return XTOOL_EXIT_FAIL;
     }
     printf("written  %s\n", path);

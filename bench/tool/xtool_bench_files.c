@@ -15,16 +15,6 @@
 #include "xtool_json.h"
 #include "xtool_svg.h"
 
-static int xtool__close(FILE *f, const char *path, char *err, size_t errlen)
-{
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static const char *xtool__device_type_name(int t)
 {
     switch (t) {
@@ -313,7 +303,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
         xtool_cases_summary_json(rep, f);
     }
     fputs("\n}\n", f);
-    return xtool__close(f, path, err, errlen);
+    return xtool_file_close(f, path, err, errlen);
 }
 
 /* ---- results.csv, chart.svg --------------------------------------------------------- */
@@ -404,7 +394,7 @@ int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char 
         xtool__csv_num(f, xtool_bench_pct_bw_min(cl), has);
         fputs("\n", f);
     }
-    return xtool__close(f, path, err, errlen);
+    return xtool_file_close(f, path, err, errlen);
 }
 
 int xtool_bench_write_chart(const xtool_bench_report *rep, const char *path, char *err,
@@ -523,10 +513,10 @@ int xtool_bench_merge_traces(const xtool_bench_trace *parts, int n, const char *
     for (int i = 0; i < n && !rc; i++)
         rc = xtool__trace_append(f, &parts[i], &first, err, errlen);
     fputs("\n]}\n", f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
+    char cerr[1024];
+    if (xtool_file_close(f, out, cerr, sizeof cerr)) {
         if (!rc)
-            snprintf(err, errlen, "cannot write '%.900s': %s", out, strerror(errno));
+            snprintf(err, errlen, "%s", cerr);
         rc = -1;
     }
     if (rc) {

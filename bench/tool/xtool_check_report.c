@@ -120,10 +120,5 @@ int xtool_check_write_json(const xtool_check_plan *p, const int counts[4], const
             "\"errors\": %d, \"unsupported\": %d}\n}\n",
             p->nf * p->nt * p->na, counts[XTOOL_CHECK_PASS], counts[XTOOL_CHECK_FAIL],
             counts[XTOOL_CHECK_ERROR], counts[XTOOL_CHECK_UNSUP]);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return xtool_file_close(f, path, err, errlen);
 }

@@ -31,6 +31,16 @@ int xtool_out_probe(const char *flag, const char *path, int *created, char *err,
     return 0;
 }
 
+int xtool_file_close(FILE *f, const char *path, char *err, size_t errlen)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+        return -1;
+    }
+    return 0;
+}
+
 char *xtool_read_text(const char *path, size_t max_bytes, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");

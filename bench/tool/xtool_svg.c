@@ -357,12 +357,7 @@ int xtool_svg_line_chart(const char *path, const xtool_line_chart *c, char *err,
     fprintf(f, "</svg>\n");
     free(pool);
     free(sel);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return xtool_file_close(f, path, err, errlen);
 }
 
 int xtool_svg_ratio_chart(const char *path, const char *title, const xtool_ratio_bar *bars, int n,
@@ -457,10 +452,5 @@ int xtool_svg_ratio_chart(const char *path, const char *title, const xtool_ratio
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\">no cells in common</text>\n", PAD,
                 TOP + 14);
     fprintf(f, "</svg>\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return xtool_file_close(f, path, err, errlen);
 }

@@ -7,6 +7,7 @@
 #                     named; the same finding in the suppressions file passes
 # Usage: test_gates.sh SOURCE_DIR. Exit 77 (skipped) without clang-format 14 or
 # cppcheck; the last line is "N passed, N failed, N skipped".
+# shellcheck disable=SC2016 # the conditions are expanded by eval, in expect
 set -u
 src=$1
 passed=0 failed=0 skipped=0
