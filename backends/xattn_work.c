@@ -7,8 +7,10 @@
  * position p, step 3) the keys lo(p) <= j < hi(p) with
  *   lo(p) = max(0, p - left)                      (left < 0: lo = 0)
  *   hi(p) = min(Lk, p + c),  c = min(1 if causal, right + 1 if right >= 0)
- * Both ends are non-decreasing in p, so a row's valid keys are one interval and
- * the union over consecutive rows is one interval too. The useful pairs are
+ * (xattn_sem_rule in kernels_common/xattn_semantics.h, the same rule the
+ * kernels of every backend use). Both ends are non-decreasing in p, so a row's
+ * valid keys are one interval and the union over consecutive rows is one
+ * interval too. The useful pairs are
  * sum over real rows of max(0, hi - lo): a piecewise linear function of p with
  * breakpoints at p = Lk - c and p = left, summed in closed form per segment.
  */
@@ -17,42 +19,8 @@
 
 #include "xattn_internal.h"
 
-/* The interval rule of one sequence, with the unbounded sides made finite but
- * larger than any position can reach (so that nothing overflows). */
-typedef struct xattn__seq_rule {
-    int64_t Lq, Lk;
-    int64_t off; /* p = i + off */
-    int64_t L;   /* left reach (lo = max(0, p - L)) */
-    int64_t c;   /* right reach (hi = min(Lk, p + c)) */
-} xattn__seq_rule;
-
-static void xattn__seq_rule_init(const xattn_problem *p, int64_t b, xattn__seq_rule *r)
-{
-    r->Lq = p->len_q[b];
-    r->Lk = p->len_k[b];
-    r->off = p->bottom_right ? r->Lk - r->Lq : 0;
-    /* p lies in [-Lq, Lk + Lq): a reach of `big` never binds. */
-    const int64_t big = r->Lk + r->Lq + 2;
-    r->L = (p->window_left >= 0 && p->window_left < big) ? p->window_left : big;
-    int64_t c = big;
-    if (p->causal)
-        c = 1;
-    if (p->window_right >= 0 && p->window_right < big && p->window_right + 1 < c)
-        c = p->window_right + 1;
-    r->c = c;
-}
-
 static inline int64_t xattn__min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t xattn__max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-static inline int64_t xattn__rule_lo(const xattn__seq_rule *r, int64_t pos)
-{
-    return xattn__max64(0, pos - r->L);
-}
-static inline int64_t xattn__rule_hi(const xattn__seq_rule *r, int64_t pos)
-{
-    return xattn__min64(r->Lk, pos + r->c);
-}
 
 /* sum over integers p in [a, b) of max(0, A + s*p), s in {-1, 0, 1}. */
 static __int128 xattn__sum_pos_linear(int64_t a, int64_t b, int64_t A, int s)
@@ -77,15 +45,15 @@ static __int128 xattn__sum_pos_linear(int64_t a, int64_t b, int64_t A, int s)
 }
 
 /* Valid pairs of the real rows i in [i0, i1) of a sequence. */
-static __int128 xattn__rule_pairs(const xattn__seq_rule *r, int64_t i0, int64_t i1)
+static __int128 xattn__rule_pairs(const xattn_sem_rule *r, int64_t i0, int64_t i1)
 {
-    if (r->Lk <= 0 || i1 <= i0)
+    if (r->lk <= 0 || i1 <= i0)
         return 0;
     const int64_t P0 = i0 + r->off, P1 = i1 + r->off;
     /* Breakpoints: hi switches from p + c to Lk at p = Lk - c, lo from 0 to
      * p - L at p = L; between them the count is linear. */
-    int64_t cut[4] = {P0, xattn__min64(xattn__max64(r->Lk - r->c, P0), P1),
-                      xattn__min64(xattn__max64(r->L, P0), P1), P1};
+    int64_t cut[4] = {P0, xattn__min64(xattn__max64(r->lk - r->reach, P0), P1),
+                      xattn__min64(xattn__max64(r->left, P0), P1), P1};
     if (cut[1] > cut[2]) {
         int64_t t = cut[1];
         cut[1] = cut[2];
@@ -96,55 +64,41 @@ static __int128 xattn__rule_pairs(const xattn__seq_rule *r, int64_t i0, int64_t 
         const int64_t a = cut[k], b = cut[k + 1];
         if (b <= a)
             continue;
-        const int hi_lin = a < r->Lk - r->c; /* hi = p + c on [a, b) */
-        const int lo_lin = a >= r->L;        /* lo = p - L on [a, b) */
-        const int64_t A = (hi_lin ? r->c : r->Lk) + (lo_lin ? r->L : 0);
+        const int hi_lin = a < r->lk - r->reach; /* hi = p + c on [a, b) */
+        const int lo_lin = a >= r->left;        /* lo = p - L on [a, b) */
+        const int64_t A = (hi_lin ? r->reach : r->lk) + (lo_lin ? r->left : 0);
         total += xattn__sum_pos_linear(a, b, A, hi_lin - lo_lin);
     }
     return total;
-}
-
-/* Rows (aligned positions) with at least one valid key: (-c, Lk + L), as rows. */
-static void xattn__rule_nonempty_rows(const xattn__seq_rule *r, int64_t *ia, int64_t *ib)
-{
-    if (r->Lk <= 0) {
-        *ia = *ib = 0;
-        return;
-    }
-    *ia = xattn__max64(0, 1 - r->c - r->off);
-    *ib = xattn__min64(r->Lq, r->Lk + r->L - r->off);
-    if (*ib < *ia)
-        *ib = *ia;
 }
 
 double xattn__useful_pairs(const xattn_problem *p)
 {
     __int128 total = 0;
     for (int64_t b = 0; b < p->B; b++) {
-        xattn__seq_rule r;
-        xattn__seq_rule_init(p, b, &r);
-        total += xattn__rule_pairs(&r, 0, r.Lq);
+        const xattn_sem_rule r = xattn_problem_rule(p, b);
+        total += xattn__rule_pairs(&r, 0, r.lq);
     }
     return (double)total * (double)p->Hq;
 }
 
 /* The tile walk of one sequence: executed pairs and keys loaded per head. */
-static void xattn__rule_tiles(const xattn__seq_rule *r, int64_t tq, int64_t tk, __int128 *pairs,
+static void xattn__rule_tiles(const xattn_sem_rule *r, int64_t tq, int64_t tk, __int128 *pairs,
                               __int128 *keys)
 {
     int64_t ia, ib;
-    xattn__rule_nonempty_rows(r, &ia, &ib);
-    for (int64_t i0 = 0; i0 < r->Lq; i0 += tq) {
-        const int64_t R = xattn__min64(tq, r->Lq - i0);
+    xattn_sem_nonempty_rows(r, &ia, &ib);
+    for (int64_t i0 = 0; i0 < r->lq; i0 += tq) {
+        const int64_t R = xattn__min64(tq, r->lq - i0);
         const int64_t first = xattn__max64(i0, ia), last = xattn__min64(i0 + R, ib) - 1;
         if (last < first)
             continue; /* every row of the tile is fully masked: nothing runs */
-        const int64_t ulo = xattn__rule_lo(r, first + r->off);
-        const int64_t uhi = xattn__rule_hi(r, last + r->off);
+        const int64_t ulo = xattn_sem_lo_at(r, first + r->off);
+        const int64_t uhi = xattn_sem_hi_at(r, last + r->off);
         if (uhi <= ulo)
             continue;
         const int64_t t_first = ulo / tk, t_end = (uhi + tk - 1) / tk;
-        const int64_t n = xattn__min64(t_end * tk, r->Lk) - t_first * tk;
+        const int64_t n = xattn__min64(t_end * tk, r->lk) - t_first * tk;
         *pairs += (__int128)R * n;
         *keys += n;
     }
@@ -155,8 +109,7 @@ double xattn__executed_pairs(const xattn_problem *p, int tile_q, int tile_k)
     const int64_t tq = tile_q > 0 ? tile_q : 1, tk = tile_k > 0 ? tile_k : 1;
     __int128 pairs = 0, keys = 0;
     for (int64_t b = 0; b < p->B; b++) {
-        xattn__seq_rule r;
-        xattn__seq_rule_init(p, b, &r);
+        const xattn_sem_rule r = xattn_problem_rule(p, b);
         xattn__rule_tiles(&r, tq, tk, &pairs, &keys);
     }
     return (double)pairs * (double)p->Hq;
@@ -175,25 +128,24 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
     double rows_out = 0, rows_read = 0, keys_read = 0, bias_min = 0;
     int64_t max_lq = 0, max_lk = 0;
     for (int64_t b = 0; b < p->B; b++) {
-        xattn__seq_rule r;
-        xattn__seq_rule_init(p, b, &r);
-        useful += xattn__rule_pairs(&r, 0, r.Lq);
+        const xattn_sem_rule r = xattn_problem_rule(p, b);
+        useful += xattn__rule_pairs(&r, 0, r.lq);
         if (tiled)
             xattn__rule_tiles(&r, tq, tk, &tiles_pairs, &keys);
-        real_pairs += (__int128)r.Lq * r.Lk;
-        max_lq = xattn__max64(max_lq, r.Lq);
-        max_lk = xattn__max64(max_lk, r.Lk);
+        real_pairs += (__int128)r.lq * r.lk;
+        max_lq = xattn__max64(max_lq, r.lq);
+        max_lk = xattn__max64(max_lk, r.lk);
         rows_out += (double)xattn_problem_rows_q(p, b);
         /* The minimum reads: Q rows that see a key, keys that some row sees. */
         int64_t ia, ib;
-        xattn__rule_nonempty_rows(&r, &ia, &ib);
+        xattn_sem_nonempty_rows(&r, &ia, &ib);
         if (ib > ia) {
             rows_read += (double)(ib - ia);
-            keys_read += (double)(xattn__rule_hi(&r, ib - 1 + r.off) -
-                                  xattn__rule_lo(&r, ia + r.off));
+            keys_read += (double)(xattn_sem_hi_at(&r, ib - 1 + r.off) -
+                                  xattn_sem_lo_at(&r, ia + r.off));
         }
         if (p->has_bias && p->bias.sb != 0)
-            bias_min += (double)r.Lq * (double)r.Lk;
+            bias_min += (double)r.lq * (double)r.lk;
     }
     const double dense = (double)p->B * (double)p->Sq * (double)p->Sk * Hq;
     w->pairs_dense = dense;

@@ -15,8 +15,11 @@ if(NOT OpenCL_FOUND)
   return()
 endif()
 
-# The kernels, in the order the backend concatenates them into one program.
+# The kernels, in the order the backend concatenates them into one program:
+# first the semantics every backend shares (kernels_common/xattn_semantics.h,
+# written to compile as OpenCL C too), then the OpenCL sources.
 set(XATTN_CL_KERNEL_FILES
+  ${PROJECT_SOURCE_DIR}/kernels_common/xattn_semantics.h
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_common.cl
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_naive.cl
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_flash.cl

@@ -242,43 +242,33 @@ inline float xattn_alibi_slope(__global const int *meta, int B, int h, int flags
 /* ---- masks and scores (the helpers of kernels_cpu, one score at a time) --- */
 
 /*
- * The keys [*lo, *hi) that row i of a sequence can see, clipped to
- * [kmin, kmax) (kernels_cpu: xattn__cpu_row_init). The masks of semantics step
- * 6 (j >= Lk; causal j > p; window j < p - left, j > p + right) each cut the
- * key axis at one point, so the visible keys are one interval, and both ends
- * grow with i: the union over consecutive rows i0..i1 is [lo(i0), hi(i1)).
- * The comparisons are written so that a huge window cannot overflow.
+ * The mask rule of a sequence (docs/semantics.md step 6, xattn_sem_rule of the
+ * semantics header prepended to this program), and the keys [*lo, *hi) row i
+ * sees, clipped to [kmin, kmax) (a SPLITKV chunk). An empty range lies inside
+ * [kmin, kmax], so that no union of ranges reaches past the sequence's keys.
  */
-inline void xattn_row_range(xattn_seq s, long i, int causal, long wl, long wr, long kmin,
-                            long kmax, long *lo, long *hi)
+inline xattn_sem_rule xattn_rule_of(xattn_seq s, int flags, long wl, long wr)
 {
-    const long pos = i + s.poff;
-    long a = 0, b = s.lk;
-    if (causal && pos < b - 1)
-        b = pos + 1;
-    if (wl >= 0 && pos - a > wl)
-        a = pos - wl;
-    if (wr >= 0 && b - 1 - pos > wr)
-        b = pos + 1 + wr;
-    /* Clamp both ends into [kmin, kmax]: a row whose window lies wholly past
-     * the keys (pos - wl >= lk) must give an empty range inside the sequence,
-     * or the group's union of ranges would load keys beyond it. */
-    b = min(b, kmax);
+    return xattn_sem_rule_make(s.lq, s.lk, flags & XATTN_F_BOTTOM_RIGHT, flags & XATTN_F_CAUSAL,
+                               wl, wr);
+}
+
+inline void xattn_row_range(const xattn_sem_rule *r, long i, long kmin, long kmax, long *lo,
+                            long *hi)
+{
+    long a, b;
+    xattn_sem_row_keys(r, i, &a, &b);
     a = min(max(a, kmin), kmax);
     *lo = a;
-    *hi = max(a, b);
+    *hi = max(a, min(b, kmax));
 }
 
 /* Semantics steps 2-5 on an unmasked score s = (q . k) * scale: softcap,
- * ALiBi, bias (kernels_cpu: xattn__cpu_mod_row). */
+ * ALiBi, bias (the semantics header's xattn_sem_modify). */
 inline float xattn_mod_score(float s, float softcap, float slope, long pos, long j,
                              float bias_val)
 {
-    if (softcap > 0.0f)
-        s = softcap * tanh(s / softcap);
-    if (slope != 0.0f)
-        s -= slope * (float)(pos > j ? pos - j : j - pos);
-    return s + bias_val;
+    return xattn_sem_modify(s, softcap, slope, pos, j, bias_val);
 }
 
 inline float xattn_bias_load(__global const uchar *bias, long idx, int flags)
@@ -289,7 +279,7 @@ inline float xattn_bias_load(__global const uchar *bias, long idx, int flags)
 }
 
 /* The running max with NaN sticky: once a NaN is seen it stays. */
-inline float xattn_max_sticky(float m, float s) { return (s > m || s != s) ? s : m; }
+inline float xattn_max_sticky(float m, float s) { return xattn_sem_sticky_max(m, s); }
 
 /* ---- executed-work counts --------------------------------------------------- */
 

@@ -3,9 +3,11 @@
  * softmax, in the structure of kernels_cpu's (xattn__cpu_attend): a
  * work-group owns one (b, h) and XATTN_BQ consecutive query rows, one
  * work-item per row. Each row knows its visible keys [lo, hi)
- * (xattn_row_range); the work-group walks the union of its rows' keys in
- * tiles of XATTN_BK, so tiles that the causal mask, the window or the length
- * rule out for every row are never loaded. Per tile:
+ * (xattn_row_range); the work-group walks the union of its rows' keys
+ * (xattn_sem_block_keys) in tiles on the grid of multiples of XATTN_BK, the
+ * first and last trimmed to the union, as the CPU and CUDA kernels do, so
+ * tiles that the causal mask, the window or the length rule out for every row
+ * are never loaded. Per tile:
  *   xattn_load_tile     K and V rows into local memory, converted to f32
  *   scores              s = (q . k) * scale, xattn_mod_score, -inf outside [lo, hi)
  *   xattn_softmax_tile  m' = max(m, max_j s_j) (NaN sticky); alpha = exp(m - m')
@@ -43,12 +45,13 @@ inline void xattn_load_tile(XATTN_KARGS, __local float *ks, __local float *vs, i
 inline void xattn_softmax_tile(xattn_row_state *st, float *acc, const float *sc, int nk,
                                __local const float *vs, int dv_n, uint *keys)
 {
-    float mt = st->m;
+    float tmax = -INFINITY;
     for (int jj = 0; jj < nk; jj++)
-        mt = xattn_max_sticky(mt, sc[jj]);
-    if (mt == -INFINITY)
+        tmax = xattn_sem_sticky_max(tmax, sc[jj]);
+    if (st->m == -INFINITY && tmax == -INFINITY)
         return; /* every key so far masked: nothing to add */
-    const float alpha = exp(st->m - mt);
+    float alpha;
+    const float mu = xattn_sem_online_max(&st->m, tmax, &alpha);
     if (alpha != 1.0f) {
         st->l *= alpha;
         for (int c = 0; c < dv_n; c++)
@@ -57,14 +60,13 @@ inline void xattn_softmax_tile(xattn_row_state *st, float *acc, const float *sc,
     for (int jj = 0; jj < nk; jj++) {
         if (sc[jj] == -INFINITY)
             continue;
-        const float pj = exp(sc[jj] - mt);
+        const float pj = exp(sc[jj] - mu);
         st->l += pj;
         (*keys)++;
         __local const float *vr = vs + jj * XATTN_DVMAX;
         for (int c = 0; c < dv_n; c++)
             acc[c] += pj * vr[c];
     }
-    st->m = mt;
 }
 
 /*
@@ -83,19 +85,21 @@ inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local floa
                                     long cnt_at)
 {
     const int kh = h / group;
-    const int causal = flags & XATTN_F_CAUSAL;
-    const long i = i0 + get_local_id(0), pos = i + s.poff;
+    const xattn_sem_rule rule = xattn_rule_of(s, flags, win_l, win_r);
+    const long i = i0 + get_local_id(0), pos = xattn_sem_pos(&rule, i);
     const float slope = xattn_alibi_slope(meta, B, h, flags);
 
-    /* This row's keys, and the union over the group's valid rows (empty
-     * when the group has none: i0 >= s.lq). */
-    long lo, hi, ulo, uhi, tmp;
-    xattn_row_range(s, i, causal, win_l, win_r, kmin, kmax, &lo, &hi);
-    const long i_last = min(i0 + XATTN_BQ, (long)s.lq) - 1;
-    xattn_row_range(s, i0, causal, win_l, win_r, kmin, kmax, &ulo, &tmp);
-    xattn_row_range(s, i_last, causal, win_l, win_r, kmin, kmax, &tmp, &uhi);
-    if (i_last < i0)
-        uhi = ulo;
+    /* This row's keys, and the union over the group's rows (semantics
+     * header: empty when no row of the group has a key), clipped to
+     * [kmin, kmax). */
+    long lo, hi, ulo, uhi;
+    xattn_row_range(&rule, i, kmin, kmax, &lo, &hi);
+    if (xattn_sem_block_keys(&rule, i0, i0 + XATTN_BQ, &ulo, &uhi)) {
+        ulo = max(ulo, kmin);
+        uhi = max(ulo, min(uhi, kmax));
+    } else {
+        ulo = uhi = kmin;
+    }
 
     float qv[XATTN_DMAX];
     for (int d = 0; d < XATTN_HD; d++)
@@ -108,8 +112,11 @@ inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local floa
 
     float sc[XATTN_BK];
     uint n_qk = 0, n_pv = 0, n_kv = 0; /* this row's counts (n_kv: the group's) */
-    for (long j0 = ulo; j0 < uhi; j0 += XATTN_BK) {
-        const int nk = (int)min((long)XATTN_BK, uhi - j0);
+    /* Key tiles on the grid of multiples of XATTN_BK, the first and last
+     * trimmed to the union: the tiles the CPU and CUDA kernels walk. */
+    for (long t0 = ulo / XATTN_BK * XATTN_BK; t0 < uhi; t0 += XATTN_BK) {
+        const long j0 = max(t0, ulo);
+        const int nk = (int)(min(t0 + XATTN_BK, uhi) - j0);
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is no longer read */
         xattn_load_tile(XATTN_KARGS_PASS, ks, vs, b, kh, s, j0, nk);
         n_kv += nk;
@@ -194,7 +201,7 @@ xattn_flash(XATTN_KARGS, __global ulong *cnt, const long cnt_at)
             for (int c = 0; c < XATTN_HDV; c++)
                 XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
             if (flags & XATTN_F_LSE)
-                lse[XATTN_LSE_AT(b, h, s.sq + i)] = st.m + log(st.l);
+                lse[XATTN_LSE_AT(b, h, s.sq + i)] = xattn_sem_lse(st.m, st.l);
         }
     }
 }

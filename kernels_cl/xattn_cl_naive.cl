@@ -24,14 +24,15 @@
 /* The score of (i, j) from its dot product; -inf outside the row's keys. */
 inline float xattn_naive_score(XATTN_KARGS, float dot, int b, int h, xattn_seq s, long i, long j)
 {
+    const xattn_sem_rule rule = xattn_rule_of(s, flags, win_l, win_r);
     long lo, hi;
-    xattn_row_range(s, i, flags & XATTN_F_CAUSAL, win_l, win_r, 0, s.lk, &lo, &hi);
+    xattn_row_range(&rule, i, 0, s.lk, &lo, &hi);
     if (j < lo || j >= hi)
         return -INFINITY;
     const float bv =
         (flags & XATTN_F_BIAS) ? xattn_bias_load(bias, XATTN_BIAS_AT(b, h, i, j), flags) : 0.0f;
     return xattn_mod_score(dot * scale, softcap, xattn_alibi_slope(meta, B, h, flags),
-                           i + s.poff, j, bv);
+                           xattn_sem_pos(&rule, i), j, bv);
 }
 
 /* The grids are one-dimensional (dimension 0 is the only one every driver
@@ -166,7 +167,7 @@ xattn_naive_softmax(XATTN_KARGS, __global float *S)
             row[j] *= inv;
     }
     if (lid == 0 && in_seq && (flags & XATTN_F_LSE))
-        lse[XATTN_LSE_AT(b, h, s.sq + i)] = m == -INFINITY ? -INFINITY : m + log(sum);
+        lse[XATTN_LSE_AT(b, h, s.sq + i)] = xattn_sem_lse(m, sum);
 }
 
 /* Phase 3. Work-group: NT x NT work-items on NT rows x NT columns of Dv of
@@ -210,7 +211,8 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
 #else
     if (i < s.lq && c < XATTN_HDV) {
         long lo, hi; /* P is 0 outside the row's keys */
-        xattn_row_range(s, i, flags & XATTN_F_CAUSAL, win_l, win_r, 0, s.lk, &lo, &hi);
+        const xattn_sem_rule rule = xattn_rule_of(s, flags, win_l, win_r);
+        xattn_row_range(&rule, i, 0, s.lk, &lo, &hi);
         __global const float *pr = P + XATTN_S_AT(bh, i, 0);
         const long va = XATTN_V_AT(b, s.sk, kh, c);
         for (long j = lo; j < hi; j++) {

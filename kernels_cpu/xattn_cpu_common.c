@@ -123,32 +123,26 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
 }
 
 /*
- * The masks of docs/semantics.md step 6 (j >= Lk; causal j > p; window j < p - left,
- * j > p + right) each cut the key axis at one point, so the valid keys of a
- * row are one interval [lo, hi). Every algorithm works from it: NAIVE fills
- * -inf outside it, FLASH skips tiles outside the union of a query tile's
- * intervals, SPLITKV additionally clips it to its chunk.
+ * The keys a row sees are one interval [lo, hi) (docs/semantics.md step 6;
+ * xattn_sem_row_keys in the semantics header every backend shares). Every
+ * algorithm works from it: NAIVE fills -inf outside it, FLASH skips tiles
+ * outside the union of a query tile's intervals, SPLITKV additionally clips it
+ * to its chunk.
  */
 void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b, int64_t h,
                          int64_t i, int64_t kmin, int64_t kmax)
 {
     const xattn_problem *p = cx->p;
-    int64_t pos = xattn_problem_qpos(p, b, i);
-    int64_t lo = 0, hi = p->len_k[b];
-    /* Comparisons are written so that a huge window cannot overflow. */
-    if (p->causal && pos < hi - 1)
-        hi = pos + 1;
-    if (p->window_left >= 0 && pos - lo > p->window_left)
-        lo = pos - p->window_left;
-    if (p->window_right >= 0 && hi - 1 - pos > p->window_right)
-        hi = pos + 1 + p->window_right;
+    const xattn_sem_rule rule = xattn_problem_rule(p, b);
+    int64_t lo, hi;
+    xattn_sem_row_keys(&rule, i, &lo, &hi);
     lo = xattn__cpu_max(lo, kmin);
     hi = xattn__cpu_min(hi, kmax);
     if (hi < lo)
         hi = lo;
     rw->h = h;
     rw->i = i;
-    rw->pos = pos;
+    rw->pos = xattn_sem_pos(&rule, i);
     rw->lo = lo;
     rw->hi = hi;
     rw->slope = p->alibi ? p->alibi[h] : 0.0f;
@@ -178,10 +172,8 @@ void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, floa
     for (int64_t t = a; t < e; t++) {
         int64_t j = j0 + t;
         float v = s[t * stride];
-        if (alibi) {
-            int64_t dist = rw->pos > j ? rw->pos - j : j - rw->pos;
-            v += -slope * (float)dist;
-        }
+        if (alibi)
+            v += xattn_sem_alibi(slope, rw->pos, j);
         if (bias)
             v += xattn__cpu_load1(bbase, rw->bias_idx + j * bsd, bdt);
         s[t * stride] = v;
@@ -200,8 +192,7 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
     for (int64_t d = 0; d < p->D; d++)
         s += qv[d] * kv[d];
     s *= cx->post;
-    if (p->softcap > 0.0f)
-        s = p->softcap * tanhf(s / p->softcap);
+    s = xattn_sem_softcap(s, p->softcap);
     xattn__cpu_mod_row(cx, rw, &s, 1, j, 1);
     return s;
 }

@@ -45,16 +45,17 @@ static void xattn__cpu_p_qk_tile(float *st, const float *qt, const float *kt, in
     }
 }
 
-static float xattn__cpu_p_max_nan(float m, float s) { return (s > m || s != s) ? s : m; }
 
 static void xattn__cpu_p_softmax_tile(float *st, int nc, int nr, float *m, float *l, float *alpha)
 {
+    /* docs/semantics.md step 8, one row at a time with the shared update (the
+     * vector paths compute the same update lane by lane). */
     for (int r = 0; r < nr; r++) {
-        float mx = m[r];
+        float tmax = -INFINITY;
         for (int c = 0; c < nc; c++)
-            mx = xattn__cpu_p_max_nan(mx, st[c * XQ + r]);
-        const float mu = mx == -INFINITY ? 0.0f : mx;
-        const float al = expf(m[r] - mu);
+            tmax = xattn_sem_sticky_max(tmax, st[c * XQ + r]);
+        float al;
+        const float mu = xattn_sem_online_max(&m[r], tmax, &al);
         float sum = 0.0f;
         for (int c = 0; c < nc; c++) {
             const float p = expf(st[c * XQ + r] - mu);
@@ -62,7 +63,6 @@ static void xattn__cpu_p_softmax_tile(float *st, int nc, int nr, float *m, float
             sum += p;
         }
         l[r] = l[r] * al + sum;
-        m[r] = mx;
         alpha[r] = al;
     }
 }
@@ -106,7 +106,7 @@ static float xattn__cpu_p_row_max(const float *x, int64_t n)
 {
     float m = -INFINITY;
     for (int64_t t = 0; t < n; t++)
-        m = xattn__cpu_p_max_nan(m, x[t]);
+        m = xattn_sem_sticky_max(m, x[t]);
     return m;
 }
 
@@ -129,7 +129,7 @@ static void xattn__cpu_p_scale(float *x, int64_t n, float a)
 static void xattn__cpu_p_softcap(float *x, int64_t n, float cap)
 {
     for (int64_t t = 0; t < n; t++)
-        x[t] = cap * tanhf(x[t] / cap);
+        x[t] = xattn_sem_softcap(x[t], cap);
 }
 
 const xattn__cpu_uk xattn__cpu_uk_portable = {

@@ -182,7 +182,7 @@ __device__ __forceinline__ void xattn_cuda_store(const char *cbase, int dt, long
 /* max with NaN sticky: once m is NaN it stays NaN; a NaN x makes it NaN. */
 __device__ __forceinline__ float xattn_cuda_sticky_max(float m, float x)
 {
-    return (x > m || x != x) ? x : m;
+    return xattn_sem_sticky_max(m, x);
 }
 
 /*
@@ -194,12 +194,7 @@ __device__ __forceinline__ float xattn_cuda_sticky_max(float m, float x)
  */
 __device__ __forceinline__ float xattn_cuda_softmax_rescale(float *m, float tile_max, float *alpha)
 {
-    float m_old = *m;
-    float m_new = xattn_cuda_sticky_max(m_old, tile_max);
-    float m_use = m_new == -XATTN_CUDA_INF ? 0.0f : m_new;
-    *alpha = expf(m_old - m_use);
-    *m = m_new;
-    return m_use;
+    return xattn_sem_online_max(m, tile_max, alpha);
 }
 
 /* The same update with scores in log2 units (the mma path): *alpha is
@@ -247,30 +242,44 @@ struct xattn_cuda_row {
  * intervals of rows i0..i1 is within [lo(i0), hi(i1)) and their intersection
  * is [lo(i1), hi(i0)): the tile loop's bounds and its "no mask" test.
  */
+__device__ __forceinline__ xattn_sem_rule xattn_cuda_rule(const xattn_cuda_kparams &P,
+                                                          const xattn_cuda_seq &s)
+{
+    return xattn_sem_rule_make(s.Lq, s.Lk, P.bottom_right, P.causal, P.wl, P.wr);
+}
+
 __device__ __forceinline__ void xattn_cuda_row_range(const xattn_cuda_kparams &P,
                                                      const xattn_cuda_seq &s, int i, int kmin,
                                                      int kmax, int *lo, int *hi)
 {
-    if (i >= s.Lq) { /* padding row */
-        *lo = 0;
-        *hi = 0;
+    const xattn_sem_rule r = xattn_cuda_rule(P, s);
+    xattn_sem_i64 a, b;
+    xattn_sem_row_keys(&r, i, &a, &b);
+    a = a < kmin ? kmin : a > kmax ? kmax : a;
+    b = b > kmax ? kmax : b < a ? a : b;
+    *lo = (int)a;
+    *hi = (int)b;
+}
+
+/* The union of the keys of rows [i0, i1) of sequence s, clipped to
+ * [kmin, kmax): the tiles a row block visits (xattn_sem_block_keys: rows
+ * without keys do not count); lo == hi when no row has one. */
+__device__ __forceinline__ void xattn_cuda_block_range(const xattn_cuda_kparams &P,
+                                                       const xattn_cuda_seq &s, int i0, int i1,
+                                                       int kmin, int kmax, int *lo, int *hi)
+{
+    const xattn_sem_rule r = xattn_cuda_rule(P, s);
+    xattn_sem_i64 a, b;
+    if (!xattn_sem_block_keys(&r, i0, i1, &a, &b)) {
+        *lo = *hi = 0;
         return;
     }
-    long long cap = kmax < s.Lk ? kmax : s.Lk;
-    long long p = P.bottom_right ? (long long)i + s.Lk - s.Lq : (long long)i;
-    long long l = kmin, h = cap;
-    if (P.causal && p + 1 < h)
-        h = p + 1;
-    if (P.wr >= 0 && p + P.wr + 1 < h)
-        h = p + P.wr + 1;
-    if (P.wl >= 0 && p - P.wl > l)
-        l = p - P.wl;
-    if (l > cap)
-        l = cap;
-    if (h < l)
-        h = l;
-    *lo = (int)l;
-    *hi = (int)h;
+    a = a < kmin ? kmin : a;
+    b = b > kmax ? kmax : b;
+    if (b <= a)
+        a = b = 0;
+    *lo = (int)a;
+    *hi = (int)b;
 }
 
 __device__ __forceinline__ void xattn_cuda_row_init(const xattn_cuda_kparams &P,
@@ -292,13 +301,10 @@ __device__ __forceinline__ float xattn_cuda_mod_score(const xattn_cuda_kparams &
 {
     if (j < rw.lo || j >= rw.hi)
         return -XATTN_CUDA_INF;
-    if (P.softcap > 0.0f)
-        s = P.softcap * tanhf(s / P.softcap);
-    if (P.has_alibi)
-        s -= rw.slope * fabsf((float)(rw.pos - j));
-    if (P.has_bias)
-        s += xattn_cuda_load(P.bias.ptr, P.bias.dt, rw.bias_idx + (long long)j * P.bias.sd);
-    return s;
+    const float bias =
+        P.has_bias ? xattn_cuda_load(P.bias.ptr, P.bias.dt, rw.bias_idx + (long long)j * P.bias.sd)
+                   : 0.0f;
+    return xattn_sem_modify(s, P.softcap, P.has_alibi ? rw.slope : 0.0f, rw.pos, j, bias);
 }
 
 /* Flat grid: block x = ((b * splits + split) * Hkv + hk) * nrb + rb', row block

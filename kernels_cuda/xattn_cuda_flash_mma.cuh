@@ -289,15 +289,16 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         const int i_lastrow = (int)((rend - 1) / g);
         const int i_last = min(i_lastrow, s.Lq - 1);
         if (i_first <= i_last) {
-            xattn_cuda_row_range(P, s, i_first, kmin, kmax, &lo_u, &hi_all);
-            xattn_cuda_row_range(P, s, i_last, kmin, kmax, &lo_all, &hi_u);
+            /* The union (semantics header: rows without keys do not count;
+             * none at all: no tile to run), and the intersection from the
+             * first and last rows. */
+            xattn_cuda_block_range(P, s, i_first, i_last + 1, kmin, kmax, &lo_u, &hi_u);
+            int unused;
+            xattn_cuda_row_range(P, s, i_first, kmin, kmax, &unused, &hi_all);
+            xattn_cuda_row_range(P, s, i_last, kmin, kmax, &lo_all, &unused);
             if (rend != r0 + BM || i_lastrow != i_last)
                 lo_all = hi_all = 0; /* rows past R or padding rows: always mask */
         }
-        /* Every row empty (their empty intervals may sit inside a tile, e.g. at
-         * an Lk that is not a multiple of BN): no tile to run. */
-        if (hi_u <= lo_u)
-            lo_u = hi_u = 0;
     }
     __syncthreads();
 

@@ -57,15 +57,10 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         const long long rlast = (r0 + BM < R ? r0 + BM : R) - 1;
         const int i_first = (int)(r0 / g);
         const int i_last = min((int)(rlast / g), s.Lq - 1);
-        if (i_first <= i_last) {
-            int dummy;
-            xattn_cuda_row_range(P, s, i_first, kmin, kmax, &lo_u, &dummy);
-            xattn_cuda_row_range(P, s, i_last, kmin, kmax, &dummy, &hi_u);
-        }
-        /* Every row empty (their empty intervals may sit inside a tile): no
-         * tile to run. */
-        if (hi_u <= lo_u)
-            lo_u = hi_u = 0;
+        /* The union of the rows' keys (semantics header: rows without keys
+         * do not count; none at all: no tile to run). */
+        if (i_first <= i_last)
+            xattn_cuda_block_range(P, s, i_first, i_last + 1, kmin, kmax, &lo_u, &hi_u);
     }
     __syncthreads();
 

@@ -56,11 +56,15 @@ def test_minilm_padding_waste_is_the_token_counts(minilm_profile):
         assert cell["flops_useful"] == 2 * 12 * (32 + 32) * sum(n * n for n in tokens)
     assert {c["backend"] for c in case["xattn"]} == set(BACKENDS)
     assert {c["algo"] for c in case["xattn"]} == {"naive", "flash", "splitkv"}
-    # NAIVE computes the padding (executed = the dense rectangle), FLASH skips it; the
+    # The kernels count the work they execute: within the dense rectangle and never below
+    # the useful work; FLASH skips the padding entirely (every real row of this batch sees
+    # all its sequence's keys, so its tiles hold no masked pair: executed = useful); the
     # packed batch does the same useful work and moves fewer bytes than the padded one
     for cell in case["xattn"]:
-        want_exec = cell["flops_dense"] if cell["algo"] == "naive" else cell["flops_useful"]
-        assert cell["flops_executed"] == want_exec, cell
+        assert cell["work_counted"], cell
+        assert cell["flops_useful"] <= cell["flops_executed"] <= cell["flops_dense"], cell
+        if cell["algo"] == "flash":
+            assert cell["flops_executed"] == cell["flops_useful"], cell
     assert {c["backend"] for c in case["packed"]} == set(BACKENDS)
     for cell in case["packed"]:
         padded = [c for c in case["xattn"] if c["backend"] == cell["backend"] and c["algo"] == "flash"][0]

@@ -420,7 +420,8 @@ def _xattn_cell(ctx, q, k, v, opts, algo, warmup, budget_s, max_spread, max_reps
             "wall_ms": summarize(walls[-s["n"]:]),
             "workspace_bytes": rec["workspace_bytes"], "context_peak_bytes": ctx.mem_stats()["peak_bytes"],
             "flops_dense": rec["flops_dense"], "flops_useful": rec["flops_useful"],
-            "flops_executed": rec["flops_executed"], "bytes_min": rec["bytes_min"],
+            "flops_executed": rec["flops_executed"], "work_counted": bool(rec["work_counted"]),
+            "bytes_min": rec["bytes_min"],
             "bytes_actual": rec["bytes_actual"], "padding_waste": rec["padding_waste"],
             "gflops_useful": rec["flops_useful"] / (s["median"] * 1e6) if s["median"] else None,
             "phases": dict(zip(rec["phase_names"], rec["phase_ms"]))}

@@ -1,6 +1,8 @@
 /*
  * The kernel contract: a validated, resolved attention problem, identical for
- * every backend. The API layer (xattn_api.c) builds it from the public
+ * every backend. It lives in kernels_common/ with the semantics header
+ * (xattn_semantics.h), the two files that the dispatch layer and every
+ * backend's kernels both include. The API layer (xattn_api.c) builds it from the public
  * descriptor after every check has passed, so kernels never validate input and
  * never see the public descriptor. Kernels include this header and nothing
  * else of the dispatch layer.
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #include "xattn.h"
+#include "xattn_semantics.h"
 
 typedef struct xattn_view {
     struct xattn_buffer *buf; /* NULL = absent (lse, bias) */
@@ -66,6 +69,14 @@ typedef struct xattn_problem {
 static inline int64_t xattn_problem_rows_q(const xattn_problem *p, int64_t b)
 {
     return p->varlen ? (int64_t)p->len_q[b] : p->Sq;
+}
+
+/* The mask rule of sequence b (docs/semantics.md, steps 3 and 6; the
+ * functions of xattn_semantics.h take it). */
+static inline xattn_sem_rule xattn_problem_rule(const xattn_problem *p, int64_t b)
+{
+    return xattn_sem_rule_make(p->len_q[b], p->len_k[b], p->bottom_right, p->causal,
+                               p->window_left, p->window_right);
 }
 
 /* The aligned position of query row i of sequence b (docs/semantics.md, step 3). */
