@@ -60,7 +60,6 @@ static void json_ok(void)
     xtool_json_free(v);
 }
 
-/* Each broken document fails with a message that names its line. */
 /* A tree written back with xtool_json_write reads back the same (bench merges
  * the profiler's traces this way), and the member accessors. */
 static void json_write(void)
@@ -96,6 +95,7 @@ static void json_write(void)
     free(buf);
 }
 
+/* Each broken document fails with a message that names its line. */
 static void json_bad(void)
 {
     static const struct {
