@@ -49,7 +49,6 @@
 #include "xattn_test.h"
 #endif
 
-
 /* ---- the watchdog: a call that blocks fails the test instead of hanging --- */
 
 static char g_watch_msg[512];
