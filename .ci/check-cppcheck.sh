@@ -41,7 +41,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # shellcheck disable=SC2086
 if "$cc" -q -j "$jobs" --std=c11 --enable=warning,portability,performance --inline-suppr \
     $supp --error-exitcode=1 --template='{file}:{line}: {severity} ({id}): {message}' \
-    -I include -I backends -I kernels_cpu -I bench/tool -I tests "$@"; then
+    -I include -I backends -I kernels_common -I kernels_cpu -I bench/tool -I tests "$@"; then
     echo "check-cppcheck: $# files, no finding"
 else
     echo "check-cppcheck: findings above (cppcheck $version; suppressions: .ci/cppcheck-suppressions.txt)"
