@@ -1,7 +1,8 @@
 /*
  * The public entry points: version, contexts, options, buffers, tensor views,
  * the descriptor, and the attention call (validate -> resolve -> choose the
- * algorithm -> the backend's table).
+ * algorithm -> the algorithm driver, xattn_driver.c, which runs the backend's
+ * device operations).
  */
 #include <math.h>
 #include <stdio.h>
@@ -535,12 +536,6 @@ void xattn_attn_desc_init(xattn_attn_desc *d)
     d->algo = XATTN_ALGO_AUTO;
 }
 
-xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d)
-{
-    xattn__clear_error();
-    xattn_desc_summary sum;
-    return xattn__validate(ctx, d, &sum);
-}
 
 /* AUTO: split-KV for decode-like shapes (few query rows, a long KV), where
  * FLASH would leave most of the device idle; FLASH otherwise. NAIVE is never
@@ -558,6 +553,45 @@ static xattn_algo xattn__choose_algo(const xattn_desc_summary *s, char *reason, 
     snprintf(reason, n, "flash: Sq %lld, Sk %lld: O(Sq) memory and masked tiles skipped",
              (long long)s->Sq, (long long)s->Sk);
     return XATTN_ALGO_FLASH;
+}
+
+/* The algorithm a call runs: the caller's, or AUTO's choice, with the reason. */
+static xattn_algo xattn__resolve_algo(const xattn_attn_desc *d, const xattn_desc_summary *sum,
+                                      char *reason, size_t n)
+{
+    if (d->algo == XATTN_ALGO_AUTO)
+        return xattn__choose_algo(sum, reason, n);
+    snprintf(reason, n, "%s: asked for by the caller", xattn_algo_name(d->algo));
+    return d->algo;
+}
+
+/*
+ * The same checks as a run, with no work: the descriptor's rules, then the
+ * backend's plan and the driver's size checks for the algorithm the run would
+ * choose (xattn__plan_make), so that a check and a run of one descriptor
+ * return the same status and message.
+ */
+xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d)
+{
+    xattn__clear_error();
+    xattn_desc_summary sum;
+    XATTN_RETURN_IF_ERROR(xattn__validate(ctx, d, &sum));
+    if (sum.rows_total == 0)
+        return XATTN_STATUS_OK;
+    char reason[160];
+    /* The per-sequence arrays go through the context's allocator (counted,
+     * and limited, as a run's are); the cast touches only its counters. */
+    struct xattn_ctx *c = (struct xattn_ctx *)ctx;
+    xattn_problem p;
+    int32_t *arrays = NULL;
+    xattn_status st = xattn__problem_build(c, d, &sum, &p, &arrays);
+    if (st == XATTN_STATUS_OK) {
+        p.algo = xattn__resolve_algo(d, &sum, reason, sizeof reason);
+        xattn__plan plan;
+        st = xattn__plan_make(ctx, &p, &plan);
+        xattn__problem_free(c, &sum, arrays);
+    }
+    return st;
 }
 
 /*
@@ -582,12 +616,7 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
     xattn_desc_summary sum;
     XATTN_RETURN_IF_ERROR(xattn__validate(ctx, d, &sum));
     ri->algo_requested = d->algo;
-    xattn_algo algo = d->algo;
-    if (algo == XATTN_ALGO_AUTO)
-        algo = xattn__choose_algo(&sum, ri->reason, sizeof ri->reason);
-    else
-        snprintf(ri->reason, sizeof ri->reason, "%s: asked for by the caller",
-                 xattn_algo_name(algo));
+    const xattn_algo algo = xattn__resolve_algo(d, &sum, ri->reason, sizeof ri->reason);
     ri->algo_chosen = algo;
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
     const int prof = ctx->prof.on;
@@ -608,7 +637,7 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
         p.algo = algo;
         xattn__exec exec;
         xattn__exec_init(&exec);
-        st = ctx->be->attention(ctx, &p, ri, info != NULL || prof, &exec);
+        st = xattn__drive(ctx, &p, ri, info != NULL || prof, &exec);
         xattn_record *rec = NULL;
         if (prof && st == XATTN_STATUS_OK)
             rec = xattn__profiler_on_call(ctx, d, &sum, &p, ri, &exec, t_submit, xattn__now(),

@@ -24,6 +24,8 @@
 #include "xattn_internal.h"
 
 typedef struct xattn_cpu_ctx {
+    xattn_cpu_args call; /* the call in progress (prepare .. finish) */
+    xattn_cpu_work work; /* what its kernels counted */
     xattn_cpu_simd simd; /* path in use */
     int num_threads;     /* resolved from XATTN_OPT_NUM_THREADS */
     int bound_threads;   /* thread count the workers were last placed for; 0 = none */
@@ -338,154 +340,161 @@ static void xattn__cpu_place_threads(xattn_cpu_ctx *c, int nt)
 #endif
 }
 
-static void xattn__cpu_phase(xattn_run_info *info, const char *name, double t0, double t1)
+/*
+ * The device operations of the algorithm driver (xattn_driver.c). The CPU
+ * runs each phase synchronously, timed on the monotonic clock; a call's
+ * arguments and the kernels' counts live in the context between prepare and
+ * finish (a context serves one call at a time).
+ */
+static xattn_status xattn__cpu_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
+                                    xattn__plan *plan)
 {
-    int k = info->num_phases++;
-    snprintf(info->phase_names[k], sizeof info->phase_names[k], "%s", name);
-    info->phase_ms[k] = (t1 - t0) * 1e3;
-}
-
-/* Workspace through the tracking allocator, with a hint when it is the
- * materialized score matrix that does not fit. With prefault_threads > 0 its
- * pages are faulted in here, by that many threads (the kernel's), as part of
- * the allocation that the phase timers leave out (docs/measurement.md: NAIVE's
- * score matrix, SPLITKV's partials and tile states). */
-static void *xattn__cpu_workspace(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
-                                  int prefault_threads, xattn_status *st)
-{
-    /* Every byte of a workspace is touched (prefault, or the kernels' writes). */
-    *st = xattn__host_room(bytes, what);
-    void *ws = *st == XATTN_STATUS_OK ? xattn__host_alloc(ctx, bytes, what, st) /* >= 1 byte */
-                                      : NULL;
-    if (ws && prefault_threads > 0)
-        xattn_cpu_prefault(ws, bytes, prefault_threads);
-    if (!ws && !strcmp(what, "NAIVE score matrix")) {
-        char cause[1024]; /* the message is rewritten in place: copy it first */
-        snprintf(cause, sizeof cause, "%s", xattn_last_error());
-        *st = xattn__error(*st, "%s; NAIVE materializes B*Hq*Sq*Sk f32 scores: use "
-                                "XATTN_ALGO_FLASH, whose memory does not grow with Sq*Sk",
-                           cause);
-    }
-    return ws;
-}
-
-static xattn_status xattn__cpu_attention(struct xattn_ctx *ctx, const xattn_problem *p,
-                                         xattn_run_info *info, int timed, xattn__exec *exec)
-{
-    (void)timed; /* CPU calls are synchronous: always timed */
-    xattn_cpu_ctx *c = ctx->bctx;
-    xattn_cpu_args a;
-    memset(&a, 0, sizeof a);
-    a.p = p;
-    a.q = p->q.buf->host;
-    a.k = p->k.buf->host;
-    a.v = p->v.buf->host;
-    a.o = p->o.buf->host;
-    a.lse = p->has_lse ? (float *)p->lse.buf->host : NULL;
-    a.bias = p->has_bias ? p->bias.buf->host : NULL;
-    a.num_threads = c->num_threads > 0 ? c->num_threads : 1;
-    a.simd = c->simd;
-    snprintf(info->kernel, sizeof info->kernel, "%s", xattn_cpu_simd_name(a.simd));
-    xattn__cpu_place_threads(c, a.num_threads);
-
-    xattn_status st = XATTN_STATUS_OK;
-    xattn_cpu_work work = {0, 0, 0}; /* what the kernels count as they run */
+    const xattn_cpu_ctx *c = ctx->bctx;
+    const int nt = c->num_threads > 0 ? c->num_threads : 1;
+    snprintf(plan->kernel, sizeof plan->kernel, "%s", xattn_cpu_simd_name(c->simd));
     if (p->algo == XATTN_ALGO_NAIVE) {
-        uint64_t bytes;
-        if (xattn__mul_overflow((uint64_t)p->B * (uint64_t)p->Hq, (uint64_t)p->Sq, &bytes) ||
-            xattn__mul_overflow(bytes, (uint64_t)p->Sk, &bytes) ||
-            xattn__mul_overflow(bytes, 4u, &bytes))
-            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
-                                "NAIVE: the score matrix B*Hq*Sq*Sk*4 bytes overflows 64 bits; "
-                                "use XATTN_ALGO_FLASH");
-        float *s = xattn__cpu_workspace(ctx, bytes, "NAIVE score matrix", a.num_threads, &st);
-        if (!s)
-            return st;
-        info->workspace_bytes = bytes;
-        double t1 = xattn__now();
-        xattn_cpu_naive_qk(&a, s, &work);
-        double t2 = xattn__now();
-        xattn_cpu_naive_softmax(&a, s);
-        double t3 = xattn__now();
-        xattn_cpu_naive_pv(&a, s, &work);
-        double t4 = xattn__now();
-        xattn__host_free(ctx, s, bytes);
-        xattn__cpu_phase(info, "qk", t1, t2);
-        xattn__cpu_phase(info, "softmax", t2, t3);
-        xattn__cpu_phase(info, "pv", t3, t4);
-        /* Its blocks: query rows x keys of a QK^T tile (one head each). */
-        xattn_cpu_naive_blocks(&info->tile_q, &info->tile_k);
-        info->tile_heads = 1;
+        /* Its blocks: query rows x keys of a QK^T tile (one head each). The
+         * score matrix is faulted in by the kernel's threads, outside the
+         * phase timers (docs/measurement.md). */
+        xattn_cpu_naive_blocks(&plan->tile_q, &plan->tile_k);
+        plan->tile_heads = 1;
+        plan->touch = nt;
     } else if (p->algo == XATTN_ALGO_FLASH) {
-        /* Packed K/V panels when they pay; without them when the memory limit
-         * (or the machine) refuses the larger workspace. Not faulted in ahead:
-         * the packing's first writes fault the panels in, inside the timer, as
-         * the prefill figures in docs/benchmarks-cpu.md were measured. */
-        int pack = xattn_cpu_flash_packs(p);
-        uint64_t bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, pack);
-        const char *what = "FLASH scratch and packed K/V";
-        void *ws = pack && bytes != UINT64_MAX && xattn__host_room(bytes, what) == XATTN_STATUS_OK
-                       ? xattn__host_alloc(ctx, bytes, what, &st)
-                       : NULL;
-        if (!ws && pack) {
-            /* Packing is an optimization: its refusal is not the call's error. */
-            xattn__clear_error();
-            pack = 0;
-        }
-        if (!ws) {
-            bytes = xattn_cpu_flash_workspace_bytes(p, a.num_threads, 0);
-            ws = xattn__cpu_workspace(ctx, bytes, "FLASH scratch", 0, &st);
-        }
-        if (!ws)
-            return st;
-        info->workspace_bytes = bytes;
-        double t1 = xattn__now();
-        xattn_cpu_flash(&a, ws, pack, &work);
-        double t2 = xattn__now();
-        xattn__host_free(ctx, ws, bytes);
-        xattn__cpu_phase(info, "flash", t1, t2);
-        xattn_cpu_tile_sizes(p, &info->tile_q, &info->tile_k, &info->tile_heads);
-    } else if (p->algo == XATTN_ALGO_SPLITKV) {
-        int splits = xattn_cpu_splitkv_num_splits(p, a.num_threads);
-        uint64_t bytes = xattn_cpu_splitkv_workspace_bytes(p, a.simd, splits, a.num_threads);
+        /* Packed K/V panels when they pay, and the per-thread scratch alone
+         * when the memory limit (or the machine) refuses the larger one. Not
+         * faulted in ahead: the packing's first writes fault the panels in,
+         * inside the timer, as the prefill figures in docs/benchmarks-cpu.md
+         * were measured. */
+        const uint64_t plain = xattn_cpu_flash_workspace_bytes(p, nt, 0);
+        const uint64_t packed =
+            xattn_cpu_flash_packs(p) ? xattn_cpu_flash_workspace_bytes(p, nt, 1) : UINT64_MAX;
+        if (plain == UINT64_MAX)
+            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                                "FLASH: the CPU scratch size overflows 64 bits");
+        plan->scratch_bytes = packed != UINT64_MAX ? packed : plain;
+        plan->scratch_fallback = packed != UINT64_MAX ? plain : 0;
+        xattn_cpu_tile_sizes(p, &plan->tile_q, &plan->tile_k, &plan->tile_heads);
+    } else {
         /* A decode step's partials and tile states (7.4 MiB then, 1.1 MiB
          * now at B1 H32/8 D128) took ~0.7 ms to fault in, a quarter of a B1
-         * Sk8192 f16 call on the 2-core VM. */
-        void *ws = xattn__cpu_workspace(ctx, bytes, "SPLITKV partials", a.num_threads, &st);
-        if (!ws)
-            return st;
-        info->workspace_bytes = bytes;
-        info->num_splits = splits;
-        double t1 = xattn__now();
-        xattn_cpu_splitkv_partial(&a, splits, ws, &work);
-        double t2 = xattn__now();
-        xattn_cpu_splitkv_combine(&a, splits, ws);
-        double t3 = xattn__now();
-        xattn__host_free(ctx, ws, bytes);
-        xattn__cpu_phase(info, "partial", t1, t2);
-        xattn__cpu_phase(info, "combine", t2, t3);
-        xattn_cpu_tile_sizes(p, &info->tile_q, NULL, &info->tile_heads);
-        info->tile_k = xattn_cpu_splitkv_tile_k(p, a.simd);
-    } else {
-        return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CPU backend",
-                            (int)p->algo);
+         * Sk8192 f16 call on the 2-core VM: both are faulted in ahead. */
+        plan->splits = xattn_cpu_splitkv_num_splits(p, nt);
+        plan->scratch_bytes = xattn_cpu_splitkv_scratch_bytes(p, c->simd, nt);
+        if (plan->scratch_bytes == UINT64_MAX)
+            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                                "SPLITKV: the CPU scratch size overflows 64 bits");
+        plan->touch = plan->touch_scratch = nt;
+        xattn_cpu_tile_sizes(p, &plan->tile_q, NULL, &plan->tile_heads);
+        plan->tile_k = xattn_cpu_splitkv_tile_k(p, c->simd);
     }
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cpu_prepare(struct xattn_ctx *ctx, const xattn_problem *p,
+                                       xattn__plan *plan, int timed)
+{
+    (void)plan;
+    (void)timed; /* CPU calls are synchronous: always timed */
+    xattn_cpu_ctx *c = ctx->bctx;
+    xattn_cpu_args *a = &c->call;
+    memset(a, 0, sizeof *a);
+    a->p = p;
+    a->q = p->q.buf->host;
+    a->k = p->k.buf->host;
+    a->v = p->v.buf->host;
+    a->o = p->o.buf->host;
+    a->lse = p->has_lse ? (float *)p->lse.buf->host : NULL;
+    a->bias = p->has_bias ? p->bias.buf->host : NULL;
+    a->num_threads = c->num_threads > 0 ? c->num_threads : 1;
+    a->simd = c->simd;
+    memset(&c->work, 0, sizeof c->work);
+    xattn__cpu_place_threads(c, a->num_threads);
+    return XATTN_STATUS_OK;
+}
+
+/* Host memory through the tracking allocator; every byte of a workspace is
+ * touched (here with `touch` threads, or by the kernels' writes), so it is
+ * first checked against the memory the process can still use. */
+static xattn_status xattn__cpu_ws_alloc(struct xattn_ctx *ctx, const xattn_problem *p,
+                                        uint64_t bytes, const char *what, int touch, void **out)
+{
+    (void)p; /* the kernels poison what they use (p->poison) */
+    XATTN_RETURN_IF_ERROR(xattn__host_room(bytes, what));
+    xattn_status st;
+    void *ws = xattn__host_alloc(ctx, bytes, what, &st); /* >= 1 byte */
+    if (!ws)
+        return st;
+    if (touch > 0)
+        xattn_cpu_prefault(ws, bytes, touch);
+    *out = ws;
+    return XATTN_STATUS_OK;
+}
+
+static void xattn__cpu_ws_free(struct xattn_ctx *ctx, void *ws, uint64_t bytes)
+{
+    xattn__host_free(ctx, ws, bytes);
+}
+
+static xattn_status xattn__cpu_phase(struct xattn_ctx *ctx, const xattn_problem *p,
+                                     xattn__plan *plan, int phase, int timed)
+{
+    (void)timed;
+    xattn_cpu_ctx *c = ctx->bctx;
+    const xattn_cpu_args *a = &c->call;
+    void *const *ws = plan->ws;
+    int slot = 0;
+    const double t0 = xattn__now();
+    switch ((xattn__phase)phase) {
+    case XATTN__PH_QK: xattn_cpu_naive_qk(a, ws[XATTN__WS_SCORES], &c->work); break;
+    case XATTN__PH_SOFTMAX:
+        xattn_cpu_naive_softmax(a, ws[XATTN__WS_SCORES]);
+        slot = 1;
+        break;
+    case XATTN__PH_PV:
+        xattn_cpu_naive_pv(a, ws[XATTN__WS_SCORES], &c->work);
+        slot = 2;
+        break;
+    case XATTN__PH_FLASH:
+        xattn_cpu_flash(a, ws[XATTN__WS_SCRATCH], !plan->scratch_is_fallback &&
+                                                      plan->scratch_fallback != 0,
+                        &c->work);
+        break;
+    case XATTN__PH_PARTIAL:
+        xattn_cpu_splitkv_partial(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE],
+                                  ws[XATTN__WS_SCRATCH], &c->work);
+        break;
+    case XATTN__PH_COMBINE:
+        xattn_cpu_splitkv_combine(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE]);
+        slot = 1;
+        break;
+    }
+    plan->phase_ms[slot] = (xattn__now() - t0) * 1e3;
+    (void)p;
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cpu_finish(struct xattn_ctx *ctx, const xattn_problem *p,
+                                      xattn__plan *plan, int timed, int ok, xattn__exec *exec)
+{
+    (void)timed;
+    xattn_cpu_ctx *c = ctx->bctx;
+    if (!ok)
+        return XATTN_STATUS_OK;
+    /* The device time is the kernels' time; workspace allocation is not in it. */
+    plan->device_ms = plan->phase_ms[0] + plan->phase_ms[1] + plan->phase_ms[2];
     /* The kernels' own counts (docs/measurement.md, "Executed work"); NAIVE
      * loads no K/V tiles (its K/V traffic is modelled with the score matrix). */
-    exec->qk_pairs = (double)work.qk_pairs;
-    exec->pv_pairs = p->Dv > 0 ? (double)work.pv_terms / (double)p->Dv : 0.0;
+    exec->qk_pairs = (double)c->work.qk_pairs;
+    exec->pv_pairs = p->Dv > 0 ? (double)c->work.pv_terms / (double)p->Dv : 0.0;
     if (p->algo != XATTN_ALGO_NAIVE)
-        exec->kv_rows = (double)work.kv_rows;
-    /* The device time is the kernels' time; workspace allocation is not in it. */
-    for (int i = 0; i < info->num_phases; i++)
-        info->device_ms += info->phase_ms[i];
+        exec->kv_rows = (double)c->work.kv_rows;
     /* Free RAM from one sysinfo call (no file access on the call path; the page
      * cache does not count as free here). */
-    info->device_mem_total = ctx->info.global_mem_bytes;
+    plan->device_mem_total = ctx->info.global_mem_bytes;
 #ifdef __linux__
     struct sysinfo si;
     if (sysinfo(&si) == 0)
-        info->device_mem_free = (uint64_t)si.freeram * (uint64_t)si.mem_unit;
+        plan->device_mem_free = (uint64_t)si.freeram * (uint64_t)si.mem_unit;
 #endif
     return XATTN_STATUS_OK;
 }
@@ -570,6 +579,11 @@ const xattn_backend_iface xattn__backend_cpu = {
     .buffer_release = xattn__cpu_buffer_release,
     .buffer_write = xattn__cpu_buffer_write,
     .buffer_read = xattn__cpu_buffer_read,
-    .attention = xattn__cpu_attention,
+    .plan = xattn__cpu_plan,
+    .prepare = xattn__cpu_prepare,
+    .ws_alloc = xattn__cpu_ws_alloc,
+    .ws_free = xattn__cpu_ws_free,
+    .phase = xattn__cpu_phase,
+    .finish = xattn__cpu_finish,
     .measure_ceilings = xattn__cpu_measure_ceilings,
 };

@@ -68,6 +68,13 @@ typedef struct xattn_cuda_ctx {
      * round trip, too slow for every call). */
     uint64_t mem_total, mem_free;
     double mem_free_t; /* xattn__now() of the sample; < 0: none yet */
+    /* The call in progress (prepare .. finish; a context serves one call at a
+     * time): its kernel arguments, the events recorded so far, whether its
+     * kernels count their work, and the device current before it. */
+    xattn_cuda_args call;
+    const char *path;
+    int nev, counting, prev_device;
+    long long slots;
 } xattn_cuda_ctx;
 
 #define XATTN__CUDA_MEMINFO_S 0.25
@@ -543,13 +550,6 @@ static void xattn__cuda_ws_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c, void *
     xattn__mem_release(ctx, bytes);
 }
 
-static void xattn__cuda_phase(xattn_run_info *info, const char *name)
-{
-    int k = info->num_phases++;
-    snprintf(info->phase_names[k], sizeof info->phase_names[k], "%s", name);
-    info->phase_ms[k] = 0.0;
-}
-
 /* A failed kernel launch: its CUDA text, and which kernel. */
 static xattn_status xattn__cuda_launch_failed(const char *kernel, const char *path, cudaError_t e)
 {
@@ -599,209 +599,214 @@ static int xattn__cuda_counters(struct xattn_ctx *ctx, xattn_cuda_ctx *c, long l
     return 1;
 }
 
-static xattn_status xattn__cuda_run(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
-                                    const xattn_problem *p, xattn_run_info *info, int timed,
-                                    xattn__exec *exec)
+/* The kernel arguments of p on c's device (the per-sequence arrays and the
+ * counters are set by prepare). */
+static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p, xattn_cuda_args *a)
 {
-    xattn_cuda_args a;
-    memset(&a, 0, sizeof a);
-    a.p = p;
-    a.q = p->q.buf->native;
-    a.k = p->k.buf->native;
-    a.v = p->v.buf->native;
-    a.o = p->o.buf->native;
-    a.lse = p->has_lse ? (float *)p->lse.buf->native : NULL;
-    a.bias = p->has_bias ? p->bias.buf->native : NULL;
-    a.stream = c->stream;
-    a.cc = c->cc;
-    a.sm_count = c->sm_count;
-    a.smem_optin = c->smem_optin;
-    a.force_simt = c->force_simt;
-    a.device = c->ordinal;
+    memset(a, 0, sizeof *a);
+    a->p = p;
+    a->q = p->q.buf->native;
+    a->k = p->k.buf->native;
+    a->v = p->v.buf->native;
+    a->o = p->o.buf->native;
+    a->lse = p->has_lse ? (float *)p->lse.buf->native : NULL;
+    a->bias = p->has_bias ? p->bias.buf->native : NULL;
+    a->stream = c->stream;
+    a->cc = c->cc;
+    a->sm_count = c->sm_count;
+    a->smem_optin = c->smem_optin;
+    a->force_simt = c->force_simt;
+    a->device = c->ordinal;
+}
 
-    if (p->algo != XATTN_ALGO_NAIVE && p->algo != XATTN_ALGO_FLASH && p->algo != XATTN_ALGO_SPLITKV)
-        return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the CUDA backend",
-                            (int)p->algo);
+/*
+ * The device operations of the algorithm driver (xattn_driver.c). Kernels
+ * are enqueued on the context's stream; a timed call records an event before
+ * the first phase and after each, and finish waits for the last one. Timed
+ * calls (the ones that make records) also count the executed work.
+ */
+static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
+                                     xattn__plan *plan)
+{
+    const xattn_cuda_ctx *c = ctx->bctx;
+    xattn_cuda_args a;
+    xattn__cuda_args_of(c, p, &a);
     const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
     char why[256];
     if (xattn_cuda_check_limits(&a, splits, why, sizeof why))
         return xattn__error(XATTN_STATUS_UNSUPPORTED, "cuda: %s", why);
-
-    /* Workspace: NAIVE's score matrix, SPLITKV's partials; FLASH needs none. */
-    uint64_t elems = 0;
-    int overflow = 0;
-    const char *what = NULL;
-    if (p->algo == XATTN_ALGO_NAIVE) {
-        elems = xattn_cuda_naive_workspace_elems(p, &overflow);
-        what = "NAIVE score matrix";
-    } else if (p->algo == XATTN_ALGO_SPLITKV) {
-        elems = xattn_cuda_splitkv_workspace_elems(p, splits, &overflow);
-        what = "SPLITKV partials";
-    }
-    if (overflow)
-        return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
-                            "%s: the workspace size overflows 64 bits%s", what,
-                            p->algo == XATTN_ALGO_NAIVE ? "; use XATTN_ALGO_FLASH" : "");
-    const uint64_t ws_bytes = elems * 4u;
-
-    XATTN_RETURN_IF_ERROR(xattn__cuda_upload_meta(ctx, c, p, &a));
-    void *ws = NULL;
-    if (ws_bytes) {
-        xattn_status st = xattn__cuda_ws_alloc(ctx, c, ws_bytes, what, &ws);
-        if (st == XATTN_STATUS_OUT_OF_MEMORY && p->algo == XATTN_ALGO_NAIVE) {
-            char msg[512]; /* xattn__error must not read the buffer it writes */
-            snprintf(msg, sizeof msg, "%s", xattn_last_error());
-            return xattn__error(st,
-                                "%s; NAIVE materializes B*Hq*Sq*Sk f32 scores: use "
-                                "XATTN_ALGO_FLASH, whose memory does not grow with Sq*Sk",
-                                msg);
-        }
-        XATTN_RETURN_IF_ERROR(st);
-        if (p->poison) {
-            cudaError_t e = cudaMemsetAsync(ws, 0xff, (size_t)ws_bytes, c->stream);
-            if (e != cudaSuccess) {
-                xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
-                return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemsetAsync", e);
-            }
-        }
-    }
-    info->workspace_bytes = ws_bytes;
-    info->num_splits = splits;
-    /* For the measurement model: the tiles (the model's fallback), the kernel
-     * that runs, and memory. */
+    plan->splits = splits > 0 ? splits : 1;
+    /* The tiles (the model's fallback) and the kernel that runs. */
     if (p->algo != XATTN_ALGO_NAIVE)
-        xattn_cuda_flash_tiles(&a, &info->tile_q, &info->tile_k, &info->tile_heads);
+        xattn_cuda_flash_tiles(&a, &plan->tile_q, &plan->tile_k, &plan->tile_heads);
     const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
-    info->matrix_units = !strncmp(path, "mma", 3);
-    snprintf(info->kernel, sizeof info->kernel, "%s", info->matrix_units ? "mma" : "simt");
-    info->device_mem_total = c->mem_total;
-    {
-        const double now = xattn__now();
-        if (c->mem_free_t < 0 || now - c->mem_free_t > XATTN__CUDA_MEMINFO_S) {
-            size_t mfree = 0, mtotal = 0;
-            if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
-                c->mem_free = mfree;
-                c->mem_free_t = now;
-            } else {
-                (void)cudaGetLastError();
-            }
-        }
-        info->device_mem_free = c->mem_free;
-    }
-    /* Timed calls (the ones that make records) count the executed work. */
-    const long long slots = timed ? xattn_cuda_count_slots(&a, splits) : 0;
-    const int counting = timed && xattn__cuda_counters(ctx, c, slots);
-    a.counts = counting ? c->cnt_dev : NULL;
-    a.inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
+    plan->matrix_units = !strncmp(path, "mma", 3);
+    snprintf(plan->kernel, sizeof plan->kernel, "%s", plan->matrix_units ? "mma" : "simt");
+    return XATTN_STATUS_OK;
+}
 
-    /* Events around the kernels only: the device time excludes the uploads
-     * and the workspace, as on the CPU backend. */
-    xattn_status st = XATTN_STATUS_OK;
-    cudaError_t e = cudaSuccess;
-    int nev = 0;
-    const char *failed = NULL;
-#define XATTN__CUDA_MARK()                                                                         \
-    do {                                                                                           \
-        if (timed && e == cudaSuccess && !failed) {                                                \
-            e = cudaEventRecord(c->ev[nev++], c->stream);                                          \
-            if (e != cudaSuccess)                                                                  \
-                failed = "cudaEventRecord";                                                        \
-        }                                                                                          \
-    } while (0)
-#define XATTN__CUDA_LAUNCH(call, name)                                                             \
-    do {                                                                                           \
-        if (e == cudaSuccess && !failed) {                                                         \
-            e = (call);                                                                            \
-            if (e != cudaSuccess)                                                                  \
-                failed = name;                                                                     \
-        }                                                                                          \
-    } while (0)
-
-    XATTN__CUDA_MARK();
-    if (p->algo == XATTN_ALGO_NAIVE) {
-        XATTN__CUDA_LAUNCH(xattn_cuda_naive_qk(&a, ws), "qk");
-        XATTN__CUDA_MARK();
-        XATTN__CUDA_LAUNCH(xattn_cuda_naive_softmax(&a, ws), "softmax");
-        XATTN__CUDA_MARK();
-        XATTN__CUDA_LAUNCH(xattn_cuda_naive_pv(&a, ws), "pv");
-        XATTN__CUDA_MARK();
-        xattn__cuda_phase(info, "qk");
-        xattn__cuda_phase(info, "softmax");
-        xattn__cuda_phase(info, "pv");
-    } else if (p->algo == XATTN_ALGO_FLASH) {
-        XATTN__CUDA_LAUNCH(xattn_cuda_flash(&a), "flash");
-        XATTN__CUDA_MARK();
-        xattn__cuda_phase(info, "flash");
-    } else {
-        XATTN__CUDA_LAUNCH(xattn_cuda_splitkv_partial(&a, splits, ws), "splitkv partial");
-        XATTN__CUDA_MARK();
-        XATTN__CUDA_LAUNCH(xattn_cuda_splitkv_combine(&a, splits, ws), "splitkv combine");
-        XATTN__CUDA_MARK();
-        xattn__cuda_phase(info, "partial");
-        xattn__cuda_phase(info, "combine");
-    }
-    /* The counts, summed on the device after the last mark (not timed) and
-     * copied to pinned memory; read once cnt_ev has passed. */
-    if (counting) {
-        unsigned long long *sums = c->cnt_dev + 3 * slots;
-        XATTN__CUDA_LAUNCH(xattn_cuda_count_sum(&a, slots, sums), "count");
-        if (e == cudaSuccess && !failed) {
-            e = cudaMemcpyAsync(c->cnt_host, sums, 3 * sizeof *sums, cudaMemcpyDeviceToHost,
-                                c->stream);
-            failed = e != cudaSuccess ? "cudaMemcpyAsync (work counts)" : NULL;
-            if (e == cudaSuccess)
-                e = cudaEventRecord(c->cnt_ev, c->stream);
-            if (e != cudaSuccess && !failed)
-                failed = "cudaEventRecord";
-        }
-    }
-#undef XATTN__CUDA_MARK
-#undef XATTN__CUDA_LAUNCH
-
-    if (failed) {
-        /* A runtime call (its name starts with "cuda"), or a kernel's launch. */
-        st = !strncmp(failed, "cuda", 4) ? xattn__cuda_fail(XATTN_STATUS_BACKEND, failed, e)
-                                         : xattn__cuda_launch_failed(failed, path, e);
-    }
-    xattn__cuda_ws_free(ctx, c, ws, ws_bytes);
-    if (st != XATTN_STATUS_OK || !timed)
+static xattn_status xattn__cuda_prepare(struct xattn_ctx *ctx, const xattn_problem *p,
+                                        xattn__plan *plan, int timed)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &c->prev_device));
+    xattn_cuda_args *a = &c->call;
+    xattn__cuda_args_of(c, p, a);
+    c->path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(a);
+    c->nev = 0;
+    xattn_status st = xattn__cuda_upload_meta(ctx, c, p, a);
+    if (st != XATTN_STATUS_OK) {
+        xattn__cuda_dev_leave(c->ordinal, c->prev_device);
         return st;
-
-    /* Timed: wait for the last event; a kernel that faulted reports here. */
-    e = cudaEventSynchronize(c->ev[nev - 1]);
-    if (e != cudaSuccess)
-        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "kernel execution (cudaEventSynchronize)", e);
-    for (int k = 0; k + 1 < nev && k < info->num_phases; k++) {
-        float ms = 0.0f;
-        e = cudaEventElapsedTime(&ms, c->ev[k], c->ev[k + 1]);
-        if (e != cudaSuccess)
-            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
-        info->phase_ms[k] = ms;
     }
-    float total = 0.0f;
-    e = cudaEventElapsedTime(&total, c->ev[0], c->ev[nev - 1]);
-    if (e != cudaSuccess)
-        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
-    info->device_ms = total;
-    if (counting) {
-        e = cudaEventSynchronize(c->cnt_ev);
-        if (e != cudaSuccess)
-            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventSynchronize (work counts)", e);
-        exec->qk_pairs = (double)c->cnt_host[0];
-        exec->pv_pairs = (double)c->cnt_host[1];
-        exec->kv_rows = (double)c->cnt_host[2];
+    /* Device memory for the records. */
+    plan->device_mem_total = c->mem_total;
+    const double now = xattn__now();
+    if (c->mem_free_t < 0 || now - c->mem_free_t > XATTN__CUDA_MEMINFO_S) {
+        size_t mfree = 0, mtotal = 0;
+        if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
+            c->mem_free = mfree;
+            c->mem_free_t = now;
+        } else {
+            (void)cudaGetLastError();
+        }
+    }
+    plan->device_mem_free = c->mem_free;
+    c->slots = timed ? xattn_cuda_count_slots(a, p->algo == XATTN_ALGO_SPLITKV ? plan->splits : 0)
+                     : 0;
+    c->counting = timed && xattn__cuda_counters(ctx, c, c->slots);
+    a->counts = c->counting ? c->cnt_dev : NULL;
+    a->inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cuda_ws_alloc_op(struct xattn_ctx *ctx, const xattn_problem *p,
+                                            uint64_t bytes, const char *what, int touch, void **out)
+{
+    (void)touch; /* device memory: nothing to fault in */
+    xattn_cuda_ctx *c = ctx->bctx;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_ws_alloc(ctx, c, bytes, what, out));
+    if (p->poison) {
+        cudaError_t e = cudaMemsetAsync(*out, 0xff, (size_t)bytes, c->stream);
+        if (e != cudaSuccess) {
+            xattn__cuda_ws_free(ctx, c, *out, bytes);
+            *out = NULL;
+            return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemsetAsync", e);
+        }
     }
     return XATTN_STATUS_OK;
 }
 
-static xattn_status xattn__cuda_attention(struct xattn_ctx *ctx, const xattn_problem *p,
-                                          xattn_run_info *info, int timed, xattn__exec *exec)
+/* After finish, which gave the thread its previous device back. */
+static void xattn__cuda_ws_free_op(struct xattn_ctx *ctx, void *ws, uint64_t bytes)
 {
     xattn_cuda_ctx *c = ctx->bctx;
     int prev;
-    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
-    xattn_status st = xattn__cuda_run(ctx, c, p, info, timed, exec);
-    xattn__cuda_dev_leave(c->ordinal, prev);
+    const int entered = xattn__cuda_dev_enter(c->ordinal, &prev) == XATTN_STATUS_OK;
+    if (!entered)
+        xattn__clear_error();
+    xattn__cuda_ws_free(ctx, c, ws, bytes);
+    if (entered)
+        xattn__cuda_dev_leave(c->ordinal, prev);
+}
+
+/* A timed call's mark: an event after what was enqueued so far. */
+static xattn_status xattn__cuda_mark(xattn_cuda_ctx *c)
+{
+    if (c->nev >= XATTN__CUDA_EVENTS)
+        return xattn__error(XATTN_STATUS_INTERNAL, "cuda: more phases than events");
+    cudaError_t e = cudaEventRecord(c->ev[c->nev], c->stream);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventRecord", e);
+    c->nev++;
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cuda_phase_op(struct xattn_ctx *ctx, const xattn_problem *p,
+                                         xattn__plan *plan, int phase, int timed)
+{
+    (void)p;
+    xattn_cuda_ctx *c = ctx->bctx;
+    const xattn_cuda_args *a = &c->call;
+    float *const *ws = (float *const *)plan->ws;
+    /* Events around the kernels only: the device time excludes the uploads
+     * and the workspace, as on the CPU backend. */
+    if (timed && c->nev == 0)
+        XATTN_RETURN_IF_ERROR(xattn__cuda_mark(c));
+    cudaError_t e = cudaSuccess;
+    const char *name = "?";
+    switch ((xattn__phase)phase) {
+    case XATTN__PH_QK: e = xattn_cuda_naive_qk(a, ws[XATTN__WS_SCORES]), name = "qk"; break;
+    case XATTN__PH_SOFTMAX:
+        e = xattn_cuda_naive_softmax(a, ws[XATTN__WS_SCORES]), name = "softmax";
+        break;
+    case XATTN__PH_PV: e = xattn_cuda_naive_pv(a, ws[XATTN__WS_SCORES]), name = "pv"; break;
+    case XATTN__PH_FLASH: e = xattn_cuda_flash(a), name = "flash"; break;
+    case XATTN__PH_PARTIAL:
+        e = xattn_cuda_splitkv_partial(a, plan->splits, ws[XATTN__WS_PART_O],
+                                       ws[XATTN__WS_PART_LSE]);
+        name = "splitkv partial";
+        break;
+    case XATTN__PH_COMBINE:
+        e = xattn_cuda_splitkv_combine(a, plan->splits, ws[XATTN__WS_PART_O],
+                                       ws[XATTN__WS_PART_LSE]);
+        name = "splitkv combine";
+        break;
+    }
+    if (e != cudaSuccess)
+        return xattn__cuda_launch_failed(name, c->path, e);
+    return timed ? xattn__cuda_mark(c) : XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cuda_finish(struct xattn_ctx *ctx, const xattn_problem *p,
+                                       xattn__plan *plan, int timed, int ok, xattn__exec *exec)
+{
+    (void)p;
+    xattn_cuda_ctx *c = ctx->bctx;
+    xattn_status st = XATTN_STATUS_OK;
+    cudaError_t e = cudaSuccess;
+    /* The counts, summed on the device after the last mark (not timed) and
+     * copied to pinned memory; read once cnt_ev has passed. */
+    if (ok && c->counting) {
+        unsigned long long *sums = c->cnt_dev + 3 * c->slots;
+        e = xattn_cuda_count_sum(&c->call, c->slots, sums);
+        if (e != cudaSuccess)
+            st = xattn__cuda_launch_failed("count", c->path, e);
+        else if ((e = cudaMemcpyAsync(c->cnt_host, sums, 3 * sizeof *sums,
+                                      cudaMemcpyDeviceToHost, c->stream)) != cudaSuccess)
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemcpyAsync (work counts)", e);
+        else if ((e = cudaEventRecord(c->cnt_ev, c->stream)) != cudaSuccess)
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventRecord", e);
+    }
+    /* Timed: wait for the last event; a kernel that faulted reports here. */
+    if (ok && st == XATTN_STATUS_OK && timed && c->nev > 0) {
+        e = cudaEventSynchronize(c->ev[c->nev - 1]);
+        if (e != cudaSuccess)
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "kernel execution (cudaEventSynchronize)",
+                                  e);
+        for (int k = 0; st == XATTN_STATUS_OK && k + 1 < c->nev && k < 4; k++) {
+            float ms = 0.0f;
+            if ((e = cudaEventElapsedTime(&ms, c->ev[k], c->ev[k + 1])) != cudaSuccess)
+                st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
+            plan->phase_ms[k] = ms;
+        }
+        float total = 0.0f;
+        if (st == XATTN_STATUS_OK &&
+            (e = cudaEventElapsedTime(&total, c->ev[0], c->ev[c->nev - 1])) != cudaSuccess)
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventElapsedTime", e);
+        plan->device_ms = total;
+    }
+    if (ok && st == XATTN_STATUS_OK && c->counting) {
+        e = cudaEventSynchronize(c->cnt_ev);
+        if (e != cudaSuccess) {
+            st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventSynchronize (work counts)", e);
+        } else {
+            exec->qk_pairs = (double)c->cnt_host[0];
+            exec->pv_pairs = (double)c->cnt_host[1];
+            exec->kv_rows = (double)c->cnt_host[2];
+        }
+    }
+    xattn__cuda_dev_leave(c->ordinal, c->prev_device);
     return st;
 }
 
@@ -934,7 +939,12 @@ const xattn_backend_iface xattn__backend_cuda = {
     .buffer_release = xattn__cuda_buffer_release,
     .buffer_write = xattn__cuda_buffer_write,
     .buffer_read = xattn__cuda_buffer_read,
-    .attention = xattn__cuda_attention,
+    .plan = xattn__cuda_plan,
+    .prepare = xattn__cuda_prepare,
+    .ws_alloc = xattn__cuda_ws_alloc_op,
+    .ws_free = xattn__cuda_ws_free_op,
+    .phase = xattn__cuda_phase_op,
+    .finish = xattn__cuda_finish,
     .measure_ceilings = xattn__cuda_measure_ceilings,
     .device_memory = xattn__cuda_device_memory,
 };

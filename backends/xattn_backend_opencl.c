@@ -471,6 +471,35 @@ typedef struct xattn_cl_prog {
     cl_kernel kernels[XATTN_CL_NUM_KERNELS];
 } xattn_cl_prog;
 
+typedef struct xattn_cl_scratch {
+    cl_mem mem[4];
+    uint64_t bytes[4];
+    int n;
+} xattn_cl_scratch;
+
+typedef struct xattn_cl_phase {
+    const char *name;
+    cl_event ev;
+    double host_ms; /* queues without profiling: timed on the host */
+} xattn_cl_phase;
+
+typedef struct xattn_cl_counts {
+    cl_mem mem;
+    uint64_t n[3]; /* segment lengths */
+} xattn_cl_counts;
+
+/* The call in progress (prepare .. finish; a context serves one call at a
+ * time): its program, the buffers it holds (the per-sequence arrays, the
+ * counts), and its phases' events. */
+typedef struct xattn_cl_call {
+    struct xattn_cl_prog *pg;
+    xattn_cl_scratch held;
+    cl_mem meta;
+    xattn_cl_counts counts;
+    int count; /* the kernels write their counts (timed calls) */
+    xattn_cl_phase ph[3];
+} xattn_cl_call;
+
 typedef struct xattn_cl_ctx {
     cl_context context;
     cl_device_id device;
@@ -505,6 +534,7 @@ typedef struct xattn_cl_ctx {
     xattn_opencl_cache_stats stats;
     double last_build_ms;  /* of the last attention call */
     xattn__exec last_exec; /* the last attention call's counts (tests) */
+    xattn_cl_call call;
 } xattn_cl_ctx;
 
 static int xattn__is_cl_ctx(const xattn_ctx *ctx)
@@ -1284,12 +1314,6 @@ static xattn_status xattn__cl_buffer_read(struct xattn_ctx *ctx, struct xattn_bu
 #define XATTN_CL_NUM_COMMON_ARGS 48
 
 /* Device memory of one call, accounted while it is held. */
-typedef struct xattn_cl_scratch {
-    cl_mem mem[4];
-    uint64_t bytes[4];
-    int n;
-} xattn_cl_scratch;
-
 static xattn_status xattn__cl_scratch_new(struct xattn_ctx *ctx, xattn_cl_scratch *s,
                                           uint64_t bytes, void *init, const char *what, cl_mem *out)
 {
@@ -1297,11 +1321,8 @@ static xattn_status xattn__cl_scratch_new(struct xattn_ctx *ctx, xattn_cl_scratc
     if (c->max_alloc && bytes > c->max_alloc)
         return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
                             "%s: %llu bytes exceed the device's largest allocation "
-                            "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)%s",
-                            what, (unsigned long long)bytes, (unsigned long long)c->max_alloc,
-                            strstr(what, "NAIVE") ? "; NAIVE materializes B*Hq*Sq*Sk f32 "
-                                                    "scores: use XATTN_ALGO_FLASH"
-                                                  : "");
+                            "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)",
+                            what, (unsigned long long)bytes, (unsigned long long)c->max_alloc);
     if (bytes > (uint64_t)SIZE_MAX)
         return xattn__error(XATTN_STATUS_SIZE_OVERFLOW, "%s: %llu bytes do not fit size_t", what,
                             (unsigned long long)bytes);
@@ -1441,12 +1462,6 @@ static cl_int xattn__cl_arg_int(cl_kernel k, cl_uint i, int v)
 }
 
 /* One phase: a kernel launch, timed when asked. */
-typedef struct xattn_cl_phase {
-    const char *name;
-    cl_event ev;
-    double host_ms; /* queues without profiling: timed on the host */
-} xattn_cl_phase;
-
 static xattn_status xattn__cl_launch(xattn_cl_ctx *c, const xattn_problem *p, cl_kernel k,
                                      cl_mem meta, int kind, size_t local, uint64_t groups,
                                      int timed, int count, xattn_cl_phase *ph)
@@ -1492,11 +1507,6 @@ static xattn_status xattn__cl_launch(xattn_cl_ctx *c, const xattn_problem *p, cl
  * array is allocated either way, so that a call's workspace (and what a memory
  * limit lets through) does not depend on whether times were asked for.
  */
-typedef struct xattn_cl_counts {
-    cl_mem mem;
-    uint64_t n[3]; /* segment lengths */
-} xattn_cl_counts;
-
 /* Up to this many counts are read back and added on the host (a stack
  * buffer); more are added on the device first (xattn_count_sum). */
 #define XATTN_CL_COUNT_HOST_MAX 512
@@ -1598,27 +1608,113 @@ static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, i
     return (int)(s < 1 ? 1 : s);
 }
 
-static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_problem *p,
-                                        xattn_run_info *info, int timed, xattn__exec *exec)
+/*
+ * The device operations of the algorithm driver (xattn_driver.c). A call
+ * enqueues its phases on the context's queue; a timed call waits for the last
+ * one and reads the phases' times from their events (or times each phase on
+ * the host where the queue has no profiling), and the executed-work counts
+ * its kernels wrote.
+ */
+
+/* The tile a program of p would use (the configured tile, fitted to p's head
+ * dims and the device), without building anything. */
+static xattn_status xattn__cl_tile_of(const xattn_cl_ctx *c, const xattn_problem *p,
+                                      xattn_cl_tile *t)
 {
-    xattn_cl_ctx *c = ctx->bctx;
-    c->last_build_ms = 0.0;
-    xattn__exec_init(&c->last_exec);
+    int dmax, dfix, dvmax, dvfix;
+    *t = c->tile;
+    xattn__cl_head_dim(p->D, t->fixed_dims, &dmax, &dfix);
+    xattn__cl_head_dim(p->Dv, t->fixed_dims, &dvmax, &dvfix);
+    return xattn__cl_tile_fit(c, t, dmax, dvmax, NULL);
+}
+
+/* The plan's figures that follow from a tile. */
+static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
+                                const xattn_cl_tile *t, xattn__plan *plan)
+{
+    /* The kernel form: the tile table's device class, and NAIVE's qk/pv form
+     * (tiles staged in local memory, or read from global memory). */
+    snprintf(plan->kernel, sizeof plan->kernel, "cl-%s%s", c->tile_class,
+             p->algo != XATTN_ALGO_NAIVE ? "" : t->naive_local ? "-local" : "-global");
+    if (p->algo != XATTN_ALGO_NAIVE) {
+        plan->tile_q = t->bq;
+        plan->tile_k = t->bk;
+        plan->tile_heads = 1;
+    }
+    if (p->algo == XATTN_ALGO_SPLITKV)
+        plan->splits = xattn__cl_num_splits(c, p, t->bq, t->bk);
+}
+
+static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
+                                   xattn__plan *plan)
+{
+    const xattn_cl_ctx *c = ctx->bctx;
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
                             (long long)(p->B * p->Hq));
-    xattn_cl_prog *pg = NULL;
-    XATTN_RETURN_IF_ERROR(xattn__cl_program(c, p, &pg));
-    const xattn_cl_tile *t = &pg->tile;
+    xattn_cl_tile t;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tile_of(c, p, &t));
+    xattn__cl_plan_tile(c, p, &t, plan);
+    return XATTN_STATUS_OK;
+}
 
-    /* Per-call parameters: lengths, starts and ALiBi slopes, copied at creation
-     * so that the host arrays may go as soon as this returns. */
-    size_t nmeta = (size_t)(4 * p->B + p->Hq);
+/* The executed-work count segments of p's kernels (xattn_cl_common.cl,
+ * "executed-work counts"): work-groups of the product kernels. */
+static void xattn__cl_count_segments(const xattn_problem *p, const xattn_cl_tile *t, int splits,
+                                     uint64_t n[3])
+{
+    const uint64_t BH = (uint64_t)(p->B * p->Hq);
+    n[0] = n[1] = n[2] = 0;
+    if (p->algo == XATTN_ALGO_NAIVE) {
+        /* One a qk work-group, one a pv row of work-items. */
+        const uint64_t ni = (uint64_t)xattn__ceil_div(p->Sq, t->nt);
+        n[0] = (uint64_t)xattn__ceil_div(p->Sk, t->nt) * ni * BH;
+        n[1] = ni * (uint64_t)t->nt * BH;
+    } else {
+        const uint64_t g = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH *
+                           (uint64_t)(p->algo == XATTN_ALGO_SPLITKV ? splits : 1);
+        n[0] = n[1] = n[2] = g;
+    }
+}
+
+static xattn_status xattn__cl_prepare(struct xattn_ctx *ctx, const xattn_problem *p,
+                                      xattn__plan *plan, int timed)
+{
+    xattn_cl_ctx *c = ctx->bctx;
+    xattn_cl_call *call = &c->call;
+    memset(call, 0, sizeof *call);
+    c->last_build_ms = 0.0;
+    xattn__exec_init(&c->last_exec);
+    xattn_status st = xattn__cl_program(c, p, &call->pg);
+    plan->build_ms = c->last_build_ms;
+    if (st != XATTN_STATUS_OK)
+        return st;
+    /* The program may run a smaller tile than planned (a kernel that allows
+     * fewer work-items than the device's maximum, found by building). */
+    xattn__cl_plan_tile(c, p, &call->pg->tile, plan);
+
+    call->count = timed;
+    return XATTN_STATUS_OK;
+}
+
+/*
+ * The call's own small buffers, made before its first kernel: after the
+ * driver's regions, so that a region that does not fit (NAIVE's score matrix,
+ * with its hint) is the error a user sees, not the counts sized from it.
+ */
+static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_problem *p,
+                                           xattn__plan *plan)
+{
+    xattn_cl_ctx *c = ctx->bctx;
+    xattn_cl_call *call = &c->call;
+    /* Per-call parameters: lengths, starts and ALiBi slopes, copied at
+     * creation so that the host arrays may go as soon as the call returns. */
+    const size_t nmeta = (size_t)(4 * p->B + p->Hq);
     int32_t *meta_host = malloc(nmeta * sizeof(int32_t));
     if (!meta_host)
-        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "OpenCL: per-call parameters: out of "
-                                                        "host memory");
+        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                            "OpenCL: per-call parameters: out of host memory");
     for (int64_t b = 0; b < p->B; b++) {
         meta_host[b] = p->len_q[b];
         meta_host[p->B + b] = p->len_k[b];
@@ -1629,168 +1725,152 @@ static xattn_status xattn__cl_attention(struct xattn_ctx *ctx, const xattn_probl
         float slope = p->alibi ? p->alibi[h] : 0.0f;
         memcpy(&meta_host[4 * p->B + h], &slope, sizeof slope);
     }
-
-    xattn_cl_scratch scratch;
-    memset(&scratch, 0, sizeof scratch);
-    xattn_cl_phase ph[3];
-    memset(ph, 0, sizeof ph);
-    int nph = 0;
-    cl_mem meta = NULL;
-    xattn_status st = xattn__cl_scratch_new(ctx, &scratch, nmeta * sizeof(int32_t), meta_host,
-                                            "OpenCL per-call parameters", &meta);
+    xattn_status st = xattn__cl_scratch_new(ctx, &call->held, nmeta * sizeof(int32_t),
+                                            meta_host, "OpenCL per-call parameters", &call->meta);
     free(meta_host);
-    uint64_t ws_bytes = nmeta * sizeof(int32_t);
-    const uint64_t BH = (uint64_t)(p->B * p->Hq);
-    const float nanv = NAN;
-    cl_int e;
-    xattn_cl_counts counts;
-    memset(&counts, 0, sizeof counts);
-    const int count = timed; /* write and read the executed-work counts (xattn_cl_counts) */
-
+    /* The counts array exists in every call (a call's memory does not depend
+     * on whether it is timed); the kernels write it only in timed calls. */
+    uint64_t seg[3];
+    xattn__cl_count_segments(p, &call->pg->tile, plan->splits, seg);
+    uint64_t held = 0;
+    if (st == XATTN_STATUS_OK)
+        st = xattn__cl_counts_new(ctx, &call->held, &call->counts, seg[0], seg[1], seg[2],
+                                  call->count && p->poison, &held);
     if (st != XATTN_STATUS_OK) {
-        /* nothing was enqueued */
-    } else if (p->algo == XATTN_ALGO_NAIVE) {
-        uint64_t bytes;
-        if (xattn__mul_overflow((uint64_t)BH, (uint64_t)p->Sq, &bytes) ||
-            xattn__mul_overflow(bytes, (uint64_t)p->Sk, &bytes) ||
-            xattn__mul_overflow(bytes, 4u, &bytes)) {
-            st = xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
-                              "NAIVE: the score matrix B*Hq*Sq*Sk*4 bytes overflows 64 bits; "
-                              "use XATTN_ALGO_FLASH");
-            goto done;
-        }
-        cl_mem S;
-        st =
-            xattn__cl_scratch_new(ctx, &scratch, bytes ? bytes : 4, NULL, "NAIVE score matrix", &S);
-        if (st != XATTN_STATUS_OK)
-            goto done;
-        ws_bytes += bytes ? bytes : 4;
-        if (p->poison &&
-            (e = clEnqueueFillBuffer(c->queue, S, &nanv, sizeof nanv, 0, bytes ? bytes : 4, 0, NULL,
-                                     NULL)) != CL_SUCCESS) {
-            st = xattn__cl_fail(e, "clEnqueueFillBuffer (poison)");
-            goto done;
-        }
-        /* Grids: tiles of (keys | Dv columns) x rows x (b, h); rows x (b, h). */
-        const uint64_t nt = (uint64_t)t->nt, ni = (uint64_t)xattn__ceil_div(p->Sq, t->nt);
-        const uint64_t g_qk = (uint64_t)xattn__ceil_div(p->Sk, t->nt) * ni * BH;
-        const uint64_t g_sm = (uint64_t)p->Sq * BH;
-        const uint64_t g_pv = (uint64_t)xattn__ceil_div(p->Dv, t->nt) * ni * BH;
-        /* Counts: one a qk work-group, one a pv row of work-items. */
-        const uint64_t n_qk = g_qk, n_pv = ni * nt * BH;
-        if ((st = xattn__cl_counts_new(ctx, &scratch, &counts, n_qk, n_pv, 0, count && p->poison,
-                                       &ws_bytes)) != XATTN_STATUS_OK)
-            goto done;
-        cl_kernel kq = pg->kernels[XATTN_CL_K_QK], ks = pg->kernels[XATTN_CL_K_SOFTMAX],
-                  kp = pg->kernels[XATTN_CL_K_PV];
-        const cl_uint a = XATTN_CL_NUM_COMMON_ARGS;
-        if ((e = xattn__cl_arg_mem(kq, a, S)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(ks, a, S)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(kp, a, S)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_counts(kq, a + 1, &counts, 3)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_counts(kp, a + 1, &counts, 3 + n_qk)) != CL_SUCCESS) {
-            st = xattn__cl_fail(e, "clSetKernelArg (NAIVE scores)");
-            goto done;
-        }
-        ph[0].name = "qk";
-        ph[1].name = "softmax";
-        ph[2].name = "pv";
-        nph = 3;
-        st = xattn__cl_launch(c, p, kq, meta, XATTN_CL_K_QK, (size_t)(nt * nt), g_qk, timed, count,
-                              &ph[0]);
-        if (st == XATTN_STATUS_OK)
-            st = xattn__cl_launch(c, p, ks, meta, XATTN_CL_K_SOFTMAX, (size_t)t->rwg, g_sm, timed,
-                                  count, &ph[1]);
-        if (st == XATTN_STATUS_OK)
-            st = xattn__cl_launch(c, p, kp, meta, XATTN_CL_K_PV, (size_t)(nt * nt), g_pv, timed,
-                                  count, &ph[2]);
-    } else if (p->algo == XATTN_ALGO_FLASH) {
-        const uint64_t groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH;
-        cl_kernel kf = pg->kernels[XATTN_CL_K_FLASH];
-        if ((st = xattn__cl_counts_new(ctx, &scratch, &counts, groups, groups, groups,
-                                       count && p->poison, &ws_bytes)) != XATTN_STATUS_OK)
-            goto done;
-        if ((e = xattn__cl_arg_counts(kf, XATTN_CL_NUM_COMMON_ARGS, &counts, 3)) != CL_SUCCESS) {
-            st = xattn__cl_fail(e, "clSetKernelArg (FLASH counts)");
-            goto done;
-        }
-        ph[0].name = "flash";
-        nph = 1;
-        st = xattn__cl_launch(c, p, kf, meta, XATTN_CL_K_FLASH, (size_t)t->bq, groups, timed, count,
-                              &ph[0]);
-    } else if (p->algo == XATTN_ALGO_SPLITKV) {
-        int splits = xattn__cl_num_splits(c, p, t->bq, t->bk);
-        int64_t chunk = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, splits);
-        info->num_splits = splits;
-        uint64_t rows, obytes, lbytes;
-        if (xattn__mul_overflow((uint64_t)splits * (uint64_t)BH, (uint64_t)p->Sq, &rows) ||
-            xattn__mul_overflow(rows, (uint64_t)p->Dv * 4u, &obytes) ||
-            xattn__mul_overflow(rows, 4u, &lbytes)) {
-            st = xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
-                              "SPLITKV: the partials splits*B*Hq*Sq*Dv*4 bytes overflow 64 bits");
-            goto done;
-        }
-        cl_mem wo, wl;
-        st = xattn__cl_scratch_new(ctx, &scratch, obytes, NULL, "SPLITKV partial O", &wo);
-        if (st == XATTN_STATUS_OK)
-            st = xattn__cl_scratch_new(ctx, &scratch, lbytes, NULL, "SPLITKV partial LSE", &wl);
-        if (st != XATTN_STATUS_OK)
-            goto done;
-        ws_bytes += obytes + lbytes;
-        if (p->poison && ((e = clEnqueueFillBuffer(c->queue, wo, &nanv, sizeof nanv, 0, obytes, 0,
-                                                   NULL, NULL)) != CL_SUCCESS ||
-                          (e = clEnqueueFillBuffer(c->queue, wl, &nanv, sizeof nanv, 0, lbytes, 0,
-                                                   NULL, NULL)) != CL_SUCCESS)) {
-            st = xattn__cl_fail(e, "clEnqueueFillBuffer (poison)");
-            goto done;
-        }
-        const uint64_t g1 = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH * (uint64_t)splits;
-        const uint64_t g2 = (uint64_t)xattn__ceil_div(p->Dv, t->cwg) * (uint64_t)p->Sq * BH;
-        if ((st = xattn__cl_counts_new(ctx, &scratch, &counts, g1, g1, g1, count && p->poison,
-                                       &ws_bytes)) != XATTN_STATUS_OK)
-            goto done;
-        cl_kernel kpart = pg->kernels[XATTN_CL_K_PARTIAL], kcomb = pg->kernels[XATTN_CL_K_COMBINE];
-        const cl_uint a = XATTN_CL_NUM_COMMON_ARGS;
-        if ((e = xattn__cl_arg_mem(kpart, a, wo)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(kpart, a + 1, wl)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_int(kpart, a + 2, (int)chunk)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_counts(kpart, a + 3, &counts, 3)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(kcomb, a, wo)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_mem(kcomb, a + 1, wl)) != CL_SUCCESS ||
-            (e = xattn__cl_arg_int(kcomb, a + 2, splits)) != CL_SUCCESS) {
-            st = xattn__cl_fail(e, "clSetKernelArg (SPLITKV)");
-            goto done;
-        }
-        ph[0].name = "partial";
-        ph[1].name = "combine";
-        nph = 2;
-        st = xattn__cl_launch(c, p, kpart, meta, XATTN_CL_K_PARTIAL, (size_t)t->bq, g1, timed,
-                              count, &ph[0]);
-        if (st == XATTN_STATUS_OK)
-            st = xattn__cl_launch(c, p, kcomb, meta, XATTN_CL_K_COMBINE, (size_t)t->cwg, g2, timed,
-                                  count, &ph[1]);
-    } else {
-        st = xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the OpenCL backend",
-                          (int)p->algo);
+        xattn__cl_scratch_free(ctx, &call->held);
+        return st;
     }
+    plan->held_bytes = nmeta * sizeof(int32_t) + held;
+    return XATTN_STATUS_OK;
+}
 
-done:
-    if (st == XATTN_STATUS_OK) {
-        e = clFlush(c->queue);
-        if (e != CL_SUCCESS)
-            st = xattn__cl_fail(e, "clFlush");
+/* A workspace region: a buffer of its own, accounted; NaN first with p->poison. */
+static xattn_status xattn__cl_ws_alloc(struct xattn_ctx *ctx, const xattn_problem *p,
+                                       uint64_t bytes, const char *what, int touch, void **out)
+{
+    (void)touch; /* device memory: nothing to fault in */
+    xattn_cl_ctx *c = ctx->bctx;
+    xattn_cl_scratch one = {{NULL}, {0}, 0};
+    cl_mem m = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__cl_scratch_new(ctx, &one, bytes, NULL, what, &m));
+    if (p->poison) {
+        const float nanv = NAN;
+        cl_int e = clEnqueueFillBuffer(c->queue, m, &nanv, sizeof nanv, 0, (size_t)bytes, 0,
+                                       NULL, NULL);
+        if (e != CL_SUCCESS) {
+            xattn__cl_scratch_free(ctx, &one);
+            return xattn__cl_fail(e, "clEnqueueFillBuffer (poison)");
+        }
     }
-    if (st == XATTN_STATUS_OK && timed && c->profiling) {
+    *out = m;
+    return XATTN_STATUS_OK;
+}
+
+static void xattn__cl_ws_free(struct xattn_ctx *ctx, void *ws, uint64_t bytes)
+{
+    clReleaseMemObject((cl_mem)ws);
+    xattn__mem_release(ctx, bytes);
+}
+
+static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *p,
+                                    xattn__plan *plan, int phase, int timed)
+{
+    xattn_cl_ctx *c = ctx->bctx;
+    xattn_cl_call *call = &c->call;
+    if (!call->meta)
+        XATTN_RETURN_IF_ERROR(xattn__cl_call_buffers(ctx, p, plan));
+    const xattn_cl_tile *t = &call->pg->tile;
+    cl_kernel *kn = call->pg->kernels;
+    const cl_mem ws0 = (cl_mem)plan->ws[0], ws1 = (cl_mem)plan->ws[1];
+    const uint64_t BH = (uint64_t)(p->B * p->Hq);
+    const cl_uint a = XATTN_CL_NUM_COMMON_ARGS;
+    const int count = call->count;
+    const xattn_cl_counts *cn = &call->counts;
+    cl_int e = CL_SUCCESS;
+    int kind, slot = 0;
+    size_t local;
+    uint64_t groups;
+    switch ((xattn__phase)phase) {
+    case XATTN__PH_QK: /* tiles of keys x rows x (b, h) */
+        kind = XATTN_CL_K_QK;
+        local = (size_t)t->nt * (size_t)t->nt;
+        groups = (uint64_t)xattn__ceil_div(p->Sk, t->nt) *
+                 (uint64_t)xattn__ceil_div(p->Sq, t->nt) * BH;
+        if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS)
+            e = xattn__cl_arg_counts(kn[kind], a + 1, cn, 3);
+        break;
+    case XATTN__PH_SOFTMAX: /* rows x (b, h) */
+        kind = XATTN_CL_K_SOFTMAX;
+        local = (size_t)t->rwg;
+        groups = (uint64_t)p->Sq * BH;
+        slot = 1;
+        e = xattn__cl_arg_mem(kn[kind], a, ws0);
+        break;
+    case XATTN__PH_PV: /* tiles of Dv columns x rows x (b, h) */
+        kind = XATTN_CL_K_PV;
+        local = (size_t)t->nt * (size_t)t->nt;
+        groups = (uint64_t)xattn__ceil_div(p->Dv, t->nt) *
+                 (uint64_t)xattn__ceil_div(p->Sq, t->nt) * BH;
+        slot = 2;
+        if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS)
+            e = xattn__cl_arg_counts(kn[kind], a + 1, cn, 3 + cn->n[0]);
+        break;
+    case XATTN__PH_FLASH:
+        kind = XATTN_CL_K_FLASH;
+        local = (size_t)t->bq;
+        groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH;
+        e = xattn__cl_arg_counts(kn[kind], a, cn, 3);
+        break;
+    case XATTN__PH_PARTIAL: {
+        kind = XATTN_CL_K_PARTIAL;
+        local = (size_t)t->bq;
+        groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH * (uint64_t)plan->splits;
+        const int64_t chunk = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, plan->splits);
+        if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS &&
+            (e = xattn__cl_arg_mem(kn[kind], a + 1, ws1)) == CL_SUCCESS &&
+            (e = xattn__cl_arg_int(kn[kind], a + 2, (int)chunk)) == CL_SUCCESS)
+            e = xattn__cl_arg_counts(kn[kind], a + 3, cn, 3);
+        break;
+    }
+    case XATTN__PH_COMBINE:
+        kind = XATTN_CL_K_COMBINE;
+        local = (size_t)t->cwg;
+        groups = (uint64_t)xattn__ceil_div(p->Dv, t->cwg) * (uint64_t)p->Sq * BH;
+        slot = 1;
+        if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS &&
+            (e = xattn__cl_arg_mem(kn[kind], a + 1, ws1)) == CL_SUCCESS)
+            e = xattn__cl_arg_int(kn[kind], a + 2, plan->splits);
+        break;
+    default:
+        return xattn__error(XATTN_STATUS_INTERNAL, "OpenCL: phase %d", phase);
+    }
+    if (e != CL_SUCCESS)
+        return xattn__error(XATTN_STATUS_BACKEND, "clSetKernelArg(%s) failed: %s (%d)",
+                            xattn__cl_kernel_names[kind], xattn__cl_err_name(e), (int)e);
+    return xattn__cl_launch(c, p, kn[kind], call->meta, kind, local, groups, timed, count,
+                            &call->ph[slot]);
+}
+
+static xattn_status xattn__cl_finish(struct xattn_ctx *ctx, const xattn_problem *p,
+                                     xattn__plan *plan, int timed, int ok, xattn__exec *exec)
+{
+    xattn_cl_ctx *c = ctx->bctx;
+    xattn_cl_call *call = &c->call;
+    xattn_status st = XATTN_STATUS_OK;
+    cl_int e;
+    if (ok && (e = clFlush(c->queue)) != CL_SUCCESS)
+        st = xattn__cl_fail(e, "clFlush");
+    if (ok && st == XATTN_STATUS_OK && timed && c->profiling) {
         cl_event last = NULL;
-        for (int i = 0; i < nph; i++)
-            if (ph[i].ev)
-                last = ph[i].ev;
+        for (int i = 0; i < 3; i++)
+            if (call->ph[i].ev)
+                last = call->ph[i].ev;
         if (last && (e = clWaitForEvents(1, &last)) != CL_SUCCESS)
             st = xattn__cl_fail(e, "clWaitForEvents");
     }
-    if (st == XATTN_STATUS_OK && count) {
+    if (ok && st == XATTN_STATUS_OK && call->count) {
         uint64_t sums[3];
-        st = xattn__cl_counts_sum(c, pg, &counts, sums);
+        st = xattn__cl_counts_sum(c, call->pg, &call->counts, sums);
         if (st == XATTN_STATUS_OK) {
             exec->qk_pairs = (double)sums[0];
             exec->pv_pairs = (double)sums[1];
@@ -1799,54 +1879,37 @@ done:
             c->last_exec = *exec;
         }
     }
-    info->workspace_bytes = ws_bytes;
-    info->num_phases = nph;
     cl_ulong first = 0, lastend = 0;
-    for (int i = 0; i < nph; i++) {
-        snprintf(info->phase_names[i], sizeof info->phase_names[i], "%s", ph[i].name);
-        info->phase_ms[i] = 0.0;
-        if (st == XATTN_STATUS_OK && timed) {
-            if (c->profiling && ph[i].ev) {
+    for (int i = 0; i < 3; i++) {
+        xattn_cl_phase *ph = &call->ph[i];
+        if (ok && st == XATTN_STATUS_OK && timed) {
+            if (c->profiling && ph->ev) {
                 cl_ulong t0 = 0, t1 = 0;
-                if (clGetEventProfilingInfo(ph[i].ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+                if (clGetEventProfilingInfo(ph->ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
                                             NULL) == CL_SUCCESS &&
-                    clGetEventProfilingInfo(ph[i].ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                    clGetEventProfilingInfo(ph->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                             NULL) == CL_SUCCESS &&
                     t1 >= t0) {
-                    info->phase_ms[i] = (double)(t1 - t0) * 1e-6;
+                    plan->phase_ms[i] = (double)(t1 - t0) * 1e-6;
                     if (!first || t0 < first)
                         first = t0;
                     if (t1 > lastend)
                         lastend = t1;
                 }
             } else if (!c->profiling) {
-                info->phase_ms[i] = ph[i].host_ms;
-                info->device_ms += ph[i].host_ms;
+                plan->phase_ms[i] = ph->host_ms;
+                plan->device_ms += ph->host_ms;
             }
         }
-        if (ph[i].ev)
-            clReleaseEvent(ph[i].ev);
+        if (ph->ev)
+            clReleaseEvent(ph->ev);
+        ph->ev = NULL;
     }
     if (first && lastend > first)
-        info->device_ms = (double)(lastend - first) * 1e-6;
-    /* For the measurement model: one-off build costs apart from device time,
-     * the tile sizes behind the executed-work count (a SPLITKV chunk is not
-     * tile-aligned, so there it is an estimate), and the device's memory
-     * (OpenCL 1.2 has no query for free memory). */
-    info->build_ms = c->last_build_ms;
-    /* The kernel form: the tile table's device class, and NAIVE's qk/pv form
-     * (tiles staged in local memory, or read from global memory). */
-    if (pg)
-        snprintf(info->kernel, sizeof info->kernel, "cl-%s%s", c->tile_class,
-                 p->algo != XATTN_ALGO_NAIVE ? ""
-                 : pg->tile.naive_local      ? "-local"
-                                             : "-global");
-    if (p->algo == XATTN_ALGO_FLASH || p->algo == XATTN_ALGO_SPLITKV) {
-        info->tile_q = pg ? pg->tile.bq : 0;
-        info->tile_k = pg ? pg->tile.bk : 0;
-    }
-    info->device_mem_total = ctx->info.global_mem_bytes;
-    xattn__cl_scratch_free(ctx, &scratch);
+        plan->device_ms = (double)(lastend - first) * 1e-6;
+    /* The device's memory (OpenCL 1.2 has no query for free memory). */
+    plan->device_mem_total = ctx->info.global_mem_bytes;
+    xattn__cl_scratch_free(ctx, &call->held);
     return st;
 }
 
@@ -2011,7 +2074,12 @@ const xattn_backend_iface xattn__backend_opencl = {
     .buffer_release = xattn__cl_buffer_release,
     .buffer_write = xattn__cl_buffer_write,
     .buffer_read = xattn__cl_buffer_read,
-    .attention = xattn__cl_attention,
+    .plan = xattn__cl_plan,
+    .prepare = xattn__cl_prepare,
+    .ws_alloc = xattn__cl_ws_alloc,
+    .ws_free = xattn__cl_ws_free,
+    .phase = xattn__cl_phase,
+    .finish = xattn__cl_finish,
     .measure_ceilings = xattn__cl_measure_ceilings,
 };
 

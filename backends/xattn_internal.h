@@ -61,6 +61,7 @@ static inline int xattn__add_overflow(uint64_t a, uint64_t b, uint64_t *r)
 
 struct xattn_backend_iface;
 struct xattn__exec;
+struct xattn__plan;
 
 /* ---- profiler state (xattn_profiler.c) ------------------------------------ */
 
@@ -202,6 +203,61 @@ int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail);
 
 /* ---- backend interface -------------------------------------------------- */
 
+/* The phases of the algorithms (their names are the run info's). */
+typedef enum xattn__phase {
+    XATTN__PH_QK = 0,      /* NAIVE: S = Q K^T with the score modifiers and masks */
+    XATTN__PH_SOFTMAX = 1, /* NAIVE: P = softmax(S) in place, LSE */
+    XATTN__PH_PV = 2,      /* NAIVE: O = P V */
+    XATTN__PH_FLASH = 3,   /* FLASH: the tile loop */
+    XATTN__PH_PARTIAL = 4, /* SPLITKV: the tile loop of each chunk, partial O and LSE */
+    XATTN__PH_COMBINE = 5  /* SPLITKV: the chunks merged into O and LSE */
+} xattn__phase;
+
+/* The workspace regions of a call: the algorithm's own, sized by the driver
+ * (NAIVE's score matrix S [B, Hq, Sq, Sk] f32; SPLITKV's partial O [splits,
+ * B, Hq, Sq, Dv] and partial LSE [splits, B, Hq, Sq], f32), and the scratch
+ * the backend asks for in its plan. */
+enum {
+    XATTN__WS_SCORES = 0,
+    XATTN__WS_PART_O = 0,
+    XATTN__WS_PART_LSE = 1,
+    XATTN__WS_SCRATCH = 2,
+    XATTN__WS_COUNT = 3
+};
+
+/* What one call runs (xattn_driver.c): the backend's plan, the driver's
+ * sizes and allocations, and the times and figures the backend reports. */
+typedef struct xattn__plan {
+    /* from the backend's plan member */
+    int splits;                 /* SPLITKV chunks (>= 1) */
+    int tile_q, tile_k, tile_heads;
+    char kernel[32];            /* the kernel variant (xattn_run_info.kernel) */
+    int matrix_units;
+    uint64_t scratch_bytes;     /* the backend's scratch region (0: none) */
+    uint64_t scratch_fallback;  /* a smaller scratch it can also run with (0: none) */
+    int touch;                  /* fault the algorithm's regions in with this many threads */
+    int touch_scratch;          /* ... and the scratch region (0: its first writes do) */
+    /* from the driver */
+    uint64_t ws_bytes[XATTN__WS_COUNT];
+    void *ws[XATTN__WS_COUNT];
+    int scratch_is_fallback;    /* the scratch region is the fallback's size */
+    /* from the backend's prepare / phase / finish */
+    double build_ms;            /* one-off costs of this call (program build) */
+    uint64_t held_bytes;        /* device memory prepare holds for the call */
+    double phase_ms[4];
+    double device_ms;
+    uint64_t device_mem_total, device_mem_free;
+} xattn__plan;
+
+/* The algorithm driver: validated problem -> plan -> workspace -> phases ->
+ * run info; `exec` gets the kernels' counts. xattn_attention calls it. */
+xattn_status xattn__drive(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
+                          int timed, struct xattn__exec *exec);
+/* The checks a run makes before any work (the backend's plan and the
+ * driver's size checks), for xattn_attention_check and xattn__drive. */
+xattn_status xattn__plan_make(const struct xattn_ctx *ctx, const xattn_problem *p,
+                              xattn__plan *plan);
+
 /*
  * The work one call's kernels did, counted by the kernels as they ran (summed
  * over sequences and heads), so that executed FLOPs and a share of a ceiling
@@ -264,14 +320,44 @@ typedef struct xattn_backend_iface {
     xattn_status (*buffer_read)(struct xattn_ctx *ctx, struct xattn_buffer *buf, size_t offset,
                                 void *dst, size_t bytes);
 
-    /* Run attention for a validated problem. `info` is never NULL: fill
-     * num_splits, workspace_bytes, device_ms, the phases and the kernel
-     * variant. `timed` says the caller wants times (the call may then
-     * synchronize). `exec` is never NULL and comes in with every count < 0
-     * ("not counted"): a backend whose kernels count the work they do fills
-     * it (xattn__exec), and the records then carry those counts. */
-    xattn_status (*attention)(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
-                              int timed, struct xattn__exec *exec);
+    /*
+     * The device operations the algorithm driver (xattn_driver.c) runs an
+     * attention call with; the driver owns everything else (docs/backends.md,
+     * "Who calls whom"). A context serves one call at a time, so a backend may
+     * keep a call's state in its context between prepare and finish.
+     *
+     * plan: whether this backend can run p (UNSUPPORTED, or another status,
+     *   with a message naming the limit when not) and how: fills the split
+     *   count, tiles, kernel variant and the scratch the backend needs beside
+     *   the algorithm's regions. Allocates nothing and touches no device:
+     *   xattn_attention_check calls it too, so that a check and a run of the
+     *   same descriptor agree.
+     * prepare: per-call device work before the phases (build or fetch a
+     *   program, upload the per-sequence arrays, set up timers and counters);
+     *   may report one-off costs in plan->build_ms and memory it holds for the
+     *   call in plan->held_bytes. Optional.
+     * ws_alloc / ws_free: device memory for a workspace region, through the
+     *   tracking allocator; `touch` > 0 asks for the pages to be faulted in
+     *   with that many threads (host memory); with p->poison the region is
+     *   filled with NaN first.
+     * phase: enqueue one phase (xattn__phase) on the context's queue, reading
+     *   plan->ws; when `timed`, time it on the backend's own clock.
+     * finish: the end of the call, also after a failed phase (ok = 0: only
+     *   release): wait when timed, fill plan->phase_ms / device_ms, the
+     *   device's memory figures and the kernels' counts (exec), release what
+     *   prepare took.
+     */
+    xattn_status (*plan)(const struct xattn_ctx *ctx, const xattn_problem *p,
+                         struct xattn__plan *plan);
+    xattn_status (*prepare)(struct xattn_ctx *ctx, const xattn_problem *p,
+                            struct xattn__plan *plan, int timed);
+    xattn_status (*ws_alloc)(struct xattn_ctx *ctx, const xattn_problem *p, uint64_t bytes,
+                             const char *what, int touch, void **out);
+    void (*ws_free)(struct xattn_ctx *ctx, void *ws, uint64_t bytes);
+    xattn_status (*phase)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan,
+                          int phase, int timed);
+    xattn_status (*finish)(struct xattn_ctx *ctx, const xattn_problem *p,
+                           struct xattn__plan *plan, int timed, int ok, struct xattn__exec *exec);
 
     /* Optional (NULL = no micro-benchmarks on this backend): measure the
      * device's FMA throughput and memory bandwidth on ctx's device. */

@@ -96,20 +96,24 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work
 
 /* The split count the kernels would use for p (p->num_splits if > 0, clamped). */
 int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads);
-/* Bytes for partial O [splits, B, Hq, Sq, Dv] f32 + partial LSE [splits, B, Hq, Sq]
- * f32 + per-thread scratch (which depends on the SIMD path's kernels: the
- * decode path reads K/V in place where it has them); UINT64_MAX when that
- * overflows 64 bits. */
-uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, xattn_cpu_simd simd, int splits,
-                                           int num_threads);
+/* Bytes of the per-thread scratch of the partial phase (which depends on the
+ * SIMD path's kernels: the decode path reads K/V in place where it has them);
+ * UINT64_MAX when that overflows 64 bits. The partials themselves, partial O
+ * [splits, B, Hq, Sq, Dv] and partial LSE [splits, B, Hq, Sq] f32, are the
+ * driver's regions (xattn_driver.c). */
+uint64_t xattn_cpu_splitkv_scratch_bytes(const xattn_problem *p, xattn_cpu_simd simd,
+                                         int num_threads);
 /* Phase 1: each (b, h, split) chunk writes its partial O and LSE; adds the work
- * done to *w. */
-void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws, xattn_cpu_work *w);
+ * done to *w. `scratch` holds xattn_cpu_splitkv_scratch_bytes(p, a->simd,
+ * a->num_threads) bytes. */
+void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart, float *lpart,
+                               void *scratch, xattn_cpu_work *w);
 /* The keys per step of SPLITKV's tile loop for p on the SIMD path `simd`: the KV
  * tile, or the shorter step of the decode path that walks the KV heads of a
  * sequence together. */
 int xattn_cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd);
 /* Phase 2: merge the partials into O and LSE. */
-void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws);
+void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float *opart,
+                               const float *lpart);
 
 #endif /* XATTN_CPU_KERNELS_H */

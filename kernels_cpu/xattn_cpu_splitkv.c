@@ -168,28 +168,12 @@ static uint64_t xattn__cpu_skv_rows(const xattn_problem *p)
     return (uint64_t)p->B * (uint64_t)p->Hq * (uint64_t)p->Sq;
 }
 
-/* splits * B*Hq*Sq rows of Dv + 1 floats, rounded up to 64 bytes; UINT64_MAX,
- * which no allocator grants, when that does not fit in 64 bits (B*Hq*Sq can
- * be ~2^60 with broadcast views: a wrapped size would be allocated and
- * overrun). */
-static uint64_t xattn__cpu_skv_partials_bytes(const xattn_problem *p, int splits)
-{
-    uint64_t n, bytes;
-    if (__builtin_mul_overflow((uint64_t)splits, xattn__cpu_skv_rows(p), &n) ||
-        __builtin_mul_overflow(n, (uint64_t)p->Dv + 1u, &bytes) ||
-        __builtin_mul_overflow(bytes, (uint64_t)4u, &bytes) || bytes > UINT64_MAX - 63u)
-        return UINT64_MAX;
-    return (bytes + 63u) & ~(uint64_t)63u;
-}
-
-uint64_t xattn_cpu_splitkv_workspace_bytes(const xattn_problem *p, xattn_cpu_simd simd, int splits,
-                                           int num_threads)
+uint64_t xattn_cpu_splitkv_scratch_bytes(const xattn_problem *p, xattn_cpu_simd simd,
+                                         int num_threads)
 {
     const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
     uint64_t total;
-    if (__builtin_add_overflow(xattn__cpu_skv_partials_bytes(p, splits),
-                               nt * xattn__cpu_skv_thread_bytes(p, xattn__cpu_uk_get(simd)),
-                               &total))
+    if (__builtin_mul_overflow(nt, xattn__cpu_skv_thread_bytes(p, xattn__cpu_uk_get(simd)), &total))
         return UINT64_MAX;
     return total;
 }
@@ -347,7 +331,8 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             xattn__cpu_skv_write(cx, &ln[l].sc[k], ln[l].s, b, opart, lpart);
 }
 
-void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws, xattn_cpu_work *w)
+void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart, float *lpart,
+                               void *scratch_ws, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -355,13 +340,13 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws, xa
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     (void)nt; /* unused without OpenMP */
     const uint64_t per = xattn__cpu_skv_thread_bytes(p, cx.uk);
-    const uint64_t part = xattn__cpu_skv_partials_bytes(p, splits);
-    if (p->poison)
-        xattn__cpu_poison(ws, part + per * (uint64_t)nt, nt);
     const uint64_t nrows = (uint64_t)splits * xattn__cpu_skv_rows(p);
-    float *opart = ws;
-    float *lpart = opart + nrows * (uint64_t)p->Dv;
-    char *scratch = (char *)ws + part;
+    if (p->poison) {
+        xattn__cpu_poison(opart, nrows * (uint64_t)p->Dv * 4u, nt);
+        xattn__cpu_poison(lpart, nrows * 4u, nt);
+        xattn__cpu_poison(scratch_ws, per * (uint64_t)nt, nt);
+    }
+    char *scratch = scratch_ws;
 
     if (xattn__cpu_skv_streams(p)) {
         /* Work items: (sequence, group of KV heads, pair of chunks). */
@@ -412,7 +397,8 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, void *ws, xa
     xattn__cpu_work_add(w, &total);
 }
 
-void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws)
+void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float *opart,
+                               const float *lpart)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -420,9 +406,6 @@ void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, void *ws)
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     (void)nt; /* unused without OpenMP */
     const uint64_t rows_all = xattn__cpu_skv_rows(p);
-    const uint64_t nrows = (uint64_t)splits * rows_all;
-    const float *opart = ws;
-    const float *lpart = opart + nrows * (uint64_t)p->Dv;
     const int64_t Dv = p->Dv;
 
 #ifdef XATTN_HAVE_OPENMP

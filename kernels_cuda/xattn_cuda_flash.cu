@@ -247,29 +247,16 @@ extern "C" int xattn_cuda_splitkv_num_splits(const xattn_cuda_args *a)
     return (int)s;
 }
 
-extern "C" uint64_t xattn_cuda_splitkv_workspace_elems(const xattn_problem *p, int splits,
-                                                       int *overflow)
+extern "C" cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int splits,
+                                                  float *part_o, float *part_lse)
 {
-    uint64_t n = 1;
-    *overflow = __builtin_mul_overflow(n, (uint64_t)splits, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->B, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->Hq, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->Sq, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->Dv + 1u, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)sizeof(float), &n);
-    return *overflow ? 0 : n / sizeof(float);
-}
-
-extern "C" cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int splits, float *ws)
-{
-    const xattn_problem *p = a->p;
     const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
     long long blocks;
     xattn_cuda_kparams P = xattn_cuda_flash_params(a, pl, &blocks);
     P.splits = splits;
     P.chunk = xattn_cuda_split_chunk(P.Sk, splits);
-    P.part_o = ws;
-    P.part_lse = ws + (long long)splits * p->B * p->Hq * p->Sq * p->Dv;
+    P.part_o = part_o;
+    P.part_lse = part_lse;
     blocks *= splits;
     if (pl.mma)
         return pl.fn(P, a, (unsigned)blocks);
@@ -333,7 +320,7 @@ __global__ void __launch_bounds__(128)
 }
 
 extern "C" cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int splits,
-                                                  const float *ws)
+                                                  const float *part_o, const float *part_lse)
 {
     const xattn_problem *p = a->p;
     xattn_cuda_kparams P = xattn_cuda_make_params(a);
@@ -343,8 +330,7 @@ extern "C" cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int 
     const long long blocks = xattn_cuda_cdiv(rows, 4);
     if (blocks == 0)
         return cudaSuccess;
-    const float *part_lse = ws + (long long)splits * rows * p->Dv;
     XATTN_CUDA_LAUNCH(xattn_cuda_splitkv_combine_kernel, (unsigned)blocks,
-                      xattn_cuda_threads(a, 128), 0, a->stream, P, ws, part_lse);
+                      xattn_cuda_threads(a, 128), 0, a->stream, P, part_o, part_lse);
     return cudaGetLastError();
 }

@@ -73,10 +73,8 @@ int xattn_cuda_check_limits(const xattn_cuda_args *a, int splits, char *why, siz
 
 /* ---- NAIVE: three phases over a materialized f32 score matrix ------------ */
 
-/* Elements of the score workspace: B*Hq*Sq*Sk; 0 with *overflow = 1 when it
- * does not fit in 64 bits. */
-uint64_t xattn_cuda_naive_workspace_elems(const xattn_problem *p, int *overflow);
-/* Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */
+/* The score matrix S [B, Hq, Sq, Sk] f32 is the driver's region
+ * (backends/xattn_driver.c). Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */
 cudaError_t xattn_cuda_naive_qk(const xattn_cuda_args *a, float *scores);
 /* Phase 2: row-wise softmax in place; writes LSE; fully masked rows become 0s. */
 cudaError_t xattn_cuda_naive_softmax(const xattn_cuda_args *a, float *scores);
@@ -134,13 +132,14 @@ cudaError_t xattn_cuda_count_sum(const xattn_cuda_args *a, long long slots,
  * XATTN_CUDA_SPLIT_UNIT chunks and XATTN_CUDA_MAX_SPLITS), else chosen from
  * the SM count, the blocks one split already has, and Sk. */
 int xattn_cuda_splitkv_num_splits(const xattn_cuda_args *a);
-/* Floats of the workspace: partial O [splits, B, Hq, Sq, Dv] and partial LSE
- * [splits, B, Hq, Sq]; 0 with *overflow = 1 when it does not fit. */
-uint64_t xattn_cuda_splitkv_workspace_elems(const xattn_problem *p, int splits, int *overflow);
-/* Phase 1: each (b, KV head, row block, split) writes its partial O and LSE. */
-cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int splits, float *ws);
+/* Phase 1: each (b, KV head, row block, split) writes its partial O
+ * [splits, B, Hq, Sq, Dv] and partial LSE [splits, B, Hq, Sq], f32 (the
+ * driver's regions). */
+cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int splits, float *part_o,
+                                       float *part_lse);
 /* Phase 2: merge the partials into O and LSE. */
-cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int splits, const float *ws);
+cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int splits, const float *part_o,
+                                       const float *part_lse);
 
 #ifdef __cplusplus
 }

@@ -271,17 +271,6 @@ void xattn_cuda_naive_blocks(const xattn_problem *p, long long *qk, long long *p
     *pv = nrb * xattn_cuda_cdiv(p->Dv, XATTN_CUDA_SIMT_TILE) * p->Hkv * p->B;
 }
 
-extern "C" uint64_t xattn_cuda_naive_workspace_elems(const xattn_problem *p, int *overflow)
-{
-    uint64_t n = 1;
-    *overflow = __builtin_mul_overflow(n, (uint64_t)p->B, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->Hq, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->Sq, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)p->Sk, &n) ||
-                __builtin_mul_overflow(n, (uint64_t)sizeof(float), &n);
-    return *overflow ? 0 : n / sizeof(float);
-}
-
 extern "C" cudaError_t xattn_cuda_naive_qk(const xattn_cuda_args *a, float *scores)
 {
     const xattn_problem *p = a->p;

@@ -499,7 +499,7 @@ static void test_limit_workspaces(xattn_ctx *ctx)
         return;
     }
     static const char *const ws_name[3] = {"NAIVE score matrix", "FLASH scratch",
-                                           "SPLITKV partials"};
+                                           "SPLITKV scratch"};
     for (int a = 0; a < 3; a++) {
         xattn_algo algo = g_algos[a];
         xattn_run_info info;

@@ -493,10 +493,10 @@ struct Counts {
 static cudaError_t run_kernels(xattn_cuda_args &a, Prob &P, int splits)
 {
     const Case &c = P.c;
-    std::vector<float> ws;
-    int ovf = 0;
+    std::vector<float> ws, wl;
+    const size_t rows = (size_t)P.p.B * (size_t)P.p.Hq * (size_t)P.p.Sq;
     if (c.algo == XATTN_ALGO_NAIVE) {
-        ws.assign(xattn_cuda_naive_workspace_elems(&P.p, &ovf) + 1, NAN);
+        ws.assign(rows * (size_t)P.p.Sk + 1, NAN); /* the driver's score matrix */
         cudaError_t e = xattn_cuda_naive_qk(&a, ws.data());
         if (e == cudaSuccess)
             e = xattn_cuda_naive_softmax(&a, ws.data());
@@ -506,10 +506,12 @@ static cudaError_t run_kernels(xattn_cuda_args &a, Prob &P, int splits)
     }
     if (c.algo == XATTN_ALGO_FLASH)
         return xattn_cuda_flash(&a);
-    ws.assign(xattn_cuda_splitkv_workspace_elems(&P.p, splits, &ovf) + 1, NAN);
-    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data());
+    /* The driver's partial O and partial LSE regions. */
+    ws.assign((size_t)splits * rows * (size_t)P.p.Dv + 1, NAN);
+    wl.assign((size_t)splits * rows + 1, NAN);
+    cudaError_t e = xattn_cuda_splitkv_partial(&a, splits, ws.data(), wl.data());
     if (e == cudaSuccess)
-        e = xattn_cuda_splitkv_combine(&a, splits, ws.data());
+        e = xattn_cuda_splitkv_combine(&a, splits, ws.data(), wl.data());
     return e;
 }
 
