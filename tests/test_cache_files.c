@@ -44,9 +44,9 @@
 
 #include "xattn.h"
 #include "xattn_file.h"
+#include "xattn_test.h"
 #ifdef XATTN_TEST_HAVE_OPENCL
 #include "xattn_backend_opencl.h"
-#include "xattn_test.h"
 #endif
 
 /* ---- the watchdog: a call that blocks fails the test instead of hanging --- */

@@ -25,11 +25,10 @@
 #include <string.h>
 
 #include "xattn.h"
+#include "xattn_test.h"
 #ifdef XATTN_TEST_HAVE_OPENCL
 #include "xattn_opencl.h"
-#include "xattn_test.h"
 #endif
-
 
 /* ---- loaded shared objects ----------------------------------------------- */
 
