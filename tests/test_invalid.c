@@ -15,20 +15,7 @@
 #include <string.h>
 
 #include "xattn.h"
-
-static int g_passed, g_failed;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "xattn_test.h"
 
 /* The fixture: B=2, Sq=8, Sk=12, Hq=4, Hkv=2, D=Dv=16, f32, BSHD, with LSE.
  * Buffers are large (1 MiB) so that reshaped views stay inside them and each
@@ -373,6 +360,5 @@ int main(void)
     }
 
     teardown(&f);
-    printf("%d passed, %d failed, 0 skipped\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }
