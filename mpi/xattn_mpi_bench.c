@@ -1,0 +1,268 @@
+/*
+ * xattn_mpi_bench: times ring attention (xattn_mpi_ring_attention) under
+ * mpiexec and prints, on rank 0, each rank's per-step compute / staging /
+ * communication / wait breakdown and bytes sent, the whole job's figures, and
+ * (--single) the same problem run by rank 0 alone on one device for the ratio.
+ *
+ *   mpiexec -np 2 xattn_mpi_bench --sq 16384 --heads 4 --dim 64 --causal --single
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xattn_mpi.h"
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: xattn_mpi_bench [--sq N] [--sk N] [--batch B] [--heads H] [--kv-heads H]\n"
+            "         [--dim D] [--causal] [--layout zigzag|contiguous] [--iters N]\n"
+            "         [--threads T] [--backend cpu|opencl|cuda] [--single]\n");
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static xattn_buffer *rand_buffer(xattn_ctx *ctx, size_t n, uint32_t seed)
+{
+    if (n == 0)
+        return NULL;
+    float *a = malloc(n * sizeof(float));
+    xattn_buffer *b = NULL;
+    if (!a)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        a[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    if (xattn_buffer_alloc(ctx, n * sizeof(float), &b) == XATTN_STATUS_OK)
+        xattn_buffer_write(b, 0, a, n * sizeof(float));
+    free(a);
+    return b;
+}
+
+/* Waits on a barrier without spinning a core away from the rank that works. */
+static void quiet_barrier(MPI_Comm comm)
+{
+    MPI_Request r;
+    int done = 0;
+    MPI_Ibarrier(comm, &r);
+    while (!done) {
+        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        if (!done) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int64_t sq = 8192, sk = -1, B = 1, H = 4, Hkv = -1, D = 64, iters = 3, threads = 1;
+    int causal = 0, single = 0;
+    xattn_mpi_layout layout = XATTN_MPI_ZIGZAG;
+    xattn_backend backend = XATTN_BACKEND_CPU;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        int ok = 1;
+        if (!strcmp(a, "--sq"))
+            ok = parse_i64(v, 1, 1 << 30, &sq), i++;
+        else if (!strcmp(a, "--sk"))
+            ok = parse_i64(v, 1, 1 << 30, &sk), i++;
+        else if (!strcmp(a, "--batch"))
+            ok = parse_i64(v, 1, 1 << 16, &B), i++;
+        else if (!strcmp(a, "--heads"))
+            ok = parse_i64(v, 1, 1 << 12, &H), i++;
+        else if (!strcmp(a, "--kv-heads"))
+            ok = parse_i64(v, 1, 1 << 12, &Hkv), i++;
+        else if (!strcmp(a, "--dim"))
+            ok = parse_i64(v, 1, 256, &D), i++;
+        else if (!strcmp(a, "--iters"))
+            ok = parse_i64(v, 1, 1000, &iters), i++;
+        else if (!strcmp(a, "--threads"))
+            ok = parse_i64(v, 0, 1024, &threads), i++;
+        else if (!strcmp(a, "--causal"))
+            causal = 1;
+        else if (!strcmp(a, "--single"))
+            single = 1;
+        else if (!strcmp(a, "--layout")) {
+            ok = !strcmp(v, "zigzag") || !strcmp(v, "contiguous");
+            layout = !strcmp(v, "contiguous") ? XATTN_MPI_CONTIGUOUS : XATTN_MPI_ZIGZAG;
+            i++;
+        } else if (!strcmp(a, "--backend")) {
+            ok = xattn_backend_from_name(v, &backend) == XATTN_STATUS_OK;
+            i++;
+        } else
+            ok = 0;
+        if (!ok) {
+            if (rank == 0) {
+                fprintf(stderr, "xattn_mpi_bench: bad argument '%s %s'\n", a, v);
+                usage();
+            }
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (sk < 0)
+        sk = sq;
+    if (Hkv < 0)
+        Hkv = H;
+    if (H % Hkv) {
+        if (rank == 0)
+            fprintf(stderr, "xattn_mpi_bench: --heads %lld is not a multiple of --kv-heads %lld\n",
+                    (long long)H, (long long)Hkv);
+        MPI_Finalize();
+        return 2;
+    }
+    xattn_ctx *ctx = NULL;
+    if (xattn_ctx_create(backend, 0, &ctx) != XATTN_STATUS_OK) {
+        fprintf(stderr, "rank %d: no %s context: %s\n", rank, xattn_backend_name(backend),
+                xattn_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (backend == XATTN_BACKEND_CPU)
+        xattn_ctx_set_option(ctx, XATTN_OPT_NUM_THREADS, threads);
+
+    xattn_mpi_segment qs[2], ks[2];
+    int64_t sql = xattn_mpi_shard(layout, sq, n, rank, qs);
+    int64_t skl = xattn_mpi_shard(layout, sk, n, rank, ks);
+    xattn_buffer *bq = rand_buffer(ctx, (size_t)(B * sql * H * D), 1u + (uint32_t)rank);
+    xattn_buffer *bk = rand_buffer(ctx, (size_t)(B * skl * Hkv * D), 7u + (uint32_t)rank);
+    xattn_buffer *bv = rand_buffer(ctx, (size_t)(B * skl * Hkv * D), 13u + (uint32_t)rank);
+    xattn_buffer *bo = NULL;
+    if (sql > 0)
+        xattn_buffer_alloc(ctx, (size_t)(B * sql * H * D) * sizeof(float), &bo);
+    xattn_attn_desc d;
+    xattn_attn_desc_init(&d);
+    d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, B, sql, H, D);
+    d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, B, skl, Hkv, D);
+    d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, B, skl, Hkv, D);
+    d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, B, sql, H, D);
+    d.causal = causal;
+    xattn_mpi_ring_opts o;
+    xattn_mpi_ring_opts_init(&o);
+    o.layout = layout;
+    o.sq_global = sq;
+    o.sk_global = sk;
+    o.timeout_ms = 600000;
+    xattn_mpi_stats best;
+    memset(&best, 0, sizeof best);
+    double best_job = -1;
+    for (int64_t it = 0; it <= iters; it++) { /* iteration 0 warms up */
+        xattn_mpi_stats s;
+        quiet_barrier(MPI_COMM_WORLD);
+        xattn_status st = xattn_mpi_ring_attention(MPI_COMM_WORLD, ctx, &d, &o, &s);
+        if (st != XATTN_STATUS_OK) {
+            fprintf(stderr, "rank %d: ring failed: %s: %s\n", rank, xattn_status_name(st),
+                    xattn_mpi_last_error());
+            MPI_Finalize();
+            return 1;
+        }
+        /* keep the fastest job (the slowest rank decides), same iteration everywhere */
+        double job;
+        MPI_Allreduce(&s.total_ms, &job, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (it >= 1 && (best_job < 0 || job < best_job)) {
+            best = s;
+            best_job = job;
+        }
+    }
+    xattn_mpi_stats *all = rank == 0 ? calloc((size_t)n, sizeof *all) : NULL;
+    xattn_mpi_stats_gather(MPI_COMM_WORLD, &best, all, 60000);
+
+    double single_ms = -1;
+    if (single) {
+        quiet_barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            xattn_buffer *q1 = rand_buffer(ctx, (size_t)(B * sq * H * D), 3u);
+            xattn_buffer *k1 = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), 5u);
+            xattn_buffer *v1 = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), 9u), *o1 = NULL;
+            xattn_buffer_alloc(ctx, (size_t)(B * sq * H * D) * sizeof(float), &o1);
+            xattn_attn_desc s1;
+            xattn_attn_desc_init(&s1);
+            s1.q = xattn_tensor_bshd(q1, 0, XATTN_DTYPE_F32, B, sq, H, D);
+            s1.k = xattn_tensor_bshd(k1, 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
+            s1.v = xattn_tensor_bshd(v1, 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
+            s1.o = xattn_tensor_bshd(o1, 0, XATTN_DTYPE_F32, B, sq, H, D);
+            s1.causal = causal;
+            for (int64_t it = 0; it <= iters; it++) {
+                double t0 = MPI_Wtime();
+                xattn_attention(ctx, &s1, NULL);
+                xattn_ctx_sync(ctx);
+                double ms = (MPI_Wtime() - t0) * 1e3;
+                if (it >= 1 && (single_ms < 0 || ms < single_ms))
+                    single_ms = ms;
+            }
+            xattn_buffer_free(q1);
+            xattn_buffer_free(k1);
+            xattn_buffer_free(v1);
+            xattn_buffer_free(o1);
+        }
+        quiet_barrier(MPI_COMM_WORLD);
+    }
+
+    if (rank == 0) {
+        printf("ring attention: %d ranks, %s layout, %s, B %lld, Sq %lld, Sk %lld, Hq %lld, "
+               "Hkv %lld, D %lld, f32, %s, %lld threads per rank; best of %lld\n",
+               n, layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", causal ? "causal" : "full",
+               (long long)B, (long long)sq, (long long)sk, (long long)H, (long long)Hkv,
+               (long long)D, xattn_backend_name(backend), (long long)threads, (long long)iters);
+        printf("%4s %4s %10s %10s %10s %10s %10s %12s %5s %5s\n", "rank", "step", "compute_ms",
+               "stage_ms", "comm_ms", "wait_ms", "agree_ms", "bytes_sent", "calls", "skip");
+        double job = 0, compute = 0, wait = 0;
+        uint64_t bytes = 0;
+        for (int r = 0; r < n; r++) {
+            const xattn_mpi_stats *s = &all[r];
+            for (int t = 0; t < s->steps && t < XATTN_MPI_MAX_STEPS; t++) {
+                const xattn_mpi_step_stats *p = &s->step[t];
+                printf("%4d %4d %10.2f %10.2f %10.2f %10.2f %10.2f %12llu %5d %5d\n", r, t,
+                       p->compute_ms, p->stage_ms, p->comm_ms, p->wait_ms, p->agree_ms,
+                       (unsigned long long)p->bytes_sent, p->calls, p->skipped);
+            }
+            printf("%4d  all %10.2f %10.2f %10.2f %10.2f %10.2f %12llu %5d %5d  total %.2f ms "
+                   "(setup %.2f, finish %.2f)\n",
+                   r, s->sum.compute_ms, s->sum.stage_ms, s->sum.comm_ms, s->sum.wait_ms,
+                   s->sum.agree_ms, (unsigned long long)s->sum.bytes_sent, s->sum.calls,
+                   s->sum.skipped, s->total_ms, s->setup_ms, s->finish_ms);
+            if (s->total_ms > job)
+                job = s->total_ms;
+            compute += s->sum.compute_ms;
+            wait += s->sum.wait_ms;
+            bytes += s->sum.bytes_sent;
+        }
+        double flops = all[0].flops_useful;
+        printf("job: %.2f ms (slowest rank), compute %.2f ms summed over ranks, wait %.2f ms, "
+               "%.1f MB sent, %.2f useful GFLOP/s\n",
+               job, compute, wait, (double)bytes / 1e6, flops / (job * 1e6));
+        double lo = 1e300, hi = 0;
+        for (int r = 0; r < n; r++) {
+            lo = all[r].sum.compute_ms < lo ? all[r].sum.compute_ms : lo;
+            hi = all[r].sum.compute_ms > hi ? all[r].sum.compute_ms : hi;
+        }
+        printf("balance: compute per rank %.2f .. %.2f ms (max/min %.3f)\n", lo, hi,
+               lo > 0 ? hi / lo : 0.0);
+        if (single_ms > 0)
+            printf("single: rank 0 alone, the whole problem in one call: %.2f ms; job / single = "
+                   "%.3f\n",
+                   single_ms, job / single_ms);
+        free(all);
+    }
+    xattn_buffer_free(bq);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    xattn_buffer_free(bo);
+    xattn_ctx_destroy(ctx);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,329 @@
+/*
+ * Ring attention over MPI (include/xattn_mpi.h), run under mpiexec with 1..4
+ * ranks. Every rank computes the whole problem on one device as the
+ * reference, runs the ring on its shards, and compares its rows of O and LSE
+ * with the reference's (f32 rounding tolerance). Then the failure rules: a bad
+ * descriptor on one rank, an allocation failure on one rank and ranks that
+ * disagree make every rank return an error, and the ring still works after.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xattn_mpi.h"
+
+static int g_rank, g_n, g_fail, g_pass;
+static xattn_ctx *g_ctx;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            g_fail++;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+typedef struct tcase {
+    const char *name;
+    int B, Hq, Hkv, D, Dv;
+    int sq, sk;
+    int causal;
+    xattn_align align;
+    int wl, wr;
+    const int32_t *lq, *lk; /* global lengths or NULL */
+    int bhsd;               /* q and o in BHSD layout (strided shards) */
+} tcase;
+
+static uint32_t g_seed;
+static float rnd(void)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *rand_array(size_t n)
+{
+    float *a = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        a[i] = rnd();
+    return a;
+}
+
+/* rows [start, start+len) of a [B, S, H, E] array, appended to dst at row *at */
+static void take_rows(const float *src, float *dst, int B, int S, int H, int E, int dS,
+                      int64_t start, int64_t len, int64_t at)
+{
+    for (int b = 0; b < B; b++)
+        for (int64_t i = 0; i < len; i++)
+            memcpy(dst + (((size_t)b * dS + at + i) * H) * E,
+                   src + (((size_t)b * S + start + i) * H) * E, (size_t)H * E * sizeof(float));
+}
+
+static xattn_buffer *upload(const float *a, size_t n)
+{
+    xattn_buffer *buf = NULL;
+    if (n == 0)
+        return NULL;
+    if (xattn_buffer_alloc(g_ctx, n * sizeof(float), &buf) != XATTN_STATUS_OK ||
+        xattn_buffer_write(buf, 0, a, n * sizeof(float)) != XATTN_STATUS_OK) {
+        printf("rank %d: upload failed: %s\n", g_rank, xattn_last_error());
+        exit(1);
+    }
+    return buf;
+}
+
+static void desc_common(const tcase *c, xattn_attn_desc *d)
+{
+    xattn_attn_desc_init(d);
+    d->causal = c->causal;
+    d->align = c->align;
+    d->window_left = c->wl;
+    d->window_right = c->wr;
+    d->seqlens_q = c->lq;
+    d->seqlens_k = c->lk;
+}
+
+/* Failure injections for the error cases. */
+enum { INJ_NONE, INJ_BAD_DTYPE, INJ_OOM, INJ_DISAGREE };
+
+/* Runs one case with one layout; returns the status of the ring call. */
+static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject, int who)
+{
+    g_seed = 12345u + (uint32_t)c->sq * 31u + (uint32_t)c->sk;
+    size_t nq = (size_t)c->B * c->sq * c->Hq * c->D, nk = (size_t)c->B * c->sk * c->Hkv * c->D;
+    size_t nv = (size_t)c->B * c->sk * c->Hkv * c->Dv, no = (size_t)c->B * c->sq * c->Hq * c->Dv;
+    size_t nl = (size_t)c->B * c->Hq * c->sq;
+    float *q = rand_array(nq), *k = rand_array(nk), *v = rand_array(nv);
+    float *oref = calloc(no, sizeof(float)), *lref = calloc(nl, sizeof(float));
+
+    /* the reference: the whole problem on one device */
+    xattn_buffer *bq = upload(q, nq), *bk = upload(k, nk), *bv = upload(v, nv), *bo, *bl;
+    xattn_buffer_alloc(g_ctx, no * sizeof(float), &bo);
+    xattn_buffer_alloc(g_ctx, nl * sizeof(float), &bl);
+    xattn_attn_desc d;
+    desc_common(c, &d);
+    d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, c->B, c->sq, c->Hq, c->D);
+    d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, c->B, c->sk, c->Hkv, c->D);
+    d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, c->B, c->sk, c->Hkv, c->Dv);
+    d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, c->B, c->sq, c->Hq, c->Dv);
+    d.lse = xattn_tensor_bshd(bl, 0, XATTN_DTYPE_F32, c->B, c->Hq, c->sq, 1);
+    xattn_status st = xattn_attention(g_ctx, &d, NULL);
+    if (st != XATTN_STATUS_OK) {
+        printf("rank %d: reference failed: %s\n", g_rank, xattn_last_error());
+        exit(1);
+    }
+    xattn_buffer_read(bo, 0, oref, no * sizeof(float));
+    xattn_buffer_read(bl, 0, lref, nl * sizeof(float));
+    xattn_buffer_free(bq);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    xattn_buffer_free(bo);
+    xattn_buffer_free(bl);
+
+    /* this rank's shards */
+    xattn_mpi_segment qs[2], ks[2];
+    int64_t sql = xattn_mpi_shard(layout, c->sq, g_n, g_rank, qs);
+    int64_t skl = xattn_mpi_shard(layout, c->sk, g_n, g_rank, ks);
+    float *lq_ = calloc((size_t)c->B * sql * c->Hq * c->D + 1, sizeof(float));
+    float *lk_ = calloc((size_t)c->B * skl * c->Hkv * c->D + 1, sizeof(float));
+    float *lv_ = calloc((size_t)c->B * skl * c->Hkv * c->Dv + 1, sizeof(float));
+    for (int s = 0, at = 0; s < 2; at += (int)qs[s].length, s++)
+        take_rows(q, lq_, c->B, c->sq, c->Hq, c->D, (int)sql, qs[s].start, qs[s].length, at);
+    for (int s = 0, at = 0; s < 2; at += (int)ks[s].length, s++) {
+        take_rows(k, lk_, c->B, c->sk, c->Hkv, c->D, (int)skl, ks[s].start, ks[s].length, at);
+        take_rows(v, lv_, c->B, c->sk, c->Hkv, c->Dv, (int)skl, ks[s].start, ks[s].length, at);
+    }
+    size_t nlq = (size_t)c->B * sql * c->Hq, nlk = (size_t)c->B * skl * c->Hkv;
+    xattn_buffer *sq_b = NULL, *so_b = NULL, *sl_b = NULL;
+    if (sql > 0) {
+        if (c->bhsd) { /* the shard stored as [B, H, S, D] */
+            float *t = malloc(nlq * c->D * sizeof(float));
+            for (int b = 0; b < c->B; b++)
+                for (int64_t i = 0; i < sql; i++)
+                    for (int h = 0; h < c->Hq; h++)
+                        memcpy(t + (((size_t)b * c->Hq + h) * sql + i) * c->D,
+                               lq_ + (((size_t)b * sql + i) * c->Hq + h) * c->D,
+                               (size_t)c->D * sizeof(float));
+            sq_b = upload(t, nlq * c->D);
+            free(t);
+        } else {
+            sq_b = upload(lq_, nlq * c->D);
+        }
+        xattn_buffer_alloc(g_ctx, nlq * c->Dv * sizeof(float), &so_b);
+        xattn_buffer_alloc(g_ctx, nlq * sizeof(float), &sl_b);
+    }
+    xattn_buffer *sk_b = upload(lk_, nlk * c->D), *sv_b = upload(lv_, nlk * c->Dv);
+    desc_common(c, &d);
+    xattn_tensor (*view)(xattn_buffer *, size_t, xattn_dtype, int64_t, int64_t, int64_t, int64_t) =
+        c->bhsd ? xattn_tensor_bhsd : xattn_tensor_bshd;
+    d.q = view(sq_b, 0, XATTN_DTYPE_F32, c->B, sql, c->Hq, c->D);
+    d.o = view(so_b, 0, XATTN_DTYPE_F32, c->B, sql, c->Hq, c->Dv);
+    d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, c->B, c->Hq, sql, 1);
+    d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, c->B, skl, c->Hkv, c->D);
+    d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, c->B, skl, c->Hkv, c->Dv);
+    xattn_mpi_ring_opts o;
+    xattn_mpi_ring_opts_init(&o);
+    o.layout = layout;
+    o.sq_global = c->sq;
+    o.sk_global = c->sk;
+    if (g_rank == who) {
+        if (inject == INJ_BAD_DTYPE)
+            d.o.dtype = XATTN_DTYPE_F16; /* q is f32: every backend rejects this */
+        if (inject == INJ_DISAGREE)
+            d.causal = !d.causal;
+        if (inject == INJ_OOM) {
+            xattn_mem_stats ms;
+            xattn_ctx_mem_stats(g_ctx, &ms);
+            xattn_ctx_set_option(g_ctx, XATTN_OPT_MEMORY_LIMIT, (int64_t)ms.current_bytes + 1);
+        }
+    }
+    xattn_mpi_stats stats;
+    st = xattn_mpi_ring_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats);
+    xattn_ctx_set_option(g_ctx, XATTN_OPT_MEMORY_LIMIT, 0);
+    const char *lay = layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous";
+    if (inject == INJ_NONE) {
+        CHECK(st == XATTN_STATUS_OK, "%s/%s: %s: %s", c->name, lay, xattn_status_name(st),
+              xattn_mpi_last_error());
+        CHECK(stats.steps == g_n, "%s/%s: %d steps, expected %d", c->name, lay, stats.steps, g_n);
+    }
+    if (st == XATTN_STATUS_OK && sql > 0) {
+        float *o_ = malloc(nlq * c->Dv * sizeof(float)), *l_ = malloc(nlq * sizeof(float));
+        xattn_tensor ot = d.o;
+        /* read back in the layout it was written in */
+        xattn_buffer_read(so_b, 0, o_, nlq * c->Dv * sizeof(float));
+        xattn_buffer_read(sl_b, 0, l_, nlq * sizeof(float));
+        int bad = 0;
+        for (int s = 0, at = 0; s < 2; at += (int)qs[s].length, s++)
+            for (int b = 0; b < c->B; b++)
+                for (int64_t i = 0; i < qs[s].length; i++)
+                    for (int h = 0; h < c->Hq && bad < 5; h++) {
+                        int64_t gi = qs[s].start + i, li = at + i;
+                        float lr = lref[((size_t)b * c->Hq + h) * c->sq + gi];
+                        float lg = l_[((size_t)b * c->Hq + h) * sql + li];
+                        int same_inf = isinf(lr) && isinf(lg) && lr == lg;
+                        if (!same_inf && !(fabsf(lr - lg) <= 1e-4f * (1.0f + fabsf(lr)))) {
+                            CHECK(0, "%s/%s: lse b%d h%d row %lld: %g, reference %g", c->name, lay,
+                                  b, h, (long long)gi, lg, lr);
+                            bad++;
+                        }
+                        for (int e = 0; e < c->Dv; e++) {
+                            float r = oref[(((size_t)b * c->sq + gi) * c->Hq + h) * c->Dv + e];
+                            size_t off = (size_t)(b * ot.strides[0] + li * ot.strides[1] +
+                                                  h * ot.strides[2] + e * ot.strides[3]);
+                            float g = o_[off];
+                            if (!(fabsf(r - g) <= 2e-5f + 1e-4f * fabsf(r))) {
+                                CHECK(0, "%s/%s: o b%d h%d row %lld e%d: %g, reference %g", c->name,
+                                      lay, b, h, (long long)gi, e, g, r);
+                                bad++;
+                                break;
+                            }
+                        }
+                    }
+        free(o_);
+        free(l_);
+    }
+    xattn_buffer_free(sq_b);
+    xattn_buffer_free(so_b);
+    xattn_buffer_free(sl_b);
+    xattn_buffer_free(sk_b);
+    xattn_buffer_free(sv_b);
+    free(q);
+    free(k);
+    free(v);
+    free(oref);
+    free(lref);
+    free(lq_);
+    free(lk_);
+    free(lv_);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_n);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &g_ctx) != XATTN_STATUS_OK) {
+        printf("rank %d: no CPU context: %s\n", g_rank, xattn_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    xattn_ctx_set_option(g_ctx, XATTN_OPT_NUM_THREADS, 1);
+
+    static const int32_t lq2[2] = {20, 9}, lk2[2] = {25, 17};
+    static const int32_t lq3[2] = {29, 12}, lk3[2] = {7, 29};
+    const tcase cases[] = {
+        {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0},
+        {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL,
+         0},
+        {"causal bottom-right Sq<Sk", 1, 2, 1, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
+         NULL, NULL, 0},
+        {"causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0},
+        {"causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
+         lq2, lk2, 0},
+        {"causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0},
+        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0},
+        {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
+         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0},
+        {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
+         NULL, 0},
+        {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
+         NULL, 1},
+        {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
+         -1, NULL, NULL, 0},
+        {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0},
+    };
+    int ncases = (int)(sizeof cases / sizeof cases[0]);
+    for (int lay = 0; lay < 2; lay++)
+        for (int i = 0; i < ncases; i++) {
+            int before = g_fail;
+            run_case(&cases[i], (xattn_mpi_layout)lay, INJ_NONE, -1);
+            if (g_fail == before)
+                g_pass++;
+        }
+
+    /* failures on one rank: every rank returns an error, none hangs */
+    const tcase *fc = &cases[1];
+    int last = g_n - 1;
+    xattn_status st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, last);
+    CHECK(st == XATTN_STATUS_INVALID_DTYPE, "bad dtype on rank %d: %s (%s)", last,
+          xattn_status_name(st), xattn_mpi_last_error());
+    if (g_rank != last)
+        CHECK(strstr(xattn_mpi_last_error(), "rank") != NULL, "message names no rank: %s",
+              xattn_mpi_last_error());
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_OOM, 0);
+    CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure on rank 0: %s (%s)",
+          xattn_status_name(st), xattn_mpi_last_error());
+    if (g_n > 1) {
+        st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_DISAGREE, last);
+        CHECK(st == XATTN_STATUS_INVALID_ARGUMENT && strstr(xattn_mpi_last_error(), "causal"),
+              "ranks disagreeing on causal: %s (%s)", xattn_status_name(st),
+              xattn_mpi_last_error());
+    }
+    /* and the ring works after the failures */
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+
+    /* arguments */
+    xattn_mpi_segment seg[2];
+    CHECK(xattn_mpi_shard(XATTN_MPI_ZIGZAG, 10, 0, 0, seg) == -1, "nranks 0 accepted");
+    CHECK(xattn_mpi_shard(XATTN_MPI_ZIGZAG, 10, 2, 2, seg) == -1, "rank 2 of 2 accepted");
+    /* chunks of 10 in 4: [0,2) [2,5) [5,7) [7,10); rank 0 holds the first and the last */
+    CHECK(xattn_mpi_shard(XATTN_MPI_ZIGZAG, 10, 2, 0, seg) == 5 && seg[0].start == 0 &&
+              seg[0].length == 2 && seg[1].start == 7 && seg[1].length == 3,
+          "zigzag shard of 10 over 2 ranks: [%lld,+%lld) [%lld,+%lld)", (long long)seg[0].start,
+          (long long)seg[0].length, (long long)seg[1].start, (long long)seg[1].length);
+
+    int fails = 0;
+    MPI_Allreduce(&g_fail, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("%d ranks: %d cases passed on rank 0, %d failed checks on all ranks, 0 skipped\n",
+               g_n, g_pass, fails);
+    xattn_ctx_destroy(g_ctx);
+    MPI_Finalize();
+    return fails ? 1 : 0;
+}
