@@ -596,17 +596,38 @@ static xattn_status check_local(ring *r)
                     "range",
                     (long long)r->B, (long long)r->Hq, (long long)r->Hkv, (long long)r->D,
                     (long long)r->Dv);
-    /* A rank holding both shards checks its whole descriptor with the library
-     * (global lengths left out: they exceed the local extents). A rank with an
-     * empty shard is checked by every block call it makes, whose failure is
-     * agreed on like any other. */
-    if (want_q > 0 && want_k > 0) {
-        xattn_attn_desc c = *d;
-        c.seqlens_q = c.seqlens_k = NULL;
-        xattn_status st = xattn_attention_check(r->ctx, &c);
+    /* The library checks this rank's descriptor (global lengths left out:
+     * they exceed the local extents). An empty shard is replaced by a
+     * one-position stand-in of the same extents and dtypes, so that a rank
+     * holding only queries (or only keys) is checked all the same. */
+    xattn_attn_desc c = *d;
+    c.seqlens_q = c.seqlens_k = NULL;
+    xattn_buffer *stand_in = NULL;
+    if (want_q == 0 || want_k == 0) {
+        size_t bytes = (size_t)(r->B * (r->Hq * (r->D + r->Dv + 1) + r->Hkv * (r->D + r->Dv))) * 4;
+        xattn_status st = xattn_buffer_alloc(r->ctx, bytes, &stand_in);
         if (st != XATTN_STATUS_OK)
-            return fail_lib(st, "this rank's descriptor");
+            return fail_lib(st, "a stand-in for an empty shard");
+        size_t at = 0;
+        if (want_q == 0) {
+            c.q = xattn_tensor_bshd(stand_in, at, d->q.dtype, r->B, 1, r->Hq, r->D);
+            at += (size_t)(r->B * r->Hq * r->D) * 4;
+            c.o = xattn_tensor_bshd(stand_in, at, d->o.dtype, r->B, 1, r->Hq, r->Dv);
+            at += (size_t)(r->B * r->Hq * r->Dv) * 4;
+            if (d->lse.buffer || d->lse.shape[0])
+                c.lse = xattn_tensor_bshd(stand_in, at, d->lse.dtype, r->B, r->Hq, 1, 1);
+            at += (size_t)(r->B * r->Hq) * 4;
+        }
+        if (want_k == 0) {
+            c.k = xattn_tensor_bshd(stand_in, at, d->k.dtype, r->B, 1, r->Hkv, r->D);
+            at += (size_t)(r->B * r->Hkv * r->D) * 4;
+            c.v = xattn_tensor_bshd(stand_in, at, d->v.dtype, r->B, 1, r->Hkv, r->Dv);
+        }
     }
+    xattn_status cst = xattn_attention_check(r->ctx, &c);
+    xattn_buffer_free(stand_in);
+    if (cst != XATTN_STATUS_OK)
+        return fail_lib(cst, "this rank's descriptor");
     r->Lq = calloc((size_t)r->B, sizeof *r->Lq);
     r->Lk = calloc((size_t)r->B, sizeof *r->Lk);
     if (!r->Lq || !r->Lk)

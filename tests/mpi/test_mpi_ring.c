@@ -87,7 +87,7 @@ static void desc_common(const tcase *c, xattn_attn_desc *d)
 }
 
 /* Failure injections for the error cases. */
-enum { INJ_NONE, INJ_BAD_DTYPE, INJ_OOM, INJ_DISAGREE };
+enum { INJ_NONE, INJ_BAD_DTYPE, INJ_OOM, INJ_DISAGREE, INJ_OOM_MID };
 
 /* Runs one case with one layout; returns the status of the ring call. */
 static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject, int who)
@@ -174,6 +174,17 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
             d.o.dtype = XATTN_DTYPE_F16; /* q is f32: every backend rejects this */
         if (inject == INJ_DISAGREE)
             d.causal = !d.causal;
+        if (inject == INJ_OOM_MID) {
+            /* room for the ring's buffers (a K/V block, partial O and LSE of
+             * one segment), four times over; NAIVE's scores need far more */
+            int64_t seg = (sql + 1) / 2 + 1, kv = c->sk / g_n + 2;
+            int64_t room =
+                4 * 4 * (c->B * kv * c->Hkv * (c->D + c->Dv) + c->B * seg * c->Hq * (c->Dv + 1));
+            xattn_mem_stats ms;
+            xattn_ctx_mem_stats(g_ctx, &ms);
+            d.algo = XATTN_ALGO_NAIVE;
+            xattn_ctx_set_option(g_ctx, XATTN_OPT_MEMORY_LIMIT, (int64_t)ms.current_bytes + room);
+        }
         if (inject == INJ_OOM) {
             xattn_mem_stats ms;
             xattn_ctx_mem_stats(g_ctx, &ms);
@@ -305,6 +316,31 @@ int main(int argc, char **argv)
               "ranks disagreeing on causal: %s (%s)", xattn_status_name(st),
               xattn_mpi_last_error());
     }
+    /* a rank holding queries but no keys is checked like the others (Sq 8,
+     * Sk 3, zigzag: with 4 ranks, rank 3 holds 2 query rows and no key) */
+    const tcase qonly = {"queries only",           1,  2,  1,    8,    8, 8, 3, 0,
+                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0};
+    for (int r = 0; r < g_n; r++) {
+        xattn_mpi_segment a[2], b[2];
+        if (xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sq, g_n, r, a) > 0 &&
+            xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sk, g_n, r, b) == 0) {
+            st = run_case(&qonly, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, r);
+            CHECK(st == XATTN_STATUS_INVALID_DTYPE, "bad dtype on rank %d (no keys): %s (%s)", r,
+                  xattn_status_name(st), xattn_mpi_last_error());
+            break;
+        }
+    }
+    /* a device failure in the middle of the ring: rank `last` runs NAIVE,
+     * whose score workspace exceeds its memory limit; the ring's own buffers
+     * fit in it */
+    const tcase big = {"mid-ring failure",       1,  4,  1,    4,    4, 1024, 1024, 0,
+                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0};
+    st = run_case(&big, XATTN_MPI_ZIGZAG, INJ_OOM_MID, last);
+    CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure mid-ring on rank %d: %s (%s)", last,
+          xattn_status_name(st), xattn_mpi_last_error());
+    if (g_rank != last)
+        CHECK(strstr(xattn_mpi_last_error(), "ring step") != NULL, "message names no step: %s",
+              xattn_mpi_last_error());
     /* and the ring works after the failures */
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
 
