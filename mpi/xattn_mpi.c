@@ -11,6 +11,8 @@
  */
 #include "xattn_mpi.h"
 
+#include "xattn_host_io.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,96 +124,16 @@ static xattn_status agree(MPI_Comm comm, xattn_status mine, double timeout_ms, i
 
 /* ---- tensors <-> packed host arrays -------------------------------------- */
 
-static float to_f32(const void *p, xattn_dtype dt)
-{
-    if (dt == XATTN_DTYPE_F32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return dt == XATTN_DTYPE_F16 ? xattn_f16_to_f32(h) : xattn_bf16_to_f32(h);
-}
-
-static void from_f32(float f, void *p, xattn_dtype dt)
-{
-    if (dt == XATTN_DTYPE_F32) {
-        memcpy(p, &f, 4);
-        return;
-    }
-    uint16_t h = dt == XATTN_DTYPE_F16 ? xattn_f32_to_f16(f) : xattn_f32_to_bf16(f);
-    memcpy(p, &h, 2);
-}
-
-/*
- * Moves the slab of tensor t with positions [s0, s0+ns) along dimension sdim
- * between the device and a packed host array in logical order (the tensor's
- * shape with shape[sdim] = ns). f32 = 1: the host side is float, converted
- * from/to t->dtype; 0: raw elements of t->dtype. Writes read the covered byte
- * range first and write it back whole (one transfer each way).
- */
+/* Moves positions [s0, s0+ns) along dimension sdim of t (all of the other
+ * dimensions) between its buffer and a packed host array (xattn_host_io.h). */
 static xattn_status tensor_io(const xattn_tensor *t, int sdim, int64_t s0, int64_t ns, void *host,
                               int f32, int write, const char *name)
 {
-    size_t es = xattn_dtype_size(t->dtype);
-    int64_t shp[4];
-    memcpy(shp, t->shape, sizeof shp);
-    shp[sdim] = ns;
-    for (int i = 0; i < 4; i++)
-        if (shp[i] <= 0)
-            return XATTN_STATUS_OK;
-    if (!t->buffer || es == 0)
-        return fail(XATTN_STATUS_INVALID_ARGUMENT, "%s: no buffer or invalid dtype", name);
-    uint64_t first = (uint64_t)s0 * (uint64_t)t->strides[sdim];
-    uint64_t span = 1;
-    for (int i = 0; i < 4; i++)
-        span += (uint64_t)(shp[i] - 1) * (uint64_t)t->strides[i];
-    uint64_t lo = t->offset + first * es, bytes = span * es;
-    if (lo + bytes > xattn_buffer_size(t->buffer) || lo + bytes < lo)
-        return fail(XATTN_STATUS_OUT_OF_BOUNDS,
-                    "%s: positions %lld..%lld reach byte %llu of a %zu-byte buffer", name,
-                    (long long)s0, (long long)(s0 + ns), (unsigned long long)(lo + bytes),
-                    xattn_buffer_size(t->buffer));
-    unsigned char *tmp = malloc((size_t)bytes);
-    if (!tmp)
-        return fail(XATTN_STATUS_OUT_OF_MEMORY, "%s: %llu bytes of host staging", name,
-                    (unsigned long long)bytes);
-    xattn_status st = XATTN_STATUS_OK;
-    /* writes too: the range may hold bytes that are not the tensor's */
-    st = xattn_buffer_read(t->buffer, (size_t)lo, tmp, (size_t)bytes);
-    if (st != XATTN_STATUS_OK) {
-        free(tmp);
-        return fail_lib(st, name);
-    }
-    size_t hes = f32 ? 4 : es, n = 0;
-    unsigned char *h = host;
-    for (int64_t a = 0; a < shp[0]; a++)
-        for (int64_t b = 0; b < shp[1]; b++)
-            for (int64_t c = 0; c < shp[2]; c++)
-                for (int64_t e = 0; e < shp[3]; e++, n++) {
-                    size_t off = (size_t)((a * t->strides[0] + b * t->strides[1] +
-                                           c * t->strides[2] + e * t->strides[3]) *
-                                          (int64_t)es);
-                    if (write) {
-                        if (f32)
-                            from_f32(((const float *)host)[n], tmp + off, t->dtype);
-                        else
-                            memcpy(tmp + off, h + n * hes, es);
-                    } else {
-                        if (f32)
-                            ((float *)host)[n] = to_f32(tmp + off, t->dtype);
-                        else
-                            memcpy(h + n * hes, tmp + off, es);
-                    }
-                }
-    if (write) {
-        st = xattn_buffer_write(t->buffer, (size_t)lo, tmp, (size_t)bytes);
-        if (st != XATTN_STATUS_OK)
-            st = fail_lib(st, name);
-    }
-    free(tmp);
-    return st;
+    int64_t start[4] = {0, 0, 0, 0}, count[4];
+    memcpy(count, t->shape, sizeof count);
+    start[sdim] = s0;
+    count[sdim] = ns;
+    return xattn_host_box_io(t, start, count, host, f32, write, name, mpi_err, sizeof mpi_err);
 }
 
 /* ---- the mask mapping ----------------------------------------------------- */
