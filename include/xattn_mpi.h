@@ -115,6 +115,21 @@ XATTN_API xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx,
                                                 xattn_mpi_stats *stats);
 
 /**
+ * The head-parallel all-to-all (DeepSpeed-Ulysses' layout change), the second
+ * strategy: same arguments, shards and failure rules as the ring. One
+ * MPI_Ialltoallv gives each rank the whole sequences of Q, K and V for its
+ * Hq/n query heads and Hkv/n KV heads, one xattn_attention call computes them
+ * with the caller's semantics unchanged, and a second all-to-all returns each
+ * rank its rows of O (and LSE). Needs Hq and Hkv to be multiples of the number
+ * of ranks (else XATTN_STATUS_UNSUPPORTED on every rank), and memory on each
+ * device for the whole sequence of its heads. The stats hold one step.
+ */
+XATTN_API xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx,
+                                                    const xattn_attn_desc *d,
+                                                    const xattn_mpi_ring_opts *opts,
+                                                    xattn_mpi_stats *stats);
+
+/**
  * Gathers every rank's stats to rank 0 of `comm` (collective): on rank 0,
  * `all` must hold one entry per rank; elsewhere it may be NULL.
  */

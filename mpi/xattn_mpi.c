@@ -705,45 +705,65 @@ static xattn_status stage_agree(ring *r, xattn_status mine, const char *stage)
                 xattn_status_name(all), stage);
 }
 
+/* Shared by both strategies: a private communicator, this rank's checks and
+ * every rank's agreement on them and on the problem. On failure after the
+ * duplicate, *dup_ok is 1 and the caller frees r->comm. */
+static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                            const xattn_mpi_ring_opts *opts, xattn_mpi_stats *S, int alltoall,
+                            int *dup_ok)
+{
+    mpi_err[0] = 0;
+    memset(r, 0, sizeof *r);
+    memset(S, 0, sizeof *S);
+    *dup_ok = 0;
+    r->ctx = ctx;
+    r->d = d;
+    if (opts)
+        r->o = *opts;
+    else
+        xattn_mpi_ring_opts_init(&r->o);
+    if (r->o.timeout_ms <= 0)
+        r->o.timeout_ms = 60000;
+    if (MPI_Comm_rank(comm, &r->rank) != MPI_SUCCESS || MPI_Comm_size(comm, &r->n) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "comm: not a valid communicator");
+    memset(S, 0, sizeof *S);
+    S->struct_size = sizeof *S;
+    S->rank = r->rank;
+    S->nranks = r->n;
+    /* a private communicator: these messages never meet the caller's */
+    MPI_Request dreq;
+    if (MPI_Comm_idup(comm, &r->comm, &dreq) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Comm_idup failed");
+    xattn_status st = wait_all(1, &dreq, r->o.timeout_ms, "duplicating the communicator");
+    if (st != XATTN_STATUS_OK)
+        return st;
+    *dup_ok = 1;
+    st = check_local(r);
+    if (st == XATTN_STATUS_OK && alltoall && (r->Hq % r->n || r->Hkv % r->n))
+        st = fail(XATTN_STATUS_UNSUPPORTED,
+                  "the all-to-all splits heads over the ranks: Hq %lld and Hkv %lld must be "
+                  "multiples of the %d ranks (use the ring)",
+                  (long long)r->Hq, (long long)r->Hkv, r->n);
+    st = stage_agree(r, st, "descriptor checks");
+    if (st == XATTN_STATUS_OK) {
+        int field = -1;
+        /* every rank sees the same signatures, so every rank fails alike here */
+        st = check_same(r, &field);
+    }
+    return st;
+}
+
 xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
                                       const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
 {
     double t_start = MPI_Wtime();
-    mpi_err[0] = 0;
     ring r;
-    memset(&r, 0, sizeof r);
-    r.ctx = ctx;
-    r.d = d;
-    if (opts)
-        r.o = *opts;
-    else
-        xattn_mpi_ring_opts_init(&r.o);
-    if (r.o.timeout_ms <= 0)
-        r.o.timeout_ms = 60000;
-    if (MPI_Comm_rank(comm, &r.rank) != MPI_SUCCESS || MPI_Comm_size(comm, &r.n) != MPI_SUCCESS)
-        return fail(XATTN_STATUS_INVALID_ARGUMENT, "comm: not a valid communicator");
-    /* a private communicator: the ring's messages never meet the caller's */
-    MPI_Request dreq;
-    if (MPI_Comm_idup(comm, &r.comm, &dreq) != MPI_SUCCESS)
-        return fail(XATTN_STATUS_BACKEND, "MPI_Comm_idup failed");
-    xattn_status dst = wait_all(1, &dreq, r.o.timeout_ms, "duplicating the communicator");
-    if (dst != XATTN_STATUS_OK)
-        return dst;
     xattn_mpi_stats local;
-    memset(&local, 0, sizeof local);
     xattn_mpi_stats *S = stats ? stats : &local;
-    memset(S, 0, sizeof *S);
-    S->struct_size = sizeof *S;
-    S->rank = r.rank;
-    S->nranks = r.n;
-
-    xattn_status st = check_local(&r);
-    st = stage_agree(&r, st, "descriptor checks");
-    if (st == XATTN_STATUS_OK) {
-        int field = -1;
-        st = check_same(&r, &field);
-        /* every rank sees the same signatures, so every rank fails alike here */
-    }
+    int dup_ok;
+    xattn_status st = prelude(&r, comm, ctx, d, opts, S, 0, &dup_ok);
+    if (!dup_ok)
+        return st;
     if (st == XATTN_STATUS_OK)
         st = stage_agree(&r, setup(&r), "allocation");
     S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
@@ -823,6 +843,256 @@ xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn
         S->finish_ms = (MPI_Wtime() - f0) * 1e3;
     }
     ring_free(&r);
+    MPI_Comm_free(&r.comm);
+    S->total_ms = (MPI_Wtime() - t_start) * 1e3;
+    return st;
+}
+
+/* ---- the head-parallel all-to-all ---------------------------------------- */
+
+/* Rows [0, len) of a packed [B, len, H, E] block (E in bytes) copied to rows at
+ * the global positions of segments seg of a [B, S, H, E] one, or back (gather). */
+static void scatter_rows(unsigned char *full, int64_t S, const unsigned char *part,
+                         const xattn_mpi_segment seg[2], int64_t B, size_t rowbytes, int back)
+{
+    int64_t len = seg[0].length + seg[1].length;
+    for (int64_t b = 0; b < B; b++)
+        for (int k = 0, at = 0; k < 2; at += (int)seg[k].length, k++) {
+            unsigned char *f = full + (size_t)(b * S + seg[k].start) * rowbytes;
+            unsigned char *p = (unsigned char *)part + (size_t)(b * len + at) * rowbytes;
+            if (back)
+                memcpy(p, f, (size_t)seg[k].length * rowbytes);
+            else
+                memcpy(f, p, (size_t)seg[k].length * rowbytes);
+        }
+}
+
+/* Heads [h0, h0+nh) of a packed [rows, H, E] array (E elements of es bytes). */
+static void take_heads(unsigned char *dst, const unsigned char *src, int64_t rows, int64_t H,
+                       int64_t h0, int64_t nh, int64_t E, size_t es, int back)
+{
+    size_t n = (size_t)(nh * E) * es;
+    for (int64_t r = 0; r < rows; r++) {
+        unsigned char *a = dst + (size_t)r * n;
+        unsigned char *b = (unsigned char *)src + (size_t)((r * H + h0) * E) * es;
+        if (back)
+            memcpy(b, a, n);
+        else
+            memcpy(a, b, n);
+    }
+}
+
+static xattn_status alltoallv(ring *r, const void *sbuf, const int64_t *scount, void *rbuf,
+                              const int64_t *rcount, const char *what, double *ms)
+{
+    int *sc = calloc((size_t)r->n * 4, sizeof(int)), *sd = sc + r->n, *rc = sd + r->n,
+        *rd = rc + r->n;
+    if (!sc)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "%s: counts", what);
+    int64_t so = 0, ro = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (scount[i] > INT32_MAX || rcount[i] > INT32_MAX || so > INT32_MAX || ro > INT32_MAX) {
+            free(sc);
+            return fail(XATTN_STATUS_SIZE_OVERFLOW,
+                        "%s: more than 2^31-1 bytes for one rank; use more ranks", what);
+        }
+        sc[i] = (int)scount[i];
+        sd[i] = (int)so;
+        rc[i] = (int)rcount[i];
+        rd[i] = (int)ro;
+        so += scount[i];
+        ro += rcount[i];
+    }
+    double t0 = MPI_Wtime();
+    MPI_Request req;
+    xattn_status st = XATTN_STATUS_OK;
+    if (MPI_Ialltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, r->comm, &req) !=
+        MPI_SUCCESS)
+        st = fail(XATTN_STATUS_BACKEND, "%s: MPI_Ialltoallv failed", what);
+    else
+        st = wait_all(1, &req, r->o.timeout_ms, what);
+    *ms += (MPI_Wtime() - t0) * 1e3;
+    free(sc);
+    return st;
+}
+
+xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                          const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+{
+    double t_start = MPI_Wtime();
+    ring r;
+    xattn_mpi_stats local;
+    xattn_mpi_stats *S = stats ? stats : &local;
+    int dup_ok;
+    xattn_status st = prelude(&r, comm, ctx, d, opts, S, 1, &dup_ok);
+    if (!dup_ok)
+        return st;
+    int n = r.n;
+    int64_t B = r.B, hq = r.Hq / (n ? n : 1), hk = r.Hkv / (n ? n : 1), D = r.D, Dv = r.Dv;
+    int64_t Sq = r.o.sq_global, Sk = r.o.sk_global, sq = r.sq_loc;
+    size_t qes = r.qes, kes = r.kves;
+    xattn_mpi_segment(*qsg)[2] = NULL, (*ksg)[2] = NULL;
+    int64_t *sc = NULL, *rc = NULL;
+    unsigned char *mine = NULL, *sbuf = NULL, *rbuf = NULL, *full = NULL, *back = NULL;
+    xattn_buffer *dev = NULL;
+    xattn_status mst = XATTN_STATUS_OK;
+    xattn_mpi_step_stats *ss = &S->step[0];
+    int64_t sk = 0;
+    /* sizes of everything (identical arithmetic on every rank) */
+    size_t qrow = (size_t)(hq * D) * qes, krow = (size_t)(hk * D) * kes,
+           vrow = (size_t)(hk * Dv) * kes, orow = (size_t)(hq * Dv) * qes;
+    size_t fq = (size_t)(B * Sq) * qrow, fk = (size_t)(B * Sk) * krow, fv = (size_t)(B * Sk) * vrow;
+    size_t fo = (size_t)(B * Sq) * orow, fl = (size_t)(B * hq * Sq) * 4;
+    if (st == XATTN_STATUS_OK) {
+        qsg = calloc((size_t)n, sizeof *qsg);
+        ksg = calloc((size_t)n, sizeof *ksg);
+        sc = calloc((size_t)n * 2, sizeof *sc);
+        rc = sc ? sc + n : NULL;
+        if (qsg && ksg && sc)
+            for (int i = 0; i < n; i++) {
+                xattn_mpi_shard(r.o.layout, Sq, n, i, qsg[i]);
+                xattn_mpi_shard(r.o.layout, Sk, n, i, ksg[i]);
+            }
+        sk = ksg ? ksg[r.rank][0].length + ksg[r.rank][1].length : 0;
+        size_t mq = (size_t)(B * sq * r.Hq * D) * qes, mk = (size_t)(B * sk * r.Hkv * D) * kes;
+        size_t mv = (size_t)(B * sk * r.Hkv * Dv) * kes;
+        mine = malloc(mq + mk + mv + 1);
+        /* sbuf: my rows for every rank out, then my rows of O/LSE in; rbuf: every
+         * rank's rows of my heads in, then O/LSE rows out */
+        size_t back_in = (size_t)(B * sq) * (size_t)(r.Hq * Dv) * qes + (size_t)(B * r.Hq * sq) * 4;
+        sbuf = malloc((mq + mk + mv > back_in ? mq + mk + mv : back_in) + 1);
+        rbuf = malloc((fq + fk + fv > fo + fl ? fq + fk + fv : fo + fl) + 1);
+        full = malloc(fq + fk + fv + fo + fl + 1);
+        back = malloc(back_in + 1);
+        if (!qsg || !ksg || !sc || !mine || !sbuf || !rbuf || !full || !back)
+            mst = fail(XATTN_STATUS_OUT_OF_MEMORY, "all-to-all host buffers (%zu bytes)",
+                       fq + fk + fv + fo + fl);
+        if (mst == XATTN_STATUS_OK) {
+            mst = xattn_buffer_alloc(ctx, fq + fk + fv + fo + fl, &dev);
+            if (mst != XATTN_STATUS_OK)
+                mst = fail_lib(mst, "all-to-all device buffer");
+        }
+        if (mst == XATTN_STATUS_OK)
+            mst = tensor_io(&d->q, 1, 0, sq, mine, 0, 0, "q");
+        if (mst == XATTN_STATUS_OK)
+            mst = tensor_io(&d->k, 1, 0, sk, mine + mq, 0, 0, "k");
+        if (mst == XATTN_STATUS_OK)
+            mst = tensor_io(&d->v, 1, 0, sk, mine + mq + mk, 0, 0, "v");
+        if (mst == XATTN_STATUS_OK) { /* to rank j: my rows of its heads, q | k | v */
+            unsigned char *p = sbuf;
+            for (int j = 0; j < n; j++) {
+                take_heads(p, mine, B * sq, r.Hq, j * hq, hq, D, qes, 0);
+                p += (size_t)(B * sq) * qrow;
+                take_heads(p, mine + mq, B * sk, r.Hkv, j * hk, hk, D, kes, 0);
+                p += (size_t)(B * sk) * krow;
+                take_heads(p, mine + mq + mk, B * sk, r.Hkv, j * hk, hk, Dv, kes, 0);
+                p += (size_t)(B * sk) * vrow;
+                sc[j] = (int64_t)(B * (sq * (int64_t)qrow + sk * (int64_t)(krow + vrow)));
+                int64_t iq = qsg[j][0].length + qsg[j][1].length;
+                int64_t ik = ksg[j][0].length + ksg[j][1].length;
+                rc[j] = (int64_t)(B * (iq * (int64_t)qrow + ik * (int64_t)(krow + vrow)));
+                if (j != r.rank)
+                    ss->bytes_sent += (uint64_t)sc[j];
+            }
+        }
+        st = stage_agree(&r, mst, "allocation");
+    }
+    S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
+    if (st == XATTN_STATUS_OK)
+        st = alltoallv(&r, sbuf, sc, rbuf, rc, "all-to-all of Q, K, V", &ss->comm_ms);
+    if (st == XATTN_STATUS_OK) {
+        /* whole sequences of my heads, in global order */
+        const unsigned char *p = rbuf;
+        for (int i = 0; i < n; i++) {
+            int64_t iq = qsg[i][0].length + qsg[i][1].length;
+            int64_t ik = ksg[i][0].length + ksg[i][1].length;
+            scatter_rows(full, Sq, p, qsg[i], B, qrow, 0);
+            p += (size_t)(B * iq) * qrow;
+            scatter_rows(full + fq, Sk, p, ksg[i], B, krow, 0);
+            p += (size_t)(B * ik) * krow;
+            scatter_rows(full + fq + fk, Sk, p, ksg[i], B, vrow, 0);
+            p += (size_t)(B * ik) * vrow;
+        }
+        double t0 = MPI_Wtime();
+        mst = xattn_buffer_write(dev, 0, full, fq + fk + fv);
+        if (mst != XATTN_STATUS_OK)
+            mst = fail_lib(mst, "staging the gathered Q, K, V");
+        double t1 = MPI_Wtime();
+        xattn_attn_desc c = *d; /* the whole sequences: the caller's semantics unchanged */
+        c.q = xattn_tensor_bshd(dev, 0, r.qdt, B, Sq, hq, D);
+        c.k = xattn_tensor_bshd(dev, fq, r.kvdt, B, Sk, hk, D);
+        c.v = xattn_tensor_bshd(dev, fq + fk, r.kvdt, B, Sk, hk, Dv);
+        c.o = xattn_tensor_bshd(dev, fq + fk + fv, r.qdt, B, Sq, hq, Dv);
+        c.lse = xattn_tensor_bshd(dev, fq + fk + fv + fo, XATTN_DTYPE_F32, B, hq, Sq, 1);
+        xattn_run_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        if (mst == XATTN_STATUS_OK) {
+            mst = xattn_attention(ctx, &c, &info);
+            if (mst != XATTN_STATUS_OK)
+                mst = fail_lib(mst, "xattn_attention on this rank's heads");
+            else
+                ss->calls = 1;
+        }
+        double t2 = MPI_Wtime();
+        if (mst == XATTN_STATUS_OK) {
+            mst = xattn_buffer_read(dev, fq + fk + fv, full + fq + fk + fv, fo + fl);
+            if (mst != XATTN_STATUS_OK)
+                mst = fail_lib(mst, "reading O and LSE back");
+        }
+        ss->compute_ms += (t2 - t1) * 1e3;
+        ss->stage_ms += (t1 - t0 + MPI_Wtime() - t2) * 1e3;
+        st = stage_agree(&r, mst, "the attention on each rank's heads");
+    }
+    if (st == XATTN_STATUS_OK) { /* to rank i: its rows of my heads, O | LSE */
+        unsigned char *p = rbuf, *O = full + fq + fk + fv, *L = O + fo;
+        for (int i = 0; i < n; i++) {
+            int64_t iq = qsg[i][0].length + qsg[i][1].length;
+            scatter_rows(O, Sq, p, qsg[i], B, orow, 1);
+            p += (size_t)(B * iq) * orow;
+            /* LSE [B, hq, Sq]: rows are single floats per (b, h) */
+            scatter_rows(L, Sq, p, qsg[i], B * hq, 4, 1);
+            p += (size_t)(B * hq * iq) * 4;
+            sc[i] = (int64_t)(B * iq) * (int64_t)orow + B * hq * iq * 4;
+            rc[i] = (int64_t)(B * sq) * (int64_t)orow + B * hq * sq * 4;
+            if (i != r.rank)
+                ss->bytes_sent += (uint64_t)sc[i];
+        }
+        st = alltoallv(&r, rbuf, sc, sbuf, rc, "all-to-all of O and LSE", &ss->comm_ms);
+    }
+    if (st == XATTN_STATUS_OK) {
+        /* from rank j: my rows of its heads -> O [B, sq, Hq, Dv], LSE [B, Hq, sq] */
+        double f0 = MPI_Wtime();
+        unsigned char *p = sbuf, *O = back,
+                      *L = back + (size_t)(B * sq) * (size_t)(r.Hq * Dv) * qes;
+        for (int j = 0; j < n; j++) {
+            take_heads(p, O, B * sq, r.Hq, j * hq, hq, Dv, qes, 1);
+            p += (size_t)(B * sq) * orow;
+            for (int64_t b = 0; b < B; b++)
+                memcpy(L + (size_t)((b * r.Hq + j * hq) * sq) * 4, p + (size_t)(b * hq * sq) * 4,
+                       (size_t)(hq * sq) * 4);
+            p += (size_t)(B * hq * sq) * 4;
+        }
+        mst = sq ? tensor_io(&d->o, 1, 0, sq, O, 0, 1, "o") : XATTN_STATUS_OK;
+        if (mst == XATTN_STATUS_OK && sq && d->lse.buffer)
+            mst = tensor_io(&d->lse, 2, 0, sq, L, 1, 1, "lse");
+        st = stage_agree(&r, mst, "writing O/LSE");
+        S->finish_ms = (MPI_Wtime() - f0) * 1e3;
+    }
+    S->steps = 1;
+    S->sum = *ss;
+    S->flops_useful = r.rank == 0 && r.Lq ? pair_flops(&r) : 0;
+    xattn_buffer_free(dev);
+    free(qsg);
+    free(ksg);
+    free(sc);
+    free(mine);
+    free(sbuf);
+    free(rbuf);
+    free(full);
+    free(back);
+    free(r.Lq);
+    free(r.Lk);
     MPI_Comm_free(&r.comm);
     S->total_ms = (MPI_Wtime() - t_start) * 1e3;
     return st;

@@ -90,6 +90,8 @@ static void desc_common(const tcase *c, xattn_attn_desc *d)
 enum { INJ_NONE, INJ_BAD_DTYPE, INJ_OOM, INJ_DISAGREE, INJ_OOM_MID };
 
 /* Runs one case with one layout; returns the status of the ring call. */
+static int g_alltoall; /* run the all-to-all instead of the ring */
+
 static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject, int who)
 {
     g_seed = 12345u + (uint32_t)c->sq * 31u + (uint32_t)c->sk;
@@ -192,10 +194,20 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
         }
     }
     xattn_mpi_stats stats;
-    st = xattn_mpi_ring_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats);
+    st = g_alltoall ? xattn_mpi_alltoall_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats)
+                    : xattn_mpi_ring_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats);
     xattn_ctx_set_option(g_ctx, XATTN_OPT_MEMORY_LIMIT, 0);
-    const char *lay = layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous";
-    if (inject == INJ_NONE) {
+    const char *lay =
+        g_alltoall ? (layout == XATTN_MPI_ZIGZAG ? "all-to-all zigzag" : "all-to-all contiguous")
+                   : (layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
+    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n)) {
+        CHECK(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_mpi_last_error(), "multiples"),
+              "%s/%s: heads not divisible by %d ranks: %s", c->name, lay, g_n,
+              xattn_status_name(st));
+    } else if (inject == INJ_NONE && g_alltoall) {
+        CHECK(st == XATTN_STATUS_OK, "%s/%s: %s: %s", c->name, lay, xattn_status_name(st),
+              xattn_mpi_last_error());
+    } else if (inject == INJ_NONE) {
         CHECK(st == XATTN_STATUS_OK, "%s/%s: %s: %s", c->name, lay, xattn_status_name(st),
               xattn_mpi_last_error());
         CHECK(stats.steps == g_n, "%s/%s: %d steps, expected %d", c->name, lay, stats.steps, g_n);
@@ -290,13 +302,25 @@ int main(int argc, char **argv)
         {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
-    for (int lay = 0; lay < 2; lay++)
-        for (int i = 0; i < ncases; i++) {
-            int before = g_fail;
-            run_case(&cases[i], (xattn_mpi_layout)lay, INJ_NONE, -1);
-            if (g_fail == before)
-                g_pass++;
-        }
+    for (g_alltoall = 0; g_alltoall < 2; g_alltoall++)
+        for (int lay = 0; lay < 2; lay++)
+            for (int i = 0; i < ncases; i++) {
+                int before = g_fail;
+                run_case(&cases[i], (xattn_mpi_layout)lay, INJ_NONE, -1);
+                if (g_fail == before)
+                    g_pass++;
+            }
+    /* the all-to-all's failures: one rank's bad descriptor */
+    g_alltoall = 1;
+    {
+        const tcase h4 = {"all-to-all failure",     1,  12, 12,   8,    8, 13, 13, 1,
+                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0};
+        xattn_status fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, g_n - 1);
+        CHECK(fs == XATTN_STATUS_INVALID_DTYPE, "all-to-all, bad dtype on rank %d: %s (%s)",
+              g_n - 1, xattn_status_name(fs), xattn_mpi_last_error());
+        fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+    }
+    g_alltoall = 0;
 
     /* failures on one rank: every rank returns an error, none hangs */
     const tcase *fc = &cases[1];
