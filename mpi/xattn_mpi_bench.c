@@ -1,5 +1,6 @@
 /*
- * xattn_mpi_bench: times ring attention (xattn_mpi_ring_attention) under
+ * xattn_mpi_bench: times ring attention (xattn_mpi_ring_attention) and the
+ * head-parallel all-to-all (xattn_mpi_alltoall_attention, --strategy) under
  * mpiexec and prints, on rank 0, each rank's per-step compute / staging /
  * communication / wait breakdown and bytes sent, the whole job's figures, and
  * (--single) the same problem run by rank 0 alone on one device for the ratio.
@@ -18,7 +19,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: xattn_mpi_bench [--sq N] [--sk N] [--batch B] [--heads H] [--kv-heads H]\n"
             "         [--dim D] [--causal] [--layout zigzag|contiguous] [--iters N]\n"
-            "         [--threads T] [--backend cpu|opencl|cuda] [--single]\n");
+            "         [--threads T] [--backend cpu|opencl|cuda] [--strategy ring|alltoall|both]\n"
+            "         [--single]\n");
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -71,7 +73,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     int64_t sq = 8192, sk = -1, B = 1, H = 4, Hkv = -1, D = 64, iters = 3, threads = 1;
-    int causal = 0, single = 0;
+    int causal = 0, single = 0, strategy = 0; /* 0 ring, 1 all-to-all, 2 both */
     xattn_mpi_layout layout = XATTN_MPI_ZIGZAG;
     xattn_backend backend = XATTN_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -97,7 +99,11 @@ int main(int argc, char **argv)
             causal = 1;
         else if (!strcmp(a, "--single"))
             single = 1;
-        else if (!strcmp(a, "--layout")) {
+        else if (!strcmp(a, "--strategy")) {
+            ok = !strcmp(v, "ring") || !strcmp(v, "alltoall") || !strcmp(v, "both");
+            strategy = !strcmp(v, "ring") ? 0 : !strcmp(v, "alltoall") ? 1 : 2;
+            i++;
+        } else if (!strcmp(a, "--layout")) {
             ok = !strcmp(v, "zigzag") || !strcmp(v, "contiguous");
             layout = !strcmp(v, "contiguous") ? XATTN_MPI_CONTIGUOUS : XATTN_MPI_ZIGZAG;
             i++;
@@ -157,30 +163,81 @@ int main(int argc, char **argv)
     o.sq_global = sq;
     o.sk_global = sk;
     o.timeout_ms = 600000;
-    xattn_mpi_stats best;
-    memset(&best, 0, sizeof best);
-    double best_job = -1;
-    for (int64_t it = 0; it <= iters; it++) { /* iteration 0 warms up */
-        xattn_mpi_stats s;
-        quiet_barrier(MPI_COMM_WORLD);
-        xattn_status st = xattn_mpi_ring_attention(MPI_COMM_WORLD, ctx, &d, &o, &s);
-        if (st != XATTN_STATUS_OK) {
-            fprintf(stderr, "rank %d: ring failed: %s: %s\n", rank, xattn_status_name(st),
-                    xattn_mpi_last_error());
-            MPI_Finalize();
-            return 1;
+    static const char *names[2] = {"ring attention", "all-to-all"};
+    double job_ms[2] = {-1, -1};
+    for (int strat = 0; strat < 2; strat++) {
+        if (strategy != 2 && strategy != strat)
+            continue;
+        xattn_mpi_stats best;
+        memset(&best, 0, sizeof best);
+        double best_job = -1;
+        for (int64_t it = 0; it <= iters; it++) { /* iteration 0 warms up */
+            xattn_mpi_stats s;
+            quiet_barrier(MPI_COMM_WORLD);
+            xattn_status st = strat ? xattn_mpi_alltoall_attention(MPI_COMM_WORLD, ctx, &d, &o, &s)
+                                    : xattn_mpi_ring_attention(MPI_COMM_WORLD, ctx, &d, &o, &s);
+            if (st != XATTN_STATUS_OK) {
+                fprintf(stderr, "rank %d: %s failed: %s: %s\n", rank, names[strat],
+                        xattn_status_name(st), xattn_mpi_last_error());
+                MPI_Finalize();
+                return 1;
+            }
+            /* keep the fastest job (the slowest rank decides), same iteration everywhere */
+            double job;
+            MPI_Allreduce(&s.total_ms, &job, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (it >= 1 && (best_job < 0 || job < best_job)) {
+                best = s;
+                best_job = job;
+            }
         }
-        /* keep the fastest job (the slowest rank decides), same iteration everywhere */
-        double job;
-        MPI_Allreduce(&s.total_ms, &job, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (it >= 1 && (best_job < 0 || job < best_job)) {
-            best = s;
-            best_job = job;
+        xattn_mpi_stats *all = rank == 0 ? calloc((size_t)n, sizeof *all) : NULL;
+        xattn_mpi_stats_gather(MPI_COMM_WORLD, &best, all, 60000);
+
+        if (rank == 0) {
+            printf("%s: %d ranks, %s layout, %s, B %lld, Sq %lld, Sk %lld, Hq %lld, "
+                   "Hkv %lld, D %lld, f32, %s, %lld threads per rank; best of %lld\n",
+                   names[strat], n, layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous",
+                   causal ? "causal" : "full", (long long)B, (long long)sq, (long long)sk,
+                   (long long)H, (long long)Hkv, (long long)D, xattn_backend_name(backend),
+                   (long long)threads, (long long)iters);
+            printf("%4s %4s %10s %10s %10s %10s %10s %12s %5s %5s\n", "rank", "step", "compute_ms",
+                   "stage_ms", "comm_ms", "wait_ms", "agree_ms", "bytes_sent", "calls", "skip");
+            double job = 0, compute = 0, wait = 0;
+            uint64_t bytes = 0;
+            for (int r = 0; r < n; r++) {
+                const xattn_mpi_stats *s = &all[r];
+                for (int t = 0; t < s->steps && t < XATTN_MPI_MAX_STEPS; t++) {
+                    const xattn_mpi_step_stats *p = &s->step[t];
+                    printf("%4d %4d %10.2f %10.2f %10.2f %10.2f %10.2f %12llu %5d %5d\n", r, t,
+                           p->compute_ms, p->stage_ms, p->comm_ms, p->wait_ms, p->agree_ms,
+                           (unsigned long long)p->bytes_sent, p->calls, p->skipped);
+                }
+                printf("%4d  all %10.2f %10.2f %10.2f %10.2f %10.2f %12llu %5d %5d  total %.2f ms "
+                       "(setup %.2f, finish %.2f)\n",
+                       r, s->sum.compute_ms, s->sum.stage_ms, s->sum.comm_ms, s->sum.wait_ms,
+                       s->sum.agree_ms, (unsigned long long)s->sum.bytes_sent, s->sum.calls,
+                       s->sum.skipped, s->total_ms, s->setup_ms, s->finish_ms);
+                if (s->total_ms > job)
+                    job = s->total_ms;
+                compute += s->sum.compute_ms;
+                wait += s->sum.wait_ms;
+                bytes += s->sum.bytes_sent;
+            }
+            double flops = all[0].flops_useful;
+            printf("job: %.2f ms (slowest rank), compute %.2f ms summed over ranks, wait %.2f ms, "
+                   "%.1f MB sent, %.2f useful GFLOP/s\n",
+                   job, compute, wait, (double)bytes / 1e6, flops / (job * 1e6));
+            double lo = 1e300, hi = 0;
+            for (int r = 0; r < n; r++) {
+                lo = all[r].sum.compute_ms < lo ? all[r].sum.compute_ms : lo;
+                hi = all[r].sum.compute_ms > hi ? all[r].sum.compute_ms : hi;
+            }
+            printf("balance: compute per rank %.2f .. %.2f ms (max/min %.3f)\n", lo, hi,
+                   lo > 0 ? hi / lo : 0.0);
+            job_ms[strat] = job;
+            free(all);
         }
     }
-    xattn_mpi_stats *all = rank == 0 ? calloc((size_t)n, sizeof *all) : NULL;
-    xattn_mpi_stats_gather(MPI_COMM_WORLD, &best, all, 60000);
-
     double single_ms = -1;
     if (single) {
         quiet_barrier(MPI_COMM_WORLD);
@@ -213,50 +270,24 @@ int main(int argc, char **argv)
     }
 
     if (rank == 0) {
-        printf("ring attention: %d ranks, %s layout, %s, B %lld, Sq %lld, Sk %lld, Hq %lld, "
-               "Hkv %lld, D %lld, f32, %s, %lld threads per rank; best of %lld\n",
-               n, layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", causal ? "causal" : "full",
-               (long long)B, (long long)sq, (long long)sk, (long long)H, (long long)Hkv,
-               (long long)D, xattn_backend_name(backend), (long long)threads, (long long)iters);
-        printf("%4s %4s %10s %10s %10s %10s %10s %12s %5s %5s\n", "rank", "step", "compute_ms",
-               "stage_ms", "comm_ms", "wait_ms", "agree_ms", "bytes_sent", "calls", "skip");
-        double job = 0, compute = 0, wait = 0;
-        uint64_t bytes = 0;
-        for (int r = 0; r < n; r++) {
-            const xattn_mpi_stats *s = &all[r];
-            for (int t = 0; t < s->steps && t < XATTN_MPI_MAX_STEPS; t++) {
-                const xattn_mpi_step_stats *p = &s->step[t];
-                printf("%4d %4d %10.2f %10.2f %10.2f %10.2f %10.2f %12llu %5d %5d\n", r, t,
-                       p->compute_ms, p->stage_ms, p->comm_ms, p->wait_ms, p->agree_ms,
-                       (unsigned long long)p->bytes_sent, p->calls, p->skipped);
-            }
-            printf("%4d  all %10.2f %10.2f %10.2f %10.2f %10.2f %12llu %5d %5d  total %.2f ms "
-                   "(setup %.2f, finish %.2f)\n",
-                   r, s->sum.compute_ms, s->sum.stage_ms, s->sum.comm_ms, s->sum.wait_ms,
-                   s->sum.agree_ms, (unsigned long long)s->sum.bytes_sent, s->sum.calls,
-                   s->sum.skipped, s->total_ms, s->setup_ms, s->finish_ms);
-            if (s->total_ms > job)
-                job = s->total_ms;
-            compute += s->sum.compute_ms;
-            wait += s->sum.wait_ms;
-            bytes += s->sum.bytes_sent;
-        }
-        double flops = all[0].flops_useful;
-        printf("job: %.2f ms (slowest rank), compute %.2f ms summed over ranks, wait %.2f ms, "
-               "%.1f MB sent, %.2f useful GFLOP/s\n",
-               job, compute, wait, (double)bytes / 1e6, flops / (job * 1e6));
-        double lo = 1e300, hi = 0;
-        for (int r = 0; r < n; r++) {
-            lo = all[r].sum.compute_ms < lo ? all[r].sum.compute_ms : lo;
-            hi = all[r].sum.compute_ms > hi ? all[r].sum.compute_ms : hi;
-        }
-        printf("balance: compute per rank %.2f .. %.2f ms (max/min %.3f)\n", lo, hi,
-               lo > 0 ? hi / lo : 0.0);
         if (single_ms > 0)
-            printf("single: rank 0 alone, the whole problem in one call: %.2f ms; job / single = "
-                   "%.3f\n",
-                   single_ms, job / single_ms);
-        free(all);
+            printf("single: rank 0 alone, the whole problem in one call: %.2f ms\n", single_ms);
+        for (int strat = 0; strat < 2; strat++)
+            if (job_ms[strat] > 0 && single_ms > 0)
+                printf("%s: job / single = %.3f\n", names[strat], job_ms[strat] / single_ms);
+        if (job_ms[0] > 0 && job_ms[1] > 0)
+            printf("cheaper at this shape, measured: %s (%.2f ms against %.2f ms)\n",
+                   job_ms[0] <= job_ms[1] ? "ring" : "all-to-all",
+                   job_ms[0] <= job_ms[1] ? job_ms[0] : job_ms[1],
+                   job_ms[0] <= job_ms[1] ? job_ms[1] : job_ms[0]);
+        /* the model's bytes per rank (docs/scale.md): the ring moves n-1 blocks of K/V, the
+         * all-to-all (n-1)/n of this rank's Q, K, V in and O out */
+        double ring_b = (double)(n - 1) * (double)B * (double)sk / n * (double)Hkv * 2.0 * D * 4;
+        double a2a_b = (double)(n - 1) / n * (double)B * (double)sq / n *
+                       ((double)H * 2.0 * D + (double)Hkv * 2.0 * D) * 4;
+        printf("model bytes sent per rank: ring %.1f MB, all-to-all %.1f MB%s\n", ring_b / 1e6,
+               a2a_b / 1e6,
+               (H % n || Hkv % n) ? " (the all-to-all needs heads divisible by the ranks)" : "");
     }
     xattn_buffer_free(bq);
     xattn_buffer_free(bk);
