@@ -51,6 +51,31 @@ static xattn_buffer *rand_buffer(xattn_ctx *ctx, size_t n, uint32_t seed)
     return b;
 }
 
+/* Random Q, K, V and an O of the given lengths, f32, BSHD, in buf[4]. */
+static void make_problem(xattn_ctx *ctx, int64_t B, int64_t sq, int64_t sk, int64_t H, int64_t Hkv,
+                         int64_t D, int causal, uint32_t seed, xattn_attn_desc *d,
+                         xattn_buffer *buf[4])
+{
+    buf[0] = rand_buffer(ctx, (size_t)(B * sq * H * D), seed);
+    buf[1] = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), seed + 6u);
+    buf[2] = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), seed + 12u);
+    buf[3] = NULL;
+    if (sq > 0)
+        xattn_buffer_alloc(ctx, (size_t)(B * sq * H * D) * sizeof(float), &buf[3]);
+    xattn_attn_desc_init(d);
+    d->q = xattn_tensor_bshd(buf[0], 0, XATTN_DTYPE_F32, B, sq, H, D);
+    d->k = xattn_tensor_bshd(buf[1], 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
+    d->v = xattn_tensor_bshd(buf[2], 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
+    d->o = xattn_tensor_bshd(buf[3], 0, XATTN_DTYPE_F32, B, sq, H, D);
+    d->causal = causal;
+}
+
+static void free_problem(xattn_buffer *buf[4])
+{
+    for (int i = 0; i < 4; i++)
+        xattn_buffer_free(buf[i]);
+}
+
 /* Waits on a barrier without spinning a core away from the rank that works. */
 static void quiet_barrier(MPI_Comm comm)
 {
@@ -144,19 +169,9 @@ int main(int argc, char **argv)
     xattn_mpi_segment qs[2], ks[2];
     int64_t sql = xattn_mpi_shard(layout, sq, n, rank, qs);
     int64_t skl = xattn_mpi_shard(layout, sk, n, rank, ks);
-    xattn_buffer *bq = rand_buffer(ctx, (size_t)(B * sql * H * D), 1u + (uint32_t)rank);
-    xattn_buffer *bk = rand_buffer(ctx, (size_t)(B * skl * Hkv * D), 7u + (uint32_t)rank);
-    xattn_buffer *bv = rand_buffer(ctx, (size_t)(B * skl * Hkv * D), 13u + (uint32_t)rank);
-    xattn_buffer *bo = NULL;
-    if (sql > 0)
-        xattn_buffer_alloc(ctx, (size_t)(B * sql * H * D) * sizeof(float), &bo);
+    xattn_buffer *bufs[4];
     xattn_attn_desc d;
-    xattn_attn_desc_init(&d);
-    d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, B, sql, H, D);
-    d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, B, skl, Hkv, D);
-    d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, B, skl, Hkv, D);
-    d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, B, sql, H, D);
-    d.causal = causal;
+    make_problem(ctx, B, sql, skl, H, Hkv, D, causal, 1u + (uint32_t)rank, &d, bufs);
     xattn_mpi_ring_opts o;
     xattn_mpi_ring_opts_init(&o);
     o.layout = layout;
@@ -242,17 +257,9 @@ int main(int argc, char **argv)
     if (single) {
         quiet_barrier(MPI_COMM_WORLD);
         if (rank == 0) {
-            xattn_buffer *q1 = rand_buffer(ctx, (size_t)(B * sq * H * D), 3u);
-            xattn_buffer *k1 = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), 5u);
-            xattn_buffer *v1 = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), 9u), *o1 = NULL;
-            xattn_buffer_alloc(ctx, (size_t)(B * sq * H * D) * sizeof(float), &o1);
+            xattn_buffer *b1[4];
             xattn_attn_desc s1;
-            xattn_attn_desc_init(&s1);
-            s1.q = xattn_tensor_bshd(q1, 0, XATTN_DTYPE_F32, B, sq, H, D);
-            s1.k = xattn_tensor_bshd(k1, 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
-            s1.v = xattn_tensor_bshd(v1, 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
-            s1.o = xattn_tensor_bshd(o1, 0, XATTN_DTYPE_F32, B, sq, H, D);
-            s1.causal = causal;
+            make_problem(ctx, B, sq, sk, H, Hkv, D, causal, 3u, &s1, b1);
             for (int64_t it = 0; it <= iters; it++) {
                 double t0 = MPI_Wtime();
                 xattn_attention(ctx, &s1, NULL);
@@ -261,10 +268,7 @@ int main(int argc, char **argv)
                 if (it >= 1 && (single_ms < 0 || ms < single_ms))
                     single_ms = ms;
             }
-            xattn_buffer_free(q1);
-            xattn_buffer_free(k1);
-            xattn_buffer_free(v1);
-            xattn_buffer_free(o1);
+            free_problem(b1);
         }
         quiet_barrier(MPI_COMM_WORLD);
     }
@@ -289,10 +293,7 @@ int main(int argc, char **argv)
                a2a_b / 1e6,
                (H % n || Hkv % n) ? " (the all-to-all needs heads divisible by the ranks)" : "");
     }
-    xattn_buffer_free(bq);
-    xattn_buffer_free(bk);
-    xattn_buffer_free(bv);
-    xattn_buffer_free(bo);
+    free_problem(bufs);
     xattn_ctx_destroy(ctx);
     MPI_Finalize();
     return 0;
