@@ -99,8 +99,10 @@ typedef struct xattn_mpi_stats {
  * but the other extents, dtypes and options like every rank. seqlens_q and
  * seqlens_k, when given, are the GLOBAL lengths [B] (every rank the same);
  * causal, align, window_left/right, scale and softcap mean what they mean for
- * one device over the whole sequence. Not supported yet (XATTN_STATUS_UNSUPPORTED):
- * packed batches (cu_seqlens), bias and ALiBi.
+ * one device over the whole sequence. A bias, when given, holds this rank's
+ * query rows (shard order) against every global key: [Bb, Hb, >= sq_local,
+ * >= sk_global]. Not supported yet (XATTN_STATUS_UNSUPPORTED): packed batches
+ * (cu_seqlens) and ALiBi.
  *
  * Every rank returns the same status: a failure on one rank (a bad descriptor,
  * an allocation or device error, ranks that disagree on the problem) makes

@@ -279,9 +279,9 @@ static void merge(ring *r, int64_t qls, int64_t nq, const block_plan *pl, int64_
 }
 
 /* One block call over batch entries [b0, b0+nb), all with the plan of entry pb. */
-static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, int64_t nk,
-                               int64_t sk_blk, int64_t b0, int64_t nb, const block_plan *pb,
-                               xattn_mpi_step_stats *ss)
+static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, int64_t ko,
+                               int64_t nk, int64_t sk_blk, int64_t b0, int64_t nb,
+                               const block_plan *pb, xattn_mpi_step_stats *ss)
 {
     const xattn_attn_desc *d = r->d;
     xattn_attn_desc c;
@@ -308,6 +308,17 @@ static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, in
     c.lse.strides[0] = r->Hq * nq;
     c.lse.strides[1] = nq;
     c.lse.strides[2] = 1;
+    if (d->bias.buffer) { /* rows qls + i0.., global key columns ko + k0.. */
+        int64_t bb0 = d->bias.shape[0] > 1 ? b0 : 0;
+        c.bias = d->bias;
+        c.bias.offset += (size_t)((bb0 * d->bias.strides[0] + (qls + i0) * d->bias.strides[2] +
+                                   (ko + k0) * d->bias.strides[3]) *
+                                  (int64_t)xattn_dtype_size(d->bias.dtype));
+        if (d->bias.shape[0] > 1)
+            c.bias.shape[0] = nb;
+        c.bias.shape[2] = rq;
+        c.bias.shape[3] = rk;
+    }
     c.scale = d->scale;
     c.softcap = d->softcap;
     c.algo = d->algo;
@@ -402,7 +413,7 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
             if (!any) {
                 ss->skipped++;
             } else if (same) {
-                xattn_status st = block_call(r, qls, nq, kls, nk, sk_blk, 0, r->B, first, ss);
+                xattn_status st = block_call(r, qls, nq, kls, ko, nk, sk_blk, 0, r->B, first, ss);
                 if (st != XATTN_STATUS_OK)
                     return st;
             } else {
@@ -412,7 +423,7 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
                     if (r->plans[b].skip)
                         continue;
                     xattn_status st =
-                        block_call(r, qls, nq, kls, nk, sk_blk, b, 1, &r->plans[b], ss);
+                        block_call(r, qls, nq, kls, ko, nk, sk_blk, b, 1, &r->plans[b], ss);
                     if (st != XATTN_STATUS_OK)
                         return st;
                 }
@@ -463,8 +474,6 @@ static xattn_status check_local(ring *r)
         return fail(XATTN_STATUS_UNSUPPORTED,
                     "cu_seqlens: packed batches are not supported by the MPI ring yet "
                     "(use padded batches with seqlens_q/seqlens_k)");
-    if (d->bias.buffer)
-        return fail(XATTN_STATUS_UNSUPPORTED, "bias: not supported by the MPI ring yet");
     if (d->alibi_slopes)
         return fail(XATTN_STATUS_UNSUPPORTED, "alibi_slopes: not supported by the MPI ring yet");
     if (r->o.sq_global < 1 || r->o.sk_global < 1 || r->o.sq_global > INT32_MAX ||
@@ -496,6 +505,14 @@ static xattn_status check_local(ring *r)
                     "%lld positions",
                     (long long)d->k.shape[1], (long long)d->v.shape[1], r->rank, lay,
                     (long long)r->o.sk_global, (long long)want_k);
+    /* bias: this rank's query rows (in shard order) against every global key */
+    if (d->bias.buffer && want_q > 0 &&
+        (d->bias.shape[2] < want_q || d->bias.shape[3] < r->o.sk_global))
+        return fail(XATTN_STATUS_INVALID_SHAPE,
+                    "bias.shape[2..3]: %lld x %lld, expected at least this rank's %lld query rows "
+                    "x sk_global %lld keys",
+                    (long long)d->bias.shape[2], (long long)d->bias.shape[3], (long long)want_q,
+                    (long long)r->o.sk_global);
     if (d->lse.buffer && d->lse.shape[2] != want_q)
         return fail(XATTN_STATUS_INVALID_SHAPE, "lse.shape[2]: %lld, expected %lld",
                     (long long)d->lse.shape[2], (long long)want_q);
@@ -532,6 +549,7 @@ static xattn_status check_local(ring *r)
             return fail_lib(st, "a stand-in for an empty shard");
         size_t at = 0;
         if (want_q == 0) {
+            c.bias.buffer = NULL; /* no query row: nothing of it is read */
             c.q = xattn_tensor_bshd(stand_in, at, d->q.dtype, r->B, 1, r->Hq, r->D);
             at += (size_t)(r->B * r->Hq * r->D) * 4;
             c.o = xattn_tensor_bshd(stand_in, at, d->o.dtype, r->B, 1, r->Hq, r->Dv);
@@ -739,6 +757,9 @@ static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_
         return st;
     *dup_ok = 1;
     st = check_local(r);
+    if (st == XATTN_STATUS_OK && alltoall && d->bias.buffer)
+        st = fail(XATTN_STATUS_UNSUPPORTED,
+                  "bias: not supported by the all-to-all yet (the ring takes it)");
     if (st == XATTN_STATUS_OK && alltoall && (r->Hq % r->n || r->Hkv % r->n))
         st = fail(XATTN_STATUS_UNSUPPORTED,
                   "the all-to-all splits heads over the ranks: Hq %lld and Hkv %lld must be "

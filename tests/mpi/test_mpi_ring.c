@@ -35,6 +35,7 @@ typedef struct tcase {
     int wl, wr;
     const int32_t *lq, *lk; /* global lengths or NULL */
     int bhsd;               /* q and o in BHSD layout (strided shards) */
+    int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf */
 } tcase;
 
 static uint32_t g_seed;
@@ -100,6 +101,10 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     size_t nl = (size_t)c->B * c->Hq * c->sq;
     float *q = rand_array(nq), *k = rand_array(nk), *v = rand_array(nv);
     float *oref = calloc(no, sizeof(float)), *lref = calloc(nl, sizeof(float));
+    size_t nb_ = c->bias ? (size_t)c->Hq * c->sq * c->sk : 0;
+    float *bias = c->bias ? rand_array(nb_) : NULL;
+    for (size_t i = 0; i < nb_; i += 7)
+        bias[i] = -INFINITY; /* masked pairs, and whole rows of a block now and then */
 
     /* the reference: the whole problem on one device */
     xattn_buffer *bq = upload(q, nq), *bk = upload(k, nk), *bv = upload(v, nv), *bo, *bl;
@@ -112,7 +117,11 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, c->B, c->sk, c->Hkv, c->Dv);
     d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, c->B, c->sq, c->Hq, c->Dv);
     d.lse = xattn_tensor_bshd(bl, 0, XATTN_DTYPE_F32, c->B, c->Hq, c->sq, 1);
+    xattn_buffer *bb = c->bias ? upload(bias, nb_) : NULL;
+    if (bb)
+        d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, c->Hq, c->sq, c->sk);
     xattn_status st = xattn_attention(g_ctx, &d, NULL);
+    xattn_buffer_free(bb);
     if (st != XATTN_STATUS_OK) {
         printf("rank %d: reference failed: %s\n", g_rank, xattn_last_error());
         exit(1);
@@ -157,7 +166,17 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
         xattn_buffer_alloc(g_ctx, nlq * c->Dv * sizeof(float), &so_b);
         xattn_buffer_alloc(g_ctx, nlq * sizeof(float), &sl_b);
     }
-    xattn_buffer *sk_b = upload(lk_, nlk * c->D), *sv_b = upload(lv_, nlk * c->Dv);
+    xattn_buffer *sk_b = upload(lk_, nlk * c->D), *sv_b = upload(lv_, nlk * c->Dv), *sb_b = NULL;
+    if (c->bias && sql > 0) { /* this rank's query rows, every key */
+        float *lb = malloc((size_t)c->Hq * sql * c->sk * sizeof(float));
+        for (int h = 0; h < c->Hq; h++)
+            for (int s_ = 0, at = 0; s_ < 2; at += (int)qs[s_].length, s_++)
+                memcpy(lb + ((size_t)h * sql + at) * c->sk,
+                       bias + ((size_t)h * c->sq + qs[s_].start) * c->sk,
+                       (size_t)qs[s_].length * c->sk * sizeof(float));
+        sb_b = upload(lb, (size_t)c->Hq * sql * c->sk);
+        free(lb);
+    }
     desc_common(c, &d);
     xattn_tensor (*view)(xattn_buffer *, size_t, xattn_dtype, int64_t, int64_t, int64_t, int64_t) =
         c->bhsd ? xattn_tensor_bhsd : xattn_tensor_bshd;
@@ -166,6 +185,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, c->B, c->Hq, sql, 1);
     d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, c->B, skl, c->Hkv, c->D);
     d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, c->B, skl, c->Hkv, c->Dv);
+    if (sb_b)
+        d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, c->Hq, sql, c->sk);
     xattn_mpi_ring_opts o;
     xattn_mpi_ring_opts_init(&o);
     o.layout = layout;
@@ -200,8 +221,9 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     const char *lay =
         g_alltoall ? (layout == XATTN_MPI_ZIGZAG ? "all-to-all zigzag" : "all-to-all contiguous")
                    : (layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
-    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n)) {
-        CHECK(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_mpi_last_error(), "multiples"),
+    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n || c->bias)) {
+        CHECK(st == XATTN_STATUS_UNSUPPORTED && (strstr(xattn_mpi_last_error(), "multiples") ||
+                                                 strstr(xattn_mpi_last_error(), "bias")),
               "%s/%s: heads not divisible by %d ranks: %s", c->name, lay, g_n,
               xattn_status_name(st));
     } else if (inject == INJ_NONE && g_alltoall) {
@@ -253,6 +275,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     xattn_buffer_free(sl_b);
     xattn_buffer_free(sk_b);
     xattn_buffer_free(sv_b);
+    xattn_buffer_free(sb_b);
+    free(bias);
     free(q);
     free(k);
     free(v);
@@ -286,27 +310,32 @@ int main(int argc, char **argv)
     static const int32_t lq2[2] = {20, 9}, lk2[2] = {25, 17};
     static const int32_t lq3[2] = {29, 12}, lk3[2] = {7, 29};
     const tcase cases[] = {
-        {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0},
-        {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL,
+        {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0},
+        {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL, 0,
          0},
         {"causal bottom-right Sq<Sk", 1, 2, 1, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         NULL, NULL, 0},
+         NULL, NULL, 0, 0},
         {"causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0},
+         NULL, 0, 0},
         {"causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         lq2, lk2, 0},
+         lq2, lk2, 0, 0},
         {"causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
-         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0},
-        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0},
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0},
+        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0},
         {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
-         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0},
+         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0},
         {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
-         NULL, 0},
+         NULL, 0, 0},
         {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
-         NULL, 1},
+         NULL, 1, 0},
         {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, NULL, NULL, 0},
-        {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0},
+         -1, NULL, NULL, 0, 0},
+        {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0,
+         0},
+        {"causal window bias padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, 6, -1,
+         lq2, lk2, 0, 1},
+        {"bias shorter than the ranks", 1, 2, 2, 8, 8, 3, 5, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 1},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (g_alltoall = 0; g_alltoall < 2; g_alltoall++)
@@ -321,7 +350,7 @@ int main(int argc, char **argv)
     g_alltoall = 1;
     {
         const tcase h4 = {"all-to-all failure",     1,  12, 12,   8,    8, 13, 13, 1,
-                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0};
+                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0};
         xattn_status fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, g_n - 1);
         CHECK(fs == XATTN_STATUS_INVALID_DTYPE, "all-to-all, bad dtype on rank %d: %s (%s)",
               g_n - 1, xattn_status_name(fs), xattn_mpi_last_error());
@@ -350,7 +379,7 @@ int main(int argc, char **argv)
     /* a rank holding queries but no keys is checked like the others (Sq 8,
      * Sk 3, zigzag: with 4 ranks, rank 3 holds 2 query rows and no key) */
     const tcase qonly = {"queries only",           1,  2,  1,    8,    8, 8, 3, 0,
-                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0};
+                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0};
     for (int r = 0; r < g_n; r++) {
         xattn_mpi_segment a[2], b[2];
         if (xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sq, g_n, r, a) > 0 &&
@@ -365,7 +394,7 @@ int main(int argc, char **argv)
      * whose score workspace exceeds its memory limit; the ring's own buffers
      * fit in it */
     const tcase big = {"mid-ring failure",       1,  4,  1,    4,    4, 1024, 1024, 0,
-                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0};
+                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0};
     st = run_case(&big, XATTN_MPI_ZIGZAG, INJ_OOM_MID, last);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure mid-ring on rank %d: %s (%s)", last,
           xattn_status_name(st), xattn_mpi_last_error());
