@@ -72,8 +72,9 @@ typedef struct xattn_mpi_step_stats {
     double wait_ms;    /* blocked after the compute, waiting for the next block */
     double agree_ms;   /* the per-step status agreement (a collective) */
     uint64_t bytes_sent;
-    int calls;   /* xattn_attention calls made */
-    int skipped; /* (query segment, key segment) pairs no mask lets through */
+    int calls;       /* xattn_attention calls made */
+    int skipped;     /* (query segment, key segment) pairs no mask lets through */
+    double start_ms; /* when the step began, from the start of the call */
 } xattn_mpi_step_stats;
 
 /** One rank's record of a ring call. Grow-only. */

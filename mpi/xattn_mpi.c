@@ -801,6 +801,7 @@ xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn
     for (int t = 0; t < r.n && st == XATTN_STATUS_OK; t++) {
         xattn_mpi_step_stats ss;
         memset(&ss, 0, sizeof ss);
+        ss.start_ms = (MPI_Wtime() - t_start) * 1e3;
         int src = (r.rank - t + r.n) % r.n, nsrc = (r.rank - t - 1 + r.n) % r.n;
         MPI_Request req[2];
         int nreq = 0;
@@ -1019,6 +1020,7 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
         st = stage_agree(&r, mst, "allocation");
     }
     S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
+    ss->start_ms = S->setup_ms;
     if (st == XATTN_STATUS_OK)
         st = alltoallv(&r, sbuf, sc, rbuf, rc, "all-to-all of Q, K, V", &ss->comm_ms);
     if (st == XATTN_STATUS_OK) {

@@ -20,7 +20,7 @@ static void usage(void)
             "usage: xattn_mpi_bench [--sq N] [--sk N] [--batch B] [--heads H] [--kv-heads H]\n"
             "         [--dim D] [--causal] [--layout zigzag|contiguous] [--iters N]\n"
             "         [--threads T] [--backend cpu|opencl|cuda] [--strategy ring|alltoall|both]\n"
-            "         [--single]\n");
+            "         [--single] [--trace FILE]\n");
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -76,6 +76,53 @@ static void free_problem(xattn_buffer *buf[4])
         xattn_buffer_free(buf[i]);
 }
 
+/*
+ * Chrome / Perfetto trace events of the gathered stats: one process per rank
+ * (pid = rank), thread 1 the rank's own work, thread 2 the ring's transfer in
+ * flight. Within a step the phases are laid end to end from their summed
+ * durations (posting, staging, compute, waiting, agreeing), at the step's
+ * measured start; the transfer spans the step up to the end of its wait.
+ */
+static void write_trace(FILE *f, const xattn_mpi_stats *all, int n, const char *strategy,
+                        double base_us, int *first)
+{
+    for (int r = 0; r < n; r++) {
+        const xattn_mpi_stats *s = &all[r];
+        fprintf(f,
+                "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":"
+                "\"rank %d\"}}",
+                *first ? "" : ",\n", r, r);
+        *first = 0;
+        double setup_us = s->setup_ms * 1e3;
+        fprintf(f,
+                ",\n{\"ph\":\"X\",\"name\":\"%s setup\",\"pid\":%d,\"tid\":1,\"ts\":%.1f,"
+                "\"dur\":%.1f}",
+                strategy, r, base_us, setup_us);
+        for (int t = 0; t < s->steps && t < XATTN_MPI_MAX_STEPS; t++) {
+            const xattn_mpi_step_stats *p = &s->step[t];
+            const char *names[5] = {"post", "stage", "compute", "wait", "agree"};
+            double durs[5] = {p->comm_ms, p->stage_ms, p->compute_ms, p->wait_ms, p->agree_ms};
+            double ts = base_us + p->start_ms * 1e3;
+            for (int k = 0; k < 5; k++) {
+                if (durs[k] <= 0)
+                    continue;
+                fprintf(f,
+                        ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":1,\"ts\":%.1f,"
+                        "\"dur\":%.1f,\"args\":{\"step\":%d,\"strategy\":\"%s\"}}",
+                        names[k], r, ts, durs[k] * 1e3, t, strategy);
+                ts += durs[k] * 1e3;
+            }
+            if (p->bytes_sent > 0)
+                fprintf(f,
+                        ",\n{\"ph\":\"X\",\"name\":\"transfer\",\"pid\":%d,\"tid\":2,"
+                        "\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"step\":%d,\"bytes\":%llu}}",
+                        r, base_us + p->start_ms * 1e3,
+                        (p->comm_ms + p->stage_ms + p->compute_ms + p->wait_ms) * 1e3, t,
+                        (unsigned long long)p->bytes_sent);
+        }
+    }
+}
+
 /* Waits on a barrier without spinning a core away from the rank that works. */
 static void quiet_barrier(MPI_Comm comm)
 {
@@ -99,6 +146,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     int64_t sq = 8192, sk = -1, B = 1, H = 4, Hkv = -1, D = 64, iters = 3, threads = 1;
     int causal = 0, single = 0, strategy = 0; /* 0 ring, 1 all-to-all, 2 both */
+    const char *trace = NULL;
     xattn_mpi_layout layout = XATTN_MPI_ZIGZAG;
     xattn_backend backend = XATTN_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -124,6 +172,8 @@ int main(int argc, char **argv)
             causal = 1;
         else if (!strcmp(a, "--single"))
             single = 1;
+        else if (!strcmp(a, "--trace"))
+            trace = v, ok = *v != 0, i++;
         else if (!strcmp(a, "--strategy")) {
             ok = !strcmp(v, "ring") || !strcmp(v, "alltoall") || !strcmp(v, "both");
             strategy = !strcmp(v, "ring") ? 0 : !strcmp(v, "alltoall") ? 1 : 2;
@@ -179,7 +229,16 @@ int main(int argc, char **argv)
     o.sk_global = sk;
     o.timeout_ms = 600000;
     static const char *names[2] = {"ring attention", "all-to-all"};
-    double job_ms[2] = {-1, -1};
+    double job_ms[2] = {-1, -1}, trace_base = 0;
+    FILE *tf = NULL;
+    int tfirst = 1;
+    if (rank == 0 && trace) {
+        tf = fopen(trace, "w");
+        if (!tf)
+            fprintf(stderr, "xattn_mpi_bench: cannot write %s\n", trace);
+        else
+            fprintf(tf, "{\"traceEvents\":[\n");
+    }
     for (int strat = 0; strat < 2; strat++) {
         if (strategy != 2 && strategy != strat)
             continue;
@@ -250,6 +309,10 @@ int main(int argc, char **argv)
             printf("balance: compute per rank %.2f .. %.2f ms (max/min %.3f)\n", lo, hi,
                    lo > 0 ? hi / lo : 0.0);
             job_ms[strat] = job;
+            if (tf) { /* one strategy after the other on the trace's timeline */
+                write_trace(tf, all, n, strat ? "all-to-all" : "ring", trace_base, &tfirst);
+                trace_base += job * 1e3 + 1000;
+            }
             free(all);
         }
     }
@@ -273,6 +336,11 @@ int main(int argc, char **argv)
         quiet_barrier(MPI_COMM_WORLD);
     }
 
+    if (tf) {
+        fprintf(tf, "\n]}\n");
+        fclose(tf);
+        printf("trace: %s (one process per rank; open in Perfetto)\n", trace);
+    }
     if (rank == 0) {
         if (single_ms > 0)
             printf("single: rank 0 alone, the whole problem in one call: %.2f ms\n", single_ms);
