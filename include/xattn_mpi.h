@@ -102,8 +102,10 @@ typedef struct xattn_mpi_stats {
  * causal, align, window_left/right, scale and softcap mean what they mean for
  * one device over the whole sequence. A bias, when given, holds this rank's
  * query rows (shard order) against every global key: [Bb, Hb, >= sq_local,
- * >= sk_global]. Not supported yet (XATTN_STATUS_UNSUPPORTED): packed batches
- * (cu_seqlens) and ALiBi.
+ * >= sk_global]. Packed batches: cu_seqlens_q/k are the GLOBAL offsets into
+ * one token stream of sq_global / sk_global tokens (tensors of batch 1), and
+ * the stream is sharded like a sequence. Not supported yet
+ * (XATTN_STATUS_UNSUPPORTED): ALiBi, and a bias with a packed batch.
  *
  * Every rank returns the same status: a failure on one rank (a bad descriptor,
  * an allocation or device error, ranks that disagree on the problem) makes

@@ -216,7 +216,10 @@ typedef struct ring {
     int64_t B, Hq, Hkv, D, Dv;
     xattn_dtype qdt, kvdt;
     size_t qes, kves;
-    int64_t *Lq, *Lk; /* global lengths [B] */
+    int64_t *Lq, *Lk; /* global lengths [nlen] */
+    int64_t nlen;     /* B, or the number of sequences of a packed batch */
+    int packed;       /* cu_seqlens: one token stream, sequences at cq/ck */
+    int64_t *cq, *ck; /* packed: the global cu_seqlens [nlen + 1] */
     xattn_mpi_segment qseg[2];
     int64_t sq_loc;
     /* per rank: its key segments and block size in bytes (K then V) */
@@ -363,7 +366,7 @@ static double pair_flops(const ring *r)
 {
     /* every visible (row, key) pair of the whole problem, counted once */
     double f = 0;
-    for (int64_t b = 0; b < r->B; b++) {
+    for (int64_t b = 0; b < r->nlen; b++) {
         for (int64_t i = 0; i < r->Lq[b]; i++) {
             int64_t s = (r->d->align == XATTN_ALIGN_BOTTOM_RIGHT ? r->Lk[b] - r->Lq[b] : 0) + i;
             int64_t hi = r->Lk[b] - 1, lo = 0;
@@ -380,6 +383,17 @@ static double pair_flops(const ring *r)
     return f * 2.0 * (double)(r->D + r->Dv) * (double)r->Hq;
 }
 
+/* Lets MPI move the next block between calls. */
+static void poll(MPI_Request *req, int nreq, xattn_mpi_step_stats *ss)
+{
+    if (nreq > 0) {
+        double t0 = MPI_Wtime();
+        int done;
+        MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
+        ss->comm_ms += (MPI_Wtime() - t0) * 1e3;
+    }
+}
+
 /* All (query segment, key segment) pairs of one block. */
 static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
                                   xattn_mpi_step_stats *ss)
@@ -392,6 +406,31 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
         for (int ks = 0; ks < 2; ks++) {
             int64_t ko = r->kseg[src][ks].start, nk = r->kseg[src][ks].length;
             if (nq == 0 || nk == 0) {
+                kls += nk;
+                continue;
+            }
+            if (r->packed) {
+                /* each sequence's part of the two segments is its own block */
+                for (int64_t q = 0; q < r->nlen; q++) {
+                    int64_t qa = qo > r->cq[q] ? qo : r->cq[q];
+                    int64_t qb = qo + nq < r->cq[q + 1] ? qo + nq : r->cq[q + 1];
+                    int64_t ka = ko > r->ck[q] ? ko : r->ck[q];
+                    int64_t kb = ko + nk < r->ck[q + 1] ? ko + nk : r->ck[q + 1];
+                    if (qa >= qb || ka >= kb)
+                        continue;
+                    r->plans[0] = plan_block(r->Lq[q], r->Lk[q], bottom_right, r->d->causal,
+                                             r->d->window_left, r->d->window_right, qa - r->cq[q],
+                                             qb - qa, ka - r->ck[q], kb - ka);
+                    if (r->plans[0].skip) {
+                        ss->skipped++;
+                        continue;
+                    }
+                    xattn_status st = block_call(r, qls + (qa - qo), qb - qa, kls + (ka - ko), ka,
+                                                 kb - ka, sk_blk, 0, 1, &r->plans[0], ss);
+                    if (st != XATTN_STATUS_OK)
+                        return st;
+                    poll(req, nreq, ss);
+                }
                 kls += nk;
                 continue;
             }
@@ -428,13 +467,7 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
                         return st;
                 }
             }
-            /* let MPI move the next block between calls */
-            if (nreq > 0) {
-                double t0 = MPI_Wtime();
-                int done;
-                MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
-                ss->comm_ms += (MPI_Wtime() - t0) * 1e3;
-            }
+            poll(req, nreq, ss);
             kls += nk;
         }
         qls += nq;
@@ -446,6 +479,8 @@ static void ring_free(ring *r)
 {
     free(r->Lq);
     free(r->Lk);
+    free(r->cq);
+    free(r->ck);
     free((void *)r->kseg);
     free(r->sk_of);
     free(r->host[0]);
@@ -470,10 +505,17 @@ static xattn_status check_local(ring *r)
         return fail(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
     if (!d)
         return fail(XATTN_STATUS_INVALID_ARGUMENT, "d: NULL");
-    if (d->cu_seqlens_q || d->cu_seqlens_k)
-        return fail(XATTN_STATUS_UNSUPPORTED,
-                    "cu_seqlens: packed batches are not supported by the MPI ring yet "
-                    "(use padded batches with seqlens_q/seqlens_k)");
+    if (!d->cu_seqlens_q != !d->cu_seqlens_k)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT,
+                    "cu_seqlens_q and cu_seqlens_k: both set (a packed batch) or both NULL");
+    r->packed = d->cu_seqlens_q != NULL;
+    if (r->packed && (d->seqlens_q || d->seqlens_k || d->bias.buffer))
+        return fail(d->bias.buffer ? XATTN_STATUS_UNSUPPORTED : XATTN_STATUS_INVALID_ARGUMENT,
+                    d->bias.buffer ? "bias: not supported with a packed batch across ranks yet"
+                                   : "seqlens_q/k: not with cu_seqlens (a packed batch)");
+    if (r->packed && (d->num_seqs < 1 || d->num_seqs > (1 << 24)))
+        return fail(XATTN_STATUS_INVALID_LENGTHS, "num_seqs: %lld, expected 1..2^24",
+                    (long long)d->num_seqs);
     if (d->alibi_slopes)
         return fail(XATTN_STATUS_UNSUPPORTED, "alibi_slopes: not supported by the MPI ring yet");
     if (r->o.sq_global < 1 || r->o.sk_global < 1 || r->o.sq_global > INT32_MAX ||
@@ -541,6 +583,8 @@ static xattn_status check_local(ring *r)
      * holding only queries (or only keys) is checked all the same. */
     xattn_attn_desc c = *d;
     c.seqlens_q = c.seqlens_k = NULL;
+    c.cu_seqlens_q = c.cu_seqlens_k = NULL; /* global token offsets: checked below */
+    c.num_seqs = 0;
     xattn_buffer *stand_in = NULL;
     if (want_q == 0 || want_k == 0) {
         size_t bytes = (size_t)(r->B * (r->Hq * (r->D + r->Dv + 1) + r->Hkv * (r->D + r->Dv))) * 4;
@@ -568,10 +612,41 @@ static xattn_status check_local(ring *r)
     xattn_buffer_free(stand_in);
     if (cst != XATTN_STATUS_OK)
         return fail_lib(cst, "this rank's descriptor");
-    r->Lq = calloc((size_t)r->B, sizeof *r->Lq);
-    r->Lk = calloc((size_t)r->B, sizeof *r->Lk);
-    if (!r->Lq || !r->Lk)
+    if (r->packed && r->B != 1)
+        return fail(XATTN_STATUS_INVALID_SHAPE, "q.shape[0]: %lld, a packed batch has 1",
+                    (long long)r->B);
+    r->nlen = r->packed ? d->num_seqs : r->B;
+    r->Lq = calloc((size_t)r->nlen, sizeof *r->Lq);
+    r->Lk = calloc((size_t)r->nlen, sizeof *r->Lk);
+    if (r->packed) {
+        r->cq = calloc((size_t)r->nlen + 1, sizeof *r->cq);
+        r->ck = calloc((size_t)r->nlen + 1, sizeof *r->ck);
+    }
+    if (!r->Lq || !r->Lk || (r->packed && (!r->cq || !r->ck)))
         return fail(XATTN_STATUS_OUT_OF_MEMORY, "lengths");
+    if (r->packed) {
+        const int32_t *cu[2] = {d->cu_seqlens_q, d->cu_seqlens_k};
+        int64_t *to[2] = {r->cq, r->ck}, tot[2] = {r->o.sq_global, r->o.sk_global};
+        for (int w = 0; w < 2; w++) {
+            if (cu[w][0] != 0)
+                return fail(XATTN_STATUS_INVALID_LENGTHS, "cu_seqlens_%c[0]: %d, expected 0",
+                            w ? 'k' : 'q', (int)cu[w][0]);
+            for (int64_t b = 0; b <= r->nlen; b++) {
+                to[w][b] = cu[w][b];
+                if (b > 0 && (cu[w][b] < cu[w][b - 1] || cu[w][b] > tot[w]))
+                    return fail(XATTN_STATUS_INVALID_LENGTHS,
+                                "cu_seqlens_%c[%lld]: %d, expected %d..%lld (non-decreasing, "
+                                "within the %s tokens)",
+                                w ? 'k' : 'q', (long long)b, (int)cu[w][b], (int)cu[w][b - 1],
+                                (long long)tot[w], w ? "sk_global" : "sq_global");
+            }
+        }
+        for (int64_t b = 0; b < r->nlen; b++) {
+            r->Lq[b] = r->cq[b + 1] - r->cq[b];
+            r->Lk[b] = r->ck[b + 1] - r->ck[b];
+        }
+        return XATTN_STATUS_OK;
+    }
     for (int64_t b = 0; b < r->B; b++) {
         r->Lq[b] = d->seqlens_q ? d->seqlens_q[b] : r->o.sq_global;
         r->Lk[b] = d->seqlens_k ? d->seqlens_k[b] : r->o.sk_global;
@@ -596,7 +671,8 @@ static xattn_status check_same(ring *r, int *bad_field)
     const xattn_attn_desc *d = r->d;
     int64_t sig[N], both[2 * N], out[2 * N];
     uint64_t hq = 1469598103934665603ull, hk = hq;
-    for (int64_t b = 0; b < r->B; b++) {
+    hq = (hq ^ (uint64_t)(r->packed ? -r->nlen : r->nlen)) * 1099511628211ull;
+    for (int64_t b = 0; b < r->nlen; b++) {
         hq = (hq ^ (uint64_t)r->Lq[b]) * 1099511628211ull;
         hk = (hk ^ (uint64_t)r->Lk[b]) * 1099511628211ull;
     }
@@ -1116,6 +1192,8 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
     free(back);
     free(r.Lq);
     free(r.Lk);
+    free(r.cq);
+    free(r.ck);
     MPI_Comm_free(&r.comm);
     S->total_ms = (MPI_Wtime() - t_start) * 1e3;
     return st;

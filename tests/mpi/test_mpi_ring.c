@@ -36,6 +36,8 @@ typedef struct tcase {
     const int32_t *lq, *lk; /* global lengths or NULL */
     int bhsd;               /* q and o in BHSD layout (strided shards) */
     int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf */
+    int packed;             /* lq/lk: the B sequences' lengths in one token stream of
+                             * sq / sk tokens (tensors with batch 1) */
 } tcase;
 
 static uint32_t g_seed;
@@ -76,15 +78,28 @@ static xattn_buffer *upload(const float *a, size_t n)
     return buf;
 }
 
+static int32_t g_cuq[9], g_cuk[9];
+
 static void desc_common(const tcase *c, xattn_attn_desc *d)
 {
     xattn_attn_desc_init(d);
+    if (c->packed) {
+        for (int b = 0; b < c->B; b++) {
+            g_cuq[b + 1] = g_cuq[b] + c->lq[b];
+            g_cuk[b + 1] = g_cuk[b] + c->lk[b];
+        }
+        d->cu_seqlens_q = g_cuq;
+        d->cu_seqlens_k = g_cuk;
+        d->num_seqs = c->B;
+    }
     d->causal = c->causal;
     d->align = c->align;
     d->window_left = c->wl;
     d->window_right = c->wr;
-    d->seqlens_q = c->lq;
-    d->seqlens_k = c->lk;
+    if (!c->packed) {
+        d->seqlens_q = c->lq;
+        d->seqlens_k = c->lk;
+    }
 }
 
 /* Failure injections for the error cases. */
@@ -95,10 +110,11 @@ static int g_alltoall; /* run the all-to-all instead of the ring */
 
 static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject, int who)
 {
+    int Bt = c->packed ? 1 : c->B; /* the tensors' batch extent */
     g_seed = 12345u + (uint32_t)c->sq * 31u + (uint32_t)c->sk;
-    size_t nq = (size_t)c->B * c->sq * c->Hq * c->D, nk = (size_t)c->B * c->sk * c->Hkv * c->D;
-    size_t nv = (size_t)c->B * c->sk * c->Hkv * c->Dv, no = (size_t)c->B * c->sq * c->Hq * c->Dv;
-    size_t nl = (size_t)c->B * c->Hq * c->sq;
+    size_t nq = (size_t)Bt * c->sq * c->Hq * c->D, nk = (size_t)Bt * c->sk * c->Hkv * c->D;
+    size_t nv = (size_t)Bt * c->sk * c->Hkv * c->Dv, no = (size_t)Bt * c->sq * c->Hq * c->Dv;
+    size_t nl = (size_t)Bt * c->Hq * c->sq;
     float *q = rand_array(nq), *k = rand_array(nk), *v = rand_array(nv);
     float *oref = calloc(no, sizeof(float)), *lref = calloc(nl, sizeof(float));
     size_t nb_ = c->bias ? (size_t)c->Hq * c->sq * c->sk : 0;
@@ -112,11 +128,11 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     xattn_buffer_alloc(g_ctx, nl * sizeof(float), &bl);
     xattn_attn_desc d;
     desc_common(c, &d);
-    d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, c->B, c->sq, c->Hq, c->D);
-    d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, c->B, c->sk, c->Hkv, c->D);
-    d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, c->B, c->sk, c->Hkv, c->Dv);
-    d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, c->B, c->sq, c->Hq, c->Dv);
-    d.lse = xattn_tensor_bshd(bl, 0, XATTN_DTYPE_F32, c->B, c->Hq, c->sq, 1);
+    d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, Bt, c->sq, c->Hq, c->D);
+    d.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, Bt, c->sk, c->Hkv, c->D);
+    d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, Bt, c->sk, c->Hkv, c->Dv);
+    d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, Bt, c->sq, c->Hq, c->Dv);
+    d.lse = xattn_tensor_bshd(bl, 0, XATTN_DTYPE_F32, Bt, c->Hq, c->sq, 1);
     xattn_buffer *bb = c->bias ? upload(bias, nb_) : NULL;
     if (bb)
         d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, c->Hq, c->sq, c->sk);
@@ -138,21 +154,21 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     xattn_mpi_segment qs[2], ks[2];
     int64_t sql = xattn_mpi_shard(layout, c->sq, g_n, g_rank, qs);
     int64_t skl = xattn_mpi_shard(layout, c->sk, g_n, g_rank, ks);
-    float *lq_ = calloc((size_t)c->B * sql * c->Hq * c->D + 1, sizeof(float));
-    float *lk_ = calloc((size_t)c->B * skl * c->Hkv * c->D + 1, sizeof(float));
-    float *lv_ = calloc((size_t)c->B * skl * c->Hkv * c->Dv + 1, sizeof(float));
+    float *lq_ = calloc((size_t)Bt * sql * c->Hq * c->D + 1, sizeof(float));
+    float *lk_ = calloc((size_t)Bt * skl * c->Hkv * c->D + 1, sizeof(float));
+    float *lv_ = calloc((size_t)Bt * skl * c->Hkv * c->Dv + 1, sizeof(float));
     for (int s = 0, at = 0; s < 2; at += (int)qs[s].length, s++)
-        take_rows(q, lq_, c->B, c->sq, c->Hq, c->D, (int)sql, qs[s].start, qs[s].length, at);
+        take_rows(q, lq_, Bt, c->sq, c->Hq, c->D, (int)sql, qs[s].start, qs[s].length, at);
     for (int s = 0, at = 0; s < 2; at += (int)ks[s].length, s++) {
-        take_rows(k, lk_, c->B, c->sk, c->Hkv, c->D, (int)skl, ks[s].start, ks[s].length, at);
-        take_rows(v, lv_, c->B, c->sk, c->Hkv, c->Dv, (int)skl, ks[s].start, ks[s].length, at);
+        take_rows(k, lk_, Bt, c->sk, c->Hkv, c->D, (int)skl, ks[s].start, ks[s].length, at);
+        take_rows(v, lv_, Bt, c->sk, c->Hkv, c->Dv, (int)skl, ks[s].start, ks[s].length, at);
     }
-    size_t nlq = (size_t)c->B * sql * c->Hq, nlk = (size_t)c->B * skl * c->Hkv;
+    size_t nlq = (size_t)Bt * sql * c->Hq, nlk = (size_t)Bt * skl * c->Hkv;
     xattn_buffer *sq_b = NULL, *so_b = NULL, *sl_b = NULL;
     if (sql > 0) {
         if (c->bhsd) { /* the shard stored as [B, H, S, D] */
             float *t = malloc(nlq * c->D * sizeof(float));
-            for (int b = 0; b < c->B; b++)
+            for (int b = 0; b < Bt; b++)
                 for (int64_t i = 0; i < sql; i++)
                     for (int h = 0; h < c->Hq; h++)
                         memcpy(t + (((size_t)b * c->Hq + h) * sql + i) * c->D,
@@ -180,11 +196,11 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     desc_common(c, &d);
     xattn_tensor (*view)(xattn_buffer *, size_t, xattn_dtype, int64_t, int64_t, int64_t, int64_t) =
         c->bhsd ? xattn_tensor_bhsd : xattn_tensor_bshd;
-    d.q = view(sq_b, 0, XATTN_DTYPE_F32, c->B, sql, c->Hq, c->D);
-    d.o = view(so_b, 0, XATTN_DTYPE_F32, c->B, sql, c->Hq, c->Dv);
-    d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, c->B, c->Hq, sql, 1);
-    d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, c->B, skl, c->Hkv, c->D);
-    d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, c->B, skl, c->Hkv, c->Dv);
+    d.q = view(sq_b, 0, XATTN_DTYPE_F32, Bt, sql, c->Hq, c->D);
+    d.o = view(so_b, 0, XATTN_DTYPE_F32, Bt, sql, c->Hq, c->Dv);
+    d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, Bt, c->Hq, sql, 1);
+    d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->D);
+    d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->Dv);
     if (sb_b)
         d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, c->Hq, sql, c->sk);
     xattn_mpi_ring_opts o;
@@ -202,7 +218,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
              * one segment), four times over; NAIVE's scores need far more */
             int64_t seg = (sql + 1) / 2 + 1, kv = c->sk / g_n + 2;
             int64_t room =
-                4 * 4 * (c->B * kv * c->Hkv * (c->D + c->Dv) + c->B * seg * c->Hq * (c->Dv + 1));
+                4 * 4 * (Bt * kv * c->Hkv * (c->D + c->Dv) + Bt * seg * c->Hq * (c->Dv + 1));
             xattn_mem_stats ms;
             xattn_ctx_mem_stats(g_ctx, &ms);
             d.algo = XATTN_ALGO_NAIVE;
@@ -242,7 +258,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
         xattn_buffer_read(sl_b, 0, l_, nlq * sizeof(float));
         int bad = 0;
         for (int s = 0, at = 0; s < 2; at += (int)qs[s].length, s++)
-            for (int b = 0; b < c->B; b++)
+            for (int b = 0; b < Bt; b++)
                 for (int64_t i = 0; i < qs[s].length; i++)
                     for (int h = 0; h < c->Hq && bad < 5; h++) {
                         int64_t gi = qs[s].start + i, li = at + i;
@@ -309,33 +325,39 @@ int main(int argc, char **argv)
 
     static const int32_t lq2[2] = {20, 9}, lk2[2] = {25, 17};
     static const int32_t lq3[2] = {29, 12}, lk3[2] = {7, 29};
+    static const int32_t pk_q[3] = {9, 0, 12}, pk_k[3] = {4, 7, 15}; /* 21 and 26 tokens */
     const tcase cases[] = {
-        {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0},
+        {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,
+         0},
         {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL, 0,
-         0},
+         0, 0},
         {"causal bottom-right Sq<Sk", 1, 2, 1, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         NULL, NULL, 0, 0},
+         NULL, NULL, 0, 0, 0},
         {"causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 0},
+         NULL, 0, 0, 0},
         {"causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         lq2, lk2, 0, 0},
+         lq2, lk2, 0, 0, 0},
         {"causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
-         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0},
-        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0},
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0},
+        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0, 0},
         {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
-         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0},
+         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0},
         {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
-         NULL, 0, 0},
+         NULL, 0, 0, 0},
         {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
-         NULL, 1, 0},
+         NULL, 1, 0, 0},
         {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, NULL, NULL, 0, 0},
+         -1, NULL, NULL, 0, 0, 0},
         {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0,
-         0},
+         0, 0},
         {"causal window bias padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, 6, -1,
-         lq2, lk2, 0, 1},
+         lq2, lk2, 0, 1, 0},
+        {"packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
+         pk_q, pk_k, 0, 0, 1},
+        {"packed window top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, 3, 2, pk_q, pk_k,
+         0, 0, 1},
         {"bias shorter than the ranks", 1, 2, 2, 8, 8, 3, 5, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 1},
+         NULL, 0, 1, 0},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (g_alltoall = 0; g_alltoall < 2; g_alltoall++)
@@ -350,7 +372,7 @@ int main(int argc, char **argv)
     g_alltoall = 1;
     {
         const tcase h4 = {"all-to-all failure",     1,  12, 12,   8,    8, 13, 13, 1,
-                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0};
+                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,  0};
         xattn_status fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, g_n - 1);
         CHECK(fs == XATTN_STATUS_INVALID_DTYPE, "all-to-all, bad dtype on rank %d: %s (%s)",
               g_n - 1, xattn_status_name(fs), xattn_mpi_last_error());
@@ -379,7 +401,7 @@ int main(int argc, char **argv)
     /* a rank holding queries but no keys is checked like the others (Sq 8,
      * Sk 3, zigzag: with 4 ranks, rank 3 holds 2 query rows and no key) */
     const tcase qonly = {"queries only",           1,  2,  1,    8,    8, 8, 3, 0,
-                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0};
+                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0, 0};
     for (int r = 0; r < g_n; r++) {
         xattn_mpi_segment a[2], b[2];
         if (xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sq, g_n, r, a) > 0 &&
@@ -394,7 +416,7 @@ int main(int argc, char **argv)
      * whose score workspace exceeds its memory limit; the ring's own buffers
      * fit in it */
     const tcase big = {"mid-ring failure",       1,  4,  1,    4,    4, 1024, 1024, 0,
-                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0};
+                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,    0};
     st = run_case(&big, XATTN_MPI_ZIGZAG, INJ_OOM_MID, last);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure mid-ring on rank %d: %s (%s)", last,
           xattn_status_name(st), xattn_mpi_last_error());
