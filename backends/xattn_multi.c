@@ -27,12 +27,12 @@ static double mt_now_ms(void)
 /* A batch range x KV head range, and what it needs on another device. */
 typedef struct mt_rect {
     int64_t b0, nb, g0, ng;
-    xattn_attn_desc view; /* on ctxs[0]'s buffers */
-    int32_t *cuq, *cuk;   /* the view's cu_seqlens (packed batches) */
-    int skip;             /* no query token: nothing to compute or write */
-    int zero;             /* query tokens but no key token: O = 0, LSE = -inf */
-    void *hq, *hk, *hv;   /* staged inputs (other devices) */
-    void *ho, *hl;        /* their outputs, to be written into the view */
+    xattn_attn_desc view;    /* on ctxs[0]'s buffers */
+    int32_t *cuq, *cuk;      /* the view's cu_seqlens (packed batches) */
+    int skip;                /* no query token: nothing to compute or write */
+    int zero;                /* query tokens but no key token: O = 0, LSE = -inf */
+    void *hq, *hk, *hv, *hb; /* staged inputs (other devices) */
+    void *ho, *hl;           /* their outputs, to be written into the view */
 } mt_rect;
 
 typedef struct mt_dev {
@@ -106,6 +106,17 @@ static int mt_view(const xattn_attn_desc *d, int64_t G, mt_rect *r)
     }
     if (d->alibi_slopes)
         s->alibi_slopes = d->alibi_slopes + h0;
+    if (d->bias.buffer) { /* [Bb, Hb, Sq', Sk']: slice the extents that are not broadcast */
+        size_t bes = xattn_dtype_size(d->bias.dtype);
+        if (d->bias.shape[0] > 1) {
+            s->bias.offset += (size_t)(b0 * d->bias.strides[0]) * bes;
+            s->bias.shape[0] = nb;
+        }
+        if (d->bias.shape[1] > 1) {
+            s->bias.offset += (size_t)(h0 * d->bias.strides[1]) * bes;
+            s->bias.shape[1] = nh;
+        }
+    }
     return 1;
 }
 
@@ -114,18 +125,19 @@ static xattn_status mt_run_remote(mt_dev *v, mt_rect *r)
 {
     const xattn_attn_desc *s = &r->view;
     xattn_attn_desc c = *s;
-    xattn_buffer *b[5] = {NULL, NULL, NULL, NULL, NULL};
-    const xattn_tensor *src[5] = {&s->q, &s->k, &s->v, &s->o, &s->lse};
-    xattn_tensor *dst[5] = {&c.q, &c.k, &c.v, &c.o, &c.lse};
-    void *host[5] = {r->hq, r->hk, r->hv, r->ho, r->hl};
+    /* inputs first (q, k, v, bias: written), then outputs (o, lse: read back) */
+    xattn_buffer *b[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    const xattn_tensor *src[6] = {&s->q, &s->k, &s->v, &s->bias, &s->o, &s->lse};
+    xattn_tensor *dst[6] = {&c.q, &c.k, &c.v, &c.bias, &c.o, &c.lse};
+    void *host[6] = {r->hq, r->hk, r->hv, r->hb, r->ho, r->hl};
     xattn_status st = XATTN_STATUS_OK;
     double t0 = mt_now_ms(), copy = 0;
-    for (int i = 0; i < 5 && st == XATTN_STATUS_OK; i++) {
+    for (int i = 0; i < 6 && st == XATTN_STATUS_OK; i++) {
         if (!src[i]->buffer)
             continue;
         size_t bytes = mt_count(src[i]) * xattn_dtype_size(src[i]->dtype);
         st = xattn_buffer_alloc(v->ctx, bytes, &b[i]);
-        if (st == XATTN_STATUS_OK && i < 3)
+        if (st == XATTN_STATUS_OK && i < 4)
             st = xattn_buffer_write(b[i], 0, host[i], bytes);
         *dst[i] = xattn_tensor_bshd(b[i], 0, src[i]->dtype, src[i]->shape[0], src[i]->shape[1],
                                     src[i]->shape[2], src[i]->shape[3]);
@@ -141,14 +153,14 @@ static xattn_status mt_run_remote(mt_dev *v, mt_rect *r)
         v->part.algo_chosen = info.algo_chosen;
         v->part.calls++;
         double t1 = mt_now_ms();
-        st = xattn_buffer_read(b[3], 0, r->ho, mt_count(&s->o) * xattn_dtype_size(s->o.dtype));
-        if (st == XATTN_STATUS_OK && b[4])
-            st = xattn_buffer_read(b[4], 0, r->hl, mt_count(&s->lse) * 4);
+        st = xattn_buffer_read(b[4], 0, r->ho, mt_count(&s->o) * xattn_dtype_size(s->o.dtype));
+        if (st == XATTN_STATUS_OK && b[5])
+            st = xattn_buffer_read(b[5], 0, r->hl, mt_count(&s->lse) * 4);
         copy += mt_now_ms() - t1;
     }
     if (st != XATTN_STATUS_OK)
         snprintf(v->err, sizeof v->err, "%s", xattn_last_error());
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         xattn_buffer_free(b[i]);
     v->part.copy_ms += copy;
     return st;
@@ -216,6 +228,7 @@ static void mt_free(mt_dev *dev, int n)
             free(r->hq);
             free(r->hk);
             free(r->hv);
+            free(r->hb);
             free(r->ho);
             free(r->hl);
         }
@@ -287,9 +300,10 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
     xattn_status st = xattn_attention_check(ctxs[0], d);
     if (st != XATTN_STATUS_OK)
         return st; /* its message names the field */
-    if (num_ctxs > 1 && d->bias.buffer)
+    if (num_ctxs > 1 && d->bias.buffer && d->cu_seqlens_q)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "bias: not supported across several devices yet (run it on one)");
+                            "bias: not supported with a packed batch across several devices yet "
+                            "(run it on one)");
     int64_t B = d->cu_seqlens_q ? d->num_seqs : d->q.shape[0], Hkv = d->k.shape[2];
     int64_t G = d->q.shape[2] / Hkv, U = B * Hkv;
 
@@ -338,7 +352,10 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
             r->hv = malloc(mt_count(&s->v) * xattn_dtype_size(s->v.dtype));
             r->ho = malloc(mt_count(&s->o) * xattn_dtype_size(s->o.dtype));
             r->hl = s->lse.buffer ? malloc(mt_count(&s->lse) * 4) : NULL;
-            if (!r->hq || !r->hk || !r->hv || !r->ho || (s->lse.buffer && !r->hl)) {
+            r->hb = s->bias.buffer ? malloc(mt_count(&s->bias) * xattn_dtype_size(s->bias.dtype))
+                                   : NULL;
+            if (!r->hq || !r->hk || !r->hv || !r->ho || (s->lse.buffer && !r->hl) ||
+                (s->bias.buffer && !r->hb)) {
                 st = xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
                                   "xattn_attention_multi: host staging for device %d", i);
                 break;
@@ -348,6 +365,8 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
                 st = mt_io(&s->k, r->hk, 0, "k");
             if (st == XATTN_STATUS_OK)
                 st = mt_io(&s->v, r->hv, 0, "v");
+            if (st == XATTN_STATUS_OK && s->bias.buffer)
+                st = mt_io(&s->bias, r->hb, 0, "bias");
         }
     double t2 = mt_now_ms();
     /* 2: every device at once; ctxs[0] on this thread */

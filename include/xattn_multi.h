@@ -52,8 +52,9 @@ typedef struct xattn_multi_info {
  * none). NULL: each device's measured f32 FMA ceiling when every context has
  * one (xattn_ceilings_get), else equal weights. From a first call's info, a
  * measured weight is (unit_end - unit_begin) / wall_ms. Padded and packed
- * batches, masks, windows, ALiBi and LSE as for xattn_attention; a bias is
- * XATTN_STATUS_UNSUPPORTED with more than one context (not done yet).
+ * batches, masks, windows, ALiBi, a bias and LSE as for xattn_attention; a
+ * bias with a packed batch is XATTN_STATUS_UNSUPPORTED with more than one
+ * context (not done yet).
  * `info` may be NULL. The call is synchronous.
  */
 XATTN_API xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs,

@@ -47,6 +47,7 @@ typedef struct mcase {
     int B, Hq, Hkv, D, sq, sk;
     int causal, wl, wr, alibi, bhsd, packed;
     const int32_t *lq, *lk; /* padded lengths, or packed per-sequence lengths */
+    int bias;               /* 1: [1, Hq, Sq, Sk] (broadcast over the batch), 2: [B, 1, Sq, Sk] */
 } mcase;
 
 static void run(xattn_ctx **ctxs, int n, const double *w, const mcase *c)
@@ -92,6 +93,18 @@ static void run(xattn_ctx **ctxs, int n, const double *w, const mcase *c)
         d.seqlens_q = c->lq;
         d.seqlens_k = c->lk;
     }
+    xattn_buffer *bb = NULL;
+    if (c->bias) {
+        int64_t Bb = c->bias == 2 ? B : 1, Hb = c->bias == 1 ? c->Hq : 1;
+        size_t n_ = (size_t)(Bb * Hb * tq * tk);
+        float *t = malloc(n_ * sizeof(float));
+        for (size_t i = 0; i < n_; i++)
+            t[i] = i % 5 == 0 ? -INFINITY : rnd();
+        xattn_buffer_alloc(home, n_ * sizeof(float), &bb);
+        xattn_buffer_write(bb, 0, t, n_ * sizeof(float));
+        free(t);
+        d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, Bb, Hb, tq, tk);
+    }
     xattn_status st = xattn_attention(home, &d, NULL);
     CHECK(st == XATTN_STATUS_OK, "%s: one device: %s", c->name, xattn_last_error());
     d.o.buffer = o2;
@@ -134,8 +147,8 @@ static void run(xattn_ctx **ctxs, int n, const double *w, const mcase *c)
     free(b);
     free(la);
     free(lb);
-    xattn_buffer *all[] = {q, k, v, o1, l1, o2, l2};
-    for (int i = 0; i < 7; i++)
+    xattn_buffer *all[] = {q, k, v, o1, l1, o2, l2, bb};
+    for (int i = 0; i < 8; i++)
         xattn_buffer_free(all[i]);
 }
 
@@ -154,11 +167,14 @@ int main(void)
     }
     static const int32_t lq[3] = {17, 5, 0}, lk[3] = {21, 9, 30};
     static const int32_t pq[4] = {7, 0, 5, 3}, pk[4] = {9, 4, 0, 6};
+    static const int32_t lq4[3] = {12, 3, 8}, lk4[3] = {15, 0, 9};
     const mcase cases[] = {
-        {"padded GQA causal", 3, 8, 4, 16, 17, 30, 1, -1, -1, 0, 0, 0, lq, lk},
-        {"full MQA", 2, 4, 1, 8, 9, 13, 0, -1, -1, 0, 0, 0, NULL, NULL},
-        {"window ALiBi BHSD", 2, 6, 3, 16, 19, 19, 0, 4, 2, 1, 1, 0, NULL, NULL},
-        {"packed causal (empty sequences)", 4, 4, 2, 8, 0, 0, 1, -1, -1, 0, 0, 1, pq, pk},
+        {"padded GQA causal", 3, 8, 4, 16, 17, 30, 1, -1, -1, 0, 0, 0, lq, lk, 0},
+        {"full MQA", 2, 4, 1, 8, 9, 13, 0, -1, -1, 0, 0, 0, NULL, NULL, 0},
+        {"window ALiBi BHSD", 2, 6, 3, 16, 19, 19, 0, 4, 2, 1, 1, 0, NULL, NULL, 0},
+        {"packed causal (empty sequences)", 4, 4, 2, 8, 0, 0, 1, -1, -1, 0, 0, 1, pq, pk, 0},
+        {"bias per head, causal GQA", 3, 6, 3, 8, 11, 14, 1, -1, -1, 0, 0, 0, NULL, NULL, 1},
+        {"bias per batch entry, padded", 3, 4, 2, 8, 12, 15, 0, 5, -1, 0, 0, 0, lq4, lk4, 2},
     };
     xattn_ctx *two[2] = {cpu, other}, *three[3] = {cpu, other, cpu2};
     static const double even[2] = {1, 1}, uneven[2] = {1, 3}, none0[2] = {0, 1}, none1[2] = {1, 0};
@@ -201,11 +217,16 @@ int main(void)
           "NaN weight");
     CHECK(xattn_attention_multi(two, 2, zero, &d, NULL) == XATTN_STATUS_INVALID_ARGUMENT,
           "all weights 0");
-    d.bias = xattn_tensor_bshd(b, 2048, XATTN_DTYPE_F32, 1, 1, 4, 4);
-    CHECK(xattn_attention_multi(two, 2, NULL, &d, NULL) == XATTN_STATUS_UNSUPPORTED &&
-              strstr(xattn_last_error(), "bias"),
-          "bias across devices: %s", xattn_last_error());
-    d.bias.buffer = NULL;
+    {
+        int32_t cu[2] = {0, 4};
+        xattn_attn_desc pd = d;
+        pd.cu_seqlens_q = pd.cu_seqlens_k = cu;
+        pd.num_seqs = 1;
+        pd.bias = xattn_tensor_bshd(b, 2048, XATTN_DTYPE_F32, 1, 1, 4, 4);
+        CHECK(xattn_attention_multi(two, 2, NULL, &pd, NULL) == XATTN_STATUS_UNSUPPORTED &&
+                  strstr(xattn_last_error(), "bias"),
+              "bias with a packed batch across devices: %s", xattn_last_error());
+    }
     d.o.shape[3] = 7; /* the library's own check names the field */
     CHECK(xattn_attention_multi(two, 2, NULL, &d, NULL) == XATTN_STATUS_INVALID_SHAPE &&
               strstr(xattn_last_error(), "o."),
