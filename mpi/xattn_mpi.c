@@ -850,77 +850,69 @@ static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_
     return st;
 }
 
-xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
-                                      const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn_status st)
 {
-    double t_start = MPI_Wtime();
-    ring r;
-    xattn_mpi_stats local;
-    xattn_mpi_stats *S = stats ? stats : &local;
-    int dup_ok;
-    xattn_status st = prelude(&r, comm, ctx, d, opts, S, 0, &dup_ok);
-    if (!dup_ok)
-        return st;
     if (st == XATTN_STATUS_OK)
-        st = stage_agree(&r, setup(&r), "allocation");
+        st = stage_agree(r, setup(r), "allocation");
     S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
     if (st != XATTN_STATUS_OK) {
-        ring_free(&r);
-        MPI_Comm_free(&r.comm);
+        ring_free(r);
+        MPI_Comm_free(&r->comm);
         S->total_ms = (MPI_Wtime() - t_start) * 1e3;
         return st;
     }
-    S->flops_useful = r.rank == 0 ? pair_flops(&r) : 0;
+    S->flops_useful = r->rank == 0 ? pair_flops(r) : 0;
 
-    int right = (r.rank + 1) % r.n, left = (r.rank - 1 + r.n) % r.n;
+    int right = (r->rank + 1) % r->n, left = (r->rank - 1 + r->n) % r->n;
     int cur = 0;
-    for (int t = 0; t < r.n && st == XATTN_STATUS_OK; t++) {
+    for (int t = 0; t < r->n && st == XATTN_STATUS_OK; t++) {
         xattn_mpi_step_stats ss;
         memset(&ss, 0, sizeof ss);
         ss.start_ms = (MPI_Wtime() - t_start) * 1e3;
-        int src = (r.rank - t + r.n) % r.n, nsrc = (r.rank - t - 1 + r.n) % r.n;
+        int src = (r->rank - t + r->n) % r->n, nsrc = (r->rank - t - 1 + r->n) % r->n;
         MPI_Request req[2];
         int nreq = 0;
         xattn_status mine = XATTN_STATUS_OK;
         double t0 = MPI_Wtime();
-        if (t + 1 < r.n) {
+        if (t + 1 < r->n) {
             /* the block in hand goes right while the next one comes from the left */
-            size_t out = block_bytes(&r, r.sk_of[src]), in = block_bytes(&r, r.sk_of[nsrc]);
+            size_t out = block_bytes(r, r->sk_of[src]), in = block_bytes(r, r->sk_of[nsrc]);
             if (out > INT32_MAX || in > INT32_MAX)
                 mine = fail(XATTN_STATUS_SIZE_OVERFLOW,
                             "a K/V block of %zu bytes exceeds "
                             "one MPI message (2^31-1 bytes); use more ranks",
                             out > in ? out : in);
             else {
-                MPI_Isend(r.host[cur], (int)out, MPI_BYTE, right, RING_TAG, r.comm, &req[nreq++]);
-                MPI_Irecv(r.host[cur ^ 1], (int)in, MPI_BYTE, left, RING_TAG, r.comm, &req[nreq++]);
+                MPI_Isend(r->host[cur], (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
+                MPI_Irecv(r->host[cur ^ 1], (int)in, MPI_BYTE, left, RING_TAG, r->comm,
+                          &req[nreq++]);
                 ss.bytes_sent = out;
             }
         }
         ss.comm_ms += (MPI_Wtime() - t0) * 1e3;
-        if (mine == XATTN_STATUS_OK && r.sq_loc > 0 && r.sk_of[src] > 0) {
+        if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0) {
             double s0 = MPI_Wtime();
-            mine = xattn_buffer_write(r.kvbuf, 0, r.host[cur], block_bytes(&r, r.sk_of[src]));
+            mine = xattn_buffer_write(r->kvbuf, 0, r->host[cur], block_bytes(r, r->sk_of[src]));
             if (mine != XATTN_STATUS_OK)
                 mine = fail_lib(mine, "staging a K/V block");
             ss.stage_ms += (MPI_Wtime() - s0) * 1e3;
             if (mine == XATTN_STATUS_OK)
-                mine = compute_block(&r, src, req, nreq, &ss);
+                mine = compute_block(r, src, req, nreq, &ss);
         }
         if (nreq) {
             double w0 = MPI_Wtime();
-            xattn_status ws = wait_all(nreq, req, r.o.timeout_ms, "ring send/receive");
+            xattn_status ws = wait_all(nreq, req, r->o.timeout_ms, "ring send/receive");
             ss.wait_ms += (MPI_Wtime() - w0) * 1e3;
             if (ws != XATTN_STATUS_OK) {
                 S->total_ms = (MPI_Wtime() - t_start) * 1e3;
-                ring_free(&r); /* requests still pending: the communicator is broken */
+                ring_free(r); /* requests still pending: the communicator is broken */
                 return ws;
             }
         }
         double a0 = MPI_Wtime();
         char what[32];
         snprintf(what, sizeof what, "ring step %d", t);
-        st = stage_agree(&r, mine, what);
+        st = stage_agree(r, mine, what);
         ss.agree_ms = (MPI_Wtime() - a0) * 1e3;
         cur ^= 1;
         if (t < XATTN_MPI_MAX_STEPS)
@@ -937,11 +929,11 @@ xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn
     }
     if (st == XATTN_STATUS_OK) {
         double f0 = MPI_Wtime();
-        st = stage_agree(&r, finish(&r), "writing O/LSE");
+        st = stage_agree(r, finish(r), "writing O/LSE");
         S->finish_ms = (MPI_Wtime() - f0) * 1e3;
     }
-    ring_free(&r);
-    MPI_Comm_free(&r.comm);
+    ring_free(r);
+    MPI_Comm_free(&r->comm);
     S->total_ms = (MPI_Wtime() - t_start) * 1e3;
     return st;
 }
@@ -1014,21 +1006,12 @@ static xattn_status alltoallv(ring *r, const void *sbuf, const int64_t *scount, 
     return st;
 }
 
-xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
-                                          const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, xattn_status st)
 {
-    double t_start = MPI_Wtime();
-    ring r;
-    xattn_mpi_stats local;
-    xattn_mpi_stats *S = stats ? stats : &local;
-    int dup_ok;
-    xattn_status st = prelude(&r, comm, ctx, d, opts, S, 1, &dup_ok);
-    if (!dup_ok)
-        return st;
-    int n = r.n;
-    int64_t B = r.B, hq = r.Hq / (n ? n : 1), hk = r.Hkv / (n ? n : 1), D = r.D, Dv = r.Dv;
-    int64_t Sq = r.o.sq_global, Sk = r.o.sk_global, sq = r.sq_loc;
-    size_t qes = r.qes, kes = r.kves;
+    int n = r->n;
+    int64_t B = r->B, hq = r->Hq / (n ? n : 1), hk = r->Hkv / (n ? n : 1), D = r->D, Dv = r->Dv;
+    int64_t Sq = r->o.sq_global, Sk = r->o.sk_global, sq = r->sq_loc;
+    size_t qes = r->qes, kes = r->kves;
     xattn_mpi_segment(*qsg)[2] = NULL, (*ksg)[2] = NULL;
     int64_t *sc = NULL, *rc = NULL;
     unsigned char *mine = NULL, *sbuf = NULL, *rbuf = NULL, *full = NULL, *back = NULL;
@@ -1048,16 +1031,17 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
         rc = sc ? sc + n : NULL;
         if (qsg && ksg && sc)
             for (int i = 0; i < n; i++) {
-                xattn_mpi_shard(r.o.layout, Sq, n, i, qsg[i]);
-                xattn_mpi_shard(r.o.layout, Sk, n, i, ksg[i]);
+                xattn_mpi_shard(r->o.layout, Sq, n, i, qsg[i]);
+                xattn_mpi_shard(r->o.layout, Sk, n, i, ksg[i]);
             }
-        sk = ksg ? ksg[r.rank][0].length + ksg[r.rank][1].length : 0;
-        size_t mq = (size_t)(B * sq * r.Hq * D) * qes, mk = (size_t)(B * sk * r.Hkv * D) * kes;
-        size_t mv = (size_t)(B * sk * r.Hkv * Dv) * kes;
+        sk = ksg ? ksg[r->rank][0].length + ksg[r->rank][1].length : 0;
+        size_t mq = (size_t)(B * sq * r->Hq * D) * qes, mk = (size_t)(B * sk * r->Hkv * D) * kes;
+        size_t mv = (size_t)(B * sk * r->Hkv * Dv) * kes;
         mine = malloc(mq + mk + mv + 1);
         /* sbuf: my rows for every rank out, then my rows of O/LSE in; rbuf: every
          * rank's rows of my heads in, then O/LSE rows out */
-        size_t back_in = (size_t)(B * sq) * (size_t)(r.Hq * Dv) * qes + (size_t)(B * r.Hq * sq) * 4;
+        size_t back_in =
+            (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes + (size_t)(B * r->Hq * sq) * 4;
         sbuf = malloc((mq + mk + mv > back_in ? mq + mk + mv : back_in) + 1);
         rbuf = malloc((fq + fk + fv > fo + fl ? fq + fk + fv : fo + fl) + 1);
         full = malloc(fq + fk + fv + fo + fl + 1);
@@ -1066,39 +1050,39 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
             mst = fail(XATTN_STATUS_OUT_OF_MEMORY, "all-to-all host buffers (%zu bytes)",
                        fq + fk + fv + fo + fl);
         if (mst == XATTN_STATUS_OK) {
-            mst = xattn_buffer_alloc(ctx, fq + fk + fv + fo + fl, &dev);
+            mst = xattn_buffer_alloc(r->ctx, fq + fk + fv + fo + fl, &dev);
             if (mst != XATTN_STATUS_OK)
                 mst = fail_lib(mst, "all-to-all device buffer");
         }
         if (mst == XATTN_STATUS_OK)
-            mst = tensor_io(&d->q, 1, 0, sq, mine, 0, 0, "q");
+            mst = tensor_io(&r->d->q, 1, 0, sq, mine, 0, 0, "q");
         if (mst == XATTN_STATUS_OK)
-            mst = tensor_io(&d->k, 1, 0, sk, mine + mq, 0, 0, "k");
+            mst = tensor_io(&r->d->k, 1, 0, sk, mine + mq, 0, 0, "k");
         if (mst == XATTN_STATUS_OK)
-            mst = tensor_io(&d->v, 1, 0, sk, mine + mq + mk, 0, 0, "v");
+            mst = tensor_io(&r->d->v, 1, 0, sk, mine + mq + mk, 0, 0, "v");
         if (mst == XATTN_STATUS_OK) { /* to rank j: my rows of its heads, q | k | v */
             unsigned char *p = sbuf;
             for (int j = 0; j < n; j++) {
-                take_heads(p, mine, B * sq, r.Hq, j * hq, hq, D, qes, 0);
+                take_heads(p, mine, B * sq, r->Hq, j * hq, hq, D, qes, 0);
                 p += (size_t)(B * sq) * qrow;
-                take_heads(p, mine + mq, B * sk, r.Hkv, j * hk, hk, D, kes, 0);
+                take_heads(p, mine + mq, B * sk, r->Hkv, j * hk, hk, D, kes, 0);
                 p += (size_t)(B * sk) * krow;
-                take_heads(p, mine + mq + mk, B * sk, r.Hkv, j * hk, hk, Dv, kes, 0);
+                take_heads(p, mine + mq + mk, B * sk, r->Hkv, j * hk, hk, Dv, kes, 0);
                 p += (size_t)(B * sk) * vrow;
                 sc[j] = (int64_t)(B * (sq * (int64_t)qrow + sk * (int64_t)(krow + vrow)));
                 int64_t iq = qsg[j][0].length + qsg[j][1].length;
                 int64_t ik = ksg[j][0].length + ksg[j][1].length;
                 rc[j] = (int64_t)(B * (iq * (int64_t)qrow + ik * (int64_t)(krow + vrow)));
-                if (j != r.rank)
+                if (j != r->rank)
                     ss->bytes_sent += (uint64_t)sc[j];
             }
         }
-        st = stage_agree(&r, mst, "allocation");
+        st = stage_agree(r, mst, "allocation");
     }
     S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
     ss->start_ms = S->setup_ms;
     if (st == XATTN_STATUS_OK)
-        st = alltoallv(&r, sbuf, sc, rbuf, rc, "all-to-all of Q, K, V", &ss->comm_ms);
+        st = alltoallv(r, sbuf, sc, rbuf, rc, "all-to-all of Q, K, V", &ss->comm_ms);
     if (st == XATTN_STATUS_OK) {
         /* whole sequences of my heads, in global order */
         const unsigned char *p = rbuf;
@@ -1117,17 +1101,17 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
         if (mst != XATTN_STATUS_OK)
             mst = fail_lib(mst, "staging the gathered Q, K, V");
         double t1 = MPI_Wtime();
-        xattn_attn_desc c = *d; /* the whole sequences: the caller's semantics unchanged */
-        c.q = xattn_tensor_bshd(dev, 0, r.qdt, B, Sq, hq, D);
-        c.k = xattn_tensor_bshd(dev, fq, r.kvdt, B, Sk, hk, D);
-        c.v = xattn_tensor_bshd(dev, fq + fk, r.kvdt, B, Sk, hk, Dv);
-        c.o = xattn_tensor_bshd(dev, fq + fk + fv, r.qdt, B, Sq, hq, Dv);
+        xattn_attn_desc c = *r->d; /* the whole sequences: the caller's semantics unchanged */
+        c.q = xattn_tensor_bshd(dev, 0, r->qdt, B, Sq, hq, D);
+        c.k = xattn_tensor_bshd(dev, fq, r->kvdt, B, Sk, hk, D);
+        c.v = xattn_tensor_bshd(dev, fq + fk, r->kvdt, B, Sk, hk, Dv);
+        c.o = xattn_tensor_bshd(dev, fq + fk + fv, r->qdt, B, Sq, hq, Dv);
         c.lse = xattn_tensor_bshd(dev, fq + fk + fv + fo, XATTN_DTYPE_F32, B, hq, Sq, 1);
         xattn_run_info info;
         memset(&info, 0, sizeof info);
         info.struct_size = sizeof info;
         if (mst == XATTN_STATUS_OK) {
-            mst = xattn_attention(ctx, &c, &info);
+            mst = xattn_attention(r->ctx, &c, &info);
             if (mst != XATTN_STATUS_OK)
                 mst = fail_lib(mst, "xattn_attention on this rank's heads");
             else
@@ -1141,7 +1125,7 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
         }
         ss->compute_ms += (t2 - t1) * 1e3;
         ss->stage_ms += (t1 - t0 + MPI_Wtime() - t2) * 1e3;
-        st = stage_agree(&r, mst, "the attention on each rank's heads");
+        st = stage_agree(r, mst, "the attention on each rank's heads");
     }
     if (st == XATTN_STATUS_OK) { /* to rank i: its rows of my heads, O | LSE */
         unsigned char *p = rbuf, *O = full + fq + fk + fv, *L = O + fo;
@@ -1154,33 +1138,33 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
             p += (size_t)(B * hq * iq) * 4;
             sc[i] = (int64_t)(B * iq) * (int64_t)orow + B * hq * iq * 4;
             rc[i] = (int64_t)(B * sq) * (int64_t)orow + B * hq * sq * 4;
-            if (i != r.rank)
+            if (i != r->rank)
                 ss->bytes_sent += (uint64_t)sc[i];
         }
-        st = alltoallv(&r, rbuf, sc, sbuf, rc, "all-to-all of O and LSE", &ss->comm_ms);
+        st = alltoallv(r, rbuf, sc, sbuf, rc, "all-to-all of O and LSE", &ss->comm_ms);
     }
     if (st == XATTN_STATUS_OK) {
         /* from rank j: my rows of its heads -> O [B, sq, Hq, Dv], LSE [B, Hq, sq] */
         double f0 = MPI_Wtime();
         unsigned char *p = sbuf, *O = back,
-                      *L = back + (size_t)(B * sq) * (size_t)(r.Hq * Dv) * qes;
+                      *L = back + (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes;
         for (int j = 0; j < n; j++) {
-            take_heads(p, O, B * sq, r.Hq, j * hq, hq, Dv, qes, 1);
+            take_heads(p, O, B * sq, r->Hq, j * hq, hq, Dv, qes, 1);
             p += (size_t)(B * sq) * orow;
             for (int64_t b = 0; b < B; b++)
-                memcpy(L + (size_t)((b * r.Hq + j * hq) * sq) * 4, p + (size_t)(b * hq * sq) * 4,
+                memcpy(L + (size_t)((b * r->Hq + j * hq) * sq) * 4, p + (size_t)(b * hq * sq) * 4,
                        (size_t)(hq * sq) * 4);
             p += (size_t)(B * hq * sq) * 4;
         }
-        mst = sq ? tensor_io(&d->o, 1, 0, sq, O, 0, 1, "o") : XATTN_STATUS_OK;
-        if (mst == XATTN_STATUS_OK && sq && d->lse.buffer)
-            mst = tensor_io(&d->lse, 2, 0, sq, L, 1, 1, "lse");
-        st = stage_agree(&r, mst, "writing O/LSE");
+        mst = sq ? tensor_io(&r->d->o, 1, 0, sq, O, 0, 1, "o") : XATTN_STATUS_OK;
+        if (mst == XATTN_STATUS_OK && sq && r->d->lse.buffer)
+            mst = tensor_io(&r->d->lse, 2, 0, sq, L, 1, 1, "lse");
+        st = stage_agree(r, mst, "writing O/LSE");
         S->finish_ms = (MPI_Wtime() - f0) * 1e3;
     }
     S->steps = 1;
     S->sum = *ss;
-    S->flops_useful = r.rank == 0 && r.Lq ? pair_flops(&r) : 0;
+    S->flops_useful = r->rank == 0 && r->Lq ? pair_flops(r) : 0;
     xattn_buffer_free(dev);
     free(qsg);
     free(ksg);
@@ -1190,13 +1174,41 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
     free(rbuf);
     free(full);
     free(back);
-    free(r.Lq);
-    free(r.Lk);
-    free(r.cq);
-    free(r.ck);
-    MPI_Comm_free(&r.comm);
+    free(r->Lq);
+    free(r->Lk);
+    free(r->cq);
+    free(r->ck);
+    MPI_Comm_free(&r->comm);
     S->total_ms = (MPI_Wtime() - t_start) * 1e3;
     return st;
+}
+
+/* Both strategies: the shared prelude, then the strategy's own body. */
+static xattn_status run_strategy(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                 const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats,
+                                 int alltoall)
+{
+    double t_start = MPI_Wtime();
+    ring r;
+    xattn_mpi_stats local;
+    xattn_mpi_stats *S = stats ? stats : &local;
+    int dup_ok;
+    xattn_status st = prelude(&r, comm, ctx, d, opts, S, alltoall, &dup_ok);
+    if (!dup_ok)
+        return st;
+    return alltoall ? alltoall_body(&r, S, t_start, st) : ring_body(&r, S, t_start, st);
+}
+
+xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                      const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+{
+    return run_strategy(comm, ctx, d, opts, stats, 0);
+}
+
+xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                          const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+{
+    return run_strategy(comm, ctx, d, opts, stats, 1);
 }
 
 xattn_status xattn_mpi_stats_gather(MPI_Comm comm, const xattn_mpi_stats *mine,
