@@ -7,7 +7,8 @@
  * around the ring of ranks with non-blocking sends and receives while each
  * rank runs xattn_attention on the block in hand, and each rank merges its
  * partial (O, LSE) pairs exactly (log-sum-exp), as the SPLITKV combine does.
- * docs/scale.md describes the sharding, the mask mapping, the failure rules
+ * The second strategy, xattn_mpi_alltoall_attention, splits heads instead
+ * (an all-to-all in and out). docs/scale.md describes the sharding, the mask mapping, the failure rules
  * and the cost model.
  */
 #ifndef XATTN_MPI_H
