@@ -8,7 +8,8 @@
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libhwloc-dev libjansson-dev \
 clang libclang-rt-14-dev valgrind clang-format-14 cppcheck \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo"
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
+openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
