@@ -2,11 +2,14 @@
 # Installs the Debian packages that building and testing xattn need, when any
 # is missing. Used by the README's two commands and by .ci/run.
 # CUDA is not installed here: the CUDA backend is built when nvcc is found
-# (PATH or /usr/local/cuda/bin) and left out otherwise.
+# (PATH or /usr/local/cuda/bin) and left out otherwise. clang-format-14 and
+# cppcheck are the versions the gates (.ci/check-format.sh,
+# .ci/check-cppcheck.sh) are written for: Debian 12's.
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libhwloc-dev libjansson-dev \
-clang libclang-rt-14-dev valgrind \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo"
+clang libclang-rt-14-dev valgrind clang-format-14 cppcheck \
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
+openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

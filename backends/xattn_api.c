@@ -226,13 +226,18 @@ xattn_backend xattn_ctx_backend(const xattn_ctx *ctx)
     return ctx ? ctx->be->id : XATTN_BACKEND_AUTO;
 }
 
-xattn_status xattn_ctx_device_info(const xattn_ctx *ctx, xattn_device_info *info)
+xattn_status xattn_ctx_device_info_sized(const xattn_ctx *ctx, xattn_device_info *info,
+                                         size_t info_size)
 {
     xattn__clear_error();
     if (!ctx || !info)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "info" : "ctx");
-    *info = ctx->info;
-    return XATTN_STATUS_OK;
+    return xattn__struct_out(info, info_size, &ctx->info, sizeof ctx->info, "info");
+}
+
+xattn_status(xattn_ctx_device_info)(const xattn_ctx *ctx, xattn_device_info *info)
+{
+    return xattn_ctx_device_info_sized(ctx, info, XATTN__V1_DEVICE_INFO_SIZE);
 }
 
 xattn_status xattn_ctx_set_option(xattn_ctx *ctx, xattn_option option, int64_t value)
@@ -524,16 +529,79 @@ xattn_tensor xattn_tensor_bhsd(xattn_buffer *buf, size_t offset, xattn_dtype dty
     return t;
 }
 
-void xattn_attn_desc_init(xattn_attn_desc *d)
+static void xattn__desc_defaults(xattn_attn_desc *d)
 {
-    if (!d)
-        return;
     memset(d, 0, sizeof *d);
     d->struct_size = sizeof *d;
     d->align = XATTN_ALIGN_BOTTOM_RIGHT;
     d->window_left = -1;
     d->window_right = -1;
     d->algo = XATTN_ALGO_AUTO;
+}
+
+void xattn_attn_desc_init_sized(xattn_attn_desc *d, size_t desc_size)
+{
+    if (!d || desc_size < sizeof(size_t))
+        return;
+    xattn_attn_desc full;
+    xattn__desc_defaults(&full);
+    /* A descriptor smaller than the smallest one still gets its bytes; the
+     * call then refuses it by its struct_size. */
+    (void)xattn__struct_out(d, desc_size, &full, sizeof full, "desc");
+}
+
+void(xattn_attn_desc_init)(xattn_attn_desc *d)
+{
+    xattn_attn_desc_init_sized(d, XATTN__V1_DESC_SIZE);
+}
+
+xattn_status xattn__struct_out(void *dst, size_t dst_size, const void *src, size_t src_size,
+                               const char *what)
+{
+    if (dst_size < sizeof(size_t))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "%s: struct size %zu is smaller than its struct_size field", what,
+                            dst_size);
+    const size_t n = dst_size < src_size ? dst_size : src_size;
+    memcpy(dst, src, n);
+    if (dst_size > n)
+        memset((unsigned char *)dst + n, 0, dst_size - n);
+    memcpy(dst, &n, sizeof n); /* struct_size: the bytes this library filled */
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn__desc_in(const xattn_attn_desc *d, xattn_attn_desc *full)
+{
+    xattn__desc_defaults(full);
+    if (!d)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "desc: NULL");
+    const size_t n = d->struct_size;
+    if (n < XATTN__DESC_MIN_SIZE)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "desc.struct_size: %zu, below the smallest descriptor (%zu bytes: "
+                            "struct_size and q, k, v, o); initialize the descriptor with "
+                            "xattn_attn_desc_init",
+                            n, (size_t)XATTN__DESC_MIN_SIZE);
+    if (n > sizeof *full) {
+        /* A newer caller's fields past ours: only their defaults (zero) are
+         * understood. A struct_size far past ours is a garbage descriptor. */
+        if (n > 64 * sizeof *full)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "desc.struct_size: %zu, far larger than this library's "
+                                "descriptor (%zu bytes); initialize it with xattn_attn_desc_init",
+                                n, sizeof *full);
+        const unsigned char *extra = (const unsigned char *)d + sizeof *full;
+        for (size_t i = 0; i < n - sizeof *full; i++)
+            if (extra[i])
+                return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                                    "desc: byte %zu of a %zu-byte descriptor is set, past the %zu "
+                                    "bytes this library version knows (a field from a newer "
+                                    "xattn.h); use a newer library or leave it at its default",
+                                    sizeof *full + i, n, sizeof *full);
+    }
+    memcpy(full, d, n < sizeof *full ? n : sizeof *full);
+    full->struct_size = sizeof *full;
+    return XATTN_STATUS_OK;
 }
 
 
@@ -571,9 +639,14 @@ static xattn_algo xattn__resolve_algo(const xattn_attn_desc *d, const xattn_desc
  * choose (xattn__plan_make), so that a check and a run of one descriptor
  * return the same status and message.
  */
-xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d)
+xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *caller_desc)
 {
     xattn__clear_error();
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    xattn_attn_desc full;
+    XATTN_RETURN_IF_ERROR(xattn__desc_in(caller_desc, &full));
+    const xattn_attn_desc *d = &full;
     xattn_desc_summary sum;
     XATTN_RETURN_IF_ERROR(xattn__validate(ctx, d, &sum));
     if (sum.rows_total == 0)
@@ -602,17 +675,20 @@ xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *
  * profiling, calls are timed even when `info` is NULL, so that records always
  * carry device times (backends with asynchronous queues then wait for each call).
  */
-xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run_info *info)
+static xattn_status xattn__attention(xattn_ctx *ctx, const xattn_attn_desc *caller_desc,
+                                     xattn_run_info *ri, int timed_by_caller)
 {
-    xattn__clear_error();
     /* The clock is read before anything else; whether profiling is on is read
      * only once the context is ours (another thread may be switching it). */
     const double t_submit = xattn__now();
-    xattn_run_info local;
-    xattn_run_info *ri = info ? info : &local;
     memset(ri, 0, sizeof *ri);
     ri->struct_size = sizeof *ri;
 
+    if (!ctx)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    xattn_attn_desc full;
+    XATTN_RETURN_IF_ERROR(xattn__desc_in(caller_desc, &full));
+    const xattn_attn_desc *d = &full;
     xattn_desc_summary sum;
     XATTN_RETURN_IF_ERROR(xattn__validate(ctx, d, &sum));
     ri->algo_requested = d->algo;
@@ -637,7 +713,7 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
         p.algo = algo;
         xattn__exec exec;
         xattn__exec_init(&exec);
-        st = xattn__drive(ctx, &p, ri, info != NULL || prof, &exec);
+        st = xattn__drive(ctx, &p, ri, timed_by_caller || prof, &exec);
         xattn_record *rec = NULL;
         if (prof && st == XATTN_STATUS_OK)
             rec = xattn__profiler_on_call(ctx, d, &sum, &p, ri, &exec, t_submit, xattn__now(),
@@ -648,4 +724,26 @@ xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run
     }
     xattn__ctx_leave(ctx);
     return st;
+}
+
+xattn_status xattn_attention_sized(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run_info *info,
+                                   size_t info_size)
+{
+    xattn__clear_error();
+    if (info && info_size < sizeof(size_t))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "info: struct size %zu is smaller than its struct_size field",
+                            info_size);
+    xattn_run_info ri;
+    xattn_status st = xattn__attention(ctx, d, &ri, info != NULL);
+    /* The caller's info is written whatever the status, as it always was
+     * (the algorithm and reason are known before a late failure). */
+    if (info)
+        (void)xattn__struct_out(info, info_size, &ri, sizeof ri, "info");
+    return st;
+}
+
+xattn_status(xattn_attention)(xattn_ctx *ctx, const xattn_attn_desc *d, xattn_run_info *info)
+{
+    return xattn_attention_sized(ctx, d, info, XATTN__V1_RUN_INFO_SIZE);
 }

@@ -267,11 +267,8 @@ void xattn__ceilings_load(struct xattn_ctx *ctx)
     }
 }
 
-xattn_status xattn_ceilings_measure(xattn_ctx *ctx, int force, xattn_ceilings *out)
+static xattn_status xattn__ceilings_measure(xattn_ctx *ctx, int force, xattn_ceilings *out)
 {
-    xattn__clear_error();
-    if (!ctx || !out)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "out" : "ctx");
     if (force != 0 && force != 1)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "force: %d, expected 0 or 1", force);
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
@@ -316,11 +313,8 @@ xattn_status xattn_ceilings_measure(xattn_ctx *ctx, int force, xattn_ceilings *o
     return st;
 }
 
-xattn_status xattn_ceilings_get(const xattn_ctx *ctx, xattn_ceilings *out)
+static xattn_status xattn__ceilings_get(const xattn_ctx *ctx, xattn_ceilings *out)
 {
-    xattn__clear_error();
-    if (!ctx || !out)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "out" : "ctx");
     /* Taken like a call (BUSY while another thread measures): the ceilings
      * are written by xattn_ceilings_measure. The cast touches only the flag. */
     struct xattn_ctx *c = (struct xattn_ctx *)ctx;
@@ -338,4 +332,45 @@ xattn_status xattn_ceilings_get(const xattn_ctx *ctx, xattn_ceilings *out)
                         "ceilings: none known for %s device %d (%s); run "
                         "xattn_ceilings_measure or `xattn devices --measure`",
                         ctx->be->name, ctx->device, ctx->info.name);
+}
+
+static xattn_status xattn__ceilings_out_ok(const xattn_ctx *ctx, const xattn_ceilings *out,
+                                           size_t out_size)
+{
+    if (!ctx || !out)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "out" : "ctx");
+    if (out_size < sizeof(size_t))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "out: struct size %zu is smaller than its struct_size field",
+                            out_size);
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_ceilings_measure_sized(xattn_ctx *ctx, int force, xattn_ceilings *out,
+                                          size_t out_size)
+{
+    xattn__clear_error();
+    XATTN_RETURN_IF_ERROR(xattn__ceilings_out_ok(ctx, out, out_size));
+    xattn_ceilings c;
+    XATTN_RETURN_IF_ERROR(xattn__ceilings_measure(ctx, force, &c));
+    return xattn__struct_out(out, out_size, &c, sizeof c, "out");
+}
+
+xattn_status xattn_ceilings_get_sized(const xattn_ctx *ctx, xattn_ceilings *out, size_t out_size)
+{
+    xattn__clear_error();
+    XATTN_RETURN_IF_ERROR(xattn__ceilings_out_ok(ctx, out, out_size));
+    xattn_ceilings c;
+    XATTN_RETURN_IF_ERROR(xattn__ceilings_get(ctx, &c));
+    return xattn__struct_out(out, out_size, &c, sizeof c, "out");
+}
+
+xattn_status(xattn_ceilings_measure)(xattn_ctx *ctx, int force, xattn_ceilings *out)
+{
+    return xattn_ceilings_measure_sized(ctx, force, out, XATTN__V1_CEILINGS_SIZE);
+}
+
+xattn_status(xattn_ceilings_get)(const xattn_ctx *ctx, xattn_ceilings *out)
+{
+    return xattn_ceilings_get_sized(ctx, out, XATTN__V1_CEILINGS_SIZE);
 }

@@ -6,8 +6,10 @@
  *   TRACE  Chrome / Perfetto trace-event JSON: one process per device, a host
  *          track (API calls, builds, user ranges), a queue track (the device
  *          time of each call, its phases nested inside), memory counters.
- * Numbers are written in the "C" locale whatever the caller's; strings are
- * escaped for JSON, and bytes that are not valid UTF-8 become U+FFFD.
+ * Numbers are written in the "C" locale whatever the caller's; strings and
+ * numbers go through the writer shared with the xattn tool (xattn_writer.h):
+ * strings escaped, bytes that are not valid UTF-8 as U+FFFD, numbers in the
+ * shortest form that reads back exactly.
  */
 #include <errno.h>
 #include <locale.h>
@@ -16,61 +18,9 @@
 #include <string.h>
 
 #include "xattn_internal.h"
+#include "xattn_writer.h"
 
-/* ---- small writers -------------------------------------------------------- */
-
-static void xattn__json_str(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    fputc('"', f);
-    while (*p) {
-        unsigned char c = *p;
-        if (c < 0x80) {
-            if (c == '"' || c == '\\')
-                fprintf(f, "\\%c", c);
-            else if (c == '\n')
-                fputs("\\n", f);
-            else if (c == '\r')
-                fputs("\\r", f);
-            else if (c == '\t')
-                fputs("\\t", f);
-            else if (c < 0x20 || c == 0x7f)
-                fprintf(f, "\\u%04x", c);
-            else
-                fputc(c, f);
-            p++;
-            continue;
-        }
-        /* A well-formed UTF-8 sequence passes through; anything else is U+FFFD. */
-        int n = (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3
-                : (c >= 0xf0 && c <= 0xf4)                           ? 4
-                                                                     : 0;
-        int ok = n > 0;
-        for (int k = 1; ok && k < n; k++)
-            ok = (p[k] & 0xc0) == 0x80;
-        if (ok && n == 3) /* no overlong forms, no surrogates */
-            ok = !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] >= 0xa0);
-        if (ok && n == 4)
-            ok = !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] >= 0x90);
-        if (ok) {
-            fwrite(p, 1, (size_t)n, f);
-            p += n;
-        } else {
-            fputs("\\ufffd", f);
-            p++;
-        }
-    }
-    fputc('"', f);
-}
-
-/* A double as JSON: shortest round-trip form, null when not finite. */
-static void xattn__json_num(FILE *f, double v)
-{
-    if (!isfinite(v))
-        fputs("null", f);
-    else
-        fprintf(f, "%.17g", v);
-}
+/* ---- small writers (strings, numbers: xattn_writer.h) ------------------------ */
 
 /* Microseconds from integer nanoseconds, exactly ("12.345"). */
 static void xattn__json_us(FILE *f, long long ns)
@@ -84,27 +34,6 @@ static void xattn__json_us(FILE *f, long long ns)
 
 static long long xattn__ns(double us) { return isfinite(us) ? llround(us * 1000.0) : 0; }
 
-static void xattn__csv_str(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-static void xattn__csv_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.17g", v);
-}
-
 static const char *xattn__align_name(xattn_align a)
 {
     return a == XATTN_ALIGN_TOP_LEFT ? "top_left" : "bottom_right";
@@ -112,11 +41,11 @@ static const char *xattn__align_name(xattn_align a)
 
 /* ---- JSON ------------------------------------------------------------------- */
 
-#define XATTN__JS(key, val) (fprintf(f, ", \"%s\": ", key), xattn__json_str(f, val))
-#define XATTN__JN(key, val) (fprintf(f, ", \"%s\": ", key), xattn__json_num(f, val))
-#define XATTN__JI(key, val) fprintf(f, ", \"%s\": %lld", key, (long long)(val))
-#define XATTN__JU(key, val) fprintf(f, ", \"%s\": %llu", key, (unsigned long long)(val))
-#define XATTN__JB(key, val) fprintf(f, ", \"%s\": %s", key, (val) ? "true" : "false")
+#define XATTN__JS(key, val) (xattn__json_key(f, key), xattn__json_str(f, val))
+#define XATTN__JN(key, val) (xattn__json_key(f, key), xattn__json_num(f, val))
+#define XATTN__JI(key, val) (xattn__json_key(f, key), fprintf(f, "%lld", (long long)(val)))
+#define XATTN__JU(key, val) (xattn__json_key(f, key), fprintf(f, "%llu", (unsigned long long)(val)))
+#define XATTN__JB(key, val) (xattn__json_key(f, key), fputs((val) ? "true" : "false", f))
 
 static void xattn__json_record(FILE *f, const xattn_record *r)
 {
@@ -189,24 +118,12 @@ static void xattn__json_record(FILE *f, const xattn_record *r)
     fputc('}', f);
 }
 
-static void xattn__json_ceilings(FILE *f, const struct xattn_ctx *ctx)
+static void xattn__json_ctx_ceilings(FILE *f, const struct xattn_ctx *ctx)
 {
-    if (ctx->prof.ceil_state != 1) {
+    if (ctx->prof.ceil_state != 1)
         fputs("null", f);
-        return;
-    }
-    const xattn_ceilings *c = &ctx->prof.ceil;
-    fputs("{\"fma_f32_gflops\": ", f);
-    xattn__json_num(f, c->fma_f32_gflops);
-    XATTN__JN("fma_f16_gflops", c->fma_f16_gflops);
-    XATTN__JN("fma_bf16_gflops", c->fma_bf16_gflops);
-    XATTN__JN("mma_f16_gflops", c->mma_f16_gflops);
-    XATTN__JN("mma_bf16_gflops", c->mma_bf16_gflops);
-    XATTN__JN("read_gbps", c->read_gbps);
-    XATTN__JN("copy_gbps", c->copy_gbps);
-    XATTN__JB("from_cache", c->from_cache);
-    XATTN__JS("cache_path", c->cache_path);
-    fputc('}', f);
+    else
+        xattn__json_ceilings(f, &ctx->prof.ceil);
 }
 
 static void xattn__export_json(FILE *f, const struct xattn_ctx *ctx, double now_us)
@@ -228,7 +145,7 @@ static void xattn__export_json(FILE *f, const struct xattn_ctx *ctx, double now_
     XATTN__JU("global_mem_bytes", in->global_mem_bytes);
     XATTN__JN("exported_at_us", now_us);
     fputs("},\n  \"ceilings\": ", f);
-    xattn__json_ceilings(f, ctx);
+    xattn__json_ctx_ceilings(f, ctx);
     fprintf(f, ",\n  \"dropped_records\": %llu,\n  \"records\": [", (unsigned long long)pr->dropped);
     for (size_t i = 0; i < pr->nrecs; i++) {
         fputs(i ? ",\n    " : "\n    ", f);

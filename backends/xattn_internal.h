@@ -395,6 +395,29 @@ typedef struct xattn_desc_summary {
 } xattn_desc_summary;
 
 /* Checks every rule of the descriptor against ctx; fills *sum on success. */
+/*
+ * Sized structs (include/xattn.h, "ABI"). The plain symbols keep the 0.1
+ * layouts: the end of each struct's last 0.1 field. These never change when a
+ * struct grows.
+ */
+#define XATTN__V1_DEVICE_INFO_SIZE (offsetof(xattn_device_info, device_type) + sizeof(int))
+#define XATTN__V1_DESC_SIZE (offsetof(xattn_attn_desc, num_splits) + sizeof(int))
+#define XATTN__V1_RUN_INFO_SIZE (offsetof(xattn_run_info, matrix_units) + sizeof(int))
+#define XATTN__V1_RECORD_SIZE (offsetof(xattn_record, work_counted) + sizeof(int))
+#define XATTN__V1_CEILINGS_SIZE (offsetof(xattn_ceilings, mma_bf16_gflops) + sizeof(double))
+/* The smallest descriptor: struct_size and the four tensors it must set. */
+#define XATTN__DESC_MIN_SIZE (offsetof(xattn_attn_desc, o) + sizeof(xattn_tensor))
+
+/* Copies min(dst_size, src_size) bytes of a filled struct to the caller's,
+ * zeroes the caller's bytes past the library's, and sets the caller's
+ * struct_size to the bytes filled. dst_size below a size_t: INVALID_ARGUMENT. */
+xattn_status xattn__struct_out(void *dst, size_t dst_size, const void *src, size_t src_size,
+                               const char *what);
+/* The caller's descriptor as this library's: its bytes over the defaults
+ * (a smaller, older descriptor), or refused (one too small, or a larger one
+ * whose bytes past the library's fields are not zero). */
+xattn_status xattn__desc_in(const xattn_attn_desc *d, xattn_attn_desc *full);
+
 xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
                              xattn_desc_summary *sum);
 /* Builds the kernel problem of a validated descriptor. Per-sequence arrays

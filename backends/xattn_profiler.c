@@ -231,22 +231,33 @@ xattn_status xattn_profiler_count(const xattn_ctx *ctx, size_t *count)
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn_profiler_get(const xattn_ctx *ctx, size_t index, xattn_record *rec)
+xattn_status xattn_profiler_get_sized(const xattn_ctx *ctx, size_t index, xattn_record *out,
+                                      size_t rec_size)
 {
     xattn__clear_error();
-    if (!ctx || !rec)
+    if (!ctx || !out)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "rec" : "ctx");
+    if (rec_size < sizeof(size_t))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "rec: struct size %zu is smaller than its struct_size field",
+                            rec_size);
     struct xattn_ctx *c = (struct xattn_ctx *)ctx; /* the busy flag only, as above */
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(c));
     size_t n = ctx->prof.nrecs;
+    xattn_record rec;
     if (index < n)
-        *rec = ctx->prof.recs[index].rec;
+        rec = ctx->prof.recs[index].rec;
     xattn__ctx_leave(c);
     if (index >= n)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                             "index: %zu, but the context holds %zu record%s", index, n,
                             n == 1 ? "" : "s");
-    return XATTN_STATUS_OK;
+    return xattn__struct_out(out, rec_size, &rec, sizeof rec, "rec");
+}
+
+xattn_status(xattn_profiler_get)(const xattn_ctx *ctx, size_t index, xattn_record *rec)
+{
+    return xattn_profiler_get_sized(ctx, index, rec, XATTN__V1_RECORD_SIZE);
 }
 
 xattn_status xattn_profiler_reset(xattn_ctx *ctx)

@@ -136,11 +136,16 @@ xattn_status xattn_device_count(xattn_backend backend, int *count)
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn_device_get_info(xattn_backend backend, int index, xattn_device_info *info)
+xattn_status xattn_device_get_info_sized(xattn_backend backend, int index,
+                                         xattn_device_info *caller_info, size_t info_size)
 {
     xattn__clear_error();
-    if (!info)
+    if (!caller_info)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "info: NULL pointer");
+    if (info_size < sizeof(size_t))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "info: struct size %zu is smaller than its struct_size field",
+                            info_size);
     XATTN_RETURN_IF_ERROR(xattn__backend_usable(backend));
     const xattn_backend_iface *be = xattn__backends[backend];
     int n = be->device_count();
@@ -148,9 +153,16 @@ xattn_status xattn_device_get_info(xattn_backend backend, int index, xattn_devic
         return xattn__error(XATTN_STATUS_DEVICE_NOT_FOUND,
                             "device: index %d out of range (the %s backend has %d device%s)",
                             index, be->name, n, n == 1 ? "" : "s");
+    xattn_device_info full, *info = &full;
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     info->backend = backend;
     info->index = index;
-    return be->device_info(index, info);
+    XATTN_RETURN_IF_ERROR(be->device_info(index, info));
+    return xattn__struct_out(caller_info, info_size, info, sizeof *info, "info");
+}
+
+xattn_status(xattn_device_get_info)(xattn_backend backend, int index, xattn_device_info *info)
+{
+    return xattn_device_get_info_sized(backend, index, info, XATTN__V1_DEVICE_INFO_SIZE);
 }

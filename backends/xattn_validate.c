@@ -2,7 +2,7 @@
  * Validation of the attention descriptor, before any work is done. Every rule
  * returns its own status with a message that names the field as the user wrote
  * it ("k.shape[2]", "seqlens_q[3]"), the value found, and what was expected.
- * Then resolution into the kernel contract (xattn_problem.h).
+ * Building the problem from a valid descriptor is xattn_problem.c's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -259,11 +259,8 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
     if (!d)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "desc: NULL");
-    if (d->struct_size != sizeof(xattn_attn_desc))
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "desc.struct_size: %zu, expected %zu (initialize the descriptor "
-                            "with xattn_attn_desc_init)",
-                            d->struct_size, sizeof(xattn_attn_desc));
+    /* d is the library's own copy (xattn__desc_in): struct_size was checked
+     * there, against the sizes this library accepts. */
 
     XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->q, "q"));
     XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->k, "k"));
@@ -458,102 +455,4 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
     sum->q_dtype = d->q.dtype;
     sum->kv_dtype = d->k.dtype;
     return XATTN_STATUS_OK;
-}
-
-static xattn_view xattn__view_of(const xattn_tensor *t, int varlen)
-{
-    xattn_view v;
-    v.buf = t->buffer;
-    v.dtype = t->dtype;
-    v.off = (int64_t)(t->offset / xattn_dtype_size(t->dtype));
-    /* A stride is ignored where the extent is 1; 0 keeps kernels from using it. */
-    v.sb = (varlen || t->shape[0] == 1) ? 0 : t->strides[0];
-    v.ss = t->strides[1];
-    v.sh = t->shape[2] == 1 ? 0 : t->strides[2];
-    v.sd = t->strides[3];
-    return v;
-}
-
-xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *d,
-                                  const xattn_desc_summary *sum, xattn_problem *p,
-                                  int32_t **arrays)
-{
-    memset(p, 0, sizeof *p);
-    p->B = sum->B;
-    p->Hq = sum->Hq;
-    p->Hkv = sum->Hkv;
-    p->group = sum->Hq / sum->Hkv;
-    p->D = sum->D;
-    p->Dv = sum->Dv;
-    p->Sq = sum->Sq;
-    p->Sk = sum->Sk;
-    p->varlen = sum->varlen;
-    p->q = xattn__view_of(&d->q, sum->varlen);
-    p->k = xattn__view_of(&d->k, sum->varlen);
-    p->v = xattn__view_of(&d->v, sum->varlen);
-    p->o = xattn__view_of(&d->o, sum->varlen);
-    if (d->lse.buffer) {
-        /* lse is [B, Hq, Sq, 1]: its dims 1 and 2 are (head, row). */
-        p->has_lse = 1;
-        p->lse.buf = d->lse.buffer;
-        p->lse.dtype = XATTN_DTYPE_F32;
-        p->lse.off = (int64_t)(d->lse.offset / 4);
-        p->lse.sb = (sum->varlen || d->lse.shape[0] == 1) ? 0 : d->lse.strides[0];
-        p->lse.sh = d->lse.shape[1] == 1 ? 0 : d->lse.strides[1];
-        p->lse.ss = d->lse.strides[2];
-        p->lse.sd = 0;
-    }
-    if (d->bias.buffer) {
-        p->has_bias = 1;
-        p->bias.buf = d->bias.buffer;
-        p->bias.dtype = d->bias.dtype;
-        p->bias.off = (int64_t)(d->bias.offset / xattn_dtype_size(d->bias.dtype));
-        p->bias.sb = d->bias.shape[0] == 1 ? 0 : d->bias.strides[0];
-        p->bias.sh = d->bias.shape[1] == 1 ? 0 : d->bias.strides[1];
-        p->bias.ss = d->bias.strides[2];
-        p->bias.sd = d->bias.strides[3];
-    }
-    p->alibi = d->alibi_slopes;
-    p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
-    p->softcap = d->softcap;
-    p->causal = d->causal;
-    p->bottom_right = d->align == XATTN_ALIGN_BOTTOM_RIGHT;
-    p->window_left = d->window_left;
-    p->window_right = d->window_right;
-    p->num_splits = d->num_splits;
-    p->poison = (int)ctx->opt_poison;
-
-    /* Per-sequence arrays: len_q, len_k, start_q, start_k. */
-    int64_t B = sum->B;
-    xattn_status st;
-    uint64_t bytes = (uint64_t)(B > 0 ? B : 1) * 4u * sizeof(int32_t);
-    int32_t *a = xattn__host_alloc(ctx, bytes, "per-sequence lengths", &st);
-    if (!a)
-        return st;
-    int32_t *lq = a, *lk = a + B, *sq = a + 2 * B, *sk = a + 3 * B;
-    for (int64_t b = 0; b < B; b++) {
-        if (sum->varlen) {
-            sq[b] = d->cu_seqlens_q[b];
-            sk[b] = d->cu_seqlens_k[b];
-            lq[b] = d->cu_seqlens_q[b + 1] - d->cu_seqlens_q[b];
-            lk[b] = d->cu_seqlens_k[b + 1] - d->cu_seqlens_k[b];
-        } else {
-            sq[b] = 0;
-            sk[b] = 0;
-            lq[b] = d->seqlens_q ? d->seqlens_q[b] : (int32_t)sum->Sq;
-            lk[b] = d->seqlens_k ? d->seqlens_k[b] : (int32_t)sum->Sk;
-        }
-    }
-    p->len_q = lq;
-    p->len_k = lk;
-    p->start_q = sq;
-    p->start_k = sk;
-    *arrays = a;
-    return XATTN_STATUS_OK;
-}
-
-void xattn__problem_free(struct xattn_ctx *ctx, const xattn_desc_summary *sum, int32_t *arrays)
-{
-    uint64_t bytes = (uint64_t)(sum->B > 0 ? sum->B : 1) * 4u * sizeof(int32_t);
-    xattn__host_free(ctx, arrays, bytes);
 }

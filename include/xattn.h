@@ -148,7 +148,7 @@ XATTN_API int xattn_backend_compiled(xattn_backend backend);
  */
 XATTN_API xattn_status xattn_backend_available(xattn_backend backend);
 
-/** Description of one device. Grow-only: fields are only ever appended. */
+/** Description of one device. Grows at its end only (see "ABI" below). */
 typedef struct xattn_device_info {
     size_t struct_size;        /* set by the library to sizeof(xattn_device_info) */
     xattn_backend backend;
@@ -352,7 +352,7 @@ typedef enum xattn_align {
  *   docs/semantics.md writes these rules out step by step.
  */
 typedef struct xattn_attn_desc {
-    size_t struct_size; /* set by xattn_attn_desc_init to sizeof(xattn_attn_desc) */
+    size_t struct_size; /* set by xattn_attn_desc_init (see "ABI" below) */
 
     xattn_tensor q, k, v, o;
     xattn_tensor lse;  /* optional (buffer NULL = not written) */
@@ -385,7 +385,7 @@ typedef struct xattn_attn_desc {
 /** Fills d with defaults: no tensors, scale 1/sqrt(D), no masks, AUTO. */
 XATTN_API void xattn_attn_desc_init(xattn_attn_desc *d);
 
-/** What one call did. Grow-only. */
+/** What one call did. Grows at its end only (see "ABI" below). */
 typedef struct xattn_run_info {
     size_t struct_size;         /* set by the library */
     xattn_algo algo_requested;
@@ -424,7 +424,12 @@ typedef struct xattn_run_info {
 XATTN_API xattn_status xattn_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
                                        xattn_run_info *info);
 
-/** Validates d for ctx without running anything; same statuses as xattn_attention. */
+/**
+ * Runs every check a call makes before it allocates (the descriptor's rules,
+ * the backend's limits, the driver's size checks) without running anything:
+ * the same status and message as xattn_attention would return, but for
+ * what only a run can meet (an allocation refused, a device fault).
+ */
 XATTN_API xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_attn_desc *d);
 
 /* ---- measurement: records, user ranges, exports, ceilings -------------- */
@@ -434,7 +439,7 @@ XATTN_API xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_a
  * Times on the host timeline are microseconds on the monotonic clock since the
  * context was created; device times come from the backend's own timer (CPU
  * clock, OpenCL event profiling, CUDA events) and are placed on the host
- * timeline. Grow-only: fields are only ever appended.
+ * timeline. Grows at its end only (see "ABI" below).
  */
 typedef struct xattn_record {
     size_t struct_size;
@@ -564,6 +569,61 @@ XATTN_API uint16_t xattn_f32_to_f16(float x);
 XATTN_API uint16_t xattn_f32_to_bf16(float x);
 XATTN_API float xattn_f16_to_f32(uint16_t h);
 XATTN_API float xattn_bf16_to_f32(uint16_t h);
+
+/* ---- ABI: structs that grow ------------------------------------------------
+ *
+ * The structs the library fills (xattn_device_info, xattn_run_info,
+ * xattn_record, xattn_ceilings) and the descriptor it reads (xattn_attn_desc)
+ * begin with `struct_size` and only ever grow at the end. The entry points
+ * that take them come in two forms:
+ *
+ *   - the `_sized` functions take the caller's sizeof: the library reads and
+ *     writes only min(caller's size, its own) bytes, gives the fields the
+ *     caller has and it does not know their defaults (0), and sets the
+ *     caller's struct_size to the bytes it filled;
+ *   - the plain names are macros over the `_sized` functions with the sizeof
+ *     of this header's structs, so that C and C++ callers need do nothing. The
+ *     plain symbols (what a function pointer or an FFI such as ctypes gets)
+ *     keep the 0.1 layouts for ever.
+ *
+ * So a program built against an older header runs with a newer library, and
+ * one built against a newer header learns from struct_size which fields an
+ * older library filled. A descriptor larger than the library's is accepted
+ * only when the bytes past the library's fields are zero (new fields left at
+ * their defaults); otherwise the call returns XATTN_STATUS_UNSUPPORTED.
+ *
+ * Stable: every function and type in this header, the statuses and their
+ * numbers, and the layouts of xattn_tensor and xattn_mem_stats (which do not
+ * grow). Experimental: the fields marked "appended" may still change meaning
+ * in 0.x releases (they are measured figures, see docs/measurement.md), and
+ * the interop headers xattn_opencl.h / xattn_cuda.h.
+ */
+XATTN_API xattn_status xattn_device_get_info_sized(xattn_backend backend, int index,
+                                                   xattn_device_info *info, size_t info_size);
+XATTN_API xattn_status xattn_ctx_device_info_sized(const xattn_ctx *ctx, xattn_device_info *info,
+                                                   size_t info_size);
+XATTN_API void xattn_attn_desc_init_sized(xattn_attn_desc *d, size_t desc_size);
+XATTN_API xattn_status xattn_attention_sized(xattn_ctx *ctx, const xattn_attn_desc *d,
+                                             xattn_run_info *info, size_t info_size);
+XATTN_API xattn_status xattn_profiler_get_sized(const xattn_ctx *ctx, size_t index,
+                                                xattn_record *rec, size_t rec_size);
+XATTN_API xattn_status xattn_ceilings_measure_sized(xattn_ctx *ctx, int force,
+                                                    xattn_ceilings *out, size_t out_size);
+XATTN_API xattn_status xattn_ceilings_get_sized(const xattn_ctx *ctx, xattn_ceilings *out,
+                                                size_t out_size);
+
+#define xattn_device_get_info(backend, index, info) \
+    xattn_device_get_info_sized((backend), (index), (info), sizeof(xattn_device_info))
+#define xattn_ctx_device_info(ctx, info) \
+    xattn_ctx_device_info_sized((ctx), (info), sizeof(xattn_device_info))
+#define xattn_attn_desc_init(d) xattn_attn_desc_init_sized((d), sizeof(xattn_attn_desc))
+#define xattn_attention(ctx, d, info) \
+    xattn_attention_sized((ctx), (d), (info), sizeof(xattn_run_info))
+#define xattn_profiler_get(ctx, index, rec) \
+    xattn_profiler_get_sized((ctx), (index), (rec), sizeof(xattn_record))
+#define xattn_ceilings_measure(ctx, force, out) \
+    xattn_ceilings_measure_sized((ctx), (force), (out), sizeof(xattn_ceilings))
+#define xattn_ceilings_get(ctx, out) xattn_ceilings_get_sized((ctx), (out), sizeof(xattn_ceilings))
 
 #ifdef __cplusplus
 }

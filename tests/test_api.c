@@ -14,26 +14,7 @@
 
 #include "xattn.h"
 #include "xattn_reference.h"
-
-static int g_passed, g_failed, g_skipped;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define EXPECT_OK(expr)                                                                            \
-    do {                                                                                           \
-        xattn_status st_ = (expr);                                                                 \
-        EXPECT(st_ == XATTN_STATUS_OK, "%s returned %s: %s", #expr, xattn_status_name(st_),        \
-               xattn_last_error());                                                                \
-    } while (0)
+#include "xattn_test.h"
 
 /* ---- version, statuses, names ---------------------------------------------- */
 
@@ -946,6 +927,5 @@ int main(void)
     test_reference();
     test_f16();
     test_bf16();
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

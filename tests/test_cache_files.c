@@ -44,29 +44,10 @@
 
 #include "xattn.h"
 #include "xattn_file.h"
+#include "xattn_test.h"
 #ifdef XATTN_TEST_HAVE_OPENCL
 #include "xattn_backend_opencl.h"
 #endif
-
-static int g_passed, g_failed, g_skipped;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-
-static void skip(const char *what)
-{
-    g_skipped++;
-    printf("SKIP %s\n", what);
-}
 
 /* ---- the watchdog: a call that blocks fails the test instead of hanging --- */
 
@@ -122,31 +103,6 @@ static int warned(const char *text)
 /* ---- files --------------------------------------------------------------- */
 
 static char g_scratch[256];
-
-static void rm_tree(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        chmod(path, 0700);
-        DIR *dir = opendir(path);
-        if (dir) {
-            struct dirent *e;
-            while ((e = readdir(dir))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                    continue;
-                char sub[1024];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                rm_tree(sub);
-            }
-            closedir(dir);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
 /* A new private folder under the scratch folder. */
 static void fresh_dir(char *out, size_t n, const char *tag)
@@ -485,7 +441,7 @@ static void test_owner(void)
             EXPECT(st == XATTN_STATUS_OK && c.cache_path[0] == '\0' && warned("owned by uid"),
                    "'/': not used (%s), warnings %s", c.cache_path, g_warnings);
         } else {
-            skip("a folder owned by another user (cannot chown, and '/' is ours)");
+            SKIP("a folder owned by another user (cannot chown, and '/' is ours)");
         }
     }
     fresh_dir(dir, sizeof dir, "ffile");
@@ -497,7 +453,7 @@ static void test_owner(void)
                "a file owned by uid 65534 is not read");
         EXPECT(warned("owned by uid 65534"), "warning: %s", g_warnings);
     } else {
-        skip("a cache file owned by another user (needs root to chown)");
+        SKIP("a cache file owned by another user (needs root to chown)");
     }
 }
 
@@ -732,7 +688,7 @@ static void test_opencl(void)
 {
     int n = 0;
     if (xattn_device_count(XATTN_BACKEND_OPENCL, &n) != XATTN_STATUS_OK || n < 1) {
-        skip("OpenCL program cache (no OpenCL device)");
+        SKIP("OpenCL program cache (no OpenCL device)");
         return;
     }
     uint32_t s = 7;
@@ -845,7 +801,7 @@ static void test_opencl(void)
         EXPECT_RUN(r, 0, 1, "foreign folder");
         EXPECT(warned("owned by uid 65534"), "warning: %s", g_warnings);
     } else {
-        skip("OpenCL cache folder owned by another user (needs root to chown)");
+        SKIP("OpenCL cache folder owned by another user (needs root to chown)");
     }
     free(entry);
     unsetenv("XATTN_CL_BINARY_CACHE");
@@ -854,8 +810,8 @@ static void test_opencl(void)
 
 int main(void)
 {
-    snprintf(g_scratch, sizeof g_scratch, "/tmp/xattn-test-cache-XXXXXX");
-    if (!mkdtemp(g_scratch)) {
+    xattn_test_scratch_dir("test-cache", g_scratch, sizeof g_scratch);
+    if (!g_scratch[0]) {
         printf("cannot create a scratch folder\n0 passed, 1 failed, 0 skipped\n");
         return 1;
     }
@@ -877,10 +833,9 @@ int main(void)
 #ifdef XATTN_TEST_HAVE_OPENCL
     test_opencl();
 #else
-    skip("OpenCL program cache (not built)");
+    SKIP("OpenCL program cache (not built)");
 #endif
     free(g_entry);
-    rm_tree(g_scratch);
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    xattn_test_rm_tree(g_scratch);
+    return xattn_test_summary();
 }

@@ -27,23 +27,8 @@
 
 #include "xattn.h"
 #include "xattn_reference.h"
+#include "xattn_test.h"
 #include "xattn_test_elem.h"
-
-static atomic_int g_passed, g_failed;
-
-#define EXPECT(cond, ...)                                                 \
-    do {                                                                  \
-        if (cond) {                                                       \
-            atomic_fetch_add(&g_passed, 1);                               \
-        } else {                                                          \
-            atomic_fetch_add(&g_failed, 1);                               \
-            flockfile(stdout);                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-            funlockfile(stdout);                                          \
-        }                                                                 \
-    } while (0)
 
 #define F32 XATTN_DTYPE_F32
 #define F16 XATTN_DTYPE_F16
@@ -54,20 +39,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float rng_val(uint64_t *s)
-{
-    double x = 2.0 * ((double)(rng_next(s) >> 11) * 0x1.0p-53) - 1.0;
-    return (float)(fabs(x) < 0.01 ? 0.5 : x);
 }
 
 /* ---- a problem on one context: contiguous BSHD, LSE, reference ------------------ */
@@ -98,7 +69,7 @@ static xattn_status upload(xattn_ctx *ctx, size_t n, xattn_dtype dt, uint64_t *s
     if (!tmp)
         return XATTN_STATUS_OUT_OF_MEMORY;
     for (size_t i = 0; i < n; i++)
-        put_elem(tmp, dt, i, rng_val(seed));
+        put_elem(tmp, dt, i, xattn_test_rng_val(seed));
     xattn_status st;
     RETRY_BUSY(st, xattn_buffer_alloc(ctx, n * esz(dt), out));
     if (st == XATTN_STATUS_OK)
@@ -716,7 +687,5 @@ int main(void)
     test_options_race();
     printf("two contexts measure ceilings at once\n");
     test_ceilings_race();
-    int failed = atomic_load(&g_failed);
-    printf("%d passed, %d failed, 0 skipped\n", atomic_load(&g_passed), failed);
-    return failed ? 1 : 0;
+    return xattn_test_summary();
 }

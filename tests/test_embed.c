@@ -25,30 +25,10 @@
 #include <string.h>
 
 #include "xattn.h"
+#include "xattn_test.h"
 #ifdef XATTN_TEST_HAVE_OPENCL
 #include "xattn_opencl.h"
 #endif
-
-static int g_passed, g_failed, g_skipped;
-
-#define EXPECT(cond, ...)                                          \
-    do {                                                           \
-        if (cond) {                                                \
-            g_passed++;                                            \
-        } else {                                                   \
-            g_failed++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
-#define SKIP(...)                 \
-    do {                          \
-        g_skipped++;              \
-        printf("SKIP ");          \
-        printf(__VA_ARGS__);      \
-        printf("\n");             \
-    } while (0)
 
 /* ---- loaded shared objects ----------------------------------------------- */
 
@@ -360,6 +340,5 @@ int main(void)
         test_live_buffers(bes[i]);
         test_alias_handles(bes[i]);
     }
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

@@ -32,18 +32,7 @@
 
 #include "xattn.h"
 #include "xattn_reference.h"
-
-static int passed, failed, skipped;
-
-static void check(int ok, const char *what, const char *detail)
-{
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL %s: %s\n", what, detail);
-    }
-}
+#include "xattn_test.h"
 
 /* `bytes` (a multiple of 64) of read-write memory that end where a PROT_NONE
  * page begins; returns the start, or NULL. *base, *len: what to munmap. */
@@ -173,7 +162,7 @@ static void run_case(xattn_ctx *ctx, const gcase *c, const char *simd)
     if (st == XATTN_STATUS_OK)
         st = xattn_buffer_alloc(ctx, qn * 4, &bo);
     snprintf(what, sizeof what, "%s %s buffers", c->name, simd);
-    check(st == XATTN_STATUS_OK, what, xattn_last_error());
+    EXPECT(st == XATTN_STATUS_OK, "%s: %s", what, xattn_last_error());
 
     for (int a = XATTN_ALGO_NAIVE; st == XATTN_STATUS_OK && a <= XATTN_ALGO_SPLITKV; a++) {
         xattn_attn_desc d;
@@ -201,7 +190,7 @@ static void run_case(xattn_ctx *ctx, const gcase *c, const char *simd)
         if (s == XATTN_STATUS_OK)
             s = xattn_reference_attention(ctx, &d, ref, NULL);
         if (s != XATTN_STATUS_OK) {
-            check(0, what, xattn_last_error());
+            EXPECT(0, "%s: %s", what, xattn_last_error());
             continue;
         }
         double num = 0, den = 0;
@@ -213,7 +202,7 @@ static void run_case(xattn_ctx *ctx, const gcase *c, const char *simd)
         double rel = den > 0 ? sqrt(num / den) : sqrt(num);
         char detail[96];
         snprintf(detail, sizeof detail, "rel L2 %.3e against the reference", rel);
-        check(rel < 1e-5, what, detail);
+        EXPECT(rel < 1e-5, "%s: %s", what, detail);
     }
     xattn_buffer_free(bq);
     xattn_buffer_free(bk);
@@ -237,7 +226,8 @@ int main(int argc, char **argv)
     }
     const xattn_backend be = cl ? XATTN_BACKEND_OPENCL : XATTN_BACKEND_CPU;
     if (xattn_backend_available(be) != XATTN_STATUS_OK) {
-        printf("skipped: %s: %s\n0 passed, 0 failed, 1 skipped\n", argv[1], xattn_last_error());
+        SKIP("%s: %s", argv[1], xattn_last_error());
+        xattn_test_summary();
         return 77;
     }
     /* The CPU runs every SIMD path; OpenCL its device 0. */
@@ -250,13 +240,12 @@ int main(int argc, char **argv)
         const char *name = cl ? "default" : paths[p].name;
         xattn_ctx *ctx = NULL;
         if (xattn_ctx_create(be, 0, &ctx) != XATTN_STATUS_OK) {
-            check(0, "ctx", xattn_last_error());
+            EXPECT(0, "ctx: %s", xattn_last_error());
             break;
         }
         if (!cl &&
             xattn_ctx_set_option(ctx, XATTN_OPT_CPU_SIMD, paths[p].value) != XATTN_STATUS_OK) {
-            printf("skipped: %s: %s\n", name, xattn_last_error());
-            skipped++;
+            SKIP("%s: %s", name, xattn_last_error());
             xattn_ctx_destroy(ctx);
             continue;
         }
@@ -264,6 +253,5 @@ int main(int argc, char **argv)
             run_case(ctx, &cases[c], name);
         xattn_ctx_destroy(ctx);
     }
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
+    return xattn_test_summary();
 }

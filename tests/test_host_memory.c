@@ -17,20 +17,7 @@
 
 #include "xattn.h"
 #include "xattn_internal.h"
-
-static int g_passed, g_failed;
-
-#define EXPECT(cond, ...)                                          \
-    do {                                                           \
-        if (cond) {                                                \
-            g_passed++;                                            \
-        } else {                                                   \
-            g_failed++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
+#include "xattn_test.h"
 
 static char g_root[256];
 
@@ -154,6 +141,5 @@ int main(void)
     }
     EXPECT(xattn_ctx_device_memory(NULL, &t, &a) == XATTN_STATUS_INVALID_ARGUMENT, "NULL ctx");
 
-    printf("%d passed, %d failed, 0 skipped\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

@@ -31,21 +31,8 @@
 
 #include "xattn.h"
 #include "xattn_reference.h"
+#include "xattn_test.h"
 #include "xattn_test_elem.h"
-
-static int g_passed, g_failed, g_skipped;
-
-#define EXPECT(cond, ...)                                                 \
-    do {                                                                  \
-        if (cond) {                                                       \
-            g_passed++;                                                   \
-        } else {                                                          \
-            g_failed++;                                                   \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
-    } while (0)
 
 #define F32 XATTN_DTYPE_F32
 #define F16 XATTN_DTYPE_F16
@@ -54,23 +41,6 @@ static int g_passed, g_failed, g_skipped;
 /* ---- random data ------------------------------------------------------------ */
 
 static uint64_t g_seed = 0x5eed0e1ab111ull;
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1], never within 0.01 of 0. */
-static float rng_val(uint64_t *s)
-{
-    double x = 2.0 * ((double)(rng_next(s) >> 11) * 0x1.0p-53) - 1.0;
-    if (fabs(x) < 0.01)
-        x = x < 0 ? -0.5 : 0.5;
-    return (float)x;
-}
 
 /* x rounded to dtype t (through f32 for f16 / bf16). */
 static double round_to(double x, xattn_dtype t)
@@ -128,13 +98,13 @@ static int prob_init(prob *p, xattn_ctx *ctx, int64_t B, int64_t Sq, int64_t Sk,
         return 0;
     uint64_t s = g_seed++;
     for (size_t i = 0; i < n_q(p); i++)
-        p->hq[i] = rng_val(&s);
+        p->hq[i] = xattn_test_rng_val(&s);
     for (size_t i = 0; i < n_k(p); i++)
-        p->hk[i] = rng_val(&s);
+        p->hk[i] = xattn_test_rng_val(&s);
     for (size_t i = 0; i < n_v(p); i++)
-        p->hv[i] = rng_val(&s);
+        p->hv[i] = xattn_test_rng_val(&s);
     for (int64_t i = 0; bias && i < Sq * Sk; i++)
-        p->hb[i] = 0.5f * rng_val(&s);
+        p->hb[i] = 0.5f * xattn_test_rng_val(&s);
     return 1;
 }
 
@@ -925,7 +895,7 @@ static void test_neginf_bias(xattn_ctx *ctx)
                 float *x = &p.hb[i * p.Sk + j];
                 if (i % 5 == 2)
                     *x = -INFINITY; /* whole row */
-                else if ((rng_next(&s) & 7) == 0)
+                else if ((xattn_test_rng_next(&s) & 7) == 0)
                     *x = -INFINITY;
                 /* causal, bottom-right: keys 0..i+47 valid; mask the valid ones of row 7 */
                 if (i == 7 && j <= i + (p.Sk - p.Sq))
@@ -1333,6 +1303,5 @@ int main(void)
     EXPECT(m.current_bytes < 4096, "the context holds %llu bytes at the end",
            (unsigned long long)m.current_bytes);
     xattn_ctx_destroy(ctx);
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

@@ -27,20 +27,7 @@
 
 #include "xattn_opencl.h"
 #include "xattn_reference.h"
-
-static int g_passed, g_failed;
-
-#define EXPECT(cond, ...)                                                 \
-    do {                                                                  \
-        if (cond) {                                                       \
-            g_passed++;                                                   \
-        } else {                                                          \
-            g_failed++;                                                   \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
-    } while (0)
+#include "xattn_test.h"
 
 /* The problem of these tests: B=1, Sq=7, Sk=40, Hq=2, Hkv=1, D=Dv=16, f32, BSHD. */
 enum { SQ = 7, SK = 40, HQ = 2, HKV = 1, D = 16 };
@@ -267,26 +254,19 @@ static void test_exhaustion(void)
 
     /* The problem's buffers, then NAIVE over a score matrix of 64 x 2^32
      * floats (1 TiB, beyond any device), broadcast inputs. */
-    static float hq[NQ], hk[NK], hv[NK];
-    fill(hq, NQ, 4), fill(hk, NK, 5), fill(hv, NK, 6);
-    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bo2 = NULL;
-    xattn_buffer_alloc(ctx, sizeof hq, &bq);
-    xattn_buffer_alloc(ctx, sizeof hk, &bk);
-    xattn_buffer_alloc(ctx, sizeof hv, &bv);
-    xattn_buffer_alloc(ctx, NO * sizeof(float), &bo);
-    xattn_buffer_alloc(ctx, NL * sizeof(float), &bl);
+    xattn_test_problem p;
+    xattn_buffer *bo2 = NULL;
+    st = xattn_test_problem_make(&p, ctx, 1, SQ, SK, HQ, HKV, D, D, 1, 4);
     const int64_t S = 1 << 16, H = 64;
-    st = xattn_buffer_alloc(ctx, (size_t)(S * H) * 2, &bo2);
-    EXPECT(bq && bk && bv && bo && bl && bo2, "buffers: %s", xattn_last_error());
-    if (!(bq && bk && bv && bo && bl && bo2))
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_alloc(ctx, (size_t)(S * H) * 2, &bo2);
+    EXPECT(st == XATTN_STATUS_OK, "buffers: %s", xattn_last_error());
+    if (st != XATTN_STATUS_OK)
         goto done;
-    xattn_buffer_write(bq, 0, hq, sizeof hq);
-    xattn_buffer_write(bk, 0, hk, sizeof hk);
-    xattn_buffer_write(bv, 0, hv, sizeof hv);
     xattn_attn_desc d;
     xattn_attn_desc_init(&d);
-    xattn_tensor tq = {bq, 0, XATTN_DTYPE_F16, {1, S, H, 1}, {0, 0, 0, 1}};
-    xattn_tensor tk = {bk, 0, XATTN_DTYPE_F32, {1, S, 1, 1}, {0, 0, 0, 1}};
+    xattn_tensor tq = {p.q, 0, XATTN_DTYPE_F16, {1, S, H, 1}, {0, 0, 0, 1}};
+    xattn_tensor tk = {p.k, 0, XATTN_DTYPE_F32, {1, S, 1, 1}, {0, 0, 0, 1}};
     d.q = tq, d.k = tk, d.v = tk;
     d.o = xattn_tensor_bshd(bo2, 0, XATTN_DTYPE_F16, 1, S, H, 1);
     d.algo = XATTN_ALGO_NAIVE;
@@ -302,7 +282,8 @@ static void test_exhaustion(void)
            (unsigned long long)m1.current_bytes, (unsigned long long)m0.current_bytes);
 
     /* The memory limit: workspaces of NAIVE do not fit, FLASH's do. */
-    desc_of(&d, bq, bk, bv, bo, bl);
+    d = p.desc;
+    d.causal = 1;
     xattn_run_info ri;
     d.algo = XATTN_ALGO_NAIVE;
     st = xattn_attention(ctx, &d, &ri);
@@ -329,8 +310,8 @@ static void test_exhaustion(void)
     printf("  memory limit: NAIVE's %llu-byte workspace refused one byte short; FLASH ran\n",
            (unsigned long long)ri.workspace_bytes);
 done:
-    xattn_buffer_free(bq), xattn_buffer_free(bk), xattn_buffer_free(bv);
-    xattn_buffer_free(bo), xattn_buffer_free(bl), xattn_buffer_free(bo2);
+    xattn_test_problem_free(&p);
+    xattn_buffer_free(bo2);
     xattn_ctx_mem_stats(ctx, &m1);
     xattn_ctx_destroy(ctx);
 }
@@ -382,6 +363,5 @@ int main(int argc, char **argv)
             test_exhaustion();
         }
     }
-    printf("%d passed, %d failed, 0 skipped\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target over cases files (`xattn bench --cases`): the JSON reader
- * (bench/xattn_json_read.c) and the cases-file parser (bench/
- * xattn_cases_file.c), both pure functions of the input bytes. Oracles: no
+ * (bench/tool/xtool_json.c) and the cases-file parser (bench/
+ * xtool_cases_file.c), both pure functions of the input bytes. Oracles: no
  * crash, no read beyond the input (ASan: the bytes are copied into an
  * allocation of exactly their size, without a terminating NUL); a refused input
  * has a message that names a line; an accepted one gives cases within the
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xattn_cases_file.h"
-#include "xattn_json_read.h"
+#include "xtool_cases_file.h"
+#include "xtool_json.h"
 
 #define XATTN_FUZZ_CASES_CAP 64
 
@@ -33,15 +33,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     char err[512];
-    xattn_json *v = xattn_json_parse(text, size, err, sizeof err);
+    xtool_json *v = xtool_json_parse(text, size, err, sizeof err);
     if (!v && strncmp(err, "line ", 5))
         xattn__fuzz_fail("a refused JSON document without 'line N:' in its message");
-    xattn_json_free(v);
+    xtool_json_free(v);
 
-    static xattn_bench_case cases[XATTN_FUZZ_CASES_CAP];
+    static xtool_bench_case cases[XATTN_FUZZ_CASES_CAP];
     memset(cases, 0, sizeof cases);
-    xattn_cases_file cf;
-    int n = xattn_cases_parse(text, size, 1, cases, XATTN_FUZZ_CASES_CAP, &cf, err, sizeof err);
+    xtool_cases_file cf;
+    int n = xtool_cases_parse(text, size, 1, cases, XATTN_FUZZ_CASES_CAP, &cf, err, sizeof err);
     if (n < 0) {
         if (!err[0] || !strstr(err, "line "))
             xattn__fuzz_fail("a refused cases file without a line in its message");
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n == 0 || n > XATTN_FUZZ_CASES_CAP || cf.n != n || cf.n_file_cases < n)
             xattn__fuzz_fail("an accepted file with an inconsistent number of cases");
         for (int i = 0; i < n; i++) {
-            const xattn_case *c = &cases[i].c;
+            const xtool_case *c = &cases[i].c;
             if (cf.entries[i].count < 1 || c->batch < 1 || c->heads < 1 || c->kv_heads < 1 ||
                 c->heads % c->kv_heads || c->head_dim < 1 || c->head_dim > 256 ||
                 c->head_dim_v < 1 || c->head_dim_v > 256 || c->sq < 0 || c->sk < 0 ||
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(cases[i].lq);
             free(cases[i].lk);
         }
-        xattn_cases_file_free(&cf);
+        xtool_cases_file_free(&cf);
     }
     free(text);
     return 0;

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target over the xattn tool's command-line parsers (bench/
- * xattn_cli_opts.c): xattn_cli_parse, for every subcommand, and
- * xattn_cli_parse_lengths, the parser of --lengths files. Both are pure
+ * xtool_cli_opts.c): xtool_cli_parse, for every subcommand, and
+ * xtool_cli_parse_lengths, the parser of --lengths files. Both are pure
  * functions, so the target only checks what they promise: no crash, no read
  * beyond the inputs (ASan), a status of 0 or 2, a message whenever the status
  * is 2, and no change to the caller's argv.
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xattn_cli.h"
+#include "xtool_cli.h"
 
 #define XATTN_FUZZ_MAX_ARGS 64
 
@@ -62,30 +62,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     argv[argc] = NULL;
     memcpy(saved, argv, sizeof(char *) * (size_t)(argc + 1));
 
-    xattn_cli_opts opts;
+    xtool_cli_opts opts;
     char err[512];
     err[0] = '\0';
-    int rc = xattn_cli_parse(argc, argv, &opts, err, sizeof err);
+    int rc = xtool_cli_parse(argc, argv, &opts, err, sizeof err);
     if (rc != 0 && rc != 2)
-        xattn__fuzz_fail("xattn_cli_parse returned neither 0 nor 2");
+        xattn__fuzz_fail("xtool_cli_parse returned neither 0 nor 2");
     if (rc == 2 && err[0] == '\0')
-        xattn__fuzz_fail("xattn_cli_parse failed without a message");
+        xattn__fuzz_fail("xtool_cli_parse failed without a message");
     if (memcmp(saved, argv, sizeof(char *) * (size_t)(argc + 1)) != 0)
-        xattn__fuzz_fail("xattn_cli_parse permuted the caller's argv");
+        xattn__fuzz_fail("xtool_cli_parse permuted the caller's argv");
 
     int32_t lq[256], lk[256];
     int n = -1;
     err[0] = '\0';
-    rc = xattn_cli_parse_lengths(text, lq, lk, 256, &n, err, sizeof err);
+    rc = xtool_cli_parse_lengths(text, lq, lk, 256, &n, err, sizeof err);
     if (rc != 0 && rc != 2)
-        xattn__fuzz_fail("xattn_cli_parse_lengths returned neither 0 nor 2");
+        xattn__fuzz_fail("xtool_cli_parse_lengths returned neither 0 nor 2");
     if (rc == 2 && err[0] == '\0')
-        xattn__fuzz_fail("xattn_cli_parse_lengths failed without a message");
+        xattn__fuzz_fail("xtool_cli_parse_lengths failed without a message");
     if (rc == 0 && (n < 0 || n > 256))
-        xattn__fuzz_fail("xattn_cli_parse_lengths gave a count outside [0, cap]");
+        xattn__fuzz_fail("xtool_cli_parse_lengths gave a count outside [0, cap]");
     for (int k = 0; rc == 0 && k < n; k++)
         if (lk[k] < 0 || lq[k] < -1)
-            xattn__fuzz_fail("xattn_cli_parse_lengths accepted a negative length");
+            xattn__fuzz_fail("xtool_cli_parse_lengths accepted a negative length");
 
     free(copy);
     free(text);

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target over the input of `xattn compare`: the text of a bench
- * result file (bench/xattn_cmp.c, xattn_cmp_parse), and the matching of its
+ * result file (bench/tool/xtool_compare_read.c, xtool_cmp_parse), and the matching of its
  * cells through the hash table. The input is the file's bytes, as they are.
  *
  * Oracles: no crash and no access outside the input (ASan, UBSan); a status
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xattn_cmp.h"
-#include "xattn_stats.h"
+#include "xtool_compare_read.h"
+#include "xtool_stats.h"
 
 static void xattn__fuzz_fail(const char *what)
 {
@@ -34,14 +34,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    xattn_cmp_file f;
+    xtool_cmp_file f;
     char err[512];
     err[0] = '\0';
-    int rc = xattn_cmp_parse((const char *)data, size, "fuzz", &f, err, sizeof err);
+    int rc = xtool_cmp_parse((const char *)data, size, "fuzz", &f, err, sizeof err);
     if (rc != 0 && rc != 1 && rc != 2)
-        xattn__fuzz_fail("xattn_cmp_parse returned neither 0, 1 nor 2");
+        xattn__fuzz_fail("xtool_cmp_parse returned neither 0, 1 nor 2");
     if (rc != 0 && err[0] == '\0')
-        xattn__fuzz_fail("xattn_cmp_parse failed without a message");
+        xattn__fuzz_fail("xtool_cmp_parse failed without a message");
     if (!xattn__terminated(f.created, sizeof f.created) ||
         !xattn__terminated(f.host, sizeof f.host) ||
         !xattn__terminated(f.devices, sizeof f.devices))
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (f.n < 0 || (size_t)f.n > size)
             xattn__fuzz_fail("more cells than bytes");
         for (int i = 0; i < f.n; i++) {
-            const xattn_cmp_cell *c = &f.cells[i];
+            const xtool_cmp_cell *c = &f.cells[i];
             if (!xattn__terminated(c->dev, sizeof c->dev) ||
                 !xattn__terminated(c->device, sizeof c->device) ||
                 !xattn__terminated(c->algo, sizeof c->algo) ||
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (c->threads < 0)
                 xattn__fuzz_fail("a negative thread count");
             long long probes = 0;
-            const xattn_cmp_cell *x = xattn_cmp_find(&f, c, &probes);
+            const xtool_cmp_cell *x = xtool_cmp_find(&f, c, &probes);
             if (!x)
                 xattn__fuzz_fail("a cell is not found in its own file");
             if (strcmp(x->dev, c->dev) || strcmp(x->algo, c->algo) || strcmp(x->label, c->label))
@@ -71,14 +71,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 xattn__fuzz_fail("a match looked at more cells than the file has");
             double ratio;
             if (x == c && c->ok &&
-                xattn_stats_verdict(c->min, c->median, c->p90, c->spread, c->min, c->median,
-                                    c->p90, c->spread, &ratio) != XATTN_VERDICT_NOISE)
+                xtool_stats_verdict(c->min, c->median, c->p90, c->spread, c->min, c->median, c->p90,
+                                    c->spread, &ratio) != XTOOL_VERDICT_NOISE)
                 xattn__fuzz_fail("a cell is faster or slower than itself");
-            (void)xattn_cmp_cell_model_error(c);
+            (void)xtool_cmp_cell_model_error(c);
         }
     }
-    xattn_cmp_free(&f);
+    xtool_cmp_free(&f);
     if (f.cells || f.bucket || f.next)
-        xattn__fuzz_fail("xattn_cmp_free left pointers behind");
+        xattn__fuzz_fail("xtool_cmp_free left pointers behind");
     return 0;
 }

@@ -32,24 +32,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../xattn_test.h"
 #include "xattn.h"
 #include "xattn_backend_opencl.h"
 #include "xattn_opencl.h"
 #include "xattn_reference.h"
-
-static int g_passed, g_failed;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
 
 /* ---- a small problem ----------------------------------------------------- */
 
@@ -144,36 +131,6 @@ static xattn_ctx *cl_ctx(void)
     return st == XATTN_STATUS_OK ? ctx : NULL;
 }
 
-/* A fresh temporary folder (removed by rm_tree). */
-static void temp_dir(char *out, size_t n, const char *tag)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(out, n, "%s/xattn-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    if (!mkdtemp(out))
-        out[0] = '\0';
-}
-
-static void rm_tree(const char *path)
-{
-    DIR *dir = opendir(path);
-    if (dir) {
-        struct dirent *e;
-        while ((e = readdir(dir))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char sub[1024];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            struct stat sb;
-            if (stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
-                rm_tree(sub);
-            else
-                remove(sub);
-        }
-        closedir(dir);
-    }
-    rmdir(path);
-}
-
 /* Number of files ending in .clbin in dir; the first one's path in first. */
 static int count_bins(const char *dir, char *first, size_t n)
 {
@@ -254,8 +211,8 @@ static void write_text(const char *path, const char *text, size_t n)
 static void test_build_fail(void)
 {
     char dir[512], cache[512];
-    temp_dir(dir, sizeof dir, "clsrc");
-    temp_dir(cache, sizeof cache, "clcache");
+    xattn_test_scratch_dir("clsrc", dir, sizeof dir);
+    xattn_test_scratch_dir("clcache", cache, sizeof cache);
     EXPECT(dir[0] && cache[0], "mkdtemp");
     /* The real sources, the last one with an #error a compiler must report. */
     for (int i = 0; i < xattn__cl_source_count; i++) {
@@ -295,7 +252,7 @@ static void test_build_fail(void)
 
     /* A folder that lacks the sources: IO at context creation, naming the file. */
     char empty[512];
-    temp_dir(empty, sizeof empty, "clempty");
+    xattn_test_scratch_dir("clempty", empty, sizeof empty);
     setenv("XATTN_CL_SOURCE_DIR", empty, 1);
     xattn_ctx *bad = NULL;
     xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &bad);
@@ -305,9 +262,9 @@ static void test_build_fail(void)
     xattn_ctx_destroy(bad);
     unsetenv("XATTN_CL_SOURCE_DIR");
     unsetenv("XATTN_CACHE_DIR");
-    rm_tree(dir);
-    rm_tree(cache);
-    rm_tree(empty);
+    xattn_test_rm_tree(dir);
+    xattn_test_rm_tree(cache);
+    xattn_test_rm_tree(empty);
 }
 
 static void test_mem_cache(void)
@@ -359,7 +316,7 @@ static void test_mem_cache(void)
 static void test_disk_cache(void)
 {
     char cache[512], sub[600], bin[1200];
-    temp_dir(cache, sizeof cache, "cldisk");
+    xattn_test_scratch_dir("cldisk", cache, sizeof cache);
     snprintf(sub, sizeof sub, "%s/opencl", cache);
     setenv("XATTN_CACHE_DIR", cache, 1);
     setenv("XATTN_CL_BINARY_CACHE", "on", 1);
@@ -433,7 +390,7 @@ static void test_disk_cache(void)
     xattn_ctx_destroy(bad);
     unsetenv("XATTN_CL_BINARY_CACHE");
     unsetenv("XATTN_CACHE_DIR");
-    rm_tree(cache);
+    xattn_test_rm_tree(cache);
 }
 
 /* The first device of the first platform that has one, as the app would pick it. */
@@ -1145,6 +1102,5 @@ int main(int argc, char **argv)
         printf("\n");
         return 2;
     }
-    printf("%d checks passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

@@ -1,6 +1,6 @@
 /*
- * Tests of cases files (`xattn bench --cases FILE`, bench/xattn_cases_file.c)
- * and of the JSON reader under them (bench/xattn_json_read.c).
+ * Tests of cases files (`xattn bench --cases FILE`, bench/tool/xtool_cases_file.c)
+ * and of the JSON reader under them (bench/tool/xtool_json.c).
  *
  *   test_cases_file unit                  the reader on valid and broken JSON (line
  *                                         numbers in the messages), cases files into
@@ -13,27 +13,15 @@
  *
  * Exits 0 when everything passed, 1 otherwise; ends with "N passed, N failed, N skipped".
  */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "xattn_cases_file.h"
-#include "xattn_json_read.h"
-
-static int g_pass, g_fail, g_skip;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_pass++;                                                                              \
-        } else {                                                                                   \
-            g_fail++;                                                                              \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "../xattn_test.h"
+#include "xtool_cases_file.h"
+#include "xtool_json.h"
 
 /* ---- the JSON reader ------------------------------------------------------------ */
 
@@ -44,32 +32,67 @@ static void json_ok(void)
                     " \"b\": true, \"f\": false, \"z\": null,\n"
                     " \"o\": {\"k\":\n  {}}, \"e\": []}";
     char err[256];
-    xattn_json *v = xattn_json_parse(t, strlen(t), err, sizeof err);
-    CHECK(v != NULL, "parse failed: %s", err);
+    xtool_json *v = xtool_json_parse(t, strlen(t), err, sizeof err);
+    EXPECT(v != NULL, "parse failed: %s", err);
     if (!v)
         return;
-    const xattn_json *a = xattn_json_get(v, "a");
-    CHECK(a && a->type == XATTN_JSON_ARRAY && a->n == 4, "a");
+    const xtool_json *a = xtool_json_get(v, "a");
+    EXPECT(a && a->type == XTOOL_JSON_ARRAY && a->n == 4, "a");
     if (a && a->n == 4) {
-        CHECK(a->line == 2, "a's line %d", a->line);
-        CHECK(a->items[0].integer_ok && a->items[0].integer == 1, "1");
-        CHECK(!a->items[1].integer_ok && a->items[1].number == -25.0, "-2.5e1: %g",
-              a->items[1].number);
-        CHECK(a->items[2].integer_ok && a->items[2].integer == 0, "0");
-        CHECK(!a->items[3].integer_ok, "an integer beyond int64 is not integer_ok");
+        EXPECT(a->line == 2, "a's line %d", a->line);
+        EXPECT(a->items[0].integer_ok && a->items[0].integer == 1, "1");
+        EXPECT(!a->items[1].integer_ok && a->items[1].number == -25.0, "-2.5e1: %g",
+               a->items[1].number);
+        EXPECT(a->items[2].integer_ok && a->items[2].integer == 0, "0");
+        EXPECT(!a->items[3].integer_ok, "an integer beyond int64 is not integer_ok");
     }
-    const xattn_json *s = xattn_json_get(v, "s");
-    CHECK(s && s->type == XATTN_JSON_STRING && !strcmp(s->string, "x\xc3\xa9\xf0\x9f\x98\x80\n\""),
-          "escapes: '%s'", s && s->string ? s->string : "");
-    const xattn_json *b = xattn_json_get(v, "b"), *f = xattn_json_get(v, "f");
-    CHECK(b && b->type == XATTN_JSON_BOOL && b->boolean == 1, "true");
-    CHECK(f && f->type == XATTN_JSON_BOOL && f->boolean == 0, "false");
-    CHECK(xattn_json_get(v, "z") && xattn_json_get(v, "z")->type == XATTN_JSON_NULL, "null");
-    const xattn_json *k = xattn_json_get(xattn_json_get(v, "o"), "k");
-    CHECK(k && k->type == XATTN_JSON_OBJECT && k->n == 0 && k->line == 6, "nested object line %d",
-          k ? k->line : -1);
-    CHECK(xattn_json_get(v, "missing") == NULL, "absent member");
-    xattn_json_free(v);
+    const xtool_json *s = xtool_json_get(v, "s");
+    EXPECT(s && s->type == XTOOL_JSON_STRING && !strcmp(s->string, "x\xc3\xa9\xf0\x9f\x98\x80\n\""),
+           "escapes: '%s'", s && s->string ? s->string : "");
+    const xtool_json *b = xtool_json_get(v, "b"), *f = xtool_json_get(v, "f");
+    EXPECT(b && b->type == XTOOL_JSON_BOOL && b->boolean == 1, "true");
+    EXPECT(f && f->type == XTOOL_JSON_BOOL && f->boolean == 0, "false");
+    EXPECT(xtool_json_get(v, "z") && xtool_json_get(v, "z")->type == XTOOL_JSON_NULL, "null");
+    const xtool_json *k = xtool_json_get(xtool_json_get(v, "o"), "k");
+    EXPECT(k && k->type == XTOOL_JSON_OBJECT && k->n == 0 && k->line == 6, "nested object line %d",
+           k ? k->line : -1);
+    EXPECT(xtool_json_get(v, "missing") == NULL, "absent member");
+    xtool_json_free(v);
+}
+
+/* A tree written back with xtool_json_write reads back the same (bench merges
+ * the profiler's traces this way), and the member accessors. */
+static void json_write(void)
+{
+    const char *t = "{\"ts\": 12.345, \"n\": -7, \"big\": 1e300, \"s\": \"a\\\"\\u00e9\\n\","
+                    " \"a\": [true, false, null, [], {}], \"o\": {\"k\": \"v\"}}";
+    char err[256];
+    xtool_json *v = xtool_json_parse(t, strlen(t), err, sizeof err);
+    EXPECT(v != NULL, "parse: %s", err);
+    if (!v)
+        return;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (m) {
+        xtool_json_write(m, v);
+        fclose(m);
+    }
+    EXPECT(buf && !strcmp(buf, "{\"ts\": 12.345, \"n\": -7, \"big\": 1e+300, \"s\": "
+                               "\"a\\\"\xc3\xa9\\n\", \"a\": [true, false, null, [], {}], "
+                               "\"o\": {\"k\": \"v\"}}"),
+           "written: %s", buf ? buf : "");
+    xtool_json *w = buf ? xtool_json_parse(buf, len, err, sizeof err) : NULL;
+    EXPECT(w && xtool_json_num_of(w, "ts") == 12.345 && xtool_json_int_of(w, "n", 0) == -7 &&
+               !strcmp(xtool_json_str_of(w, "s"), "a\"\xc3\xa9\n") &&
+               !strcmp(xtool_json_str_of(xtool_json_get(w, "o"), "k"), "v"),
+           "read back: %s", err);
+    EXPECT(isnan(xtool_json_num_of(w, "s")) && xtool_json_int_of(w, "ts", 99) == 99 &&
+               !strcmp(xtool_json_str_of(w, "n"), "") && !strcmp(xtool_json_str_of(NULL, "x"), ""),
+           "accessors of the wrong type");
+    xtool_json_free(w);
+    xtool_json_free(v);
+    free(buf);
 }
 
 /* Each broken document fails with a message that names its line. */
@@ -100,21 +123,25 @@ static void json_bad(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[256] = "";
-        xattn_json *v = xattn_json_parse(cases[i].text, strlen(cases[i].text), err, sizeof err);
-        CHECK(v == NULL && strstr(err, cases[i].expect), "'%s': got '%s', expected '%s'",
-              cases[i].text, err, cases[i].expect);
-        xattn_json_free(v);
+        xtool_json *v = xtool_json_parse(cases[i].text, strlen(cases[i].text), err, sizeof err);
+        EXPECT(v == NULL && strstr(err, cases[i].expect), "'%s': got '%s', expected '%s'",
+               cases[i].text, err, cases[i].expect);
+        xtool_json_free(v);
     }
     /* Nesting deeper than the bound is refused, not followed down the stack. */
     char deep[200];
     memset(deep, '[', sizeof deep);
     char err[256];
-    xattn_json *v = xattn_json_parse(deep, sizeof deep, err, sizeof err);
-    CHECK(v == NULL && strstr(err, "nested deeper"), "deep: '%s'", err);
+    xtool_json *v = xtool_json_parse(deep, sizeof deep, err, sizeof err);
+    EXPECT(v == NULL && strstr(err, "nested deeper"), "deep: '%s'", err);
+    /* No text at all: refused before any pointer is formed from it (NULL + len
+     * is undefined behaviour, which UBSan reports in the sanitizer build). */
+    v = xtool_json_parse(NULL, 16, err, sizeof err);
+    EXPECT(v == NULL && strstr(err, "no text"), "NULL text: '%s'", err);
     /* A NUL byte inside the text is a character the grammar does not allow. */
     const char nul[] = "[1,\0 2]";
-    v = xattn_json_parse(nul, sizeof nul - 1, err, sizeof err);
-    CHECK(v == NULL && strstr(err, "byte 0x00"), "NUL byte: '%s'", err);
+    v = xtool_json_parse(nul, sizeof nul - 1, err, sizeof err);
+    EXPECT(v == NULL && strstr(err, "byte 0x00"), "NUL byte: '%s'", err);
 }
 
 /* ---- cases files ------------------------------------------------------------------ */
@@ -136,42 +163,42 @@ static const char good[] =
 
 static void cases_ok(void)
 {
-    xattn_bench_case bc[8];
-    xattn_cases_file cf;
+    xtool_bench_case bc[8];
+    xtool_cases_file cf;
     char err[512];
-    int n = xattn_cases_parse(good, strlen(good), 7, bc, 8, &cf, err, sizeof err);
-    CHECK(n == 2, "n = %d (%s)", n, err);
+    int n = xtool_cases_parse(good, strlen(good), 7, bc, 8, &cf, err, sizeof err);
+    EXPECT(n == 2, "n = %d (%s)", n, err);
     if (n != 2)
         return;
-    CHECK(!strcmp(cf.model, "m"), "model '%s'", cf.model);
-    CHECK(cf.n == 2 && cf.n_file_cases == 3 && cf.calls == 38, "n %d, file cases %d, calls %lld",
-          cf.n, cf.n_file_cases, (long long)cf.calls);
+    EXPECT(!strcmp(cf.model, "m"), "model '%s'", cf.model);
+    EXPECT(cf.n == 2 && cf.n_file_cases == 3 && cf.calls == 38, "n %d, file cases %d, calls %lld",
+           cf.n, cf.n_file_cases, (long long)cf.calls);
     /* the third case is the first one again: merged, counts added, names joined */
-    CHECK(cf.entries[0].count == 8, "merged count %lld", (long long)cf.entries[0].count);
-    CHECK(!strcmp(cf.entries[0].name, "enc.{0..5} + enc.again"), "merged name '%s'",
-          cf.entries[0].name);
-    CHECK(cf.entries[0].line == 3 && cf.entries[1].line == 6, "lines %d %d", cf.entries[0].line,
-          cf.entries[1].line);
-    const xattn_case *a = &bc[0].c, *b = &bc[1].c;
-    CHECK(a->batch == 3 && a->heads == 4 && a->kv_heads == 4 && a->sq == 10 && a->sk == 10 &&
-              a->head_dim == 32 && a->head_dim_v == 32 && a->bhsd == 1 && !a->causal &&
-              a->seed == 7,
-          "case 0 fields");
-    CHECK(a->seqlens_q && a->seqlens_k && a->seqlens_q[1] == 4 && a->seqlens_k[2] == 7,
-          "case 0 lengths");
-    CHECK(b->dtype == XATTN_DTYPE_BF16 && b->kv_dtype == XATTN_DTYPE_BF16 && b->kv_heads == 3 &&
-              b->causal && b->align == XATTN_ALIGN_BOTTOM_RIGHT && b->window_left == 8 &&
-              b->window_right == -1 && b->scale == 0.5f && b->bias == 1 && b->lse == 1 &&
-              !b->seqlens_q,
-          "case 1 fields");
-    CHECK(strstr(bc[0].key, "padded21/21") && strstr(bc[1].key, "B1 H9/3 Sq1 Sk17 D64 bf16"),
-          "keys '%s' '%s'", bc[0].key, bc[1].key);
-    CHECK(!strncmp(bc[1].family, "m: ", 3), "family '%s'", bc[1].family);
+    EXPECT(cf.entries[0].count == 8, "merged count %lld", (long long)cf.entries[0].count);
+    EXPECT(!strcmp(cf.entries[0].name, "enc.{0..5} + enc.again"), "merged name '%s'",
+           cf.entries[0].name);
+    EXPECT(cf.entries[0].line == 3 && cf.entries[1].line == 6, "lines %d %d", cf.entries[0].line,
+           cf.entries[1].line);
+    const xtool_case *a = &bc[0].c, *b = &bc[1].c;
+    EXPECT(a->batch == 3 && a->heads == 4 && a->kv_heads == 4 && a->sq == 10 && a->sk == 10 &&
+               a->head_dim == 32 && a->head_dim_v == 32 && a->bhsd == 1 && !a->causal &&
+               a->seed == 7,
+           "case 0 fields");
+    EXPECT(a->seqlens_q && a->seqlens_k && a->seqlens_q[1] == 4 && a->seqlens_k[2] == 7,
+           "case 0 lengths");
+    EXPECT(b->dtype == XATTN_DTYPE_BF16 && b->kv_dtype == XATTN_DTYPE_BF16 && b->kv_heads == 3 &&
+               b->causal && b->align == XATTN_ALIGN_BOTTOM_RIGHT && b->window_left == 8 &&
+               b->window_right == -1 && b->scale == 0.5f && b->bias == 1 && b->lse == 1 &&
+               !b->seqlens_q,
+           "case 1 fields");
+    EXPECT(strstr(bc[0].key, "padded21/21") && strstr(bc[1].key, "B1 H9/3 Sq1 Sk17 D64 bf16"),
+           "keys '%s' '%s'", bc[0].key, bc[1].key);
+    EXPECT(!strncmp(bc[1].family, "m: ", 3), "family '%s'", bc[1].family);
     for (int i = 0; i < n; i++) {
         free(bc[i].lq);
         free(bc[i].lk);
     }
-    xattn_cases_file_free(&cf);
+    xtool_cases_file_free(&cf);
 }
 
 /* Replaces the first occurrence of `from` in the good file by `to`. */
@@ -223,18 +250,18 @@ static void cases_bad(void)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char text[4096], err[512] = "";
         with(cases[i].from, cases[i].to, text, sizeof text);
-        CHECK(strcmp(text, good) != 0, "case %zu: the substitution '%s' did not apply", i,
-              cases[i].from);
-        xattn_bench_case bc[8];
+        EXPECT(strcmp(text, good) != 0, "case %zu: the substitution '%s' did not apply", i,
+               cases[i].from);
+        xtool_bench_case bc[8];
         memset(bc, 0, sizeof bc);
-        xattn_cases_file cf;
-        int n = xattn_cases_parse(text, strlen(text), 1, bc, 8, &cf, err, sizeof err);
-        CHECK(n == -1 && strstr(err, cases[i].expect), "case %zu: n = %d, got '%s', expected '%s'",
-              i, n, err, cases[i].expect);
-        CHECK(cf.entries == NULL, "case %zu: entries left allocated", i);
+        xtool_cases_file cf;
+        int n = xtool_cases_parse(text, strlen(text), 1, bc, 8, &cf, err, sizeof err);
+        EXPECT(n == -1 && strstr(err, cases[i].expect), "case %zu: n = %d, got '%s', expected '%s'",
+               i, n, err, cases[i].expect);
+        EXPECT(cf.entries == NULL, "case %zu: entries left allocated", i);
         for (int k = 0; k < 8; k++)
-            CHECK(bc[k].lq == NULL && bc[k].lk == NULL, "case %zu: lengths of %d left allocated", i,
-                  k);
+            EXPECT(bc[k].lq == NULL && bc[k].lk == NULL, "case %zu: lengths of %d left allocated",
+                   i, k);
     }
     /* structural problems of the document itself */
     static const struct {
@@ -248,19 +275,19 @@ static void cases_bad(void)
     };
     for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
         char err[512] = "";
-        xattn_bench_case bc[2];
-        xattn_cases_file cf;
+        xtool_bench_case bc[2];
+        xtool_cases_file cf;
         int n =
-            xattn_cases_parse(docs[i].text, strlen(docs[i].text), 1, bc, 2, &cf, err, sizeof err);
-        CHECK(n == -1 && strstr(err, docs[i].expect), "doc %zu: got '%s', expected '%s'", i, err,
-              docs[i].expect);
+            xtool_cases_parse(docs[i].text, strlen(docs[i].text), 1, bc, 2, &cf, err, sizeof err);
+        EXPECT(n == -1 && strstr(err, docs[i].expect), "doc %zu: got '%s', expected '%s'", i, err,
+               docs[i].expect);
     }
     /* more cases than the caller has room for */
     char err[512] = "";
-    xattn_bench_case bc[1];
-    xattn_cases_file cf;
-    int n = xattn_cases_parse(good, strlen(good), 1, bc, 1, &cf, err, sizeof err);
-    CHECK(n == -1 && strstr(err, "cases: 3 cases, at most 1"), "cap: '%s'", err);
+    xtool_bench_case bc[1];
+    xtool_cases_file cf;
+    int n = xtool_cases_parse(good, strlen(good), 1, bc, 1, &cf, err, sizeof err);
+    EXPECT(n == -1 && strstr(err, "cases: 3 cases, at most 1"), "cap: '%s'", err);
 }
 
 /* ---- a replay's results against its cases file ------------------------------------ */
@@ -286,90 +313,91 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-static double num(const xattn_json *o, const char *key)
+static double num(const xtool_json *o, const char *key)
 {
-    const xattn_json *v = xattn_json_get(o, key);
-    return v && v->type == XATTN_JSON_NUMBER ? v->number : NAN;
+    const xtool_json *v = xtool_json_get(o, key);
+    return v && v->type == XTOOL_JSON_NUMBER ? v->number : NAN;
 }
 
-static const char *str(const xattn_json *o, const char *key)
+static const char *str(const xtool_json *o, const char *key)
 {
-    const xattn_json *v = xattn_json_get(o, key);
-    return v && v->type == XATTN_JSON_STRING ? v->string : "";
+    const xtool_json *v = xtool_json_get(o, key);
+    return v && v->type == XTOOL_JSON_STRING ? v->string : "";
 }
 
 static int check_replay(const char *results_path, const char *cases_path)
 {
     size_t rl = 0, cl = 0;
     char *rt = slurp(results_path, &rl), *ct = slurp(cases_path, &cl);
-    CHECK(rt && ct, "cannot read %s or %s", results_path, cases_path);
+    EXPECT(rt && ct, "cannot read %s or %s", results_path, cases_path);
     if (!rt || !ct) {
         free(rt);
         free(ct);
         return 1;
     }
     char err[512];
-    static xattn_bench_case bc[XATTN_CASES_MAX];
-    xattn_cases_file cf;
-    int n = xattn_cases_parse(ct, cl, 42, bc, XATTN_CASES_MAX, &cf, err, sizeof err);
-    CHECK(n > 0, "the cases file: %s", err);
-    xattn_json *r = xattn_json_parse(rt, rl, err, sizeof err);
-    CHECK(r != NULL, "results.json: %s", err);
+    static xtool_bench_case bc[XTOOL_CASES_MAX];
+    xtool_cases_file cf;
+    int n = xtool_cases_parse(ct, cl, 42, bc, XTOOL_CASES_MAX, &cf, err, sizeof err);
+    EXPECT(n > 0, "the cases file: %s", err);
+    xtool_json *r = xtool_json_parse(rt, rl, err, sizeof err);
+    EXPECT(r != NULL, "results.json: %s", err);
     if (n <= 0 || !r) {
         free(rt);
         free(ct);
-        xattn_json_free(r);
+        xtool_json_free(r);
         return 1;
     }
-    const xattn_json *blk = xattn_json_get(r, "cases_file");
-    const xattn_json *cases = xattn_json_get(blk, "cases");
-    const xattn_json *results = xattn_json_get(r, "results");
-    CHECK(blk && cases && cases->type == XATTN_JSON_ARRAY && (int)cases->n == n,
-          "cases_file.cases: %zu cases, the file has %d", cases ? cases->n : 0, n);
-    CHECK(!strcmp(str(blk, "model"), cf.model), "model '%s' vs '%s'", str(blk, "model"), cf.model);
-    CHECK(num(blk, "calls") == (double)cf.calls, "calls %g vs %lld", num(blk, "calls"),
-          (long long)cf.calls);
+    const xtool_json *blk = xtool_json_get(r, "cases_file");
+    const xtool_json *cases = xtool_json_get(blk, "cases");
+    const xtool_json *results = xtool_json_get(r, "results");
+    EXPECT(blk && cases && cases->type == XTOOL_JSON_ARRAY && (int)cases->n == n,
+           "cases_file.cases: %zu cases, the file has %d", cases ? cases->n : 0, n);
+    EXPECT(!strcmp(str(blk, "model"), cf.model), "model '%s' vs '%s'", str(blk, "model"), cf.model);
+    EXPECT(num(blk, "calls") == (double)cf.calls, "calls %g vs %lld", num(blk, "calls"),
+           (long long)cf.calls);
     for (int i = 0; cases && i < n && i < (int)cases->n; i++) {
-        const xattn_json *c = &cases->items[i];
-        const xattn_case *e = &bc[i].c;
-        CHECK(num(c, "count") == (double)cf.entries[i].count && num(c, "batch") == e->batch &&
-                  num(c, "heads") == e->heads && num(c, "kv_heads") == e->kv_heads &&
-                  num(c, "sq") == e->sq && num(c, "sk") == e->sk &&
-                  num(c, "head_dim") == e->head_dim && num(c, "head_dim_v") == e->head_dim_v &&
-                  !strcmp(str(c, "dtype"), xattn_dtype_name(e->dtype)) &&
-                  !strcmp(str(c, "case"), bc[i].key) && !strcmp(str(c, "name"), cf.entries[i].name),
-              "case %d (%s) differs from the file's", i, bc[i].key);
+        const xtool_json *c = &cases->items[i];
+        const xtool_case *e = &bc[i].c;
+        EXPECT(num(c, "count") == (double)cf.entries[i].count && num(c, "batch") == e->batch &&
+                   num(c, "heads") == e->heads && num(c, "kv_heads") == e->kv_heads &&
+                   num(c, "sq") == e->sq && num(c, "sk") == e->sk &&
+                   num(c, "head_dim") == e->head_dim && num(c, "head_dim_v") == e->head_dim_v &&
+                   !strcmp(str(c, "dtype"), xattn_dtype_name(e->dtype)) &&
+                   !strcmp(str(c, "case"), bc[i].key) &&
+                   !strcmp(str(c, "name"), cf.entries[i].name),
+               "case %d (%s) differs from the file's", i, bc[i].key);
     }
     /* every cell ran, and matches one case of the file */
     int cells = 0;
     for (size_t i = 0; results && i < results->n; i++) {
-        const xattn_json *x = &results->items[i];
+        const xtool_json *x = &results->items[i];
         int found = -1;
         for (int k = 0; k < n && found < 0; k++)
             if (!strcmp(str(x, "case"), bc[k].key))
                 found = k;
-        CHECK(found >= 0, "result %zu: case '%s' is not in the file", i, str(x, "case"));
-        CHECK(!strcmp(str(x, "status"), "ok") && strcmp(str(x, "check"), "fail"),
-              "result %zu (%s %s): status %s, check %s", i, str(x, "algo"), str(x, "case"),
-              str(x, "status"), str(x, "check"));
+        EXPECT(found >= 0, "result %zu: case '%s' is not in the file", i, str(x, "case"));
+        EXPECT(!strcmp(str(x, "status"), "ok") && strcmp(str(x, "check"), "fail"),
+               "result %zu (%s %s): status %s, check %s", i, str(x, "algo"), str(x, "case"),
+               str(x, "status"), str(x, "check"));
         if (found >= 0)
-            CHECK(num(x, "batch") == bc[found].c.batch && num(x, "sk") == bc[found].c.sk,
-                  "result %zu: shape", i);
+            EXPECT(num(x, "batch") == bc[found].c.batch && num(x, "sk") == bc[found].c.sk,
+                   "result %zu: shape", i);
         cells++;
     }
-    CHECK(cells > 0, "no results");
+    EXPECT(cells > 0, "no results");
     /* each total: sum over the cases of count x the median of that device and algorithm */
-    const xattn_json *totals = xattn_json_get(blk, "totals");
-    CHECK(totals && totals->n > 0, "no totals");
+    const xtool_json *totals = xtool_json_get(blk, "totals");
+    EXPECT(totals && totals->n > 0, "no totals");
     for (size_t t = 0; totals && t < totals->n; t++) {
-        const xattn_json *x = &totals->items[t];
+        const xtool_json *x = &totals->items[t];
         const char *algo = str(x, "algo");
         double want = 0;
         int64_t calls = 0;
         for (int k = 0; k < n; k++) {
             double best = -1;
             for (size_t i = 0; results && i < results->n; i++) {
-                const xattn_json *c = &results->items[i];
+                const xtool_json *c = &results->items[i];
                 if (strcmp(str(c, "case"), bc[k].key) ||
                     strcmp(str(c, "backend"), str(x, "backend")) ||
                     (strcmp(algo, "best") && strcmp(str(c, "algo"), algo)))
@@ -382,17 +410,17 @@ static int check_replay(const char *results_path, const char *cases_path)
             calls += cf.entries[k].count;
         }
         double got = num(x, "ms_per_forward");
-        CHECK(num(x, "missing_cases") == 0 && fabs(got - want) <= 1e-9 * want &&
-                  num(x, "calls") == (double)calls,
-              "total %s %s: %g ms for %g calls, expected %g ms for %lld", str(x, "backend"), algo,
-              got, num(x, "calls"), want, (long long)calls);
+        EXPECT(num(x, "missing_cases") == 0 && fabs(got - want) <= 1e-9 * want &&
+                   num(x, "calls") == (double)calls,
+               "total %s %s: %g ms for %g calls, expected %g ms for %lld", str(x, "backend"), algo,
+               got, num(x, "calls"), want, (long long)calls);
     }
     for (int i = 0; i < n; i++) {
         free(bc[i].lq);
         free(bc[i].lk);
     }
-    xattn_cases_file_free(&cf);
-    xattn_json_free(r);
+    xtool_cases_file_free(&cf);
+    xtool_json_free(r);
     free(rt);
     free(ct);
     return 0;
@@ -402,6 +430,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "unit")) {
         json_ok();
+        json_write();
         json_bad();
         cases_ok();
         cases_bad();
@@ -411,6 +440,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_cases_file unit | check RESULTS.json CASES.json\n");
         return 2;
     }
-    printf("%d passed, %d failed, %d skipped\n", g_pass, g_fail, g_skip);
-    return g_fail ? 1 : 0;
+    return xattn_test_summary();
 }

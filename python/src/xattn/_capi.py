@@ -338,6 +338,25 @@ def _declare(lib):
     fn("xattn_reference_attention", c_int, vp, POINTER(AttnDesc), vp, vp)
     fn("xattn_f32_to_f16", c_uint16, c_float)
     fn("xattn_f32_to_bf16", c_uint16, c_float)
+    # The sized entry points (xattn.h, "ABI"): the library writes no more than
+    # this module's structs hold. Older libraries have only the plain symbols.
+    sized = (
+        ("xattn_device_get_info", (c_int, c_int, vp), DeviceInfo),
+        ("xattn_ctx_device_info", (vp, vp), DeviceInfo),
+        ("xattn_attn_desc_init", (POINTER(AttnDesc),), AttnDesc),
+        ("xattn_attention", (vp, POINTER(AttnDesc), vp), RunInfo),
+        ("xattn_profiler_get", (vp, c_size_t, vp), Record),
+        ("xattn_ceilings_measure", (vp, c_int, vp), Ceilings),
+        ("xattn_ceilings_get", (vp, vp), Ceilings),
+    )
+    for name, args, cls in sized:
+        if not hasattr(lib, name + "_sized"):
+            continue
+        f = getattr(lib, name + "_sized")
+        f.restype = None if name == "xattn_attn_desc_init" else c_int
+        f.argtypes = list(args) + [c_size_t]
+        size = ctypes.sizeof(cls)
+        setattr(lib, name, lambda *a, _f=f, _n=size: _f(*a, _n))
     # CUDA interop exists only in libraries built with the CUDA backend.
     if hasattr(lib, "xattn_cuda_ctx_create_on_stream"):
         fn("xattn_cuda_ctx_create_on_stream", c_int, c_int, vp, POINTER(vp))

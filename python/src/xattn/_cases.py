@@ -1,7 +1,7 @@
 """Cases files (schema xattn.cases/1): the distinct attention calls of a model's
 forward pass and how often each ran, written by a capture and replayed by
 ``xattn bench --cases FILE`` (C, no Python needed) on any machine.
-docs/python.md documents the schema; the C reader (bench/xattn_cases_file.c)
+docs/python.md documents the schema; the C reader (bench/tool/xtool_cases_file.c)
 refuses what this writer would not write.
 """
 

@@ -1,0 +1,297 @@
+/*
+ * xattn compare A.json B.json ...: the cells of bench result files matched by
+ * (backend, device index, algorithm, case), each file against the first. A
+ * difference is real only beyond both runs' noise (xtool_stats_verdict). The
+ * plan is reading the files (xtool_compare_read.c); here, matching each file
+ * against the first and the report: the table, the CSV and the chart.
+ * The files are read with the tool's JSON reader (xtool_compare_read.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xtool.h"
+#include "xtool_svg.h"
+
+#include "xtool_compare_read.h"
+
+/* Reads and parses one result file: 0, or an exit status with err set (2 for
+ * a file that cannot be read or is not a bench result file). */
+static int xtool__load(const char *path, xtool_cmp_file *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    char *text = xtool_read_text(path, XTOOL_CMP_MAX_BYTES, err, errlen);
+    if (!text)
+        return XTOOL_EXIT_USAGE;
+    int rc = xtool_cmp_parse(text, strlen(text), path, f, err, errlen);
+    free(text);
+    return rc;
+}
+
+/* The load a file recorded (bench writes /proc/loadavg at its start and end). */
+static void xtool__print_load(const xtool_cmp_file *f)
+{
+    if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0])) {
+        printf("   load not recorded in this file\n");
+        return;
+    }
+    printf("   load %.2f at the start, %.2f at the end (1-minute average", f->load_start[0],
+           f->load_end[0]);
+    if (f->load_cpus > 0)
+        printf(", %d CPUs", f->load_cpus);
+    printf(")\n");
+}
+
+/* 1 when the files' mean 1-minute loads differ by more than a quarter of the
+ * CPUs (or by more than 1 where the count is unknown). */
+static int xtool__loads_differ(const xtool_cmp_file *files, int nf)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    int cpus = 0;
+    for (int i = 0; i < nf; i++) {
+        const xtool_cmp_file *f = &files[i];
+        if (!f->has_load || !isfinite(f->load_start[0]) || !isfinite(f->load_end[0]))
+            continue;
+        double m = 0.5 * (f->load_start[0] + f->load_end[0]);
+        lo = fmin(lo, m);
+        hi = fmax(hi, m);
+        if (f->load_cpus > cpus)
+            cpus = f->load_cpus;
+    }
+    return hi - lo > (cpus > 0 ? 0.25 * cpus : 1.0);
+}
+
+/* Where the matched cells go besides the table: the CSV file and the chart's bars. */
+typedef struct xtool__cmp_out {
+    FILE *csv;
+    xtool_ratio_bar *bars; /* NULL: no chart */
+    char (*shown)[400];    /* the bars' labels, "device|algo|case" */
+    char (*groups)[64];    /* "B vs A", per file */
+    int nb, flagged;
+} xtool__cmp_out;
+
+static void xtool__cmp_csv(FILE *csv, const xtool_cmp_file *a, const xtool_cmp_file *b,
+                           const xtool_cmp_cell *ca, const xtool_cmp_cell *cb, double ratio,
+                           xtool_verdict v, int merr)
+{
+    xattn__csv_str(csv, a->path);
+    fputc(',', csv);
+    xattn__csv_str(csv, b->path);
+    fprintf(csv, ",%s,%s,", ca->device, ca->algo);
+    xattn__csv_str(csv, ca->label);
+    const double nums[5] = {ca->median, cb->median, ratio, ca->spread, cb->spread};
+    for (int k = 0; k < 5; k++) {
+        fputc(',', csv);
+        xattn__csv_num(csv, nums[k]);
+    }
+    fprintf(csv, ",%s,%d,", xtool_verdict_name(v), merr);
+    xattn__csv_str(csv, ca->kernel);
+    fputc(',', csv);
+    xattn__csv_str(csv, cb->kernel);
+    fputc('\n', csv);
+}
+
+/* One matched cell: its row, its CSV line, its bar. A share of a ceiling
+ * above 100% in either file is a model error: flagged, never shown as a
+ * figure. A different kernel variant is worth knowing when reading the ratio. */
+static void xtool__cmp_row(xtool__cmp_out *out, const xtool_cmp_file *a, const xtool_cmp_file *b,
+                           int fi, int nf, const xtool_cmp_cell *ca, const xtool_cmp_cell *cb,
+                           double ratio, xtool_verdict v)
+{
+    int merr = xtool_cmp_cell_model_error(ca) || xtool_cmp_cell_model_error(cb);
+    out->flagged += merr;
+    char kern[96] = "";
+    if (ca->kernel[0] && cb->kernel[0] && strcmp(ca->kernel, cb->kernel))
+        snprintf(kern, sizeof kern, "  (kernel %s -> %s)", ca->kernel, cb->kernel);
+    printf("%-9s %-8s %-50.50s %11.4f %11.4f %7.3fx  %s%s%s\n", ca->device, ca->algo, ca->label,
+           ca->median, cb->median, ratio,
+           v == XTOOL_VERDICT_NOISE ? "~ (within noise)" : xtool_verdict_name(v), merr ? "  !" : "",
+           kern);
+    if (out->csv)
+        xtool__cmp_csv(out->csv, a, b, ca, cb, ratio, v, merr);
+    if (!out->bars)
+        return;
+    snprintf(out->shown[out->nb], sizeof out->shown[out->nb], "%s|%s|%s", ca->device, ca->algo,
+             ca->label);
+    xtool_ratio_bar *bar = &out->bars[out->nb];
+    bar->label = out->shown[out->nb++];
+    bar->group = nf > 2 ? out->groups[fi] : "";
+    bar->ratio = ratio;
+    double noise = ca->spread + cb->spread;
+    bar->lo = 1.0 - noise > 0.01 ? 1.0 - noise : 0.01;
+    bar->hi = 1.0 + noise;
+    bar->verdict = (int)v;
+}
+
+/* File fi against the first: the table and its summary. Returns the number
+ * of cells really slower. */
+static int xtool__cmp_pair(xtool__cmp_out *out, const xtool_cmp_file *files, int fi, int nf)
+{
+    const xtool_cmp_file *a = &files[0], *b = &files[fi];
+    char grp = (char)('A' + fi);
+    if (out->groups)
+        snprintf(out->groups[fi], sizeof out->groups[fi], "%c vs A", grp);
+    printf("\n%c vs A (ratio = %c median / A median; real only when the [min, p90] intervals "
+           "do not overlap and |ratio - 1| > both spreads):\n",
+           grp, grp);
+    char bms[16];
+    snprintf(bms, sizeof bms, "%c ms", grp);
+    printf("%-9s %-8s %-50s %11s %11s %8s  %s\n", "device", "algo", "case", "A ms", bms, "ratio",
+           "verdict");
+    int matched = 0, faster = 0, slower = 0, only_a = 0, only_b = 0, unusable = 0;
+    double logsum = 0;
+    for (int ci = 0; ci < a->n; ci++) {
+        const xtool_cmp_cell *ca = &a->cells[ci];
+        const xtool_cmp_cell *cb = xtool_cmp_find(b, ca, NULL);
+        if (!cb || !ca->ok || !cb->ok) {
+            only_a += !cb;
+            unusable += cb != NULL;
+            continue;
+        }
+        double ratio;
+        xtool_verdict v = xtool_stats_verdict(ca->min, ca->median, ca->p90, ca->spread, cb->min,
+                                              cb->median, cb->p90, cb->spread, &ratio);
+        matched++;
+        faster += v == XTOOL_VERDICT_FASTER;
+        slower += v == XTOOL_VERDICT_SLOWER;
+        if (ratio > 0 && isfinite(ratio))
+            logsum += log(ratio);
+        xtool__cmp_row(out, a, b, fi, nf, ca, cb, ratio, v);
+    }
+    for (int ci = 0; ci < b->n; ci++)
+        only_b += xtool_cmp_find(a, &b->cells[ci], NULL) == NULL;
+    printf("%c vs A: %d matched: %d faster, %d slower, %d within noise; geometric mean ratio "
+           "%.3f; %d only in A, %d only in %c, %d without a result in one of them\n",
+           grp, matched, faster, slower, matched - faster - slower,
+           matched ? exp(logsum / matched) : 1.0, only_a, only_b, grp, unusable);
+    if (matched == 0)
+        printf("%c vs A: no cell in common (same backend, device index, algorithm and case)\n",
+               grp);
+    return slower;
+}
+
+/* The files' headers, and the drift that compare cannot see. */
+static void xtool__cmp_header(const xtool_cmp_file *files, int nf)
+{
+    for (int i = 0; i < nf; i++) {
+        printf("%c: %s (%s, %s; %s)\n", 'A' + i, files[i].path, files[i].host, files[i].created,
+               files[i].devices);
+        xtool__print_load(&files[i]);
+    }
+    /* Two separate runs: the spread inside each is measured, the drift of the
+     * machine between them is not, and a busy hour moves every cell alike. */
+    printf("note: each file is a separate run; compare measures the spread inside each run but "
+           "not the machine's drift between them%s, so a verdict holds only if the machine was "
+           "as quiet for every run. To measure a change, alternate the two builds cell by cell: "
+           "xattn bench --ab OLD_XATTN (with the same options).\n",
+           xtool__loads_differ(files, nf) ? " (and the loads above differ)" : "");
+}
+
+/* The files read, the outputs checked writable: 0 or an exit status with
+ * the message printed (the files freed). */
+static int xtool__cmp_load(const xtool_cli_opts *o, xtool_cmp_file *files, int *nf)
+{
+    char err[1024];
+    *nf = 0;
+    if ((o->svg_path && xtool_out_probe("--svg", o->svg_path, NULL, err, sizeof err)) ||
+        (o->csv_path && xtool_out_probe("--csv", o->csv_path, NULL, err, sizeof err))) {
+        fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+        return XTOOL_EXIT_USAGE;
+    }
+    for (int i = 0; i < o->n_files; i++) {
+        err[0] = '\0';
+        int lrc = xtool__load(o->files[i], &files[*nf], err, sizeof err);
+        if (lrc) {
+            fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+            xtool_cmp_free(&files[*nf]);
+            for (int j = 0; j < *nf; j++)
+                xtool_cmp_free(&files[j]);
+            return lrc;
+        }
+        ++*nf;
+    }
+    return 0;
+}
+
+/* The CSV's header and the chart's arrays. Returns 0 or XTOOL_EXIT_FAIL. */
+static int xtool__cmp_open(const xtool_cli_opts *o, const xtool_cmp_file *files, int nf,
+                           xtool__cmp_out *out)
+{
+    memset(out, 0, sizeof *out);
+    if (o->csv_path) {
+        out->csv = fopen(o->csv_path, "w");
+        if (!out->csv) {
+            fprintf(stderr, "%s: compare: cannot write '%s'\n", xtool_prog, o->csv_path);
+            return XTOOL_EXIT_FAIL;
+        }
+        fputs("file_a,file_b,device,algo,case,a_median_ms,b_median_ms,ratio,a_spread,b_spread,"
+              "verdict,model_error,a_kernel,b_kernel\n",
+              out->csv);
+    }
+    int cap = 0;
+    for (int i = 1; i < nf; i++)
+        cap += files[0].n;
+    out->bars = calloc((size_t)(cap ? cap : 1), sizeof *out->bars);
+    out->shown = calloc((size_t)(cap ? cap : 1), sizeof *out->shown);
+    out->groups = calloc((size_t)(nf ? nf : 1), sizeof *out->groups);
+    if (!out->bars || !out->shown || !out->groups) {
+        free(out->bars);
+        free(out->shown);
+        out->bars = NULL; /* no chart, the table still */
+        out->shown = NULL;
+    }
+    return 0;
+}
+
+/* The chart of the ratios (labels "device|algo|case"). Returns 0 or XTOOL_EXIT_FAIL. */
+static int xtool__cmp_chart(const xtool_cli_opts *o, const xtool_cmp_file *files, int nf,
+                            const xtool__cmp_out *out)
+{
+    char title[256], err[1024];
+    snprintf(title, sizeof title, "xattn compare: %d file%s against %s", nf - 1, nf > 2 ? "s" : "",
+             files[0].path);
+    if (xtool_svg_ratio_chart(o->svg_path, title, out->bars, out->nb, err, sizeof err)) {
+        fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+        return XTOOL_EXIT_FAIL;
+    }
+    printf("written  %s\n", o->svg_path);
+    return 0;
+}
+
+int xtool_cmd_compare(const xtool_cli_opts *o)
+{
+    xtool_cmp_file files[XTOOL_CLI_MAX_FILES];
+    int nf;
+    int rc = xtool__cmp_load(o, files, &nf);
+    if (rc)
+        return rc;
+    xtool__cmp_out out;
+    rc = xtool__cmp_open(o, files, nf, &out);
+    int slower = 0;
+    if (!rc) {
+        xtool__cmp_header(files, nf);
+        for (int fi = 1; fi < nf; fi++)
+            slower += xtool__cmp_pair(&out, files, fi, nf);
+        if (out.flagged)
+            printf("!        %d matched cell%s marked '!' report%s a share of a ceiling above "
+                   "100%% in one of the files: %s\n",
+                   out.flagged, out.flagged == 1 ? "" : "s", out.flagged == 1 ? "s" : "",
+                   XTOOL_MODEL_ERROR_NOTE);
+        if (out.csv && fclose(out.csv) != 0) {
+            fprintf(stderr, "%s: compare: cannot write '%s'\n", xtool_prog, o->csv_path);
+            rc = XTOOL_EXIT_FAIL;
+        }
+        if (o->svg_path && out.bars && xtool__cmp_chart(o, files, nf, &out))
+            rc = XTOOL_EXIT_FAIL;
+        if (o->fail_on_slower && slower && rc == XTOOL_EXIT_OK)
+            rc = XTOOL_EXIT_FAIL;
+    }
+    free(out.bars);
+    free(out.groups);
+    free(out.shown);
+    for (int j = 0; j < nf; j++)
+        xtool_cmp_free(&files[j]);
+    return rc;
+}

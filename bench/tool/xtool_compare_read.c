@@ -1,0 +1,209 @@
+/* Bench result files read for `xattn compare`, and their cells matched by key
+ * through a hash table (xtool_compare_read.h). */
+#include "xtool_compare_read.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xtool_cli.h"
+#include "xtool_json.h"
+#include "xtool_stats.h"
+
+/* FNV-1a over the parts of the match key, with a separator between them. */
+static unsigned xtool__hash(const xtool_cmp_cell *c)
+{
+    uint32_t h = 2166136261u;
+    const char *parts[3] = {c->dev, c->algo, c->label};
+    for (int i = 0; i < 3; i++) {
+        for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++)
+            h = (h ^ *p) * 16777619u;
+        h = (h ^ 0x1fu) * 16777619u;
+    }
+    return h;
+}
+
+static int xtool__same_key(const xtool_cmp_cell *a, const xtool_cmp_cell *b)
+{
+    return a->hash == b->hash && !strcmp(a->dev, b->dev) && !strcmp(a->algo, b->algo) &&
+           !strcmp(a->label, b->label);
+}
+
+/* Builds the table; chains keep the file's order (earlier cells first). */
+static int xtool__index(xtool_cmp_file *f)
+{
+    unsigned nb = 16;
+    while (nb < 2u * (unsigned)f->n && nb < (1u << 30))
+        nb *= 2;
+    f->bucket = malloc(nb * sizeof *f->bucket);
+    f->next = malloc((size_t)(f->n ? f->n : 1) * sizeof *f->next);
+    if (!f->bucket || !f->next)
+        return -1;
+    f->nbuckets = nb;
+    int *tail = malloc(nb * sizeof *tail);
+    if (!tail)
+        return -1;
+    for (unsigned i = 0; i < nb; i++)
+        f->bucket[i] = tail[i] = -1;
+    for (int i = 0; i < f->n; i++) {
+        unsigned b = f->cells[i].hash & (nb - 1);
+        f->next[i] = -1;
+        if (tail[b] < 0)
+            f->bucket[b] = i;
+        else
+            f->next[tail[b]] = i;
+        tail[b] = i;
+    }
+    free(tail);
+    return 0;
+}
+
+static void xtool__load_avg(const xtool_json *a, double out[3])
+{
+    for (int i = 0; i < 3; i++) {
+        const xtool_json *v =
+            a && a->type == XTOOL_JSON_ARRAY && (size_t)i < a->n ? &a->items[i] : NULL;
+        out[i] = v && v->type == XTOOL_JSON_NUMBER ? v->number : NAN;
+    }
+}
+
+/* The header: when the file was made, where, on which devices, under what load. */
+static void xtool__header(const xtool_json *doc, xtool_cmp_file *f)
+{
+    snprintf(f->created, sizeof f->created, "%s", xtool_json_str_of(doc, "created_utc"));
+    snprintf(f->host, sizeof f->host, "%s",
+             xtool_json_str_of(xtool_json_get(doc, "host"), "hostname"));
+    size_t k = 0;
+    const xtool_json *devs = xtool_json_get(doc, "devices");
+    for (size_t i = 0; devs && devs->type == XTOOL_JSON_ARRAY && i < devs->n; i++) {
+        const xtool_json *d = &devs->items[i];
+        if (k < sizeof f->devices)
+            k += (size_t)snprintf(f->devices + k, sizeof f->devices - k, "%s%s:%d %s",
+                                  i ? ", " : "", xtool_json_str_of(d, "backend"),
+                                  xtool_json_int_of(d, "device", 0), xtool_json_str_of(d, "name"));
+    }
+    const xtool_json *load = xtool_json_get(doc, "load");
+    if (load && load->type == XTOOL_JSON_OBJECT) {
+        f->has_load = 1;
+        f->load_cpus = xtool_json_int_of(load, "cpus", 0);
+        xtool__load_avg(xtool_json_get(load, "start"), f->load_start);
+        xtool__load_avg(xtool_json_get(load, "end"), f->load_end);
+    }
+}
+
+/* One result object as compare uses it; fields of the wrong type read as absent. */
+static void xtool__cell(const xtool_json *r, xtool_cmp_cell *c)
+{
+    int dev = xtool_json_int_of(r, "device", 0);
+    snprintf(c->dev, sizeof c->dev, "%.12s:%d", xtool_json_str_of(r, "backend"), dev);
+    snprintf(c->algo, sizeof c->algo, "%s", xtool_json_str_of(r, "algo"));
+    snprintf(c->label, sizeof c->label, "%s", xtool_json_str_of(r, "case"));
+    c->threads = xtool_json_int_of(r, "threads", 0);
+    if (c->threads < 0)
+        c->threads = 0;
+    if (c->threads > 0) /* "cpu:0 t2": the thread count is part of where it ran */
+        snprintf(c->device, sizeof c->device, "%s t%d", c->dev, c->threads);
+    else
+        snprintf(c->device, sizeof c->device, "%s", c->dev);
+    c->median = xtool_json_num_of(r, "median_ms");
+    c->min = xtool_json_num_of(r, "min_ms");
+    c->p90 = xtool_json_num_of(r, "p90_ms");
+    c->spread = xtool_json_num_of(r, "spread");
+    c->ok = !strcmp(xtool_json_str_of(r, "status"), "ok") && isfinite(c->median) &&
+            isfinite(c->min) && isfinite(c->p90);
+    if (!isfinite(c->spread))
+        c->spread = 0;
+    c->pct_fma = xtool_json_num_of(r, "pct_fma_ceiling");
+    c->pct_bw = xtool_json_num_of(r, "pct_bw_ceiling");
+    c->pct_fma_per_thread = xtool_json_num_of(r, "pct_fma_per_thread");
+    c->pct_bw_min = xtool_json_num_of(r, "pct_bw_min_ceiling");
+    snprintf(c->kernel, sizeof c->kernel, "%s", xtool_json_str_of(r, "kernel"));
+    const xtool_json *wc = xtool_json_get(r, "work_counted");
+    c->work_counted = wc && wc->type == XTOOL_JSON_BOOL ? wc->boolean : -1;
+    c->hash = xtool__hash(c);
+}
+
+int xtool_cmp_parse(const char *text, size_t len, const char *path, xtool_cmp_file *f, char *err,
+                    size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    char jerr[256];
+    xtool_json *doc = xtool_json_parse(text, len, jerr, sizeof jerr);
+    if (!doc) {
+        snprintf(err, errlen, "%s: not JSON: %s", path, jerr);
+        return XTOOL_EXIT_USAGE;
+    }
+    const char *schema = xtool_json_str_of(doc, "schema");
+    const xtool_json *results = xtool_json_get(doc, "results");
+    int rc = 0;
+    if (strncmp(schema, "xattn.bench/1", 13) != 0) {
+        snprintf(err, errlen,
+                 "%s: not an xattn bench result (schema \"%.80s\", expected \"xattn.bench/1\"; "
+                 "bench writes it as DIR/results.json)",
+                 path, schema);
+        rc = XTOOL_EXIT_USAGE;
+    } else if (!results || results->type != XTOOL_JSON_ARRAY) {
+        snprintf(err, errlen, "%s: no \"results\" array", path);
+        rc = XTOOL_EXIT_USAGE;
+    } else if (results->n > (size_t)INT32_MAX / 2) {
+        snprintf(err, errlen, "%s: %zu results: too many", path, results->n);
+        rc = XTOOL_EXIT_USAGE;
+    } else if (!(f->cells = calloc(results->n ? results->n : 1, sizeof *f->cells))) {
+        snprintf(err, errlen, "%s: out of memory for %zu cells", path, results->n);
+        rc = XTOOL_EXIT_FAIL;
+    }
+    if (rc || !results) {
+        xtool_json_free(doc);
+        return rc;
+    }
+    xtool__header(doc, f);
+    for (size_t i = 0; i < results->n; i++)
+        if (results->items[i].type == XTOOL_JSON_OBJECT) /* anything else is skipped */
+            xtool__cell(&results->items[i], &f->cells[f->n++]);
+    xtool_json_free(doc);
+    if (xtool__index(f)) {
+        snprintf(err, errlen, "%s: out of memory indexing %d cells", path, f->n);
+        return XTOOL_EXIT_FAIL;
+    }
+    return 0;
+}
+
+const xtool_cmp_cell *xtool_cmp_find(const xtool_cmp_file *f, const xtool_cmp_cell *c,
+                                     long long *probes)
+{
+    if (!f->bucket)
+        return NULL;
+    const xtool_cmp_cell *loose = NULL;
+    for (int i = f->bucket[c->hash & (f->nbuckets - 1)]; i >= 0; i = f->next[i]) {
+        const xtool_cmp_cell *x = &f->cells[i];
+        if (probes)
+            ++*probes;
+        if (!xtool__same_key(x, c))
+            continue;
+        if (x->threads == c->threads)
+            return x;
+        if (!loose && (x->threads == 0 || c->threads == 0))
+            loose = x;
+    }
+    return loose;
+}
+
+void xtool_cmp_free(xtool_cmp_file *f)
+{
+    free(f->cells);
+    free(f->bucket);
+    free(f->next);
+    f->cells = NULL;
+    f->bucket = f->next = NULL;
+    f->n = 0;
+}
+
+int xtool_cmp_cell_model_error(const xtool_cmp_cell *c)
+{
+    return xtool_stats_over_ceiling(c->pct_fma) || xtool_stats_over_ceiling(c->pct_bw) ||
+           xtool_stats_over_ceiling(c->pct_fma_per_thread) ||
+           xtool_stats_over_ceiling(c->pct_bw_min);
+}

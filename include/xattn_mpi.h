@@ -1,0 +1,151 @@
+/*
+ * xattn_mpi — ring attention across MPI ranks (context parallelism).
+ *
+ * An optional component, library `xattn_mpi`, built when CMake finds an MPI
+ * (option XATTN_WITH_MPI). It calls only the public API of xattn.h: every
+ * rank holds a shard of Q and of K/V along the sequence; the K/V blocks travel
+ * around the ring of ranks with non-blocking sends and receives while each
+ * rank runs xattn_attention on the block in hand, and each rank merges its
+ * partial (O, LSE) pairs exactly (log-sum-exp), as the SPLITKV combine does.
+ * The second strategy, xattn_mpi_alltoall_attention, splits heads instead
+ * (an all-to-all in and out). docs/scale.md describes the sharding, the mask mapping, the failure rules
+ * and the cost model.
+ */
+#ifndef XATTN_MPI_H
+#define XATTN_MPI_H
+
+#include <mpi.h>
+
+#include "xattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a sequence of `len` positions is split over `n` ranks. Both layouts cut
+ * it into equal chunks (lengths differ by at most one; chunk c covers
+ * [c*len/k, (c+1)*len/k) with k chunks). */
+typedef enum xattn_mpi_layout {
+    /* k = n chunks; rank r holds chunk r. */
+    XATTN_MPI_CONTIGUOUS = 0,
+    /* k = 2n chunks; rank r holds chunks r and 2n-1-r, in that order, so that
+     * under a causal mask every rank has the same work (Megatron's context
+     * parallel layout). */
+    XATTN_MPI_ZIGZAG = 1
+} xattn_mpi_layout;
+
+/** One run of consecutive global positions held by a rank. */
+typedef struct xattn_mpi_segment {
+    int64_t start;  /* first global position */
+    int64_t length; /* positions (may be 0) */
+} xattn_mpi_segment;
+
+/**
+ * The positions rank `rank` of `nranks` holds of a sequence of `len`
+ * positions: fills seg[0] and seg[1] (seg[1].length = 0 for the contiguous
+ * layout) and returns the total number of positions, or -1 for an invalid
+ * argument. A rank's local tensors hold seg[0]'s positions then seg[1]'s.
+ */
+XATTN_API int64_t xattn_mpi_shard(xattn_mpi_layout layout, int64_t len, int nranks, int rank,
+                                  xattn_mpi_segment seg[2]);
+
+/** Options of a ring call. Initialize with xattn_mpi_ring_opts_init. */
+typedef struct xattn_mpi_ring_opts {
+    size_t struct_size;
+    xattn_mpi_layout layout; /* default XATTN_MPI_ZIGZAG */
+    int64_t sq_global;       /* the whole (padded) query length; required */
+    int64_t sk_global;       /* the whole (padded) key length; required */
+    /* Longest wait on any MPI operation (a collective or the ring's sends and
+     * receives), ms; 0 = 60000. When it passes, the call returns
+     * XATTN_STATUS_BACKEND and the communicator must be considered broken. */
+    double timeout_ms;
+} xattn_mpi_ring_opts;
+
+XATTN_API void xattn_mpi_ring_opts_init(xattn_mpi_ring_opts *o);
+
+#define XATTN_MPI_MAX_STEPS 64
+
+/** What one ring step cost this rank (milliseconds, MPI_Wtime). */
+typedef struct xattn_mpi_step_stats {
+    double compute_ms; /* xattn_attention calls and the merge of their partials */
+    double stage_ms;   /* host staging: the block into device buffers, partials out */
+    double comm_ms;    /* posting and polling the ring's sends and receives */
+    double wait_ms;    /* blocked after the compute, waiting for the next block */
+    double agree_ms;   /* the per-step status agreement (a collective) */
+    uint64_t bytes_sent;
+    int calls;       /* xattn_attention calls made */
+    int skipped;     /* (query segment, key segment) pairs no mask lets through */
+    double start_ms; /* when the step began, from the start of the call */
+} xattn_mpi_step_stats;
+
+/** One rank's record of a ring call. Grow-only. */
+typedef struct xattn_mpi_stats {
+    size_t struct_size;
+    int rank, nranks, steps;
+    double total_ms;          /* the whole call on this rank */
+    double setup_ms;          /* validation, agreement, allocation, local K/V read */
+    double finish_ms;         /* writing O (and LSE) into the caller's tensors */
+    xattn_mpi_step_stats sum; /* all steps added up */
+    xattn_mpi_step_stats step[XATTN_MPI_MAX_STEPS]; /* the first XATTN_MPI_MAX_STEPS steps */
+    double flops_useful; /* 2*(D+Dv) per visible (query, key) pair, all heads */
+} xattn_mpi_stats;
+
+/**
+ * Ring attention over the ranks of `comm` (collective: every rank calls it).
+ *
+ * `d` describes this rank's shards, in the order xattn_mpi_shard gives:
+ *   q [B, sq_local, Hq, D], o [B, sq_local, Hq, Dv], lse (optional) [B, Hq, sq_local, 1],
+ *   k [B, sk_local, Hkv, D], v [B, sk_local, Hkv, Dv],
+ * in buffers of `ctx` (any backend; K/V blocks are staged through host memory).
+ * A rank whose shard is empty gives shape[1] = 0 (its buffer may then be NULL)
+ * but the other extents, dtypes and options like every rank. seqlens_q and
+ * seqlens_k, when given, are the GLOBAL lengths [B] (every rank the same);
+ * causal, align, window_left/right, scale and softcap mean what they mean for
+ * one device over the whole sequence. A bias, when given, holds this rank's
+ * query rows (shard order) against every global key: [Bb, Hb, >= sq_local,
+ * >= sk_global]. Packed batches: cu_seqlens_q/k are the GLOBAL offsets into
+ * one token stream of sq_global / sk_global tokens (tensors of batch 1), and
+ * the stream is sharded like a sequence. Not supported yet
+ * (XATTN_STATUS_UNSUPPORTED): ALiBi, and a bias with a packed batch.
+ *
+ * Every rank returns the same status: a failure on one rank (a bad descriptor,
+ * an allocation or device error, ranks that disagree on the problem) makes
+ * every rank return an error, the failing rank's own status on that rank and
+ * on the others the same status with a message naming the rank. A wait longer
+ * than opts->timeout_ms returns XATTN_STATUS_BACKEND instead of hanging.
+ * `stats` may be NULL. Messages: xattn_mpi_last_error().
+ */
+XATTN_API xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx,
+                                                const xattn_attn_desc *d,
+                                                const xattn_mpi_ring_opts *opts,
+                                                xattn_mpi_stats *stats);
+
+/**
+ * The head-parallel all-to-all (DeepSpeed-Ulysses' layout change), the second
+ * strategy: same arguments, shards and failure rules as the ring. One
+ * MPI_Ialltoallv gives each rank the whole sequences of Q, K and V for its
+ * Hq/n query heads and Hkv/n KV heads, one xattn_attention call computes them
+ * with the caller's semantics unchanged, and a second all-to-all returns each
+ * rank its rows of O (and LSE). Needs Hq and Hkv to be multiples of the number
+ * of ranks (else XATTN_STATUS_UNSUPPORTED on every rank), and memory on each
+ * device for the whole sequence of its heads. The stats hold one step.
+ */
+XATTN_API xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx,
+                                                    const xattn_attn_desc *d,
+                                                    const xattn_mpi_ring_opts *opts,
+                                                    xattn_mpi_stats *stats);
+
+/**
+ * Gathers every rank's stats to rank 0 of `comm` (collective): on rank 0,
+ * `all` must hold one entry per rank; elsewhere it may be NULL.
+ */
+XATTN_API xattn_status xattn_mpi_stats_gather(MPI_Comm comm, const xattn_mpi_stats *mine,
+                                              xattn_mpi_stats *all, double timeout_ms);
+
+/** Message of the last failing xattn_mpi call on this thread ("" after a success). */
+XATTN_API const char *xattn_mpi_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XATTN_MPI_H */

@@ -1,0 +1,1227 @@
+/*
+ * Ring attention over MPI, built on the public API of xattn.h only.
+ *
+ * Each rank holds query and key segments (global position ranges, see
+ * xattn_mpi_shard). For every (query segment, key segment) pair the global
+ * causal / window relation is re-expressed for the block with the public
+ * descriptor: a top-left aligned window whose bounds are the global bounds
+ * shifted by the segments' offsets (docs/scale.md, "Masks across blocks").
+ * Each call yields a partial (O, LSE) per row; the partials are merged on the
+ * host in f32 with the log-sum-exp rule, which is exact up to f32 rounding.
+ */
+#include "xattn_mpi.h"
+
+#include "xattn_host_io.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char mpi_err[512];
+
+static xattn_status fail(xattn_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(mpi_err, sizeof mpi_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* A failure of the library: keep its message, prefixed with what we did. */
+static xattn_status fail_lib(xattn_status st, const char *what)
+{
+    return fail(st, "%s: %s", what, xattn_last_error());
+}
+
+const char *xattn_mpi_last_error(void)
+{
+    return mpi_err;
+}
+
+void xattn_mpi_ring_opts_init(xattn_mpi_ring_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->layout = XATTN_MPI_ZIGZAG;
+}
+
+static int64_t chunk_start(int64_t len, int64_t k, int64_t c)
+{
+    return c * len / k;
+}
+
+int64_t xattn_mpi_shard(xattn_mpi_layout layout, int64_t len, int nranks, int rank,
+                        xattn_mpi_segment seg[2])
+{
+    if (!seg || len < 0 || nranks < 1 || rank < 0 || rank >= nranks ||
+        (layout != XATTN_MPI_CONTIGUOUS && layout != XATTN_MPI_ZIGZAG) ||
+        len > INT64_MAX / (2 * (int64_t)nranks))
+        return -1;
+    if (layout == XATTN_MPI_CONTIGUOUS) {
+        seg[0].start = chunk_start(len, nranks, rank);
+        seg[0].length = chunk_start(len, nranks, rank + 1) - seg[0].start;
+        seg[1].start = seg[0].start + seg[0].length;
+        seg[1].length = 0;
+    } else {
+        int64_t k = 2 * (int64_t)nranks, c1 = k - 1 - rank;
+        seg[0].start = chunk_start(len, k, rank);
+        seg[0].length = chunk_start(len, k, rank + 1) - seg[0].start;
+        seg[1].start = chunk_start(len, k, c1);
+        seg[1].length = chunk_start(len, k, c1 + 1) - seg[1].start;
+    }
+    return seg[0].length + seg[1].length;
+}
+
+/* ---- waiting on MPI with a deadline ------------------------------------- */
+
+static void nap(void)
+{
+    struct timespec ts = {0, 50000}; /* 50 us: yields the core to the compute */
+    nanosleep(&ts, NULL);
+}
+
+/* Completes `n` requests or gives up after timeout_ms. */
+static xattn_status wait_all(int n, MPI_Request *req, double timeout_ms, const char *what)
+{
+    double t0 = MPI_Wtime();
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            return fail(XATTN_STATUS_BACKEND, "%s: MPI_Testall failed", what);
+        if (done)
+            return XATTN_STATUS_OK;
+        if ((MPI_Wtime() - t0) * 1e3 > timeout_ms)
+            return fail(XATTN_STATUS_BACKEND,
+                        "%s: no completion within %.0f ms (timeout_ms); a rank stopped "
+                        "taking part; the communicator must be considered broken",
+                        what, timeout_ms);
+        if (spins > 64)
+            nap();
+    }
+}
+
+/* Every rank learns the most negative status and the lowest rank that had it. */
+static xattn_status agree(MPI_Comm comm, xattn_status mine, double timeout_ms, int *bad_rank)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    int in[2] = {(int)mine, rank}, out[2] = {0, 0};
+    MPI_Request req;
+    if (MPI_Iallreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm, &req) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Iallreduce (status agreement) failed");
+    xattn_status st = wait_all(1, &req, timeout_ms, "status agreement");
+    if (st != XATTN_STATUS_OK)
+        return st;
+    *bad_rank = out[1];
+    return (xattn_status)out[0];
+}
+
+/* ---- tensors <-> packed host arrays -------------------------------------- */
+
+/* Moves positions [s0, s0+ns) along dimension sdim of t (all of the other
+ * dimensions) between its buffer and a packed host array (xattn_host_io.h). */
+static xattn_status tensor_io(const xattn_tensor *t, int sdim, int64_t s0, int64_t ns, void *host,
+                              int f32, int write, const char *name)
+{
+    int64_t start[4] = {0, 0, 0, 0}, count[4];
+    memcpy(count, t->shape, sizeof count);
+    start[sdim] = s0;
+    count[sdim] = ns;
+    return xattn_host_box_io(t, start, count, host, f32, write, name, mpi_err, sizeof mpi_err);
+}
+
+/* ---- the mask mapping ----------------------------------------------------- */
+
+#define UNB INT64_MAX /* an unbounded side */
+
+/* How one batch entry of one (query segment, key segment) block is computed. */
+typedef struct block_plan {
+    int skip;       /* nothing visible */
+    int64_t i0, k0; /* leading query rows / keys of the block left out */
+    int64_t lq, lk; /* valid rows / keys after i0 / k0 */
+    int64_t wl, wr; /* the block call's window (top-left aligned), -1 = unbounded */
+    int full;       /* every valid (row, key) pair is visible: no mask at all */
+} block_plan;
+
+/*
+ * Global rule for row gi and key gj of one sequence (lengths Lq, Lk): with
+ * p = gi + delta (delta = 0 top-left, Lk - Lq bottom-right), the key is
+ * visible when gj <= p (causal), gj >= p - L (window left L >= 0) and
+ * gj <= p + R (window right R >= 0). With block offsets qo, ko and local
+ * i = gi - qo, j = gj - ko this is  lo <= j - i <= hi  with s = delta + qo - ko,
+ * hi = min(s if causal, s + R), lo = s - L. The public API expresses exactly
+ * that with a top-left window (WL = -lo, WR = hi) once lo <= 0 <= hi; the
+ * other cases are shifted there by leaving out leading rows (hi < 0: rows
+ * i < -hi see no key of the block) or leading keys (lo > 0: keys j < lo are
+ * seen by no row).
+ */
+static block_plan plan_block(int64_t Lq, int64_t Lk, int bottom_right, int causal, int64_t L,
+                             int64_t R, int64_t qo, int64_t nq, int64_t ko, int64_t nk)
+{
+    block_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t vq = Lq - qo < 0 ? 0 : (Lq - qo > nq ? nq : Lq - qo);
+    int64_t vk = Lk - ko < 0 ? 0 : (Lk - ko > nk ? nk : Lk - ko);
+    if (vq == 0 || vk == 0) {
+        p.skip = 1;
+        return p;
+    }
+    int64_t s = (bottom_right ? Lk - Lq : 0) + qo - ko;
+    int64_t hi = UNB, lo = -UNB;
+    if (causal)
+        hi = s;
+    if (R >= 0 && s + R < hi)
+        hi = s + R;
+    if (L >= 0)
+        lo = s - L;
+    /* j - i takes the values -(vq-1) .. vk-1 */
+    if (lo > hi || lo > vk - 1 || hi < -(vq - 1)) {
+        p.skip = 1;
+        return p;
+    }
+    if (hi < 0) {
+        p.i0 = -hi;
+        if (lo != -UNB)
+            lo += p.i0;
+        hi = 0;
+    } else if (lo > 0) {
+        p.k0 = lo;
+        if (hi != UNB)
+            hi -= p.k0;
+        lo = 0;
+    }
+    p.lq = vq - p.i0;
+    p.lk = vk - p.k0;
+    /* a bound no pair reaches is no bound */
+    p.wl = (lo == -UNB || -lo >= p.lq - 1) ? -1 : -lo;
+    p.wr = (hi == UNB || hi >= p.lk - 1) ? -1 : hi;
+    p.full = p.wl < 0 && p.wr < 0 && p.i0 == 0 && p.k0 == 0;
+    return p;
+}
+
+/* ---- the ring ------------------------------------------------------------ */
+
+typedef struct ring {
+    MPI_Comm comm;
+    int rank, n;
+    xattn_ctx *ctx;
+    const xattn_attn_desc *d;
+    xattn_mpi_ring_opts o;
+    int64_t B, Hq, Hkv, D, Dv;
+    xattn_dtype qdt, kvdt;
+    size_t qes, kves;
+    int64_t *Lq, *Lk; /* global lengths [nlen] */
+    int64_t nlen;     /* B, or the number of sequences of a packed batch */
+    int packed;       /* cu_seqlens: one token stream, sequences at cq/ck */
+    int64_t *cq, *ck; /* packed: the global cu_seqlens [nlen + 1] */
+    xattn_mpi_segment qseg[2];
+    int64_t sq_loc;
+    /* per rank: its key segments and block size in bytes (K then V) */
+    xattn_mpi_segment (*kseg)[2];
+    int64_t *sk_of;
+    size_t max_block;
+    unsigned char *host[2]; /* ring staging: the block in hand and the next one */
+    xattn_buffer *kvbuf;    /* the block in hand on the device */
+    xattn_buffer *obuf, *lbuf;
+    float *opart, *lpart; /* partials read back, f32 */
+    float *acc_o, *acc_l; /* merged result [B, sq_loc, Hq, Dv], [B, Hq, sq_loc] */
+    int32_t *sl_q, *sl_k;
+    block_plan *plans;
+} ring;
+
+#define RING_TAG 7100 /* pairs of ranks exchange in order: one tag suffices */
+
+static size_t block_bytes(const ring *r, int64_t sk)
+{
+    return (size_t)(r->B * sk * r->Hkv * (r->D + r->Dv)) * r->kves;
+}
+
+/* Merges the partial rows of one call into the accumulators. */
+static void merge(ring *r, int64_t qls, int64_t nq, const block_plan *pl, int64_t b0, int64_t nb)
+{
+    for (int64_t bb = 0; bb < nb; bb++) {
+        int64_t b = b0 + bb;
+        const block_plan *p = &pl[b];
+        if (p->skip)
+            continue;
+        for (int64_t h = 0; h < r->Hq; h++)
+            for (int64_t i = p->i0; i < p->i0 + p->lq; i++) {
+                float lb = r->lpart[(bb * r->Hq + h) * nq + i];
+                float *la = &r->acc_l[(b * r->Hq + h) * r->sq_loc + qls + i];
+                float *oa = &r->acc_o[((b * r->sq_loc + qls + i) * r->Hq + h) * r->Dv];
+                const float *ob = &r->opart[((bb * nq + i) * r->Hq + h) * r->Dv];
+                if (isnan(*la))
+                    continue;
+                if (isnan(lb)) {
+                    *la = NAN;
+                    for (int64_t e = 0; e < r->Dv; e++)
+                        oa[e] = NAN;
+                    continue;
+                }
+                if (lb == -INFINITY)
+                    continue;
+                if (*la == -INFINITY) {
+                    *la = lb;
+                    memcpy(oa, ob, (size_t)r->Dv * sizeof(float));
+                    continue;
+                }
+                float m = fmaxf(*la, lb);
+                float l = m + log1pf(expf(-fabsf(*la - lb)));
+                float wa = expf(*la - l), wb = expf(lb - l);
+                for (int64_t e = 0; e < r->Dv; e++)
+                    oa[e] = oa[e] * wa + ob[e] * wb;
+                *la = l;
+            }
+    }
+}
+
+/* One block call over batch entries [b0, b0+nb), all with the plan of entry pb. */
+static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, int64_t ko,
+                               int64_t nk, int64_t sk_blk, int64_t b0, int64_t nb,
+                               const block_plan *pb, xattn_mpi_step_stats *ss)
+{
+    const xattn_attn_desc *d = r->d;
+    xattn_attn_desc c;
+    xattn_attn_desc_init(&c);
+    int64_t i0 = pb->i0, k0 = pb->k0, rq = nq - i0, rk = nk - k0;
+    c.q = d->q;
+    c.q.offset += (size_t)((b0 * d->q.strides[0] + (qls + i0) * d->q.strides[1]) * (int64_t)r->qes);
+    c.q.shape[0] = nb;
+    c.q.shape[1] = rq;
+    int64_t kst[4] = {sk_blk * r->Hkv * r->D, r->Hkv * r->D, r->D, 1};
+    int64_t vst[4] = {sk_blk * r->Hkv * r->Dv, r->Hkv * r->Dv, r->Dv, 1};
+    size_t vbase = (size_t)(r->B * sk_blk * r->Hkv * r->D) * r->kves;
+    c.k = xattn_tensor_bshd(r->kvbuf, 0, r->kvdt, nb, rk, r->Hkv, r->D);
+    memcpy(c.k.strides, kst, sizeof kst);
+    c.k.offset = (size_t)(b0 * kst[0] + (kls + k0) * kst[1]) * r->kves;
+    c.v = xattn_tensor_bshd(r->kvbuf, 0, r->kvdt, nb, rk, r->Hkv, r->Dv);
+    memcpy(c.v.strides, vst, sizeof vst);
+    c.v.offset = vbase + (size_t)(b0 * vst[0] + (kls + k0) * vst[1]) * r->kves;
+    /* partials: obuf [nb, nq, Hq, Dv], lbuf [nb, Hq, nq, 1]; rows from i0 */
+    c.o = xattn_tensor_bshd(r->obuf, 0, r->qdt, nb, rq, r->Hq, r->Dv);
+    c.o.strides[0] = nq * r->Hq * r->Dv;
+    c.o.offset = (size_t)(i0 * r->Hq * r->Dv) * r->qes;
+    c.lse = xattn_tensor_bshd(r->lbuf, (size_t)i0 * 4, XATTN_DTYPE_F32, nb, r->Hq, rq, 1);
+    c.lse.strides[0] = r->Hq * nq;
+    c.lse.strides[1] = nq;
+    c.lse.strides[2] = 1;
+    if (d->bias.buffer) { /* rows qls + i0.., global key columns ko + k0.. */
+        int64_t bb0 = d->bias.shape[0] > 1 ? b0 : 0;
+        c.bias = d->bias;
+        c.bias.offset += (size_t)((bb0 * d->bias.strides[0] + (qls + i0) * d->bias.strides[2] +
+                                   (ko + k0) * d->bias.strides[3]) *
+                                  (int64_t)xattn_dtype_size(d->bias.dtype));
+        if (d->bias.shape[0] > 1)
+            c.bias.shape[0] = nb;
+        c.bias.shape[2] = rq;
+        c.bias.shape[3] = rk;
+    }
+    c.scale = d->scale;
+    c.softcap = d->softcap;
+    c.algo = d->algo;
+    c.num_splits = d->num_splits;
+    c.align = XATTN_ALIGN_TOP_LEFT;
+    c.window_left = pb->full ? -1 : pb->wl;
+    c.window_right = pb->full ? -1 : pb->wr;
+    for (int64_t bb = 0; bb < nb; bb++) {
+        const block_plan *p = &r->plans[b0 + bb];
+        r->sl_q[bb] = p->skip ? 0 : (int32_t)p->lq;
+        r->sl_k[bb] = p->skip ? 0 : (int32_t)p->lk;
+    }
+    c.seqlens_q = r->sl_q;
+    c.seqlens_k = r->sl_k;
+    xattn_run_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    double t0 = MPI_Wtime();
+    /* with `info` the call is synchronous, so t1 - t0 is its whole cost */
+    xattn_status st = xattn_attention(r->ctx, &c, &info);
+    if (st != XATTN_STATUS_OK)
+        return fail_lib(st, "xattn_attention on a ring block");
+    double t1 = MPI_Wtime();
+    /* partial rows back to the host (the read waits for the call) */
+    xattn_tensor ot = xattn_tensor_bshd(r->obuf, 0, r->qdt, nb, nq, r->Hq, r->Dv);
+    xattn_tensor lt = xattn_tensor_bshd(r->lbuf, 0, XATTN_DTYPE_F32, nb, r->Hq, nq, 1);
+    st = tensor_io(&ot, 1, 0, nq, r->opart, 1, 0, "partial O");
+    if (st == XATTN_STATUS_OK)
+        st = tensor_io(&lt, 2, 0, nq, r->lpart, 1, 0, "partial LSE");
+    if (st != XATTN_STATUS_OK)
+        return st;
+    double t2 = MPI_Wtime();
+    merge(r, qls, nq, r->plans, b0, nb);
+    double t3 = MPI_Wtime();
+    ss->compute_ms += ((t1 - t0) + (t3 - t2)) * 1e3;
+    ss->stage_ms += (t2 - t1) * 1e3;
+    ss->calls++;
+    return XATTN_STATUS_OK;
+}
+
+static double pair_flops(const ring *r)
+{
+    /* every visible (row, key) pair of the whole problem, counted once */
+    double f = 0;
+    for (int64_t b = 0; b < r->nlen; b++) {
+        for (int64_t i = 0; i < r->Lq[b]; i++) {
+            int64_t s = (r->d->align == XATTN_ALIGN_BOTTOM_RIGHT ? r->Lk[b] - r->Lq[b] : 0) + i;
+            int64_t hi = r->Lk[b] - 1, lo = 0;
+            if (r->d->causal && s < hi)
+                hi = s;
+            if (r->d->window_right >= 0 && s + r->d->window_right < hi)
+                hi = s + r->d->window_right;
+            if (r->d->window_left >= 0 && s - r->d->window_left > lo)
+                lo = s - r->d->window_left;
+            if (hi >= lo)
+                f += (double)(hi - lo + 1);
+        }
+    }
+    return f * 2.0 * (double)(r->D + r->Dv) * (double)r->Hq;
+}
+
+/* Lets MPI move the next block between calls. */
+static void poll(MPI_Request *req, int nreq, xattn_mpi_step_stats *ss)
+{
+    if (nreq > 0) {
+        double t0 = MPI_Wtime();
+        int done;
+        MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
+        ss->comm_ms += (MPI_Wtime() - t0) * 1e3;
+    }
+}
+
+/* All (query segment, key segment) pairs of one block. */
+static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
+                                  xattn_mpi_step_stats *ss)
+{
+    int64_t sk_blk = r->sk_of[src];
+    int bottom_right = r->d->align == XATTN_ALIGN_BOTTOM_RIGHT;
+    int64_t qls = 0;
+    for (int qs = 0; qs < 2; qs++) {
+        int64_t qo = r->qseg[qs].start, nq = r->qseg[qs].length, kls = 0;
+        for (int ks = 0; ks < 2; ks++) {
+            int64_t ko = r->kseg[src][ks].start, nk = r->kseg[src][ks].length;
+            if (nq == 0 || nk == 0) {
+                kls += nk;
+                continue;
+            }
+            if (r->packed) {
+                /* each sequence's part of the two segments is its own block */
+                for (int64_t q = 0; q < r->nlen; q++) {
+                    int64_t qa = qo > r->cq[q] ? qo : r->cq[q];
+                    int64_t qb = qo + nq < r->cq[q + 1] ? qo + nq : r->cq[q + 1];
+                    int64_t ka = ko > r->ck[q] ? ko : r->ck[q];
+                    int64_t kb = ko + nk < r->ck[q + 1] ? ko + nk : r->ck[q + 1];
+                    if (qa >= qb || ka >= kb)
+                        continue;
+                    r->plans[0] = plan_block(r->Lq[q], r->Lk[q], bottom_right, r->d->causal,
+                                             r->d->window_left, r->d->window_right, qa - r->cq[q],
+                                             qb - qa, ka - r->ck[q], kb - ka);
+                    if (r->plans[0].skip) {
+                        ss->skipped++;
+                        continue;
+                    }
+                    xattn_status st = block_call(r, qls + (qa - qo), qb - qa, kls + (ka - ko), ka,
+                                                 kb - ka, sk_blk, 0, 1, &r->plans[0], ss);
+                    if (st != XATTN_STATUS_OK)
+                        return st;
+                    poll(req, nreq, ss);
+                }
+                kls += nk;
+                continue;
+            }
+            int any = 0, same = 1;
+            const block_plan *first = NULL;
+            for (int64_t b = 0; b < r->B; b++) {
+                block_plan *p = &r->plans[b];
+                *p = plan_block(r->Lq[b], r->Lk[b], bottom_right, r->d->causal, r->d->window_left,
+                                r->d->window_right, qo, nq, ko, nk);
+                if (p->skip)
+                    continue;
+                any = 1;
+                if (!first)
+                    first = p;
+                else if (p->i0 != first->i0 || p->k0 != first->k0 || p->wl != first->wl ||
+                         p->wr != first->wr)
+                    same = 0;
+            }
+            if (!any) {
+                ss->skipped++;
+            } else if (same) {
+                xattn_status st = block_call(r, qls, nq, kls, ko, nk, sk_blk, 0, r->B, first, ss);
+                if (st != XATTN_STATUS_OK)
+                    return st;
+            } else {
+                /* batch entries need different shifts (bottom-right with unequal
+                 * Lk - Lq): one call each */
+                for (int64_t b = 0; b < r->B; b++) {
+                    if (r->plans[b].skip)
+                        continue;
+                    xattn_status st =
+                        block_call(r, qls, nq, kls, ko, nk, sk_blk, b, 1, &r->plans[b], ss);
+                    if (st != XATTN_STATUS_OK)
+                        return st;
+                }
+            }
+            poll(req, nreq, ss);
+            kls += nk;
+        }
+        qls += nq;
+    }
+    return XATTN_STATUS_OK;
+}
+
+static void ring_free(ring *r)
+{
+    free(r->Lq);
+    free(r->Lk);
+    free(r->cq);
+    free(r->ck);
+    free((void *)r->kseg);
+    free(r->sk_of);
+    free(r->host[0]);
+    free(r->host[1]);
+    xattn_buffer_free(r->kvbuf);
+    xattn_buffer_free(r->obuf);
+    xattn_buffer_free(r->lbuf);
+    free(r->opart);
+    free(r->lpart);
+    free(r->acc_o);
+    free(r->acc_l);
+    free(r->sl_q);
+    free(r->sl_k);
+    free(r->plans);
+}
+
+/* This rank's own checks of its descriptor, before any agreement. */
+static xattn_status check_local(ring *r)
+{
+    const xattn_attn_desc *d = r->d;
+    if (!r->ctx)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    if (!d)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "d: NULL");
+    if (!d->cu_seqlens_q != !d->cu_seqlens_k)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT,
+                    "cu_seqlens_q and cu_seqlens_k: both set (a packed batch) or both NULL");
+    r->packed = d->cu_seqlens_q != NULL;
+    if (r->packed && (d->seqlens_q || d->seqlens_k || d->bias.buffer))
+        return fail(d->bias.buffer ? XATTN_STATUS_UNSUPPORTED : XATTN_STATUS_INVALID_ARGUMENT,
+                    d->bias.buffer ? "bias: not supported with a packed batch across ranks yet"
+                                   : "seqlens_q/k: not with cu_seqlens (a packed batch)");
+    if (r->packed && (d->num_seqs < 1 || d->num_seqs > (1 << 24)))
+        return fail(XATTN_STATUS_INVALID_LENGTHS, "num_seqs: %lld, expected 1..2^24",
+                    (long long)d->num_seqs);
+    if (d->alibi_slopes)
+        return fail(XATTN_STATUS_UNSUPPORTED, "alibi_slopes: not supported by the MPI ring yet");
+    if (r->o.sq_global < 1 || r->o.sk_global < 1 || r->o.sq_global > INT32_MAX ||
+        r->o.sk_global > INT32_MAX)
+        return fail(XATTN_STATUS_INVALID_SHAPE,
+                    "opts.sq_global / sk_global: %lld / %lld, expected 1..2^31-1",
+                    (long long)r->o.sq_global, (long long)r->o.sk_global);
+    if (r->o.layout != XATTN_MPI_CONTIGUOUS && r->o.layout != XATTN_MPI_ZIGZAG)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "opts.layout: %d, expected 0 or 1",
+                    (int)r->o.layout);
+    if (d->causal != 0 && d->causal != 1)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "causal: %d, expected 0 or 1", d->causal);
+    if (d->align != XATTN_ALIGN_TOP_LEFT && d->align != XATTN_ALIGN_BOTTOM_RIGHT)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "align: %d, expected 0 or 1", (int)d->align);
+    xattn_mpi_segment ks[2];
+    int64_t want_q = xattn_mpi_shard(r->o.layout, r->o.sq_global, r->n, r->rank, r->qseg);
+    int64_t want_k = xattn_mpi_shard(r->o.layout, r->o.sk_global, r->n, r->rank, ks);
+    r->sq_loc = want_q;
+    const char *lay = r->o.layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous";
+    if (d->q.shape[1] != want_q || d->o.shape[1] != want_q)
+        return fail(XATTN_STATUS_INVALID_SHAPE,
+                    "q/o.shape[1]: %lld/%lld, but rank %d's %s shard of sq_global %lld holds "
+                    "%lld positions",
+                    (long long)d->q.shape[1], (long long)d->o.shape[1], r->rank, lay,
+                    (long long)r->o.sq_global, (long long)want_q);
+    if (d->k.shape[1] != want_k || d->v.shape[1] != want_k)
+        return fail(XATTN_STATUS_INVALID_SHAPE,
+                    "k/v.shape[1]: %lld/%lld, but rank %d's %s shard of sk_global %lld holds "
+                    "%lld positions",
+                    (long long)d->k.shape[1], (long long)d->v.shape[1], r->rank, lay,
+                    (long long)r->o.sk_global, (long long)want_k);
+    /* bias: this rank's query rows (in shard order) against every global key */
+    if (d->bias.buffer && want_q > 0 &&
+        (d->bias.shape[2] < want_q || d->bias.shape[3] < r->o.sk_global))
+        return fail(XATTN_STATUS_INVALID_SHAPE,
+                    "bias.shape[2..3]: %lld x %lld, expected at least this rank's %lld query rows "
+                    "x sk_global %lld keys",
+                    (long long)d->bias.shape[2], (long long)d->bias.shape[3], (long long)want_q,
+                    (long long)r->o.sk_global);
+    if (d->lse.buffer && d->lse.shape[2] != want_q)
+        return fail(XATTN_STATUS_INVALID_SHAPE, "lse.shape[2]: %lld, expected %lld",
+                    (long long)d->lse.shape[2], (long long)want_q);
+    for (int i = 0; i < 4; i++)
+        if (d->q.shape[i] < 0 || d->k.shape[i] < 0 || d->v.shape[i] < 0 || d->o.shape[i] < 0)
+            return fail(XATTN_STATUS_INVALID_SHAPE, "a negative extent in q, k, v or o");
+    r->B = d->q.shape[0];
+    r->Hq = d->q.shape[2];
+    r->D = d->q.shape[3];
+    r->Hkv = d->k.shape[2];
+    r->Dv = d->v.shape[3];
+    r->qdt = d->q.dtype;
+    r->kvdt = d->k.dtype;
+    r->qes = xattn_dtype_size(r->qdt);
+    r->kves = xattn_dtype_size(r->kvdt);
+    if (r->B < 1 || r->Hq < 1 || r->Hkv < 1 || r->D < 1 || r->Dv < 1 || r->qes == 0 ||
+        r->kves == 0 || r->B > (1 << 20) || r->Hq > (1 << 16) || r->D > 4096 || r->Dv > 4096)
+        return fail(XATTN_STATUS_INVALID_SHAPE,
+                    "q/k/v: batch %lld, heads %lld/%lld, head dims %lld/%lld or dtypes out of "
+                    "range",
+                    (long long)r->B, (long long)r->Hq, (long long)r->Hkv, (long long)r->D,
+                    (long long)r->Dv);
+    /* The library checks this rank's descriptor (global lengths left out:
+     * they exceed the local extents). An empty shard is replaced by a
+     * one-position stand-in of the same extents and dtypes, so that a rank
+     * holding only queries (or only keys) is checked all the same. */
+    xattn_attn_desc c = *d;
+    c.seqlens_q = c.seqlens_k = NULL;
+    c.cu_seqlens_q = c.cu_seqlens_k = NULL; /* global token offsets: checked below */
+    c.num_seqs = 0;
+    xattn_buffer *stand_in = NULL;
+    if (want_q == 0 || want_k == 0) {
+        size_t bytes = (size_t)(r->B * (r->Hq * (r->D + r->Dv + 1) + r->Hkv * (r->D + r->Dv))) * 4;
+        xattn_status st = xattn_buffer_alloc(r->ctx, bytes, &stand_in);
+        if (st != XATTN_STATUS_OK)
+            return fail_lib(st, "a stand-in for an empty shard");
+        size_t at = 0;
+        if (want_q == 0) {
+            c.bias.buffer = NULL; /* no query row: nothing of it is read */
+            c.q = xattn_tensor_bshd(stand_in, at, d->q.dtype, r->B, 1, r->Hq, r->D);
+            at += (size_t)(r->B * r->Hq * r->D) * 4;
+            c.o = xattn_tensor_bshd(stand_in, at, d->o.dtype, r->B, 1, r->Hq, r->Dv);
+            at += (size_t)(r->B * r->Hq * r->Dv) * 4;
+            if (d->lse.buffer || d->lse.shape[0])
+                c.lse = xattn_tensor_bshd(stand_in, at, d->lse.dtype, r->B, r->Hq, 1, 1);
+            at += (size_t)(r->B * r->Hq) * 4;
+        }
+        if (want_k == 0) {
+            c.k = xattn_tensor_bshd(stand_in, at, d->k.dtype, r->B, 1, r->Hkv, r->D);
+            at += (size_t)(r->B * r->Hkv * r->D) * 4;
+            c.v = xattn_tensor_bshd(stand_in, at, d->v.dtype, r->B, 1, r->Hkv, r->Dv);
+        }
+    }
+    xattn_status cst = xattn_attention_check(r->ctx, &c);
+    xattn_buffer_free(stand_in);
+    if (cst != XATTN_STATUS_OK)
+        return fail_lib(cst, "this rank's descriptor");
+    if (r->packed && r->B != 1)
+        return fail(XATTN_STATUS_INVALID_SHAPE, "q.shape[0]: %lld, a packed batch has 1",
+                    (long long)r->B);
+    r->nlen = r->packed ? d->num_seqs : r->B;
+    r->Lq = calloc((size_t)r->nlen, sizeof *r->Lq);
+    r->Lk = calloc((size_t)r->nlen, sizeof *r->Lk);
+    if (r->packed) {
+        r->cq = calloc((size_t)r->nlen + 1, sizeof *r->cq);
+        r->ck = calloc((size_t)r->nlen + 1, sizeof *r->ck);
+    }
+    if (!r->Lq || !r->Lk || (r->packed && (!r->cq || !r->ck)))
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "lengths");
+    if (r->packed) {
+        const int32_t *cu[2] = {d->cu_seqlens_q, d->cu_seqlens_k};
+        int64_t *to[2] = {r->cq, r->ck}, tot[2] = {r->o.sq_global, r->o.sk_global};
+        for (int w = 0; w < 2; w++) {
+            if (cu[w][0] != 0)
+                return fail(XATTN_STATUS_INVALID_LENGTHS, "cu_seqlens_%c[0]: %d, expected 0",
+                            w ? 'k' : 'q', (int)cu[w][0]);
+            for (int64_t b = 0; b <= r->nlen; b++) {
+                to[w][b] = cu[w][b];
+                if (b > 0 && (cu[w][b] < cu[w][b - 1] || cu[w][b] > tot[w]))
+                    return fail(XATTN_STATUS_INVALID_LENGTHS,
+                                "cu_seqlens_%c[%lld]: %d, expected %d..%lld (non-decreasing, "
+                                "within the %s tokens)",
+                                w ? 'k' : 'q', (long long)b, (int)cu[w][b], (int)cu[w][b - 1],
+                                (long long)tot[w], w ? "sk_global" : "sq_global");
+            }
+        }
+        for (int64_t b = 0; b < r->nlen; b++) {
+            r->Lq[b] = r->cq[b + 1] - r->cq[b];
+            r->Lk[b] = r->ck[b + 1] - r->ck[b];
+        }
+        return XATTN_STATUS_OK;
+    }
+    for (int64_t b = 0; b < r->B; b++) {
+        r->Lq[b] = d->seqlens_q ? d->seqlens_q[b] : r->o.sq_global;
+        r->Lk[b] = d->seqlens_k ? d->seqlens_k[b] : r->o.sk_global;
+        if (r->Lq[b] < 0 || r->Lq[b] > r->o.sq_global)
+            return fail(XATTN_STATUS_INVALID_LENGTHS, "seqlens_q[%lld]: %lld, expected 0..%lld",
+                        (long long)b, (long long)r->Lq[b], (long long)r->o.sq_global);
+        if (r->Lk[b] < 0 || r->Lk[b] > r->o.sk_global)
+            return fail(XATTN_STATUS_INVALID_LENGTHS, "seqlens_k[%lld]: %lld, expected 0..%lld",
+                        (long long)b, (long long)r->Lk[b], (long long)r->o.sk_global);
+    }
+    return XATTN_STATUS_OK;
+}
+
+/* Every rank must describe the same problem: compares a signature of it. */
+static xattn_status check_same(ring *r, int *bad_field)
+{
+    static const char *names[] = {
+        "batch",       "Hq",           "Hkv",       "D",       "Dv",        "q dtype",
+        "k/v dtype",   "sq_global",    "sk_global", "layout",  "causal",    "align",
+        "window_left", "window_right", "scale",     "softcap", "seqlens_q", "seqlens_k"};
+    enum { N = 18 };
+    const xattn_attn_desc *d = r->d;
+    int64_t sig[N], both[2 * N], out[2 * N];
+    uint64_t hq = 1469598103934665603ull, hk = hq;
+    hq = (hq ^ (uint64_t)(r->packed ? -r->nlen : r->nlen)) * 1099511628211ull;
+    for (int64_t b = 0; b < r->nlen; b++) {
+        hq = (hq ^ (uint64_t)r->Lq[b]) * 1099511628211ull;
+        hk = (hk ^ (uint64_t)r->Lk[b]) * 1099511628211ull;
+    }
+    float sc = d->scale, cap = d->softcap;
+    int32_t sci, capi;
+    memcpy(&sci, &sc, 4);
+    memcpy(&capi, &cap, 4);
+    int64_t v[N] = {r->B,
+                    r->Hq,
+                    r->Hkv,
+                    r->D,
+                    r->Dv,
+                    r->qdt,
+                    r->kvdt,
+                    r->o.sq_global,
+                    r->o.sk_global,
+                    r->o.layout,
+                    d->causal,
+                    d->align,
+                    d->window_left,
+                    d->window_right,
+                    sci,
+                    capi,
+                    (int64_t)(hq >> 1),
+                    (int64_t)(hk >> 1)};
+    memcpy(sig, v, sizeof sig);
+    for (int i = 0; i < N; i++) {
+        both[i] = sig[i];
+        both[N + i] = -sig[i];
+    }
+    MPI_Request req;
+    if (MPI_Iallreduce(both, out, 2 * N, MPI_INT64_T, MPI_MAX, r->comm, &req) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Iallreduce (problem agreement) failed");
+    xattn_status st = wait_all(1, &req, r->o.timeout_ms, "problem agreement");
+    if (st != XATTN_STATUS_OK)
+        return st;
+    for (int i = 0; i < N; i++)
+        if (out[i] != -out[N + i]) {
+            *bad_field = i;
+            return fail(XATTN_STATUS_INVALID_ARGUMENT,
+                        "ranks disagree on %s (this rank: %lld); every rank must describe "
+                        "the same problem",
+                        names[i], (long long)sig[i]);
+        }
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status setup(ring *r)
+{
+    r->kseg = calloc((size_t)r->n, sizeof *r->kseg);
+    r->sk_of = calloc((size_t)r->n, sizeof *r->sk_of);
+    if (!r->kseg || !r->sk_of)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "ring tables");
+    int64_t max_nq = 1;
+    for (int p = 0; p < r->n; p++) {
+        r->sk_of[p] = xattn_mpi_shard(r->o.layout, r->o.sk_global, r->n, p, r->kseg[p]);
+        if (block_bytes(r, r->sk_of[p]) > r->max_block)
+            r->max_block = block_bytes(r, r->sk_of[p]);
+    }
+    for (int s = 0; s < 2; s++)
+        if (r->qseg[s].length > max_nq)
+            max_nq = r->qseg[s].length;
+    size_t nacc = (size_t)(r->B * (r->sq_loc ? r->sq_loc : 1) * r->Hq);
+    size_t npart = (size_t)(r->B * max_nq * r->Hq);
+    r->host[0] = malloc(r->max_block ? r->max_block : 1);
+    r->host[1] = malloc(r->max_block ? r->max_block : 1);
+    r->opart = malloc(npart * (size_t)r->Dv * sizeof(float));
+    r->lpart = malloc(npart * sizeof(float));
+    r->acc_o = calloc(nacc * (size_t)r->Dv, sizeof(float));
+    r->acc_l = malloc(nacc * sizeof(float));
+    r->sl_q = calloc((size_t)r->B, sizeof(int32_t));
+    r->sl_k = calloc((size_t)r->B, sizeof(int32_t));
+    r->plans = calloc((size_t)r->B, sizeof(block_plan));
+    if (!r->host[0] || !r->host[1] || !r->opart || !r->lpart || !r->acc_o || !r->acc_l ||
+        !r->sl_q || !r->sl_k || !r->plans)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "ring host buffers (%zu-byte blocks)",
+                    r->max_block);
+    for (size_t i = 0; i < nacc; i++)
+        r->acc_l[i] = -INFINITY;
+    if (r->sq_loc > 0) {
+        xattn_status st = xattn_buffer_alloc(r->ctx, r->max_block ? r->max_block : 1, &r->kvbuf);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_alloc(r->ctx, npart * (size_t)r->Dv * r->qes, &r->obuf);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_alloc(r->ctx, npart * sizeof(float), &r->lbuf);
+        if (st != XATTN_STATUS_OK)
+            return fail_lib(st, "ring device buffers");
+    }
+    /* this rank's own K/V block, packed: K [B, sk, Hkv, D] then V [B, sk, Hkv, Dv] */
+    int64_t sk = r->sk_of[r->rank];
+    xattn_status st = tensor_io(&r->d->k, 1, 0, sk, r->host[0], 0, 0, "k");
+    if (st == XATTN_STATUS_OK)
+        st = tensor_io(&r->d->v, 1, 0, sk,
+                       r->host[0] + (size_t)(r->B * sk * r->Hkv * r->D) * r->kves, 0, 0, "v");
+    return st;
+}
+
+static xattn_status finish(ring *r)
+{
+    if (r->sq_loc == 0)
+        return XATTN_STATUS_OK;
+    xattn_status st = tensor_io(&r->d->o, 1, 0, r->sq_loc, r->acc_o, 1, 1, "o");
+    if (st == XATTN_STATUS_OK && r->d->lse.buffer)
+        st = tensor_io(&r->d->lse, 2, 0, r->sq_loc, r->acc_l, 1, 1, "lse");
+    return st;
+}
+
+/* Agrees on a stage's status; a remote failure gets a message naming the rank. */
+static xattn_status stage_agree(ring *r, xattn_status mine, const char *stage)
+{
+    int bad = -1;
+    char saved[sizeof mpi_err];
+    memcpy(saved, mpi_err, sizeof saved);
+    xattn_status all = agree(r->comm, mine, r->o.timeout_ms, &bad);
+    if (all == XATTN_STATUS_OK)
+        return XATTN_STATUS_OK;
+    if (mine != XATTN_STATUS_OK) {
+        memcpy(mpi_err, saved, sizeof saved); /* keep this rank's own message */
+        return mine;
+    }
+    if (bad < 0)
+        return all; /* the agreement itself failed (timeout): its message stands */
+    return fail(all, "rank %d failed (%s) during %s; its message is on that rank", bad,
+                xattn_status_name(all), stage);
+}
+
+/* Shared by both strategies: a private communicator, this rank's checks and
+ * every rank's agreement on them and on the problem. On failure after the
+ * duplicate, *dup_ok is 1 and the caller frees r->comm. */
+static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                            const xattn_mpi_ring_opts *opts, xattn_mpi_stats *S, int alltoall,
+                            int *dup_ok)
+{
+    mpi_err[0] = 0;
+    memset(r, 0, sizeof *r);
+    memset(S, 0, sizeof *S);
+    *dup_ok = 0;
+    r->ctx = ctx;
+    r->d = d;
+    if (opts)
+        r->o = *opts;
+    else
+        xattn_mpi_ring_opts_init(&r->o);
+    if (r->o.timeout_ms <= 0)
+        r->o.timeout_ms = 60000;
+    if (MPI_Comm_rank(comm, &r->rank) != MPI_SUCCESS || MPI_Comm_size(comm, &r->n) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "comm: not a valid communicator");
+    memset(S, 0, sizeof *S);
+    S->struct_size = sizeof *S;
+    S->rank = r->rank;
+    S->nranks = r->n;
+    /* a private communicator: these messages never meet the caller's */
+    MPI_Request dreq;
+    if (MPI_Comm_idup(comm, &r->comm, &dreq) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Comm_idup failed");
+    xattn_status st = wait_all(1, &dreq, r->o.timeout_ms, "duplicating the communicator");
+    if (st != XATTN_STATUS_OK)
+        return st;
+    *dup_ok = 1;
+    st = check_local(r);
+    if (st == XATTN_STATUS_OK && alltoall && d->bias.buffer)
+        st = fail(XATTN_STATUS_UNSUPPORTED,
+                  "bias: not supported by the all-to-all yet (the ring takes it)");
+    if (st == XATTN_STATUS_OK && alltoall && (r->Hq % r->n || r->Hkv % r->n))
+        st = fail(XATTN_STATUS_UNSUPPORTED,
+                  "the all-to-all splits heads over the ranks: Hq %lld and Hkv %lld must be "
+                  "multiples of the %d ranks (use the ring)",
+                  (long long)r->Hq, (long long)r->Hkv, r->n);
+    st = stage_agree(r, st, "descriptor checks");
+    if (st == XATTN_STATUS_OK) {
+        int field = -1;
+        /* every rank sees the same signatures, so every rank fails alike here */
+        st = check_same(r, &field);
+    }
+    return st;
+}
+
+static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn_status st)
+{
+    if (st == XATTN_STATUS_OK)
+        st = stage_agree(r, setup(r), "allocation");
+    S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
+    if (st != XATTN_STATUS_OK) {
+        ring_free(r);
+        MPI_Comm_free(&r->comm);
+        S->total_ms = (MPI_Wtime() - t_start) * 1e3;
+        return st;
+    }
+    S->flops_useful = r->rank == 0 ? pair_flops(r) : 0;
+
+    int right = (r->rank + 1) % r->n, left = (r->rank - 1 + r->n) % r->n;
+    int cur = 0;
+    for (int t = 0; t < r->n && st == XATTN_STATUS_OK; t++) {
+        xattn_mpi_step_stats ss;
+        memset(&ss, 0, sizeof ss);
+        ss.start_ms = (MPI_Wtime() - t_start) * 1e3;
+        int src = (r->rank - t + r->n) % r->n, nsrc = (r->rank - t - 1 + r->n) % r->n;
+        MPI_Request req[2];
+        int nreq = 0;
+        xattn_status mine = XATTN_STATUS_OK;
+        double t0 = MPI_Wtime();
+        if (t + 1 < r->n) {
+            /* the block in hand goes right while the next one comes from the left */
+            size_t out = block_bytes(r, r->sk_of[src]), in = block_bytes(r, r->sk_of[nsrc]);
+            if (out > INT32_MAX || in > INT32_MAX)
+                mine = fail(XATTN_STATUS_SIZE_OVERFLOW,
+                            "a K/V block of %zu bytes exceeds "
+                            "one MPI message (2^31-1 bytes); use more ranks",
+                            out > in ? out : in);
+            else {
+                MPI_Isend(r->host[cur], (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
+                MPI_Irecv(r->host[cur ^ 1], (int)in, MPI_BYTE, left, RING_TAG, r->comm,
+                          &req[nreq++]);
+                ss.bytes_sent = out;
+            }
+        }
+        ss.comm_ms += (MPI_Wtime() - t0) * 1e3;
+        if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0) {
+            double s0 = MPI_Wtime();
+            mine = xattn_buffer_write(r->kvbuf, 0, r->host[cur], block_bytes(r, r->sk_of[src]));
+            if (mine != XATTN_STATUS_OK)
+                mine = fail_lib(mine, "staging a K/V block");
+            ss.stage_ms += (MPI_Wtime() - s0) * 1e3;
+            if (mine == XATTN_STATUS_OK)
+                mine = compute_block(r, src, req, nreq, &ss);
+        }
+        if (nreq) {
+            double w0 = MPI_Wtime();
+            xattn_status ws = wait_all(nreq, req, r->o.timeout_ms, "ring send/receive");
+            ss.wait_ms += (MPI_Wtime() - w0) * 1e3;
+            if (ws != XATTN_STATUS_OK) {
+                S->total_ms = (MPI_Wtime() - t_start) * 1e3;
+                ring_free(r); /* requests still pending: the communicator is broken */
+                return ws;
+            }
+        }
+        double a0 = MPI_Wtime();
+        char what[32];
+        snprintf(what, sizeof what, "ring step %d", t);
+        st = stage_agree(r, mine, what);
+        ss.agree_ms = (MPI_Wtime() - a0) * 1e3;
+        cur ^= 1;
+        if (t < XATTN_MPI_MAX_STEPS)
+            S->step[t] = ss;
+        S->steps = t + 1;
+        S->sum.compute_ms += ss.compute_ms;
+        S->sum.stage_ms += ss.stage_ms;
+        S->sum.comm_ms += ss.comm_ms;
+        S->sum.wait_ms += ss.wait_ms;
+        S->sum.agree_ms += ss.agree_ms;
+        S->sum.bytes_sent += ss.bytes_sent;
+        S->sum.calls += ss.calls;
+        S->sum.skipped += ss.skipped;
+    }
+    if (st == XATTN_STATUS_OK) {
+        double f0 = MPI_Wtime();
+        st = stage_agree(r, finish(r), "writing O/LSE");
+        S->finish_ms = (MPI_Wtime() - f0) * 1e3;
+    }
+    ring_free(r);
+    MPI_Comm_free(&r->comm);
+    S->total_ms = (MPI_Wtime() - t_start) * 1e3;
+    return st;
+}
+
+/* ---- the head-parallel all-to-all ---------------------------------------- */
+
+/* Rows [0, len) of a packed [B, len, H, E] block (E in bytes) copied to rows at
+ * the global positions of segments seg of a [B, S, H, E] one, or back (gather). */
+static void scatter_rows(unsigned char *full, int64_t S, const unsigned char *part,
+                         const xattn_mpi_segment seg[2], int64_t B, size_t rowbytes, int back)
+{
+    int64_t len = seg[0].length + seg[1].length;
+    for (int64_t b = 0; b < B; b++)
+        for (int k = 0, at = 0; k < 2; at += (int)seg[k].length, k++) {
+            unsigned char *f = full + (size_t)(b * S + seg[k].start) * rowbytes;
+            unsigned char *p = (unsigned char *)part + (size_t)(b * len + at) * rowbytes;
+            if (back)
+                memcpy(p, f, (size_t)seg[k].length * rowbytes);
+            else
+                memcpy(f, p, (size_t)seg[k].length * rowbytes);
+        }
+}
+
+/* Heads [h0, h0+nh) of a packed [rows, H, E] array (E elements of es bytes). */
+static void take_heads(unsigned char *dst, const unsigned char *src, int64_t rows, int64_t H,
+                       int64_t h0, int64_t nh, int64_t E, size_t es, int back)
+{
+    size_t n = (size_t)(nh * E) * es;
+    for (int64_t r = 0; r < rows; r++) {
+        unsigned char *a = dst + (size_t)r * n;
+        unsigned char *b = (unsigned char *)src + (size_t)((r * H + h0) * E) * es;
+        if (back)
+            memcpy(b, a, n);
+        else
+            memcpy(a, b, n);
+    }
+}
+
+static xattn_status alltoallv(ring *r, const void *sbuf, const int64_t *scount, void *rbuf,
+                              const int64_t *rcount, const char *what, double *ms)
+{
+    int *sc = calloc((size_t)r->n * 4, sizeof(int)), *sd = sc + r->n, *rc = sd + r->n,
+        *rd = rc + r->n;
+    if (!sc)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "%s: counts", what);
+    int64_t so = 0, ro = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (scount[i] > INT32_MAX || rcount[i] > INT32_MAX || so > INT32_MAX || ro > INT32_MAX) {
+            free(sc);
+            return fail(XATTN_STATUS_SIZE_OVERFLOW,
+                        "%s: more than 2^31-1 bytes for one rank; use more ranks", what);
+        }
+        sc[i] = (int)scount[i];
+        sd[i] = (int)so;
+        rc[i] = (int)rcount[i];
+        rd[i] = (int)ro;
+        so += scount[i];
+        ro += rcount[i];
+    }
+    double t0 = MPI_Wtime();
+    MPI_Request req;
+    xattn_status st = XATTN_STATUS_OK;
+    if (MPI_Ialltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, r->comm, &req) !=
+        MPI_SUCCESS)
+        st = fail(XATTN_STATUS_BACKEND, "%s: MPI_Ialltoallv failed", what);
+    else
+        st = wait_all(1, &req, r->o.timeout_ms, what);
+    *ms += (MPI_Wtime() - t0) * 1e3;
+    free(sc);
+    return st;
+}
+
+static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, xattn_status st)
+{
+    int n = r->n;
+    int64_t B = r->B, hq = r->Hq / (n ? n : 1), hk = r->Hkv / (n ? n : 1), D = r->D, Dv = r->Dv;
+    int64_t Sq = r->o.sq_global, Sk = r->o.sk_global, sq = r->sq_loc;
+    size_t qes = r->qes, kes = r->kves;
+    xattn_mpi_segment(*qsg)[2] = NULL, (*ksg)[2] = NULL;
+    int64_t *sc = NULL, *rc = NULL;
+    unsigned char *mine = NULL, *sbuf = NULL, *rbuf = NULL, *full = NULL, *back = NULL;
+    xattn_buffer *dev = NULL;
+    xattn_status mst = XATTN_STATUS_OK;
+    xattn_mpi_step_stats *ss = &S->step[0];
+    int64_t sk = 0;
+    /* sizes of everything (identical arithmetic on every rank) */
+    size_t qrow = (size_t)(hq * D) * qes, krow = (size_t)(hk * D) * kes,
+           vrow = (size_t)(hk * Dv) * kes, orow = (size_t)(hq * Dv) * qes;
+    size_t fq = (size_t)(B * Sq) * qrow, fk = (size_t)(B * Sk) * krow, fv = (size_t)(B * Sk) * vrow;
+    size_t fo = (size_t)(B * Sq) * orow, fl = (size_t)(B * hq * Sq) * 4;
+    if (st == XATTN_STATUS_OK) {
+        qsg = calloc((size_t)n, sizeof *qsg);
+        ksg = calloc((size_t)n, sizeof *ksg);
+        sc = calloc((size_t)n * 2, sizeof *sc);
+        rc = sc ? sc + n : NULL;
+        if (qsg && ksg && sc)
+            for (int i = 0; i < n; i++) {
+                xattn_mpi_shard(r->o.layout, Sq, n, i, qsg[i]);
+                xattn_mpi_shard(r->o.layout, Sk, n, i, ksg[i]);
+            }
+        sk = ksg ? ksg[r->rank][0].length + ksg[r->rank][1].length : 0;
+        size_t mq = (size_t)(B * sq * r->Hq * D) * qes, mk = (size_t)(B * sk * r->Hkv * D) * kes;
+        size_t mv = (size_t)(B * sk * r->Hkv * Dv) * kes;
+        mine = malloc(mq + mk + mv + 1);
+        /* sbuf: my rows for every rank out, then my rows of O/LSE in; rbuf: every
+         * rank's rows of my heads in, then O/LSE rows out */
+        size_t back_in =
+            (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes + (size_t)(B * r->Hq * sq) * 4;
+        sbuf = malloc((mq + mk + mv > back_in ? mq + mk + mv : back_in) + 1);
+        rbuf = malloc((fq + fk + fv > fo + fl ? fq + fk + fv : fo + fl) + 1);
+        full = malloc(fq + fk + fv + fo + fl + 1);
+        back = malloc(back_in + 1);
+        if (!qsg || !ksg || !sc || !mine || !sbuf || !rbuf || !full || !back)
+            mst = fail(XATTN_STATUS_OUT_OF_MEMORY, "all-to-all host buffers (%zu bytes)",
+                       fq + fk + fv + fo + fl);
+        if (mst == XATTN_STATUS_OK) {
+            mst = xattn_buffer_alloc(r->ctx, fq + fk + fv + fo + fl, &dev);
+            if (mst != XATTN_STATUS_OK)
+                mst = fail_lib(mst, "all-to-all device buffer");
+        }
+        if (mst == XATTN_STATUS_OK)
+            mst = tensor_io(&r->d->q, 1, 0, sq, mine, 0, 0, "q");
+        if (mst == XATTN_STATUS_OK)
+            mst = tensor_io(&r->d->k, 1, 0, sk, mine + mq, 0, 0, "k");
+        if (mst == XATTN_STATUS_OK)
+            mst = tensor_io(&r->d->v, 1, 0, sk, mine + mq + mk, 0, 0, "v");
+        if (mst == XATTN_STATUS_OK) { /* to rank j: my rows of its heads, q | k | v */
+            unsigned char *p = sbuf;
+            for (int j = 0; j < n; j++) {
+                take_heads(p, mine, B * sq, r->Hq, j * hq, hq, D, qes, 0);
+                p += (size_t)(B * sq) * qrow;
+                take_heads(p, mine + mq, B * sk, r->Hkv, j * hk, hk, D, kes, 0);
+                p += (size_t)(B * sk) * krow;
+                take_heads(p, mine + mq + mk, B * sk, r->Hkv, j * hk, hk, Dv, kes, 0);
+                p += (size_t)(B * sk) * vrow;
+                sc[j] = (int64_t)(B * (sq * (int64_t)qrow + sk * (int64_t)(krow + vrow)));
+                int64_t iq = qsg[j][0].length + qsg[j][1].length;
+                int64_t ik = ksg[j][0].length + ksg[j][1].length;
+                rc[j] = (int64_t)(B * (iq * (int64_t)qrow + ik * (int64_t)(krow + vrow)));
+                if (j != r->rank)
+                    ss->bytes_sent += (uint64_t)sc[j];
+            }
+        }
+        st = stage_agree(r, mst, "allocation");
+    }
+    S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
+    ss->start_ms = S->setup_ms;
+    if (st == XATTN_STATUS_OK)
+        st = alltoallv(r, sbuf, sc, rbuf, rc, "all-to-all of Q, K, V", &ss->comm_ms);
+    if (st == XATTN_STATUS_OK) {
+        /* whole sequences of my heads, in global order */
+        const unsigned char *p = rbuf;
+        for (int i = 0; i < n; i++) {
+            int64_t iq = qsg[i][0].length + qsg[i][1].length;
+            int64_t ik = ksg[i][0].length + ksg[i][1].length;
+            scatter_rows(full, Sq, p, qsg[i], B, qrow, 0);
+            p += (size_t)(B * iq) * qrow;
+            scatter_rows(full + fq, Sk, p, ksg[i], B, krow, 0);
+            p += (size_t)(B * ik) * krow;
+            scatter_rows(full + fq + fk, Sk, p, ksg[i], B, vrow, 0);
+            p += (size_t)(B * ik) * vrow;
+        }
+        double t0 = MPI_Wtime();
+        mst = xattn_buffer_write(dev, 0, full, fq + fk + fv);
+        if (mst != XATTN_STATUS_OK)
+            mst = fail_lib(mst, "staging the gathered Q, K, V");
+        double t1 = MPI_Wtime();
+        xattn_attn_desc c = *r->d; /* the whole sequences: the caller's semantics unchanged */
+        c.q = xattn_tensor_bshd(dev, 0, r->qdt, B, Sq, hq, D);
+        c.k = xattn_tensor_bshd(dev, fq, r->kvdt, B, Sk, hk, D);
+        c.v = xattn_tensor_bshd(dev, fq + fk, r->kvdt, B, Sk, hk, Dv);
+        c.o = xattn_tensor_bshd(dev, fq + fk + fv, r->qdt, B, Sq, hq, Dv);
+        c.lse = xattn_tensor_bshd(dev, fq + fk + fv + fo, XATTN_DTYPE_F32, B, hq, Sq, 1);
+        xattn_run_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        if (mst == XATTN_STATUS_OK) {
+            mst = xattn_attention(r->ctx, &c, &info);
+            if (mst != XATTN_STATUS_OK)
+                mst = fail_lib(mst, "xattn_attention on this rank's heads");
+            else
+                ss->calls = 1;
+        }
+        double t2 = MPI_Wtime();
+        if (mst == XATTN_STATUS_OK) {
+            mst = xattn_buffer_read(dev, fq + fk + fv, full + fq + fk + fv, fo + fl);
+            if (mst != XATTN_STATUS_OK)
+                mst = fail_lib(mst, "reading O and LSE back");
+        }
+        ss->compute_ms += (t2 - t1) * 1e3;
+        ss->stage_ms += (t1 - t0 + MPI_Wtime() - t2) * 1e3;
+        st = stage_agree(r, mst, "the attention on each rank's heads");
+    }
+    if (st == XATTN_STATUS_OK) { /* to rank i: its rows of my heads, O | LSE */
+        unsigned char *p = rbuf, *O = full + fq + fk + fv, *L = O + fo;
+        for (int i = 0; i < n; i++) {
+            int64_t iq = qsg[i][0].length + qsg[i][1].length;
+            scatter_rows(O, Sq, p, qsg[i], B, orow, 1);
+            p += (size_t)(B * iq) * orow;
+            /* LSE [B, hq, Sq]: rows are single floats per (b, h) */
+            scatter_rows(L, Sq, p, qsg[i], B * hq, 4, 1);
+            p += (size_t)(B * hq * iq) * 4;
+            sc[i] = (int64_t)(B * iq) * (int64_t)orow + B * hq * iq * 4;
+            rc[i] = (int64_t)(B * sq) * (int64_t)orow + B * hq * sq * 4;
+            if (i != r->rank)
+                ss->bytes_sent += (uint64_t)sc[i];
+        }
+        st = alltoallv(r, rbuf, sc, sbuf, rc, "all-to-all of O and LSE", &ss->comm_ms);
+    }
+    if (st == XATTN_STATUS_OK) {
+        /* from rank j: my rows of its heads -> O [B, sq, Hq, Dv], LSE [B, Hq, sq] */
+        double f0 = MPI_Wtime();
+        unsigned char *p = sbuf, *O = back,
+                      *L = back + (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes;
+        for (int j = 0; j < n; j++) {
+            take_heads(p, O, B * sq, r->Hq, j * hq, hq, Dv, qes, 1);
+            p += (size_t)(B * sq) * orow;
+            for (int64_t b = 0; b < B; b++)
+                memcpy(L + (size_t)((b * r->Hq + j * hq) * sq) * 4, p + (size_t)(b * hq * sq) * 4,
+                       (size_t)(hq * sq) * 4);
+            p += (size_t)(B * hq * sq) * 4;
+        }
+        mst = sq ? tensor_io(&r->d->o, 1, 0, sq, O, 0, 1, "o") : XATTN_STATUS_OK;
+        if (mst == XATTN_STATUS_OK && sq && r->d->lse.buffer)
+            mst = tensor_io(&r->d->lse, 2, 0, sq, L, 1, 1, "lse");
+        st = stage_agree(r, mst, "writing O/LSE");
+        S->finish_ms = (MPI_Wtime() - f0) * 1e3;
+    }
+    S->steps = 1;
+    S->sum = *ss;
+    S->flops_useful = r->rank == 0 && r->Lq ? pair_flops(r) : 0;
+    xattn_buffer_free(dev);
+    free(qsg);
+    free(ksg);
+    free(sc);
+    free(mine);
+    free(sbuf);
+    free(rbuf);
+    free(full);
+    free(back);
+    free(r->Lq);
+    free(r->Lk);
+    free(r->cq);
+    free(r->ck);
+    MPI_Comm_free(&r->comm);
+    S->total_ms = (MPI_Wtime() - t_start) * 1e3;
+    return st;
+}
+
+/* Both strategies: the shared prelude, then the strategy's own body. */
+static xattn_status run_strategy(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                 const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats,
+                                 int alltoall)
+{
+    double t_start = MPI_Wtime();
+    ring r;
+    xattn_mpi_stats local;
+    xattn_mpi_stats *S = stats ? stats : &local;
+    int dup_ok;
+    xattn_status st = prelude(&r, comm, ctx, d, opts, S, alltoall, &dup_ok);
+    if (!dup_ok)
+        return st;
+    return alltoall ? alltoall_body(&r, S, t_start, st) : ring_body(&r, S, t_start, st);
+}
+
+xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                      const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+{
+    return run_strategy(comm, ctx, d, opts, stats, 0);
+}
+
+xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
+                                          const xattn_mpi_ring_opts *opts, xattn_mpi_stats *stats)
+{
+    return run_strategy(comm, ctx, d, opts, stats, 1);
+}
+
+xattn_status xattn_mpi_stats_gather(MPI_Comm comm, const xattn_mpi_stats *mine,
+                                    xattn_mpi_stats *all, double timeout_ms)
+{
+    int rank;
+    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "comm: not a valid communicator");
+    if (!mine || (rank == 0 && !all))
+        return fail(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", !mine ? "mine" : "all (rank 0)");
+    MPI_Request req;
+    if (MPI_Igather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, 0, comm,
+                    &req) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Igather failed");
+    return wait_all(1, &req, timeout_ms > 0 ? timeout_ms : 60000, "stats gather");
+}
