@@ -26,24 +26,7 @@
 #include <string.h>
 
 #include "xattn_cpu_common.h"
-
-static int g_passed, g_failed, g_skipped;
-static int g_report = 20; /* failures printed in full, then only counted */
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            if (g_report > 0) {                                                                    \
-                g_report--;                                                                        \
-                printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                             \
-                printf(__VA_ARGS__);                                                               \
-                printf("\n");                                                                      \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
+#include "xattn_test.h"
 
 enum { BQ = XATTN_CPU_BQ, BK = XATTN_CPU_BK, PAD = XATTN__CPU_PAD };
 #define SENTINEL 12345.0f /* what no kernel computes here: "not written" */
@@ -315,6 +298,5 @@ int main(void)
             for (size_t j = 0; j < sizeof snrs / sizeof snrs[0]; j++)
                 check_softmax(uk, sncs[i], snrs[j]);
     }
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }
