@@ -362,6 +362,10 @@ typedef struct xattn_cl_tile {
                          0 = read at run time (one program for all) */
     int fixed_dims;   /* 1 = common head dims (32 64 80 96 128 256) are build constants,
                          0 = every head dim is an argument (power-of-two buckets) */
+    int rows;         /* FLASH/SPLITKV form: 0 = work-groups of bq work-items, a row each,
+                         K/V tiles in local memory (GPUs); R > 0 = one work-item a
+                         work-group, R rows of a KV head each, K/V tiles in private
+                         memory, no barrier (CPU devices; kernels_cl/xattn_cl_rows.cl) */
 } xattn_cl_tile;
 
 typedef struct xattn_cl_tile_row {
@@ -373,10 +377,10 @@ typedef struct xattn_cl_tile_row {
 static const xattn_cl_tile_row xattn__cl_tile_table[] = {
     /* CPUs (PoCL): building a program costs seconds and running it little,
      * so one program serves every dtype and head-dim bucket. */
-    /* class     type                  bq  bk  nt  rwg  cwg local dtypes dims */
-    {"cpu", CL_DEVICE_TYPE_CPU, {16, 32, 16, 64, 16, 0, 0, 0}},
-    {"gpu", CL_DEVICE_TYPE_GPU, {64, 32, 16, 128, 64, 1, 1, 1}},
-    {"default", 0, {32, 16, 16, 64, 32, 1, 1, 1}},
+    /* class     type                  bq  bk  nt  rwg  cwg local dtypes dims rows */
+    {"cpu", CL_DEVICE_TYPE_CPU, {16, 64, 16, 64, 16, 0, 0, 0, 16}},
+    {"gpu", CL_DEVICE_TYPE_GPU, {64, 32, 16, 128, 64, 1, 1, 1, 0}},
+    {"default", 0, {32, 16, 16, 64, 32, 1, 1, 1, 0}},
 };
 
 /* "bq=16,bk=32": overrides fields of *t; INVALID_ARGUMENT on a bad entry. */
@@ -390,7 +394,7 @@ static xattn_status xattn__cl_tile_parse(const char *text, xattn_cl_tile *t)
             return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                                 "XATTN_CL_TILE='%s': expected key=value pairs separated by "
                                 "commas (keys bq, bk, nt, rwg, cwg, naive_local, fixed_dtypes, "
-                                "fixed_dims)",
+                                "fixed_dims, rows)",
                                 text);
         memcpy(key, s, kl);
         key[kl] = '\0';
@@ -399,11 +403,12 @@ static xattn_status xattn__cl_tile_parse(const char *text, xattn_cl_tile *t)
         long val = strtol(s + kl + 1, &end, 10);
         int is_flag = !strcmp(key, "naive_local") || !strcmp(key, "fixed_dtypes") ||
                       !strcmp(key, "fixed_dims");
-        if (end == s + kl + 1 || (*end && *end != ',') || errno || val < (is_flag ? 0 : 1) ||
-            val > (is_flag ? 1 : 4096))
+        const int is_rows = !strcmp(key, "rows");
+        const long vmin = is_flag || is_rows ? 0 : 1, vmax = is_flag ? 1 : is_rows ? 16 : 4096;
+        if (end == s + kl + 1 || (*end && *end != ',') || errno || val < vmin || val > vmax)
             return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "XATTN_CL_TILE='%s': value of '%s' must be an integer in %s", text,
-                                key, is_flag ? "0..1" : "1..4096");
+                                "XATTN_CL_TILE='%s': value of '%s' must be an integer in %ld..%ld",
+                                text, key, vmin, vmax);
         int *field = !strcmp(key, "bq")             ? &t->bq
                      : !strcmp(key, "bk")           ? &t->bk
                      : !strcmp(key, "nt")           ? &t->nt
@@ -412,11 +417,12 @@ static xattn_status xattn__cl_tile_parse(const char *text, xattn_cl_tile *t)
                      : !strcmp(key, "naive_local")  ? &t->naive_local
                      : !strcmp(key, "fixed_dtypes") ? &t->fixed_dtypes
                      : !strcmp(key, "fixed_dims")   ? &t->fixed_dims
+                     : is_rows                      ? &t->rows
                                                     : NULL;
         if (!field)
             return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                                 "XATTN_CL_TILE='%s': unknown key '%s' (keys: bq, bk, nt, rwg, "
-                                "cwg)",
+                                "cwg, naive_local, fixed_dtypes, fixed_dims, rows)",
                                 text, key);
         if (field == &t->rwg && (val & (val - 1)))
             return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
@@ -766,17 +772,22 @@ static void xattn__cl_options(char *out, size_t n, int qdt, int kdt, int dmax, i
     snprintf(out, n,
              "-cl-std=CL1.2 -DXATTN_QDT=%d -DXATTN_KDT=%d -DXATTN_DMAX=%d -DXATTN_DFIX=%d "
              "-DXATTN_DVMAX=%d -DXATTN_DVFIX=%d -DXATTN_BQ=%d -DXATTN_BK=%d -DXATTN_NT=%d "
-             "-DXATTN_RWG=%d -DXATTN_CWG=%d -DXATTN_NAIVE_LOCAL=%d",
+             "-DXATTN_RWG=%d -DXATTN_CWG=%d -DXATTN_NAIVE_LOCAL=%d -DXATTN_ROWS=%d",
              qdt, kdt, dmax, dfix, dvmax, dvfix, t->bq, t->bk, t->nt, t->rwg, t->cwg,
-             t->naive_local);
+             t->naive_local, t->rows);
 }
 
-/* Private arrays of FLASH and the SPLITKV partial, per work-item
- * (xattn_attend): the query row (dmax floats), the accumulator (dvmax) and one
- * tile's scores (bk). */
-static uint64_t xattn__cl_private_bytes(int bk, int dmax, int dvmax)
+/* Private arrays of FLASH and the SPLITKV partial, per work-item. The
+ * work-group form (xattn_attend): the query row (dmax floats), the
+ * accumulator (dvmax) and one tile's scores (bk). The row form
+ * (xattn_rows_attend): rows query rows and accumulators, the K and V tile
+ * (bk rows), in float8 columns, and two arrays of bk + 8 floats. */
+static uint64_t xattn__cl_private_bytes(int rows, int bk, int dmax, int dvmax)
 {
-    return ((uint64_t)dmax + (uint64_t)dvmax + (uint64_t)bk) * 4u;
+    if (rows == 0)
+        return ((uint64_t)dmax + (uint64_t)dvmax + (uint64_t)bk) * 4u;
+    const uint64_t cols = (uint64_t)(dmax + 7) / 8 * 8 + (uint64_t)(dvmax + 7) / 8 * 8;
+    return ((uint64_t)(rows + bk) * cols + 2u * ((uint64_t)bk + 8u)) * 4u;
 }
 
 /* A CPU device runs a work-group on one thread, and that thread's stack holds
@@ -812,9 +823,10 @@ static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, 
     cl_ulong budget = c->local_mem > 1024 ? c->local_mem - 1024 : 0;
 #define XATTN_CL_FLASH_LOCAL(t)                                                                    \
     ((cl_ulong)(t)->bk * (cl_ulong)(dmax + dvmax) * 4u + 16u * (cl_ulong)(t)->bq)
-    while (t->bk > 1 && XATTN_CL_FLASH_LOCAL(t) > budget)
+    /* (The row form holds no local memory.) */
+    while (t->rows == 0 && t->bk > 1 && XATTN_CL_FLASH_LOCAL(t) > budget)
         t->bk /= 2;
-    if (XATTN_CL_FLASH_LOCAL(t) > budget ||
+    if ((t->rows == 0 && XATTN_CL_FLASH_LOCAL(t) > budget) ||
         2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget ||
         (cl_ulong)t->rwg * 8u > budget)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
@@ -822,8 +834,23 @@ static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, 
                             "kernels' arrays (one key of K and V: D array %d + Dv array %d "
                             "floats; NAIVE nt=%d: 2 x nt x (nt + 1) floats; rwg=%d floats)",
                             (unsigned long long)c->local_mem, dmax, dvmax, t->nt, t->rwg);
-    if (c->type & CL_DEVICE_TYPE_CPU) {
-        const uint64_t wi = xattn__cl_private_bytes(t->bk, dmax, dvmax);
+    if (t->rows > 0) {
+        /* The row form: a work-group is one work-item, whose private arrays
+         * grow with rows and bk. Every device type: a GPU may run it too. */
+        uint64_t wi = xattn__cl_private_bytes(t->rows, t->bk, dmax, dvmax);
+        if (refuse_env && wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_CL_TILE='%s': rows=%d with bk=%d needs %llu bytes of "
+                                "private arrays a work-item (D %d, Dv %d at the smallest head "
+                                "dims), more than %u: lower rows or bk",
+                                refuse_env, t->rows, t->bk, (unsigned long long)wi, dmax, dvmax,
+                                XATTN_CL_CPU_WG_PRIVATE_MAX);
+        while (t->bk > 1 && wi > XATTN_CL_CPU_WG_PRIVATE_MAX) {
+            t->bk /= 2;
+            wi = xattn__cl_private_bytes(t->rows, t->bk, dmax, dvmax);
+        }
+    } else if (c->type & CL_DEVICE_TYPE_CPU) {
+        const uint64_t wi = xattn__cl_private_bytes(0, t->bk, dmax, dvmax);
         if (refuse_env && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
             return xattn__error(
                 XATTN_STATUS_INVALID_ARGUMENT,
@@ -1001,9 +1028,13 @@ static xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, x
         st = xattn__cl_build(c, pg, options, &how);
         if (st != XATTN_STATUS_OK)
             break;
-        size_t need[XATTN_CL_NUM_KERNELS] = {
-            (size_t)t.nt * t.nt, (size_t)t.rwg, (size_t)t.nt * t.nt, (size_t)t.bq,
-            (size_t)t.bq,        (size_t)t.cwg, (size_t)t.rwg};
+        size_t need[XATTN_CL_NUM_KERNELS] = {(size_t)t.nt * t.nt,
+                                             (size_t)t.rwg,
+                                             (size_t)t.nt * t.nt,
+                                             (size_t)(t.rows ? 1 : t.bq),
+                                             (size_t)(t.rows ? 1 : t.bq),
+                                             (size_t)t.cwg,
+                                             (size_t)t.rwg};
         int fits = 1;
         for (int i = 0; i < XATTN_CL_NUM_KERNELS; i++) {
             size_t kwg = 0;
@@ -1179,12 +1210,13 @@ static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
     }
     xattn__log(XATTN_LOG_INFO,
                "opencl: %s; tile row '%s'%s bq=%d bk=%d nt=%d rwg=%d cwg=%d naive_local=%d "
-               "fixed_dtypes=%d fixed_dims=%d; sources %s; "
+               "fixed_dtypes=%d fixed_dims=%d rows=%d; sources %s; "
                "program cache %s (%s); profiling %s",
                name, c->tile_class, env && *env ? " + XATTN_CL_TILE" : "", c->tile.bq, c->tile.bk,
                c->tile.nt, c->tile.rwg, c->tile.cwg, c->tile.naive_local, c->tile.fixed_dtypes,
-               c->tile.fixed_dims, c->src_origin, c->cache_dir[0] ? c->cache_dir : "memory only",
-               c->cache_policy, c->profiling ? "events" : "host clock");
+               c->tile.fixed_dims, c->tile.rows, c->src_origin,
+               c->cache_dir[0] ? c->cache_dir : "memory only", c->cache_policy,
+               c->profiling ? "events" : "host clock");
     return XATTN_STATUS_OK;
 }
 
@@ -1588,15 +1620,33 @@ static xattn_status xattn__cl_counts_sum(xattn_cl_ctx *c, xattn_cl_prog *pg,
     return XATTN_STATUS_OK;
 }
 
+/* The row form's work-items of FLASH (one split) or one SPLITKV split: row
+ * blocks of t->rows of the Sq x group rows of each (b, KV head). */
+static uint64_t xattn__cl_row_items(const xattn_problem *p, const xattn_cl_tile *t)
+{
+    const int64_t group = p->Hkv > 0 ? p->Hq / p->Hkv : 1;
+    return (uint64_t)xattn__ceil_div(p->Sq * group, t->rows) * (uint64_t)(p->B * p->Hkv);
+}
+
+/* The work-groups of FLASH or one SPLITKV split. */
+static uint64_t xattn__cl_flash_groups(const xattn_problem *p, const xattn_cl_tile *t)
+{
+    if (t->rows > 0)
+        return xattn__cl_row_items(p, t);
+    return (uint64_t)xattn__ceil_div(p->Sq, t->bq) * (uint64_t)(p->B * p->Hq);
+}
+
 /* SPLITKV chunks: the caller's count (at most one key per chunk), or enough
  * work-groups to give every compute unit a few, each chunk at least a tile. */
-static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, int bq, int bk)
+static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p,
+                                const xattn_cl_tile *t)
 {
+    const int bk = t->bk;
     int64_t maxs = p->Sk > 0 ? p->Sk : 1;
     if (p->num_splits > 0)
         return (int)(p->num_splits < maxs ? p->num_splits : maxs);
     int64_t tiles = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, bk);
-    int64_t wgs = p->B * p->Hq * xattn__ceil_div(p->Sq, bq);
+    int64_t wgs = (int64_t)xattn__cl_flash_groups(p, t);
     int64_t target = (int64_t)c->compute_units * ((c->type & CL_DEVICE_TYPE_GPU) ? 4 : 2);
     int64_t s = xattn__ceil_div(target, wgs > 0 ? wgs : 1);
     if (s < 2)
@@ -1635,14 +1685,24 @@ static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
     /* The kernel form: the tile table's device class, and NAIVE's qk/pv form
      * (tiles staged in local memory, or read from global memory). */
     snprintf(plan->kernel, sizeof plan->kernel, "cl-%s%s", c->tile_class,
-             p->algo != XATTN_ALGO_NAIVE ? "" : t->naive_local ? "-local" : "-global");
+             p->algo != XATTN_ALGO_NAIVE ? (t->rows ? "-rows" : "")
+             : t->naive_local            ? "-local"
+                                         : "-global");
     if (p->algo != XATTN_ALGO_NAIVE) {
         plan->tile_q = t->bq;
         plan->tile_k = t->bk;
         plan->tile_heads = 1;
+        if (t->rows > 0) {
+            /* A work-item's rows: the heads of a KV head's group first, then
+             * query rows (the model's tile of tile_q rows x tile_heads heads;
+             * the kernels count what they ran either way). */
+            const int group = p->Hkv > 0 ? (int)(p->Hq / p->Hkv) : 1;
+            plan->tile_heads = t->rows < group ? t->rows : group;
+            plan->tile_q = t->rows / plan->tile_heads;
+        }
     }
     if (p->algo == XATTN_ALGO_SPLITKV)
-        plan->splits = xattn__cl_num_splits(c, p, t->bq, t->bk);
+        plan->splits = xattn__cl_num_splits(c, p, t);
 }
 
 static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
@@ -1672,8 +1732,8 @@ static void xattn__cl_count_segments(const xattn_problem *p, const xattn_cl_tile
         n[0] = (uint64_t)xattn__ceil_div(p->Sk, t->nt) * ni * BH;
         n[1] = ni * (uint64_t)t->nt * BH;
     } else {
-        const uint64_t g = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH *
-                           (uint64_t)(p->algo == XATTN_ALGO_SPLITKV ? splits : 1);
+        const uint64_t g =
+            xattn__cl_flash_groups(p, t) * (uint64_t)(p->algo == XATTN_ALGO_SPLITKV ? splits : 1);
         n[0] = n[1] = n[2] = g;
     }
 }
@@ -1817,14 +1877,14 @@ static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *
         break;
     case XATTN__PH_FLASH:
         kind = XATTN_CL_K_FLASH;
-        local = (size_t)t->bq;
-        groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH;
+        local = t->rows ? 1 : (size_t)t->bq;
+        groups = xattn__cl_flash_groups(p, t);
         e = xattn__cl_arg_counts(kn[kind], a, cn, 3);
         break;
     case XATTN__PH_PARTIAL: {
         kind = XATTN_CL_K_PARTIAL;
-        local = (size_t)t->bq;
-        groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH * (uint64_t)plan->splits;
+        local = t->rows ? 1 : (size_t)t->bq;
+        groups = xattn__cl_flash_groups(p, t) * (uint64_t)plan->splits;
         const int64_t chunk = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, plan->splits);
         if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS &&
             (e = xattn__cl_arg_mem(kn[kind], a + 1, ws1)) == CL_SUCCESS &&

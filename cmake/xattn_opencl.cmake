@@ -23,7 +23,8 @@ set(XATTN_CL_KERNEL_FILES
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_common.cl
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_naive.cl
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_flash.cl
-  ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_splitkv.cl)
+  ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_splitkv.cl
+  ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_rows.cl)
 set(XATTN_CL_EMBED_SCRIPT ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_embed.cmake)
 set(XATTN_CL_GENERATED ${PROJECT_BINARY_DIR}/generated/xattn_cl_sources.c)
 string(REPLACE ";" "|" xattn_cl_files_arg "${XATTN_CL_KERNEL_FILES}")

@@ -1,5 +1,5 @@
 /*
- * xattn OpenCL kernels, part 2 of 4: NAIVE, the "standard" attention in three
+ * xattn OpenCL kernels, part 2 of 5: NAIVE, the "standard" attention in three
  * phases over a materialized f32 score matrix S[B, Hq, Sq, Sk] (the workspace):
  *   xattn_naive_qk       S = scores with every modifier, masked keys -inf
  *   xattn_naive_softmax  row-wise softmax in place, LSE written
