@@ -49,6 +49,9 @@ add_custom_command(
 
 target_sources(xattn_obj PRIVATE
   ${PROJECT_SOURCE_DIR}/backends/xattn_backend_opencl.c
+  ${PROJECT_SOURCE_DIR}/backends/xattn_opencl_program.c
+  ${PROJECT_SOURCE_DIR}/backends/xattn_opencl_tiles.c
+  ${PROJECT_SOURCE_DIR}/backends/xattn_opencl_interop.c
   ${XATTN_CL_GENERATED} ${XATTN_CL_CEIL_GENERATED})
 target_compile_definitions(xattn_obj PRIVATE XATTN_HAVE_OPENCL CL_TARGET_OPENCL_VERSION=120)
 target_link_libraries(xattn_obj PRIVATE OpenCL::OpenCL)

@@ -7,7 +7,7 @@
  * vload_half / vstore_half_rte (core in 1.2, no cl_khr_fp16 needed), bf16
  * through ushort bit operations; all arithmetic is f32.
  *
- * The host (backends/xattn_backend_opencl.c) concatenates the five sources
+ * The host (backends/xattn_opencl_program.c) concatenates the five sources
  * (common, naive, flash, splitkv, rows) into one program per configuration and builds
  * it with -D options. Tuning values are data: the defaults below are only for
  * reading the file alone; the host passes every one of them.
