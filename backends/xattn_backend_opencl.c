@@ -16,7 +16,8 @@
  * Environment:
  *   XATTN_CL_SOURCE_DIR  folder of .cl files replacing the embedded sources
  *   XATTN_CL_TILE        tile override, e.g. "bq=16,bk=32,nt=16,rwg=64,cwg=32,
- *                        naive_local=1" (any subset of the keys)
+ *                        naive_local=1,rows=0" (any subset of the keys;
+ *                        xattn_opencl_tiles.c)
  *   XATTN_CACHE_DIR      disk cache root ("" disables the disk cache); default
  *                        $XDG_CACHE_HOME/xattn or ~/.cache/xattn. Binaries go
  *                        to <root>/opencl.
