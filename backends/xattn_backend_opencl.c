@@ -618,9 +618,6 @@ static xattn_status xattn__cl_counts_sum(xattn_cl_ctx *c, xattn_cl_prog *pg,
     return XATTN_STATUS_OK;
 }
 
-
-
-
 /*
  * The device operations of the algorithm driver (xattn_driver.c). A call
  * enqueues its phases on the context's queue; a timed call waits for the last
@@ -628,7 +625,6 @@ static xattn_status xattn__cl_counts_sum(xattn_cl_ctx *c, xattn_cl_prog *pg,
  * the host where the queue has no profiling), and the executed-work counts
  * its kernels wrote.
  */
-
 
 /* The plan's figures that follow from a tile. */
 static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
@@ -670,7 +666,6 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
     xattn__cl_plan_tile(c, p, &t, plan);
     return XATTN_STATUS_OK;
 }
-
 
 static xattn_status xattn__cl_prepare(struct xattn_ctx *ctx, const xattn_problem *p,
                                       xattn__plan *plan, int timed)
