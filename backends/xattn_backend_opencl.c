@@ -798,7 +798,8 @@ static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *
     case XATTN__PH_PV: /* tiles of Dv columns x rows x (b, h) */
         kind = XATTN_CL_K_PV;
         local = (size_t)t->nt * (size_t)t->nt;
-        groups = (uint64_t)xattn__ceil_div(p->Dv, t->nt) *
+        /* A work-item of the global form takes eight columns (float8). */
+        groups = (uint64_t)xattn__ceil_div(p->Dv, (int64_t)t->nt * (t->naive_local ? 1 : 8)) *
                  (uint64_t)xattn__ceil_div(p->Sq, t->nt) * BH;
         slot = 2;
         if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS)

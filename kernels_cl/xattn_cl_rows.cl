@@ -44,42 +44,6 @@
 #define XATTN_D8 ((XATTN_HD + 7) / 8)
 #define XATTN_DV8 ((XATTN_HDV + 7) / 8)
 
-/* Eight consecutive elements of q or k/v from element i on, as f32. */
-#if XATTN_KDT == 0
-#define XATTN_LOAD8_KV(p, i) vload8(0, (p) + (i))
-#elif XATTN_KDT == 1
-#define XATTN_LOAD8_KV(p, i) vload_half8(0, (p) + (i))
-#elif XATTN_KDT == 2
-#define XATTN_LOAD8_KV(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
-#else
-#define XATTN_LOAD8_KV(p, i) xattn_load8_any((__global const uchar *)(p), (i), XATTN_F_KDT(flags))
-#endif
-#if XATTN_QDT == 0
-#define XATTN_LOAD8_Q(p, i) vload8(0, (p) + (i))
-#elif XATTN_QDT == 1
-#define XATTN_LOAD8_Q(p, i) vload_half8(0, (p) + (i))
-#elif XATTN_QDT == 2
-#define XATTN_LOAD8_Q(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
-#else
-#define XATTN_LOAD8_Q(p, i) xattn_load8_any((__global const uchar *)(p), (i), XATTN_F_QDT(flags))
-#endif
-
-inline float8 xattn_load8_any(__global const uchar *p, long i, int dt)
-{
-    if (dt == 0)
-        return vload8(0, (__global const float *)p + i);
-    if (dt == 1)
-        return vload_half8(0, (__global const half *)p + i);
-    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
-}
-
-inline float xattn_hsum8(float8 x)
-{
-    const float4 a = x.lo + x.hi;
-    const float2 b = a.lo + a.hi;
-    return b.x + b.y;
-}
-
 /* The sums of eight vectors, as one vector: lane i = the sum of xi's lanes
  * (pairwise, as a transpose; three rounds of adds instead of eight sums). */
 inline float8 xattn_hsum8x8(float8 x0, float8 x1, float8 x2, float8 x3, float8 x4, float8 x5,
