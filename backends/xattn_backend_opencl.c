@@ -4,6 +4,8 @@
  * programs built per configuration and cached in memory and on disk, and the
  * three algorithms enqueued and timed with OpenCL event profiling. The kernels
  * live in kernels_cl/ and are embedded at build time (xattn_backend_opencl.h).
+ * This file holds contexts, buffers and the algorithm driver's operations; the
+ * rest is split by concern (xattn_opencl_internal.h lists the files).
  *
  * Program configuration = (q/o dtype, k/v dtype, D, Dv, tile). D and Dv that
  * are common head sizes are build-time constants (the fast path); any other
@@ -14,7 +16,8 @@
  * Environment:
  *   XATTN_CL_SOURCE_DIR  folder of .cl files replacing the embedded sources
  *   XATTN_CL_TILE        tile override, e.g. "bq=16,bk=32,nt=16,rwg=64,cwg=32,
- *                        naive_local=1" (any subset of the keys)
+ *                        naive_local=1,rows=0" (any subset of the keys;
+ *                        xattn_opencl_tiles.c)
  *   XATTN_CACHE_DIR      disk cache root ("" disables the disk cache); default
  *                        $XDG_CACHE_HOME/xattn or ~/.cache/xattn. Binaries go
  *                        to <root>/opencl.
@@ -40,392 +43,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "xattn_backend_opencl.h"
 #include "xattn_file.h"
-#include "xattn_internal.h"
-#include "xattn_opencl.h"
-
-/* ---- OpenCL error names -------------------------------------------------- */
-
-#define XATTN_CL_ERR(c)                                                                            \
-    {                                                                                              \
-        c, #c                                                                                      \
-    }
-static const struct {
-    cl_int code;
-    const char *name;
-} xattn__cl_errors[] = {
-    XATTN_CL_ERR(CL_SUCCESS),
-    XATTN_CL_ERR(CL_DEVICE_NOT_FOUND),
-    XATTN_CL_ERR(CL_DEVICE_NOT_AVAILABLE),
-    XATTN_CL_ERR(CL_COMPILER_NOT_AVAILABLE),
-    XATTN_CL_ERR(CL_MEM_OBJECT_ALLOCATION_FAILURE),
-    XATTN_CL_ERR(CL_OUT_OF_RESOURCES),
-    XATTN_CL_ERR(CL_OUT_OF_HOST_MEMORY),
-    XATTN_CL_ERR(CL_PROFILING_INFO_NOT_AVAILABLE),
-    XATTN_CL_ERR(CL_MEM_COPY_OVERLAP),
-    XATTN_CL_ERR(CL_IMAGE_FORMAT_MISMATCH),
-    XATTN_CL_ERR(CL_IMAGE_FORMAT_NOT_SUPPORTED),
-    XATTN_CL_ERR(CL_BUILD_PROGRAM_FAILURE),
-    XATTN_CL_ERR(CL_MAP_FAILURE),
-    XATTN_CL_ERR(CL_MISALIGNED_SUB_BUFFER_OFFSET),
-    XATTN_CL_ERR(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST),
-    XATTN_CL_ERR(CL_COMPILE_PROGRAM_FAILURE),
-    XATTN_CL_ERR(CL_LINKER_NOT_AVAILABLE),
-    XATTN_CL_ERR(CL_LINK_PROGRAM_FAILURE),
-    XATTN_CL_ERR(CL_DEVICE_PARTITION_FAILED),
-    XATTN_CL_ERR(CL_KERNEL_ARG_INFO_NOT_AVAILABLE),
-    XATTN_CL_ERR(CL_INVALID_VALUE),
-    XATTN_CL_ERR(CL_INVALID_DEVICE_TYPE),
-    XATTN_CL_ERR(CL_INVALID_PLATFORM),
-    XATTN_CL_ERR(CL_INVALID_DEVICE),
-    XATTN_CL_ERR(CL_INVALID_CONTEXT),
-    XATTN_CL_ERR(CL_INVALID_QUEUE_PROPERTIES),
-    XATTN_CL_ERR(CL_INVALID_COMMAND_QUEUE),
-    XATTN_CL_ERR(CL_INVALID_HOST_PTR),
-    XATTN_CL_ERR(CL_INVALID_MEM_OBJECT),
-    XATTN_CL_ERR(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR),
-    XATTN_CL_ERR(CL_INVALID_IMAGE_SIZE),
-    XATTN_CL_ERR(CL_INVALID_SAMPLER),
-    XATTN_CL_ERR(CL_INVALID_BINARY),
-    XATTN_CL_ERR(CL_INVALID_BUILD_OPTIONS),
-    XATTN_CL_ERR(CL_INVALID_PROGRAM),
-    XATTN_CL_ERR(CL_INVALID_PROGRAM_EXECUTABLE),
-    XATTN_CL_ERR(CL_INVALID_KERNEL_NAME),
-    XATTN_CL_ERR(CL_INVALID_KERNEL_DEFINITION),
-    XATTN_CL_ERR(CL_INVALID_KERNEL),
-    XATTN_CL_ERR(CL_INVALID_ARG_INDEX),
-    XATTN_CL_ERR(CL_INVALID_ARG_VALUE),
-    XATTN_CL_ERR(CL_INVALID_ARG_SIZE),
-    XATTN_CL_ERR(CL_INVALID_KERNEL_ARGS),
-    XATTN_CL_ERR(CL_INVALID_WORK_DIMENSION),
-    XATTN_CL_ERR(CL_INVALID_WORK_GROUP_SIZE),
-    XATTN_CL_ERR(CL_INVALID_WORK_ITEM_SIZE),
-    XATTN_CL_ERR(CL_INVALID_GLOBAL_OFFSET),
-    XATTN_CL_ERR(CL_INVALID_EVENT_WAIT_LIST),
-    XATTN_CL_ERR(CL_INVALID_EVENT),
-    XATTN_CL_ERR(CL_INVALID_OPERATION),
-    XATTN_CL_ERR(CL_INVALID_GL_OBJECT),
-    XATTN_CL_ERR(CL_INVALID_BUFFER_SIZE),
-    XATTN_CL_ERR(CL_INVALID_MIP_LEVEL),
-    XATTN_CL_ERR(CL_INVALID_GLOBAL_WORK_SIZE),
-    XATTN_CL_ERR(CL_INVALID_PROPERTY),
-    XATTN_CL_ERR(CL_INVALID_IMAGE_DESCRIPTOR),
-    XATTN_CL_ERR(CL_INVALID_COMPILER_OPTIONS),
-    XATTN_CL_ERR(CL_INVALID_LINKER_OPTIONS),
-    XATTN_CL_ERR(CL_INVALID_DEVICE_PARTITION_COUNT),
-    {-1001, "CL_PLATFORM_NOT_FOUND_KHR"},
-};
-#undef XATTN_CL_ERR
-
-static const char *xattn__cl_err_name(cl_int e)
-{
-    for (size_t i = 0; i < sizeof xattn__cl_errors / sizeof xattn__cl_errors[0]; i++)
-        if (xattn__cl_errors[i].code == e)
-            return xattn__cl_errors[i].name;
-    return "unknown OpenCL error";
-}
-
-/* Maps an OpenCL error onto a status, with "what failed: NAME (code)". */
-static xattn_status xattn__cl_fail(cl_int e, const char *what)
-{
-    xattn_status st = XATTN_STATUS_BACKEND;
-    if (e == CL_OUT_OF_HOST_MEMORY || e == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-        e == CL_INVALID_BUFFER_SIZE)
-        st = XATTN_STATUS_OUT_OF_MEMORY;
-    return xattn__error(st, "%s failed: %s (%d)", what, xattn__cl_err_name(e), (int)e);
-}
-
-#define XATTN_CL_CHECK(call, what)                                                                 \
-    do {                                                                                           \
-        cl_int xattn__e = (call);                                                                  \
-        if (xattn__e != CL_SUCCESS)                                                                \
-            return xattn__cl_fail(xattn__e, what);                                                 \
-    } while (0)
-
-/* ---- small helpers ------------------------------------------------------- */
-
-static uint64_t xattn__fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-#define XATTN_FNV_INIT 0xcbf29ce484222325ull
-
-static void xattn__cl_dev_str(cl_device_id dev, cl_device_info what, char *out, size_t n)
-{
-    out[0] = '\0';
-    size_t got = 0;
-    if (clGetDeviceInfo(dev, what, n - 1, out, &got) != CL_SUCCESS)
-        out[0] = '\0';
-    out[n - 1] = '\0';
-}
-
-static int64_t xattn__ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
-static int xattn__pow2_ceil(int x)
-{
-    int p = 1;
-    while (p < x)
-        p <<= 1;
-    return p;
-}
-
-/* ---- devices ------------------------------------------------------------- */
-
-typedef struct xattn_cl_dev {
-    cl_platform_id platform;
-    cl_device_id device;
-} xattn_cl_dev;
-
-static xattn_cl_dev *xattn__cl_devs;
-static int xattn__cl_ndev;
-
-/* Every available device with a compiler, on every platform, in platform order. */
-static xattn_status xattn__cl_probe(void)
-{
-    cl_uint np = 0;
-    cl_int e = clGetPlatformIDs(0, NULL, &np);
-    if (e != CL_SUCCESS || np == 0)
-        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE,
-                            "no OpenCL platform: clGetPlatformIDs returned %s (%d) and %u "
-                            "platforms; is an OpenCL driver (ICD) installed, with its file in "
-                            "/etc/OpenCL/vendors?",
-                            xattn__cl_err_name(e), (int)e, (unsigned)np);
-    cl_platform_id *plats = calloc(np, sizeof *plats);
-    if (!plats)
-        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "OpenCL probe: out of host memory");
-    e = clGetPlatformIDs(np, plats, NULL);
-    if (e != CL_SUCCESS) {
-        free(plats);
-        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE, "clGetPlatformIDs failed: %s (%d)",
-                            xattn__cl_err_name(e), (int)e);
-    }
-    int cap = 0, n = 0;
-    xattn_cl_dev *devs = NULL;
-    char reasons[512] = "";
-    for (cl_uint pi = 0; pi < np; pi++) {
-        cl_uint nd = 0;
-        e = clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
-        if (e != CL_SUCCESS || nd == 0) {
-            char pname[128];
-            pname[0] = '\0';
-            clGetPlatformInfo(plats[pi], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-            pname[sizeof pname - 1] = '\0';
-            size_t len = strlen(reasons);
-            snprintf(reasons + len, sizeof reasons - len, "%splatform '%s': %s (%d)",
-                     len ? "; " : "", pname, xattn__cl_err_name(e), (int)e);
-            continue;
-        }
-        cl_device_id *ids = calloc(nd, sizeof *ids);
-        if (!ids || clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, nd, ids, NULL) != CL_SUCCESS) {
-            free(ids);
-            continue;
-        }
-        for (cl_uint di = 0; di < nd; di++) {
-            cl_bool avail = CL_FALSE, comp = CL_FALSE;
-            clGetDeviceInfo(ids[di], CL_DEVICE_AVAILABLE, sizeof avail, &avail, NULL);
-            clGetDeviceInfo(ids[di], CL_DEVICE_COMPILER_AVAILABLE, sizeof comp, &comp, NULL);
-            if (!avail || !comp) {
-                char dname[128];
-                xattn__cl_dev_str(ids[di], CL_DEVICE_NAME, dname, sizeof dname);
-                size_t len = strlen(reasons);
-                snprintf(reasons + len, sizeof reasons - len, "%sdevice '%s': %s", len ? "; " : "",
-                         dname, !avail ? "not available" : "no compiler");
-                continue;
-            }
-            if (n == cap) {
-                int ncap = cap ? 2 * cap : 8;
-                xattn_cl_dev *nd2 = realloc(devs, (size_t)ncap * sizeof *devs);
-                if (!nd2)
-                    break;
-                devs = nd2;
-                cap = ncap;
-            }
-            devs[n].platform = plats[pi];
-            devs[n].device = ids[di];
-            n++;
-        }
-        free(ids);
-    }
-    free(plats);
-    if (n == 0) {
-        free(devs);
-        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE,
-                            "no usable OpenCL device on %u platform%s (%s)", (unsigned)np,
-                            np == 1 ? "" : "s", reasons[0] ? reasons : "no devices");
-    }
-    xattn__cl_devs = devs;
-    xattn__cl_ndev = n;
-    return XATTN_STATUS_OK;
-}
-
-static int xattn__cl_device_count(void)
-{
-    return xattn__cl_ndev;
-}
-
-static const char *xattn__cl_type_name(cl_device_type t)
-{
-    if (t & CL_DEVICE_TYPE_GPU)
-        return "GPU";
-    if (t & CL_DEVICE_TYPE_CPU)
-        return "CPU";
-    if (t & CL_DEVICE_TYPE_ACCELERATOR)
-        return "accelerator";
-    return "other";
-}
-
-/* Fills info (everything but struct_size/backend/index) from a device. */
-static xattn_status xattn__cl_describe(cl_device_id dev, xattn_device_info *info)
-{
-    cl_device_type type = 0;
-    cl_int e = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (e != CL_SUCCESS)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "device: clGetDeviceInfo(CL_DEVICE_TYPE) failed: %s (%d)",
-                            xattn__cl_err_name(e), (int)e);
-    cl_platform_id plat = NULL;
-    clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
-    cl_uint cus = 0, mhz = 0;
-    cl_ulong gmem = 0, lmem = 0, cache = 0, maxalloc = 0;
-    size_t maxwg = 0;
-    cl_device_fp_config fp64 = 0;
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gmem, &gmem, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof maxalloc, &maxalloc, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof maxwg, &maxwg, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
-
-    char ext[8192], clc[128], ver[128];
-    xattn__cl_dev_str(dev, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
-    xattn__cl_dev_str(dev, CL_DEVICE_OPENCL_C_VERSION, clc, sizeof clc);
-    xattn__cl_dev_str(dev, CL_DEVICE_VERSION, ver, sizeof ver);
-    xattn__cl_dev_str(dev, CL_DEVICE_NAME, info->name, sizeof info->name);
-    xattn__cl_dev_str(dev, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
-    xattn__cl_dev_str(dev, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
-    info->platform[0] = '\0';
-    if (plat) {
-        clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof info->platform - 1, info->platform, NULL);
-        info->platform[sizeof info->platform - 1] = '\0';
-    }
-    info->compute_units = (int)cus;
-    info->global_mem_bytes = gmem;
-    info->local_mem_bytes = lmem;
-    info->cache_bytes = cache;
-    info->max_work_group_size = maxwg;
-    info->fp16_supported = strstr(ext, "cl_khr_fp16") != NULL;
-    info->fp64_supported = fp64 != 0 || strstr(ext, "cl_khr_fp64") != NULL;
-    info->compute_capability = 0;
-    info->cpu_features[0] = '\0';
-    info->device_type = (type & CL_DEVICE_TYPE_GPU)           ? XATTN_DEVICE_TYPE_GPU
-                        : (type & CL_DEVICE_TYPE_CPU)         ? XATTN_DEVICE_TYPE_CPU
-                        : (type & CL_DEVICE_TYPE_ACCELERATOR) ? XATTN_DEVICE_TYPE_ACCELERATOR
-                                                              : XATTN_DEVICE_TYPE_OTHER;
-    snprintf(info->description, sizeof info->description,
-             "%s %s; %s, %s; %u CUs @ %u MHz; global %.1f GiB (max alloc %.1f GiB), local %llu "
-             "KiB, cache %llu KiB; max work-group %zu; fp16 %s, fp64 %s",
-             xattn__cl_type_name(type), info->name, ver, clc, (unsigned)cus, (unsigned)mhz,
-             (double)gmem / (1024.0 * 1024.0 * 1024.0),
-             (double)maxalloc / (1024.0 * 1024.0 * 1024.0), (unsigned long long)(lmem >> 10),
-             (unsigned long long)(cache >> 10), maxwg, info->fp16_supported ? "yes" : "no",
-             info->fp64_supported ? "yes" : "no");
-    return XATTN_STATUS_OK;
-}
-
-static xattn_status xattn__cl_device_info(int index, xattn_device_info *info)
-{
-    return xattn__cl_describe(xattn__cl_devs[index].device, info);
-}
-
-/* ---- tile table (CLBlast-style: data, a default row, an env override) ----- */
-
-typedef struct xattn_cl_tile {
-    int bq;           /* FLASH/SPLITKV query rows per work-group (one work-item each) */
-    int bk;           /* FLASH/SPLITKV keys per local-memory tile */
-    int nt;           /* NAIVE qk/pv tile edge (work-group nt x nt) */
-    int rwg;          /* NAIVE softmax work-items per row (power of two) */
-    int cwg;          /* SPLITKV combine work-items along Dv */
-    int naive_local;  /* NAIVE qk/pv: 1 = tiles staged in local memory, 0 = straight
-                         from global memory (CPUs, whose local memory is emulated) */
-    int fixed_dtypes; /* 1 = dtypes are build constants (a program per dtype pair),
-                         0 = read at run time (one program for all) */
-    int fixed_dims;   /* 1 = common head dims (32 64 80 96 128 256) are build constants,
-                         0 = every head dim is an argument (power-of-two buckets) */
-} xattn_cl_tile;
-
-typedef struct xattn_cl_tile_row {
-    const char *device_class;
-    cl_device_type type; /* 0: the default row, which matches every device */
-    xattn_cl_tile tile;
-} xattn_cl_tile_row;
-
-static const xattn_cl_tile_row xattn__cl_tile_table[] = {
-    /* CPUs (PoCL): building a program costs seconds and running it little,
-     * so one program serves every dtype and head-dim bucket. */
-    /* class     type                  bq  bk  nt  rwg  cwg local dtypes dims */
-    {"cpu", CL_DEVICE_TYPE_CPU, {16, 32, 16, 64, 16, 0, 0, 0}},
-    {"gpu", CL_DEVICE_TYPE_GPU, {64, 32, 16, 128, 64, 1, 1, 1}},
-    {"default", 0, {32, 16, 16, 64, 32, 1, 1, 1}},
-};
-
-/* "bq=16,bk=32": overrides fields of *t; INVALID_ARGUMENT on a bad entry. */
-static xattn_status xattn__cl_tile_parse(const char *text, xattn_cl_tile *t)
-{
-    const char *s = text;
-    while (*s) {
-        char key[16];
-        size_t kl = strcspn(s, "=,");
-        if (s[kl] != '=' || kl == 0 || kl >= sizeof key)
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "XATTN_CL_TILE='%s': expected key=value pairs separated by "
-                                "commas (keys bq, bk, nt, rwg, cwg, naive_local, fixed_dtypes, "
-                                "fixed_dims)",
-                                text);
-        memcpy(key, s, kl);
-        key[kl] = '\0';
-        char *end;
-        errno = 0;
-        long val = strtol(s + kl + 1, &end, 10);
-        int is_flag = !strcmp(key, "naive_local") || !strcmp(key, "fixed_dtypes") ||
-                      !strcmp(key, "fixed_dims");
-        if (end == s + kl + 1 || (*end && *end != ',') || errno || val < (is_flag ? 0 : 1) ||
-            val > (is_flag ? 1 : 4096))
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "XATTN_CL_TILE='%s': value of '%s' must be an integer in %s", text,
-                                key, is_flag ? "0..1" : "1..4096");
-        int *field = !strcmp(key, "bq")             ? &t->bq
-                     : !strcmp(key, "bk")           ? &t->bk
-                     : !strcmp(key, "nt")           ? &t->nt
-                     : !strcmp(key, "rwg")          ? &t->rwg
-                     : !strcmp(key, "cwg")          ? &t->cwg
-                     : !strcmp(key, "naive_local")  ? &t->naive_local
-                     : !strcmp(key, "fixed_dtypes") ? &t->fixed_dtypes
-                     : !strcmp(key, "fixed_dims")   ? &t->fixed_dims
-                                                    : NULL;
-        if (!field)
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "XATTN_CL_TILE='%s': unknown key '%s' (keys: bq, bk, nt, rwg, "
-                                "cwg)",
-                                text, key);
-        if (field == &t->rwg && (val & (val - 1)))
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "XATTN_CL_TILE='%s': rwg=%ld must be a power of two", text, val);
-        *field = (int)val;
-        s = *end ? end + 1 : end;
-    }
-    return XATTN_STATUS_OK;
-}
+#include "xattn_opencl_internal.h"
 
 /* ---- driver quirks (data, like the tile table) ----------------------------- */
 
@@ -445,110 +64,16 @@ static const xattn_cl_quirk xattn__cl_quirks[] = {
      "itself"},
 };
 
-/* ---- context state ------------------------------------------------------- */
-
-enum {
-    XATTN_CL_K_QK,
-    XATTN_CL_K_SOFTMAX,
-    XATTN_CL_K_PV,
-    XATTN_CL_K_FLASH,
-    XATTN_CL_K_PARTIAL,
-    XATTN_CL_K_COMBINE,
-    XATTN_CL_K_COUNT_SUM,
-    XATTN_CL_NUM_KERNELS
-};
-static const char *const xattn__cl_kernel_names[XATTN_CL_NUM_KERNELS] = {
-    "xattn_naive_qk",        "xattn_naive_softmax",   "xattn_naive_pv", "xattn_flash",
-    "xattn_splitkv_partial", "xattn_splitkv_combine", "xattn_count_sum"};
-
-/* One built program: the configuration asked for (key) and as built. */
-typedef struct xattn_cl_prog {
-    struct xattn_cl_prog *next;
-    char key[512];      /* build options of the configuration asked for */
-    xattn_cl_tile tile; /* as built (may be smaller than asked, to fit the device) */
-    int dmax, dvmax;
-    cl_program program;
-    cl_kernel kernels[XATTN_CL_NUM_KERNELS];
-} xattn_cl_prog;
-
-typedef struct xattn_cl_scratch {
-    cl_mem mem[4];
-    uint64_t bytes[4];
-    int n;
-} xattn_cl_scratch;
-
-typedef struct xattn_cl_phase {
-    const char *name;
-    cl_event ev;
-    double host_ms; /* queues without profiling: timed on the host */
-} xattn_cl_phase;
-
-typedef struct xattn_cl_counts {
-    cl_mem mem;
-    uint64_t n[3]; /* segment lengths */
-} xattn_cl_counts;
-
-/* The call in progress (prepare .. finish; a context serves one call at a
- * time): its program, the buffers it holds (the per-sequence arrays, the
- * counts), and its phases' events. */
-typedef struct xattn_cl_call {
-    struct xattn_cl_prog *pg;
-    xattn_cl_scratch held;
-    cl_mem meta;
-    xattn_cl_counts counts;
-    int count; /* the kernels write their counts (timed calls) */
-    xattn_cl_phase ph[3];
-} xattn_cl_call;
-
-typedef struct xattn_cl_ctx {
-    cl_context context;
-    cl_device_id device;
-    cl_command_queue queue;
-    int profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
-
-    /* device facts the dispatch needs */
-    cl_device_type type;
-    size_t max_wg;
-    cl_ulong local_mem, max_alloc;
-    cl_uint compute_units;
-    char cache_ident[1024]; /* device, vendor, driver, platform version: the disk-cache key */
-
-    xattn_cl_tile tile; /* from the table (and XATTN_CL_TILE) */
-    const char *tile_class;
-
-    /* kernel sources: embedded, or XATTN_CL_SOURCE_DIR's files */
-    int nsrc;
-    const char **src;
-    size_t *src_len;
-    char **src_owned; /* files read from XATTN_CL_SOURCE_DIR (else NULL) */
-    char src_origin[512];
-    uint64_t src_hash;
-
-    char cache_dir[1024]; /* "" = no disk cache; else <cache_root>/opencl */
-    char cache_root[1024];
-    int cache_write; /* store binaries after source builds (XATTN_CL_BINARY_CACHE) */
-    const char *cache_policy;
-    struct xattn_ctx *owner; /* whose allocator counts the cache files' bytes */
-
-    xattn_cl_prog *progs;
-    xattn_opencl_cache_stats stats;
-    double last_build_ms;  /* of the last attention call */
-    xattn__exec last_exec; /* the last attention call's counts (tests) */
-    xattn_cl_call call;
-} xattn_cl_ctx;
-
-static int xattn__is_cl_ctx(const xattn_ctx *ctx)
+int xattn__is_cl_ctx(const xattn_ctx *ctx)
 {
     return ctx && ctx->be == &xattn__backend_opencl && ctx->bctx;
 }
-
 double xattn__opencl_last_build_ms(xattn_ctx *ctx)
 {
     if (!xattn__is_cl_ctx(ctx))
         return -1.0;
     return ((xattn_cl_ctx *)ctx->bctx)->last_build_ms;
 }
-
 xattn_status xattn__opencl_cache_stats(xattn_ctx *ctx, xattn_opencl_cache_stats *out)
 {
     if (!xattn__is_cl_ctx(ctx) || !out)
@@ -557,7 +82,6 @@ xattn_status xattn__opencl_cache_stats(xattn_ctx *ctx, xattn_opencl_cache_stats 
     *out = ((xattn_cl_ctx *)ctx->bctx)->stats;
     return XATTN_STATUS_OK;
 }
-
 xattn_status xattn__opencl_last_counts(xattn_ctx *ctx, double *qk, double *pv, double *kv_rows)
 {
     if (!xattn__is_cl_ctx(ctx) || !qk || !pv || !kv_rows)
@@ -569,494 +93,13 @@ xattn_status xattn__opencl_last_counts(xattn_ctx *ctx, double *qk, double *pv, d
     *kv_rows = x->kv_rows;
     return XATTN_STATUS_OK;
 }
-
 const char *xattn__opencl_cache_dir(xattn_ctx *ctx)
 {
     return xattn__is_cl_ctx(ctx) ? ((xattn_cl_ctx *)ctx->bctx)->cache_dir : "";
 }
-
-/* ---- sources -------------------------------------------------------------- */
-
-static char *xattn__read_file(const char *path, size_t *len, size_t max)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && (size_t)n <= max && fseek(f, 0, SEEK_SET) == 0) {
-            buf = malloc((size_t)n + 1);
-            if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-                free(buf);
-                buf = NULL;
-            }
-            if (buf) {
-                buf[n] = '\0';
-                *len = (size_t)n;
-            }
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
-static xattn_status xattn__cl_sources_load(xattn_cl_ctx *c)
-{
-    int n = xattn__cl_source_count;
-    c->nsrc = n;
-    c->src = calloc((size_t)n, sizeof *c->src);
-    c->src_len = calloc((size_t)n, sizeof *c->src_len);
-    if (!c->src || !c->src_len)
-        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "OpenCL sources: out of host memory");
-    const char *dir = getenv("XATTN_CL_SOURCE_DIR");
-    if (dir && *dir) {
-        c->src_owned = calloc((size_t)n, sizeof *c->src_owned);
-        if (!c->src_owned)
-            return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "OpenCL sources: out of host memory");
-        for (int i = 0; i < n; i++) {
-            char path[1024];
-            snprintf(path, sizeof path, "%s/%s", dir, xattn__cl_source_names[i]);
-            c->src_owned[i] = xattn__read_file(path, &c->src_len[i], (size_t)16 << 20);
-            if (!c->src_owned[i])
-                return xattn__error(XATTN_STATUS_IO,
-                                    "XATTN_CL_SOURCE_DIR='%s': cannot read %s (%s); the folder "
-                                    "must hold every kernel source of the build",
-                                    dir, path, strerror(errno));
-            c->src[i] = c->src_owned[i];
-        }
-        snprintf(c->src_origin, sizeof c->src_origin, "XATTN_CL_SOURCE_DIR=%s", dir);
-    } else {
-        for (int i = 0; i < n; i++) {
-            c->src[i] = (const char *)xattn__cl_source_data[i];
-            c->src_len[i] = xattn__cl_source_sizes[i];
-        }
-        snprintf(c->src_origin, sizeof c->src_origin, "embedded");
-    }
-    uint64_t h = XATTN_FNV_INIT;
-    for (int i = 0; i < n; i++) {
-        h = xattn__fnv1a(h, xattn__cl_source_names[i], strlen(xattn__cl_source_names[i]) + 1);
-        h = xattn__fnv1a(h, c->src[i], c->src_len[i]);
-    }
-    c->src_hash = h;
-    return XATTN_STATUS_OK;
-}
-
-/* ---- disk cache ----------------------------------------------------------- */
-
-static void xattn__cl_cache_dir_resolve(xattn_cl_ctx *c)
-{
-    c->cache_dir[0] = c->cache_root[0] = '\0';
-    if (!xattn__cache_root(c->cache_root, sizeof c->cache_root) ||
-        snprintf(c->cache_dir, sizeof c->cache_dir, "%s/opencl", c->cache_root) >=
-            (int)sizeof c->cache_dir)
-        c->cache_dir[0] = '\0';
-}
-
-/* The full key of a program (everything that changes its binary) and its file
- * name in the cache folder. */
-static void xattn__cl_cache_key(const xattn_cl_ctx *c, const char *options, char *key, size_t keyn,
-                                char *name, size_t namen)
-{
-    snprintf(key, keyn, "%s\nsources=%016llx\noptions=%s", c->cache_ident,
-             (unsigned long long)c->src_hash, options);
-    uint64_t h = xattn__fnv1a64(XATTN__FNV_INIT, key, strlen(key));
-    snprintf(name, namen, "%016llx.clbin", (unsigned long long)h);
-}
-
-/* Reads the cached entry `name`: OK with the whole file in *file (*flen bytes,
- * counted by the context's allocator; free with xattn__file_free) and the
- * binary at *file + *off, *blen bytes; ABSENT; or SKIP with why. */
-static int xattn__cl_cache_read(xattn_cl_ctx *c, const char *name, const char *key,
-                                unsigned char **file, size_t *flen, size_t *off, size_t *blen,
-                                char *why, size_t whyn)
-{
-    int dfd;
-    int rc = xattn__cache_dir_open(c->cache_root, "opencl", 0, &dfd, why, whyn);
-    if (rc != XATTN__FILE_OK)
-        return rc;
-    rc = xattn__file_read(dfd, name, XATTN__PROG_FILE_MAX, c->owner, "program cache file", file,
-                          flen, why, whyn);
-    close(dfd);
-    if (rc != XATTN__FILE_OK)
-        return rc;
-    const char *reason = NULL;
-    rc = xattn__prog_entry_parse(*file, *flen, key, off, blen, &reason);
-    if (rc != XATTN__FILE_OK) {
-        snprintf(why, whyn, "program cache file %s: %s", name, reason);
-        xattn__file_free(c->owner, *file, *flen);
-        *file = NULL;
-    }
-    return rc;
-}
-
-/* Writes the program's binary as the entry `name` (a temporary file, then a
- * rename); OK or SKIP with why. */
-static int xattn__cl_cache_write(xattn_cl_ctx *c, cl_program prog, const char *name,
-                                 const char *key, char *why, size_t whyn)
-{
-    size_t blen = 0;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof blen, &blen, NULL) != CL_SUCCESS ||
-        blen == 0) {
-        snprintf(why, whyn, "the driver gives no program binary");
-        return XATTN__FILE_SKIP;
-    }
-    /* What would not be read back is not written. */
-    if (blen > XATTN__PROG_FILE_MAX - XATTN__PROG_HEAD_MAX) {
-        snprintf(why, whyn, "the program binary (%zu bytes) is larger than a cache file may be",
-                 blen);
-        return XATTN__FILE_SKIP;
-    }
-    unsigned char *bin = xattn__file_alloc(c->owner, blen, "program binary", why, whyn);
-    if (!bin)
-        return XATTN__FILE_SKIP;
-    unsigned char *bins[1] = {bin};
-    int rc = XATTN__FILE_SKIP;
-    unsigned char head[XATTN__PROG_HEAD_MAX], tail[8];
-    size_t hlen = 0;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS)
-        snprintf(why, whyn, "clGetProgramInfo(CL_PROGRAM_BINARIES) failed");
-    else if (!(hlen = xattn__prog_entry_head(head, tail, key, bin, blen)))
-        snprintf(why, whyn, "the program's key is too long");
-    else {
-        int dfd;
-        rc = xattn__cache_dir_open(c->cache_root, "opencl", 1, &dfd, why, whyn);
-        if (rc == XATTN__FILE_OK) {
-            const xattn__file_part parts[3] = {{head, hlen}, {bin, blen}, {tail, 8}};
-            rc = xattn__file_write(dfd, name, parts, 3, why, whyn);
-            close(dfd);
-        }
-    }
-    xattn__file_release(c->owner, bin, blen);
-    return rc == XATTN__FILE_OK ? XATTN__FILE_OK : XATTN__FILE_SKIP;
-}
-
-/* ---- programs --------------------------------------------------------------- */
-
-static void xattn__cl_prog_free(xattn_cl_prog *pg)
-{
-    if (!pg)
-        return;
-    for (int i = 0; i < XATTN_CL_NUM_KERNELS; i++)
-        if (pg->kernels[i])
-            clReleaseKernel(pg->kernels[i]);
-    if (pg->program)
-        clReleaseProgram(pg->program);
-    free(pg);
-}
-
-/* Head dims that are build-time constants; any other size takes the generic
- * path with arrays rounded up to a power of two (at least 32). */
-static void xattn__cl_head_dim(int64_t d, int fixed, int *dmax, int *dfix)
-{
-    static const int fast[] = {32, 64, 80, 96, 128, 256};
-    for (size_t i = 0; fixed && i < sizeof fast / sizeof fast[0]; i++) {
-        if (d == fast[i]) {
-            *dmax = *dfix = fast[i];
-            return;
-        }
-    }
-    *dfix = 0;
-    *dmax = xattn__pow2_ceil((int)(d < 32 ? 32 : d));
-}
-
-static void xattn__cl_options(char *out, size_t n, int qdt, int kdt, int dmax, int dfix, int dvmax,
-                              int dvfix, const xattn_cl_tile *t)
-{
-    snprintf(out, n,
-             "-cl-std=CL1.2 -DXATTN_QDT=%d -DXATTN_KDT=%d -DXATTN_DMAX=%d -DXATTN_DFIX=%d "
-             "-DXATTN_DVMAX=%d -DXATTN_DVFIX=%d -DXATTN_BQ=%d -DXATTN_BK=%d -DXATTN_NT=%d "
-             "-DXATTN_RWG=%d -DXATTN_CWG=%d -DXATTN_NAIVE_LOCAL=%d",
-             qdt, kdt, dmax, dfix, dvmax, dvfix, t->bq, t->bk, t->nt, t->rwg, t->cwg,
-             t->naive_local);
-}
-
-/* Private arrays of FLASH and the SPLITKV partial, per work-item
- * (xattn_attend): the query row (dmax floats), the accumulator (dvmax) and one
- * tile's scores (bk). */
-static uint64_t xattn__cl_private_bytes(int bk, int dmax, int dvmax)
-{
-    return ((uint64_t)dmax + (uint64_t)dvmax + (uint64_t)bk) * 4u;
-}
-
-/* A CPU device runs a work-group on one thread, and that thread's stack holds
- * the private arrays of all its work-items (PoCL's work-item loops keep them
- * side by side): 4096 x (32 + 32 + 512) floats, 9 MiB, overflowed PoCL's 8 MiB
- * thread stack. A work-group may use at most an eighth of that. */
-#define XATTN_CL_CPU_WG_PRIVATE_MAX (1u << 20)
-
-/* Fits a tile to the device: work-group sizes within CL_DEVICE_MAX_WORK_GROUP_SIZE,
- * FLASH's K/V tiles within CL_DEVICE_LOCAL_MEM_SIZE, and on CPU devices a
- * work-group's private arrays within XATTN_CL_CPU_WG_PRIVATE_MAX (bq shrinks;
- * with `refuse_env` set, an XATTN_CL_TILE bq that would have to shrink for
- * that is refused instead). */
-static xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, int dmax, int dvmax,
-                                       const char *refuse_env)
-{
-    size_t wg = c->max_wg ? c->max_wg : 1;
-    while ((size_t)t->bq > wg && t->bq > 1)
-        t->bq /= 2;
-    while ((size_t)t->nt * (size_t)t->nt > wg && t->nt > 1)
-        t->nt /= 2;
-    while ((size_t)t->rwg > wg && t->rwg > 1)
-        t->rwg /= 2;
-    int cmax = xattn__pow2_ceil(dvmax);
-    if (t->cwg > cmax)
-        t->cwg = cmax;
-    while ((size_t)t->cwg > wg && t->cwg > 1)
-        t->cwg /= 2;
-    /* Leave 1 KiB of local memory for the implementation's own use. FLASH
-     * and the SPLITKV partial hold a K and a V tile and 2 x bq counts; NAIVE's
-     * qk and pv two nt x (nt + 1) tiles; the softmax and xattn_count_sum rwg
-     * values (floats, ulongs). */
-    cl_ulong budget = c->local_mem > 1024 ? c->local_mem - 1024 : 0;
-#define XATTN_CL_FLASH_LOCAL(t)                                                                    \
-    ((cl_ulong)(t)->bk * (cl_ulong)(dmax + dvmax) * 4u + 16u * (cl_ulong)(t)->bq)
-    while (t->bk > 1 && XATTN_CL_FLASH_LOCAL(t) > budget)
-        t->bk /= 2;
-    if (XATTN_CL_FLASH_LOCAL(t) > budget ||
-        2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget ||
-        (cl_ulong)t->rwg * 8u > budget)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: the device's %llu bytes of local memory cannot hold the "
-                            "kernels' arrays (one key of K and V: D array %d + Dv array %d "
-                            "floats; NAIVE nt=%d: 2 x nt x (nt + 1) floats; rwg=%d floats)",
-                            (unsigned long long)c->local_mem, dmax, dvmax, t->nt, t->rwg);
-    if (c->type & CL_DEVICE_TYPE_CPU) {
-        const uint64_t wi = xattn__cl_private_bytes(t->bk, dmax, dvmax);
-        if (refuse_env && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
-            return xattn__error(
-                XATTN_STATUS_INVALID_ARGUMENT,
-                "XATTN_CL_TILE='%s': bq=%d work-items x %llu bytes of private arrays each (D %d "
-                "+ Dv %d + bk %d floats, at the smallest head dims) need %llu bytes a "
-                "work-group; a CPU device runs a work-group on one thread's stack, which allows "
-                "%u: lower bq or bk",
-                refuse_env, t->bq, (unsigned long long)wi, dmax, dvmax, t->bk,
-                (unsigned long long)((uint64_t)t->bq * wi), XATTN_CL_CPU_WG_PRIVATE_MAX);
-        while (t->bq > 1 && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
-            t->bq /= 2;
-    }
-    return XATTN_STATUS_OK;
-#undef XATTN_CL_FLASH_LOCAL
-}
-
-/* "clBuildProgram failed: ...; build log: ..." with the log's head. */
-static xattn_status xattn__cl_build_error(xattn_cl_ctx *c, cl_program prog, cl_int e,
-                                          const char *options)
-{
-    size_t n = 0;
-    char *log = NULL;
-    if (clGetProgramBuildInfo(prog, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS &&
-        n > 0) {
-        log = malloc(n + 1);
-        if (log && clGetProgramBuildInfo(prog, c->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) !=
-                       CL_SUCCESS)
-            log[0] = '\0';
-        if (log)
-            log[n] = '\0';
-    }
-    xattn_status st = (e == CL_OUT_OF_HOST_MEMORY || e == CL_OUT_OF_RESOURCES)
-                          ? XATTN_STATUS_OUT_OF_MEMORY
-                          : XATTN_STATUS_BUILD_FAILED;
-    xattn__error(
-        st, "clBuildProgram failed: %s (%d); sources: %s; options: %s; build log:\n%.2800s",
-        xattn__cl_err_name(e), (int)e, c->src_origin, options, log && log[0] ? log : "(empty)");
-    free(log);
-    return st;
-}
-
-/* Creates every kernel of pg->program; on failure, the failing kernel's name
- * in *failed and the OpenCL error (no message recorded: the caller decides). */
-static cl_int xattn__cl_kernels_create(xattn_cl_prog *pg, const char **failed)
-{
-    for (int i = 0; i < XATTN_CL_NUM_KERNELS; i++) {
-        cl_int e;
-        pg->kernels[i] = clCreateKernel(pg->program, xattn__cl_kernel_names[i], &e);
-        if (e != CL_SUCCESS) {
-            pg->kernels[i] = NULL;
-            *failed = xattn__cl_kernel_names[i];
-            return e;
-        }
-    }
-    return CL_SUCCESS;
-}
-
-/* Builds pg->program for `options`: from the disk cache when a valid binary is
- * there, else from source (then stores the binary). */
-static xattn_status xattn__cl_build(xattn_cl_ctx *c, xattn_cl_prog *pg, const char *options,
-                                    const char **how)
-{
-    cl_int e;
-    char key[2048], name[64], why[1600];
-    int use_disk = c->cache_dir[0] != '\0';
-    if (use_disk) {
-        xattn__cl_cache_key(c, options, key, sizeof key, name, sizeof name);
-        unsigned char *file = NULL;
-        size_t flen = 0, off = 0, blen = 0;
-        int rc = xattn__cl_cache_read(c, name, key, &file, &flen, &off, &blen, why, sizeof why);
-        if (rc == XATTN__FILE_OK) {
-            const unsigned char *bins[1] = {file + off};
-            cl_int bst = CL_SUCCESS;
-            pg->program =
-                clCreateProgramWithBinary(c->context, 1, &c->device, &blen, bins, &bst, &e);
-            xattn__file_free(c->owner, file, flen);
-            if (e == CL_SUCCESS && bst == CL_SUCCESS)
-                e = clBuildProgram(pg->program, 1, &c->device, options, NULL, NULL);
-            else if (e == CL_SUCCESS)
-                e = bst;
-            const char *failed = NULL;
-            if (e == CL_SUCCESS) {
-                e = xattn__cl_kernels_create(pg, &failed);
-                if (e == CL_SUCCESS) {
-                    c->stats.disk_hits++;
-                    *how = "binary from the disk cache";
-                    xattn__log(XATTN_LOG_DEBUG, "opencl: program loaded from %s/%s", c->cache_dir,
-                               name);
-                    return XATTN_STATUS_OK;
-                }
-            }
-            for (int i = 0; i < XATTN_CL_NUM_KERNELS; i++) {
-                if (pg->kernels[i])
-                    clReleaseKernel(pg->kernels[i]);
-                pg->kernels[i] = NULL;
-            }
-            if (pg->program)
-                clReleaseProgram(pg->program);
-            pg->program = NULL;
-            snprintf(why, sizeof why,
-                     "program cache file %s: the driver refused its binary (%s, %d)", name,
-                     xattn__cl_err_name(e), (int)e);
-            rc = XATTN__FILE_SKIP;
-        }
-        if (rc == XATTN__FILE_SKIP) {
-            c->stats.disk_rejects++;
-            xattn__log(XATTN_LOG_WARN,
-                       "opencl: program cache in %s: %s; building from source instead",
-                       c->cache_dir, why);
-        }
-    }
-
-    pg->program = clCreateProgramWithSource(c->context, (cl_uint)c->nsrc, c->src, c->src_len, &e);
-    if (e != CL_SUCCESS) {
-        pg->program = NULL;
-        return xattn__cl_fail(e, "clCreateProgramWithSource");
-    }
-    e = clBuildProgram(pg->program, 1, &c->device, options, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return xattn__cl_build_error(c, pg->program, e, options);
-    const char *failed = "";
-    e = xattn__cl_kernels_create(pg, &failed);
-    if (e != CL_SUCCESS)
-        return xattn__error(XATTN_STATUS_BUILD_FAILED,
-                            "clCreateKernel(%s) failed: %s (%d); sources: %s", failed,
-                            xattn__cl_err_name(e), (int)e, c->src_origin);
-    c->stats.source_builds++;
-    *how = "compiled from source";
-    if (use_disk && c->cache_write) {
-        if (xattn__cl_cache_write(c, pg->program, name, key, why, sizeof why) == XATTN__FILE_OK)
-            c->stats.disk_writes++;
-        else
-            xattn__log(XATTN_LOG_WARN, "opencl: program binary not cached in %s: %s", c->cache_dir,
-                       why);
-    }
-    return XATTN_STATUS_OK;
-}
-
-/* The program for a problem's configuration, from memory, disk or source. */
-static xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_prog **out)
-{
-    int dmax, dfix, dvmax, dvfix;
-    xattn_cl_tile t = c->tile;
-    xattn__cl_head_dim(p->D, t.fixed_dims, &dmax, &dfix);
-    xattn__cl_head_dim(p->Dv, t.fixed_dims, &dvmax, &dvfix);
-    const int qdt = t.fixed_dtypes ? (int)p->q.dtype : -1;
-    const int kdt = t.fixed_dtypes ? (int)p->k.dtype : -1;
-    XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &t, dmax, dvmax, NULL));
-    char key[512];
-    xattn__cl_options(key, sizeof key, qdt, kdt, dmax, dfix, dvmax, dvfix, &t);
-    for (xattn_cl_prog *pg = c->progs; pg; pg = pg->next) {
-        if (!strcmp(pg->key, key)) {
-            c->stats.memory_hits++;
-            *out = pg;
-            return XATTN_STATUS_OK;
-        }
-    }
-
-    double t0 = xattn__now();
-    xattn_cl_prog *pg = NULL;
-    xattn_status st = XATTN_STATUS_OK;
-    const char *how = "";
-    /* A kernel may run with fewer work-items than the device maximum (registers,
-     * private memory): shrink the offending size and rebuild, a few times at most. */
-    for (int attempt = 0; attempt < 4; attempt++) {
-        pg = calloc(1, sizeof *pg);
-        if (!pg)
-            return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "OpenCL program: out of host memory");
-        snprintf(pg->key, sizeof pg->key, "%s", key);
-        pg->tile = t;
-        pg->dmax = dmax;
-        pg->dvmax = dvmax;
-        char options[512];
-        xattn__cl_options(options, sizeof options, qdt, kdt, dmax, dfix, dvmax, dvfix, &t);
-        st = xattn__cl_build(c, pg, options, &how);
-        if (st != XATTN_STATUS_OK)
-            break;
-        size_t need[XATTN_CL_NUM_KERNELS] = {
-            (size_t)t.nt * t.nt, (size_t)t.rwg, (size_t)t.nt * t.nt, (size_t)t.bq,
-            (size_t)t.bq,        (size_t)t.cwg, (size_t)t.rwg};
-        int fits = 1;
-        for (int i = 0; i < XATTN_CL_NUM_KERNELS; i++) {
-            size_t kwg = 0;
-            if (clGetKernelWorkGroupInfo(pg->kernels[i], c->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                         sizeof kwg, &kwg, NULL) != CL_SUCCESS ||
-                kwg >= need[i])
-                continue;
-            fits = 0;
-            switch (i) {
-            case XATTN_CL_K_QK:
-            case XATTN_CL_K_PV: t.nt = t.nt > 1 ? t.nt / 2 : 1; break;
-            case XATTN_CL_K_SOFTMAX:
-            case XATTN_CL_K_COUNT_SUM: t.rwg = t.rwg > 1 ? t.rwg / 2 : 1; break;
-            case XATTN_CL_K_COMBINE: t.cwg = t.cwg > 1 ? t.cwg / 2 : 1; break;
-            default: t.bq = t.bq > 1 ? t.bq / 2 : 1; break;
-            }
-            xattn__log(XATTN_LOG_INFO,
-                       "opencl: kernel %s allows %zu work-items, fewer than %zu; rebuilding "
-                       "with a smaller tile",
-                       xattn__cl_kernel_names[i], kwg, need[i]);
-        }
-        if (fits)
-            break;
-        xattn__cl_prog_free(pg);
-        pg = NULL;
-    }
-    if (st == XATTN_STATUS_OK && !pg)
-        st = xattn__error(XATTN_STATUS_UNSUPPORTED,
-                          "OpenCL: no tile of the kernels fits the device's work-group limits "
-                          "(options %s)",
-                          key);
-    double ms = (xattn__now() - t0) * 1e3;
-    c->last_build_ms += ms;
-    c->stats.build_ms_total += ms;
-    if (st != XATTN_STATUS_OK) {
-        xattn__cl_prog_free(pg);
-        return st;
-    }
-    pg->next = c->progs;
-    c->progs = pg;
-    xattn__log(XATTN_LOG_INFO,
-               "opencl: program built in %.1f ms (%s; q/o %s, k/v %s, D %lld, Dv %lld; tile "
-               "bq=%d bk=%d nt=%d rwg=%d cwg=%d naive_local=%d)",
-               ms, how, xattn_dtype_name(p->q.dtype), xattn_dtype_name(p->k.dtype), (long long)p->D,
-               (long long)p->Dv, pg->tile.bq, pg->tile.bk, pg->tile.nt, pg->tile.rwg, pg->tile.cwg,
-               pg->tile.naive_local);
-    *out = pg;
-    return XATTN_STATUS_OK;
-}
-
 /* ---- context ------------------------------------------------------------- */
 
-static void xattn__cl_state_free(xattn_cl_ctx *c)
+void xattn__cl_state_free(xattn_cl_ctx *c)
 {
     if (!c)
         return;
@@ -1081,7 +124,7 @@ static void xattn__cl_state_free(xattn_cl_ctx *c)
 
 /* Fills the device facts, tile, sources and cache folder of c (whose context,
  * device and queue are set). */
-static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
+xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
 {
     xattn__exec_init(&c->last_exec);
     cl_command_queue_properties qp = 0;
@@ -1126,11 +169,7 @@ static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
              "platform=%s",
              name, vendor, driver, dver, pver);
 
-    const xattn_cl_tile_row *row = NULL;
-    size_t nrows = sizeof xattn__cl_tile_table / sizeof xattn__cl_tile_table[0];
-    for (size_t i = 0; i < nrows && !row; i++)
-        if (xattn__cl_tile_table[i].type == 0 || (xattn__cl_tile_table[i].type & c->type))
-            row = &xattn__cl_tile_table[i];
+    const xattn_cl_tile_row *row = xattn__cl_tile_row_of(c->type);
     c->tile = row->tile;
     c->tile_class = row->device_class;
     const char *env = getenv("XATTN_CL_TILE");
@@ -1179,12 +218,13 @@ static xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
     }
     xattn__log(XATTN_LOG_INFO,
                "opencl: %s; tile row '%s'%s bq=%d bk=%d nt=%d rwg=%d cwg=%d naive_local=%d "
-               "fixed_dtypes=%d fixed_dims=%d; sources %s; "
+               "fixed_dtypes=%d fixed_dims=%d rows=%d; sources %s; "
                "program cache %s (%s); profiling %s",
                name, c->tile_class, env && *env ? " + XATTN_CL_TILE" : "", c->tile.bq, c->tile.bk,
                c->tile.nt, c->tile.rwg, c->tile.cwg, c->tile.naive_local, c->tile.fixed_dtypes,
-               c->tile.fixed_dims, c->src_origin, c->cache_dir[0] ? c->cache_dir : "memory only",
-               c->cache_policy, c->profiling ? "events" : "host clock");
+               c->tile.fixed_dims, c->tile.rows, c->src_origin,
+               c->cache_dir[0] ? c->cache_dir : "memory only", c->cache_policy,
+               c->profiling ? "events" : "host clock");
     return XATTN_STATUS_OK;
 }
 
@@ -1302,16 +342,7 @@ static xattn_status xattn__cl_buffer_read(struct xattn_ctx *ctx, struct xattn_bu
 
 /* ---- attention -------------------------------------------------------------- */
 
-#define XATTN_CL_FLAG_CAUSAL 1
-#define XATTN_CL_FLAG_BOTTOM_RIGHT 2
-#define XATTN_CL_FLAG_VARLEN 4
-#define XATTN_CL_FLAG_LSE 8
-#define XATTN_CL_FLAG_BIAS 16
-#define XATTN_CL_FLAG_BIAS_F16 32
-#define XATTN_CL_FLAG_ALIBI 64
-#define XATTN_CL_FLAG_COUNT 128 /* the kernels write their executed-work counts */
 /* bits 8-9: q/o dtype, bits 10-11: k/v dtype (xattn_dtype values) */
-#define XATTN_CL_NUM_COMMON_ARGS 48
 
 /* Device memory of one call, accounted while it is held. */
 static xattn_status xattn__cl_scratch_new(struct xattn_ctx *ctx, xattn_cl_scratch *s,
@@ -1509,7 +540,6 @@ static xattn_status xattn__cl_launch(xattn_cl_ctx *c, const xattn_problem *p, cl
  */
 /* Up to this many counts are read back and added on the host (a stack
  * buffer); more are added on the device first (xattn_count_sum). */
-#define XATTN_CL_COUNT_HOST_MAX 512
 
 static xattn_status xattn__cl_counts_new(struct xattn_ctx *ctx, xattn_cl_scratch *scratch,
                                          xattn_cl_counts *cn, uint64_t n0, uint64_t n1, uint64_t n2,
@@ -1588,26 +618,6 @@ static xattn_status xattn__cl_counts_sum(xattn_cl_ctx *c, xattn_cl_prog *pg,
     return XATTN_STATUS_OK;
 }
 
-/* SPLITKV chunks: the caller's count (at most one key per chunk), or enough
- * work-groups to give every compute unit a few, each chunk at least a tile. */
-static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, int bq, int bk)
-{
-    int64_t maxs = p->Sk > 0 ? p->Sk : 1;
-    if (p->num_splits > 0)
-        return (int)(p->num_splits < maxs ? p->num_splits : maxs);
-    int64_t tiles = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, bk);
-    int64_t wgs = p->B * p->Hq * xattn__ceil_div(p->Sq, bq);
-    int64_t target = (int64_t)c->compute_units * ((c->type & CL_DEVICE_TYPE_GPU) ? 4 : 2);
-    int64_t s = xattn__ceil_div(target, wgs > 0 ? wgs : 1);
-    if (s < 2)
-        s = 2; /* SPLITKV asked for: split, unless the keys are one tile */
-    if (s > 64)
-        s = 64;
-    if (s > tiles)
-        s = tiles;
-    return (int)(s < 1 ? 1 : s);
-}
-
 /*
  * The device operations of the algorithm driver (xattn_driver.c). A call
  * enqueues its phases on the context's queue; a timed call waits for the last
@@ -1616,18 +626,6 @@ static int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, i
  * its kernels wrote.
  */
 
-/* The tile a program of p would use (the configured tile, fitted to p's head
- * dims and the device), without building anything. */
-static xattn_status xattn__cl_tile_of(const xattn_cl_ctx *c, const xattn_problem *p,
-                                      xattn_cl_tile *t)
-{
-    int dmax, dfix, dvmax, dvfix;
-    *t = c->tile;
-    xattn__cl_head_dim(p->D, t->fixed_dims, &dmax, &dfix);
-    xattn__cl_head_dim(p->Dv, t->fixed_dims, &dvmax, &dvfix);
-    return xattn__cl_tile_fit(c, t, dmax, dvmax, NULL);
-}
-
 /* The plan's figures that follow from a tile. */
 static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
                                 const xattn_cl_tile *t, xattn__plan *plan)
@@ -1635,14 +633,24 @@ static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
     /* The kernel form: the tile table's device class, and NAIVE's qk/pv form
      * (tiles staged in local memory, or read from global memory). */
     snprintf(plan->kernel, sizeof plan->kernel, "cl-%s%s", c->tile_class,
-             p->algo != XATTN_ALGO_NAIVE ? "" : t->naive_local ? "-local" : "-global");
+             p->algo != XATTN_ALGO_NAIVE ? (t->rows ? "-rows" : "")
+             : t->naive_local            ? "-local"
+                                         : "-global");
     if (p->algo != XATTN_ALGO_NAIVE) {
         plan->tile_q = t->bq;
         plan->tile_k = t->bk;
         plan->tile_heads = 1;
+        if (t->rows > 0) {
+            /* A work-item's rows: the heads of a KV head's group first, then
+             * query rows (the model's tile of tile_q rows x tile_heads heads;
+             * the kernels count what they ran either way). */
+            const int group = p->Hkv > 0 ? (int)(p->Hq / p->Hkv) : 1;
+            plan->tile_heads = t->rows < group ? t->rows : group;
+            plan->tile_q = t->rows / plan->tile_heads;
+        }
     }
     if (p->algo == XATTN_ALGO_SPLITKV)
-        plan->splits = xattn__cl_num_splits(c, p, t->bq, t->bk);
+        plan->splits = xattn__cl_num_splits(c, p, t);
 }
 
 static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
@@ -1657,25 +665,6 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
     XATTN_RETURN_IF_ERROR(xattn__cl_tile_of(c, p, &t));
     xattn__cl_plan_tile(c, p, &t, plan);
     return XATTN_STATUS_OK;
-}
-
-/* The executed-work count segments of p's kernels (xattn_cl_common.cl,
- * "executed-work counts"): work-groups of the product kernels. */
-static void xattn__cl_count_segments(const xattn_problem *p, const xattn_cl_tile *t, int splits,
-                                     uint64_t n[3])
-{
-    const uint64_t BH = (uint64_t)(p->B * p->Hq);
-    n[0] = n[1] = n[2] = 0;
-    if (p->algo == XATTN_ALGO_NAIVE) {
-        /* One a qk work-group, one a pv row of work-items. */
-        const uint64_t ni = (uint64_t)xattn__ceil_div(p->Sq, t->nt);
-        n[0] = (uint64_t)xattn__ceil_div(p->Sk, t->nt) * ni * BH;
-        n[1] = ni * (uint64_t)t->nt * BH;
-    } else {
-        const uint64_t g = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH *
-                           (uint64_t)(p->algo == XATTN_ALGO_SPLITKV ? splits : 1);
-        n[0] = n[1] = n[2] = g;
-    }
 }
 
 static xattn_status xattn__cl_prepare(struct xattn_ctx *ctx, const xattn_problem *p,
@@ -1809,7 +798,8 @@ static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *
     case XATTN__PH_PV: /* tiles of Dv columns x rows x (b, h) */
         kind = XATTN_CL_K_PV;
         local = (size_t)t->nt * (size_t)t->nt;
-        groups = (uint64_t)xattn__ceil_div(p->Dv, t->nt) *
+        /* A work-item of the global form takes eight columns (float8). */
+        groups = (uint64_t)xattn__ceil_div(p->Dv, (int64_t)t->nt * (t->naive_local ? 1 : 8)) *
                  (uint64_t)xattn__ceil_div(p->Sq, t->nt) * BH;
         slot = 2;
         if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS)
@@ -1817,14 +807,14 @@ static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *
         break;
     case XATTN__PH_FLASH:
         kind = XATTN_CL_K_FLASH;
-        local = (size_t)t->bq;
-        groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH;
+        local = t->rows ? 1 : (size_t)t->bq;
+        groups = xattn__cl_flash_groups(p, t);
         e = xattn__cl_arg_counts(kn[kind], a, cn, 3);
         break;
     case XATTN__PH_PARTIAL: {
         kind = XATTN_CL_K_PARTIAL;
-        local = (size_t)t->bq;
-        groups = (uint64_t)xattn__ceil_div(p->Sq, t->bq) * BH * (uint64_t)plan->splits;
+        local = t->rows ? 1 : (size_t)t->bq;
+        groups = xattn__cl_flash_groups(p, t) * (uint64_t)plan->splits;
         const int64_t chunk = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, plan->splits);
         if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS &&
             (e = xattn__cl_arg_mem(kn[kind], a + 1, ws1)) == CL_SUCCESS &&
@@ -2082,168 +1072,3 @@ const xattn_backend_iface xattn__backend_opencl = {
     .finish = xattn__cl_finish,
     .measure_ceilings = xattn__cl_measure_ceilings,
 };
-
-/* ---- interop (include/xattn_opencl.h) -------------------------------------- */
-
-xattn_status xattn_opencl_ctx_create(cl_context context, cl_device_id device,
-                                     cl_command_queue queue, xattn_ctx **out)
-{
-    xattn__clear_error();
-    if (!out)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "out: NULL pointer");
-    *out = NULL;
-    if (!context || !device)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL",
-                            !context ? "context" : "device");
-    cl_uint ndev = 0;
-    cl_int e = clGetContextInfo(context, CL_CONTEXT_NUM_DEVICES, sizeof ndev, &ndev, NULL);
-    if (e != CL_SUCCESS)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "context: clGetContextInfo failed: %s (%d)", xattn__cl_err_name(e),
-                            (int)e);
-    cl_device_type type;
-    e = clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (e != CL_SUCCESS)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "device: clGetDeviceInfo failed: %s (%d)", xattn__cl_err_name(e),
-                            (int)e);
-    cl_device_id *devs = calloc(ndev ? ndev : 1, sizeof *devs);
-    if (!devs)
-        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "out of host memory");
-    int found = 0;
-    if (clGetContextInfo(context, CL_CONTEXT_DEVICES, ndev * sizeof *devs, devs, NULL) ==
-        CL_SUCCESS)
-        for (cl_uint i = 0; i < ndev; i++)
-            found |= devs[i] == device;
-    free(devs);
-    if (!found)
-        return xattn__error(XATTN_STATUS_WRONG_CONTEXT,
-                            "device: not one of the devices of the given cl_context");
-    if (queue) {
-        cl_context qc = NULL;
-        cl_device_id qd = NULL;
-        e = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qc, &qc, NULL);
-        if (e == CL_SUCCESS)
-            e = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qd, &qd, NULL);
-        if (e != CL_SUCCESS)
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "queue: clGetCommandQueueInfo failed: %s (%d)",
-                                xattn__cl_err_name(e), (int)e);
-        if (qc != context || qd != device)
-            return xattn__error(XATTN_STATUS_WRONG_CONTEXT,
-                                "queue: belongs to another %s than the one given",
-                                qc != context ? "cl_context" : "device");
-    }
-
-    /* The device's index among the enumerated ones, if it is one of them. */
-    int count = 0, index = -1;
-    xattn_device_count(XATTN_BACKEND_OPENCL, &count);
-    for (int i = 0; i < count && i < xattn__cl_ndev; i++)
-        if (xattn__cl_devs[i].device == device)
-            index = i;
-
-    xattn_ctx *ctx;
-    XATTN_RETURN_IF_ERROR(xattn__ctx_alloc(&xattn__backend_opencl, index, &ctx));
-    xattn_status st = xattn__cl_describe(device, &ctx->info);
-    if (st != XATTN_STATUS_OK) {
-        xattn__ctx_free_shell(ctx);
-        return st;
-    }
-    xattn_cl_ctx *c = xattn__host_alloc(ctx, sizeof *c, "OpenCL context", &st);
-    if (!c) {
-        xattn__ctx_free_shell(ctx);
-        return st;
-    }
-    memset(c, 0, sizeof *c);
-    c->owner = ctx;
-    clRetainContext(context);
-    c->context = context;
-    c->device = device;
-    if (queue) {
-        clRetainCommandQueue(queue);
-        c->queue = queue;
-    } else {
-        c->queue = clCreateCommandQueue(context, device, CL_QUEUE_PROFILING_ENABLE, &e);
-        if (e != CL_SUCCESS) {
-            c->queue = NULL;
-            st = xattn__cl_fail(e, "clCreateCommandQueue");
-        }
-    }
-    if (st == XATTN_STATUS_OK)
-        st = xattn__cl_state_init(c);
-    if (st != XATTN_STATUS_OK) {
-        xattn__cl_state_free(c);
-        xattn__host_free(ctx, c, sizeof *c);
-        xattn__ctx_free_shell(ctx);
-        return st;
-    }
-    ctx->bctx = c;
-    ctx->info.struct_size = sizeof ctx->info;
-    ctx->info.backend = XATTN_BACKEND_OPENCL;
-    ctx->info.index = index;
-    *out = ctx;
-    xattn__log(XATTN_LOG_INFO, "context created on the caller's OpenCL objects: %s%s",
-               ctx->info.name, queue ? " (caller's queue)" : "");
-    return XATTN_STATUS_OK;
-}
-
-xattn_status xattn_opencl_buffer_wrap(xattn_ctx *ctx, cl_mem mem, xattn_buffer **out)
-{
-    xattn__clear_error();
-    if (!ctx || !out)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", !ctx ? "ctx" : "out");
-    *out = NULL;
-    if (!xattn__is_cl_ctx(ctx))
-        return xattn__error(XATTN_STATUS_WRONG_CONTEXT,
-                            "ctx: a %s context cannot wrap a cl_mem (an OpenCL context is needed)",
-                            ctx->be->name);
-    xattn_cl_ctx *c = ctx->bctx;
-    cl_mem_object_type mt = 0;
-    cl_int e = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof mt, &mt, NULL);
-    if (e != CL_SUCCESS)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "mem: not a valid cl_mem: clGetMemObjectInfo failed: %s (%d)",
-                            xattn__cl_err_name(e), (int)e);
-    if (mt != CL_MEM_OBJECT_BUFFER)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "mem: an image or pipe (CL_MEM_TYPE 0x%x), expected a buffer",
-                            (unsigned)mt);
-    cl_context mc = NULL;
-    size_t size = 0;
-    e = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof mc, &mc, NULL);
-    if (e == CL_SUCCESS)
-        e = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
-    if (e != CL_SUCCESS)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "mem: clGetMemObjectInfo failed: %s (%d)", xattn__cl_err_name(e),
-                            (int)e);
-    if (mc != c->context)
-        return xattn__error(XATTN_STATUS_WRONG_CONTEXT,
-                            "mem: the cl_mem belongs to another cl_context than the xattn "
-                            "context's");
-    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
-    xattn_buffer *buf;
-    xattn_status st = xattn__buffer_new(ctx, size, 0, &buf);
-    if (st == XATTN_STATUS_OK) {
-        clRetainMemObject(mem);
-        buf->native = mem;
-        *out = buf;
-    }
-    xattn__ctx_leave(ctx);
-    return st;
-}
-
-cl_mem xattn_opencl_buffer_mem(const xattn_buffer *buf)
-{
-    return buf && xattn__is_cl_ctx(buf->ctx) ? (cl_mem)buf->native : NULL;
-}
-
-cl_command_queue xattn_opencl_ctx_queue(const xattn_ctx *ctx)
-{
-    return xattn__is_cl_ctx(ctx) ? ((const xattn_cl_ctx *)ctx->bctx)->queue : NULL;
-}
-
-cl_context xattn_opencl_ctx_context(const xattn_ctx *ctx)
-{
-    return xattn__is_cl_ctx(ctx) ? ((const xattn_cl_ctx *)ctx->bctx)->context : NULL;
-}

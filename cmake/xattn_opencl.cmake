@@ -23,7 +23,8 @@ set(XATTN_CL_KERNEL_FILES
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_common.cl
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_naive.cl
   ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_flash.cl
-  ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_splitkv.cl)
+  ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_splitkv.cl
+  ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_rows.cl)
 set(XATTN_CL_EMBED_SCRIPT ${PROJECT_SOURCE_DIR}/kernels_cl/xattn_cl_embed.cmake)
 set(XATTN_CL_GENERATED ${PROJECT_BINARY_DIR}/generated/xattn_cl_sources.c)
 string(REPLACE ";" "|" xattn_cl_files_arg "${XATTN_CL_KERNEL_FILES}")
@@ -48,6 +49,9 @@ add_custom_command(
 
 target_sources(xattn_obj PRIVATE
   ${PROJECT_SOURCE_DIR}/backends/xattn_backend_opencl.c
+  ${PROJECT_SOURCE_DIR}/backends/xattn_opencl_program.c
+  ${PROJECT_SOURCE_DIR}/backends/xattn_opencl_tiles.c
+  ${PROJECT_SOURCE_DIR}/backends/xattn_opencl_interop.c
   ${XATTN_CL_GENERATED} ${XATTN_CL_CEIL_GENERATED})
 target_compile_definitions(xattn_obj PRIVATE XATTN_HAVE_OPENCL CL_TARGET_OPENCL_VERSION=120)
 target_link_libraries(xattn_obj PRIVATE OpenCL::OpenCL)

@@ -1,5 +1,5 @@
 /*
- * xattn OpenCL kernels, part 1 of 4: build configuration, storage formats,
+ * xattn OpenCL kernels, part 1 of 5: build configuration, storage formats,
  * the kernel arguments every kernel shares, and the score / mask /
  * online-softmax helpers used by NAIVE, FLASH and SPLITKV.
  *
@@ -7,8 +7,8 @@
  * vload_half / vstore_half_rte (core in 1.2, no cl_khr_fp16 needed), bf16
  * through ushort bit operations; all arithmetic is f32.
  *
- * The host (backends/xattn_backend_opencl.c) concatenates the four sources
- * (common, naive, flash, splitkv) into one program per configuration and builds
+ * The host (backends/xattn_opencl_program.c) concatenates the five sources
+ * (common, naive, flash, splitkv, rows) into one program per configuration and builds
  * it with -D options. Tuning values are data: the defaults below are only for
  * reading the file alone; the host passes every one of them.
  *
@@ -18,7 +18,10 @@
  *   XATTN_DFIX, XATTN_DVFIX  D and Dv fixed at build time, or 0 to take them
  *                            from the kernel arguments (the generic path)
  *   XATTN_BQ                 FLASH/SPLITKV: query rows per work-group, one
- *                            work-item per row
+ *                            work-item per row (the work-group form)
+ *   XATTN_ROWS               FLASH/SPLITKV: 0 the work-group form (GPUs);
+ *                            R > 0 the row form for CPU devices, R rows a
+ *                            work-item (xattn_cl_rows.cl)
  *   XATTN_BK                 FLASH/SPLITKV: keys per tile staged in local memory
  *   XATTN_NT                 NAIVE qk and pv: NT x NT work-item tiles
  *   XATTN_NAIVE_LOCAL        NAIVE qk and pv: 1 stage tiles in local memory,
@@ -69,6 +72,9 @@
 #endif
 #ifndef XATTN_BK
 #define XATTN_BK 16
+#endif
+#ifndef XATTN_ROWS
+#define XATTN_ROWS 0
 #endif
 #ifndef XATTN_NT
 #define XATTN_NT 16
@@ -177,6 +183,44 @@ inline void xattn_store_any(__global uchar *p, long i, int dt, float x)
 #else
 #define XATTN_HDV Dv_arg
 #endif
+
+/* ---- eight elements at a time (float8 along D) ------------------------------ */
+
+/* Eight consecutive elements of q or k/v from element i on, as f32. */
+#if XATTN_KDT == 0
+#define XATTN_LOAD8_KV(p, i) vload8(0, (p) + (i))
+#elif XATTN_KDT == 1
+#define XATTN_LOAD8_KV(p, i) vload_half8(0, (p) + (i))
+#elif XATTN_KDT == 2
+#define XATTN_LOAD8_KV(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
+#else
+#define XATTN_LOAD8_KV(p, i) xattn_load8_any((__global const uchar *)(p), (i), XATTN_F_KDT(flags))
+#endif
+#if XATTN_QDT == 0
+#define XATTN_LOAD8_Q(p, i) vload8(0, (p) + (i))
+#elif XATTN_QDT == 1
+#define XATTN_LOAD8_Q(p, i) vload_half8(0, (p) + (i))
+#elif XATTN_QDT == 2
+#define XATTN_LOAD8_Q(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
+#else
+#define XATTN_LOAD8_Q(p, i) xattn_load8_any((__global const uchar *)(p), (i), XATTN_F_QDT(flags))
+#endif
+
+inline float8 xattn_load8_any(__global const uchar *p, long i, int dt)
+{
+    if (dt == 0)
+        return vload8(0, (__global const float *)p + i);
+    if (dt == 1)
+        return vload_half8(0, (__global const half *)p + i);
+    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
+}
+
+inline float xattn_hsum8(float8 x)
+{
+    const float4 a = x.lo + x.hi;
+    const float2 b = a.lo + a.hi;
+    return b.x + b.y;
+}
 
 /* ---- the arguments every kernel starts with ------------------------------- */
 
@@ -290,7 +334,8 @@ inline float xattn_max_sticky(float m, float s) { return xattn_sem_sticky_max(m,
  *   xattn_naive_pv      one count a row of work-items: keys it added into O
  *   xattn_flash, xattn_splitkv_partial
  *                       three segments of one count a work-group: scores computed,
- *                       keys added into O, K/V rows loaded (G = number of groups)
+ *                       keys added into O, K/V rows loaded (G = number of groups;
+ *                       in the row form a work-group is one work-item)
  * Each kernel writes every element of its part, so that nothing is left over
  * from a previous call. xattn_count_sum adds up large arrays on the device.
  */

@@ -1,5 +1,5 @@
 /*
- * xattn OpenCL kernels, part 3 of 4: FLASH, tiled attention with an online
+ * xattn OpenCL kernels, part 3 of 5: FLASH, tiled attention with an online
  * softmax, in the structure of kernels_cpu's (xattn__cpu_attend): a
  * work-group owns one (b, h) and XATTN_BQ consecutive query rows, one
  * work-item per row. Each row knows its visible keys [lo, hi)
@@ -172,6 +172,7 @@ inline void xattn_write_empty_row(XATTN_KARGS, int b, int h, xattn_seq s, long i
         lse[XATTN_LSE_AT(b, h, s.sq + i)] = -INFINITY;
 }
 
+#if XATTN_ROWS == 0 /* the row form is xattn_cl_rows.cl's */
 /* FLASH. Work-group: BQ work-items; groups numbered (row tile, bh), row tile
  * fastest, in one dimension (the only one every driver allows to be large). */
 __kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void
@@ -205,3 +206,4 @@ xattn_flash(XATTN_KARGS, __global ulong *cnt, const long cnt_at)
         }
     }
 }
+#endif /* XATTN_ROWS == 0 */

@@ -1,5 +1,5 @@
 /*
- * xattn OpenCL kernels, part 2 of 4: NAIVE, the "standard" attention in three
+ * xattn OpenCL kernels, part 2 of 5: NAIVE, the "standard" attention in three
  * phases over a materialized f32 score matrix S[B, Hq, Sq, Sk] (the workspace):
  *   xattn_naive_qk       S = scores with every modifier, masked keys -inf
  *   xattn_naive_softmax  row-wise softmax in place, LSE written
@@ -10,12 +10,19 @@
  *
  * qk and pv come in two forms, chosen per device class by the host's tile
  * table (XATTN_NAIVE_LOCAL): GPUs stage NT x NT tiles of the operands in local
- * memory; CPUs (PoCL) run one output element per work-item straight from
- * global memory, which their caches serve better than emulated local memory.
+ * memory; CPUs (PoCL) read global memory directly, which their caches serve
+ * better than emulated local memory, with float8 loads along D for qk and
+ * eight output columns a work-item for pv (contiguous rows).
  */
 
 #ifndef XATTN_NAIVE_LOCAL
 #define XATTN_NAIVE_LOCAL 1
+#endif
+/* pv: output columns a work-item (the global form takes eight, in float8). */
+#if XATTN_NAIVE_LOCAL
+#define XATTN_PV_COLS 1
+#else
+#define XATTN_PV_COLS 8
 #endif
 
 /* Index of S[bh, i, j]. */
@@ -91,7 +98,14 @@ xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long c
         return;
     const long qa = XATTN_Q_AT(b, s.sq + i, h, 0), ka = XATTN_K_AT(b, s.sk + j, kh, 0);
     float dot = 0.0f;
-    for (int d = 0; d < XATTN_HD; d++)
+    int d = 0;
+    if (q_sd == 1 && k_sd == 1) { /* contiguous rows: eight elements a load */
+        float8 d8 = 0.0f;
+        for (; d + 8 <= XATTN_HD; d += 8)
+            d8 += XATTN_LOAD8_Q(q, qa + d) * XATTN_LOAD8_KV(k, ka + d);
+        dot = xattn_hsum8(d8);
+    }
+    for (; d < XATTN_HD; d++)
         dot += XATTN_LOAD_Q(q, qa + d * q_sd) * XATTN_LOAD_KV(k, ka + d * k_sd);
     S[XATTN_S_AT(bh, i, j)] = xattn_naive_score(XATTN_KARGS_PASS, dot, b, h, s, i, j);
 #endif
@@ -176,7 +190,9 @@ xattn_naive_softmax(XATTN_KARGS, __global float *S)
 __kernel __attribute__((reqd_work_group_size(XATTN_NT * XATTN_NT, 1, 1))) void
 xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const long cnt_at)
 {
-    const long nc = (XATTN_HDV + XATTN_NT - 1) / XATTN_NT, ni = (Sq + XATTN_NT - 1) / XATTN_NT;
+    /* Columns a work-item: 1 (local form), 8 (global form, float8). */
+    const long nc = (XATTN_HDV + XATTN_PV_COLS * XATTN_NT - 1) / (XATTN_PV_COLS * XATTN_NT),
+               ni = (Sq + XATTN_NT - 1) / XATTN_NT;
     long g = get_group_id(0);
     const long ct = g % nc;
     g /= nc;
@@ -186,10 +202,10 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
     const int tc = get_local_id(0) % XATTN_NT, ti = get_local_id(0) / XATTN_NT;
     const long i0 = it * XATTN_NT, i = i0 + ti;
-    const int c = (int)(ct * XATTN_NT) + tc;
-    float acc = 0.0f;
+    const int c = ((int)(ct * XATTN_NT) + tc) * XATTN_PV_COLS;
     ulong keys = 0; /* keys this row added into O (counted in column 0) */
 #if XATTN_NAIVE_LOCAL
+    float acc = 0.0f;
     /* P and V staged through local memory, NT keys at a time. */
     __local float ps[XATTN_NT][XATTN_NT + 1];
     __local float vs[XATTN_NT][XATTN_NT + 1];
@@ -208,24 +224,47 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
         keys += XATTN_NT; /* every lane of the tile, padding included */
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    if (i < s.rows && c < XATTN_HDV)
+        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), i < s.lq ? acc : 0.0f);
 #else
+    /* Columns c .. c + 7 of the row: eight accumulators, V eight elements a
+     * load where its rows are contiguous. */
+    float8 acc8 = 0.0f;
     if (i < s.lq && c < XATTN_HDV) {
         long lo, hi; /* P is 0 outside the row's keys */
         const xattn_sem_rule rule = xattn_rule_of(s, flags, win_l, win_r);
         xattn_row_range(&rule, i, 0, s.lk, &lo, &hi);
         __global const float *pr = P + XATTN_S_AT(bh, i, 0);
         const long va = XATTN_V_AT(b, s.sk, kh, c);
-        for (long j = lo; j < hi; j++) {
-            const float pj = pr[j];
-            if (pj != 0.0f) {
-                acc += pj * XATTN_LOAD_KV(v, va + j * v_ss);
-                keys++;
+        if (v_sd == 1 && c + 8 <= XATTN_HDV) {
+            for (long j = lo; j < hi; j++) {
+                const float pj = pr[j];
+                if (pj != 0.0f) {
+                    acc8 += pj * XATTN_LOAD8_KV(v, va + j * v_ss);
+                    keys++;
+                }
             }
+        } else {
+            float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            const int nc8 = min(8, XATTN_HDV - c);
+            for (long j = lo; j < hi; j++) {
+                const float pj = pr[j];
+                if (pj != 0.0f) {
+                    for (int e = 0; e < nc8; e++)
+                        a[e] += pj * XATTN_LOAD_KV(v, va + j * v_ss + e * v_sd);
+                    keys++;
+                }
+            }
+            acc8 = vload8(0, a);
         }
     }
+    if (i < s.rows && c < XATTN_HDV) {
+        float a[8];
+        vstore8(i < s.lq ? acc8 : (float8)(0.0f), 0, a);
+        for (int e = 0; e < 8 && c + e < XATTN_HDV; e++)
+            XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c + e), a[e]);
+    }
 #endif
-    if (i < s.rows && c < XATTN_HDV)
-        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), i < s.lq ? acc : 0.0f);
     /* One count a row of work-items: (bh, row tile, row in the tile). */
     if (ct == 0 && tc == 0 && (flags & XATTN_F_COUNT))
         cnt[cnt_at + ((long)bh * ni + it) * XATTN_NT + ti] = keys;

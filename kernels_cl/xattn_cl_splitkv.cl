@@ -1,5 +1,5 @@
 /*
- * xattn OpenCL kernels, part 4 of 4: SPLITKV (flash-decoding). The keys of
+ * xattn OpenCL kernels, part 4 of 5: SPLITKV (flash-decoding). The keys of
  * every sequence are cut into `splits` chunks of `chunk` keys; the partial
  * phase runs FLASH's tile loop (xattn_attend) on one chunk and writes a
  * normalized partial output and its LSE into the workspace:
@@ -13,6 +13,7 @@
 
 #define XATTN_WS_ROW(sp, bh, i) (((long)(sp) * B * Hq + (long)(bh)) * (long)Sq + (long)(i))
 
+#if XATTN_ROWS == 0 /* the row form is xattn_cl_rows.cl's */
 /* Partial phase. Work-group: BQ work-items; groups numbered (row tile, bh,
  * split), row tile fastest. */
 __kernel __attribute__((reqd_work_group_size(XATTN_BQ, 1, 1))) void
@@ -55,6 +56,8 @@ xattn_splitkv_partial(XATTN_KARGS, __global float *ws_o, __global float *ws_l, c
         }
     }
 }
+
+#endif /* XATTN_ROWS == 0 */
 
 /* Combine phase. Work-group: CWG columns of Dv of one row; groups numbered
  * (column tile, row, bh), column tile fastest. */

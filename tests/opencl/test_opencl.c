@@ -574,11 +574,12 @@ static void test_interop(void)
     clReleaseContext(cctx);
 }
 
-/* FLASH and SPLITKV at D = Dv = 256 under XATTN_CL_TILE=bq=1024,bk=64 (set by
- * the caller): on a CPU device a work-group's private arrays, 1024 x (256 +
- * 256 + 64) floats, pass the 1 MiB a work-group may keep on its thread's
- * stack, so bq shrinks for this program; the result stays right. */
-static void tiles_big_dims(int cpu_device)
+/* FLASH and SPLITKV at D = Dv = 256 under XATTN_CL_TILE=bq=1024,bk=64,rows=0
+ * (set by the caller): on a CPU device a work-group's private arrays, 1024 x
+ * (256 + 256 + 64) floats, pass the 1 MiB a work-group may keep on its
+ * thread's stack, so bq shrinks for this program; the result stays right.
+ * With rows > 0 (the row form) the tile fits and stays. */
+static void tiles_big_dims(int cpu_device, int rows)
 {
     enum { BS = 1, QS = 6, KS = 40, HD = 256 };
     static float hq[QS * HD], hk[KS * HD], hv[KS * HD], out[QS * HD];
@@ -617,8 +618,12 @@ static void tiles_big_dims(int cpu_device)
                 if (!(e <= err))
                     err = e;
             }
-            EXPECT(err < 1e-5, "D=256 %s with bq=1024: error %g", xattn_algo_name(d.algo), err);
-            if (cpu_device)
+            EXPECT(err < 1e-5, "D=256 %s with bq=1024 (rows=%d): error %g", xattn_algo_name(d.algo),
+                   rows, err);
+            if (rows)
+                EXPECT(info.tile_q == rows && info.tile_k == 64, "D=256 %s rows=%d: tile %dx%d",
+                       xattn_algo_name(d.algo), rows, info.tile_q, info.tile_k);
+            else if (cpu_device)
                 EXPECT(info.tile_q >= 1 && info.tile_q <= 256 && info.tile_k == 64,
                        "D=256 %s: tile %dx%d, expected bq shrunk to <= 256 for the private "
                        "arrays (1024 x 576 floats > 1 MiB)",
@@ -634,27 +639,32 @@ static void tiles_big_dims(int cpu_device)
 
 static void test_tiles(void)
 {
-    /* Small tiles: several key tiles per work-group, several row tiles. */
-    setenv("XATTN_CL_TILE", "bq=4,bk=8,nt=4,rwg=8,cwg=8", 1);
-    xattn_ctx *ctx = cl_ctx();
-    problem p;
-    if (ctx && problem_setup(&p, ctx, XATTN_ALGO_NAIVE) == 0) {
-        for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
-            p.d.algo = (xattn_algo)a;
-            p.d.num_splits = a == XATTN_ALGO_SPLITKV ? 3 : 0;
-            xattn_run_info info;
-            xattn_status st = xattn_attention(ctx, &p.d, &info);
-            EXPECT(st == XATTN_STATUS_OK, "%s: %s", xattn_algo_name((xattn_algo)a),
-                   xattn_last_error());
-            double err = problem_error(&p);
-            EXPECT(err < 1e-5, "%s with small tiles: error %g", xattn_algo_name((xattn_algo)a),
-                   err);
-            if (a == XATTN_ALGO_SPLITKV)
-                EXPECT(info.num_splits == 3, "splits %d", info.num_splits);
+    /* Small tiles: several key tiles per work-group, several row tiles; both
+     * FLASH/SPLITKV forms (rows 3: row blocks that straddle heads). */
+    for (int rows = 0; rows <= 3; rows += 3) {
+        char small[64];
+        snprintf(small, sizeof small, "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=%d", rows);
+        setenv("XATTN_CL_TILE", small, 1);
+        xattn_ctx *ctx = cl_ctx();
+        problem p;
+        if (ctx && problem_setup(&p, ctx, XATTN_ALGO_NAIVE) == 0) {
+            for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+                p.d.algo = (xattn_algo)a;
+                p.d.num_splits = a == XATTN_ALGO_SPLITKV ? 3 : 0;
+                xattn_run_info info;
+                xattn_status st = xattn_attention(ctx, &p.d, &info);
+                EXPECT(st == XATTN_STATUS_OK, "%s: %s", xattn_algo_name((xattn_algo)a),
+                       xattn_last_error());
+                double err = problem_error(&p);
+                EXPECT(err < 1e-5, "%s with small tiles (rows=%d): error %g",
+                       xattn_algo_name((xattn_algo)a), rows, err);
+                if (a == XATTN_ALGO_SPLITKV)
+                    EXPECT(info.num_splits == 3, "splits %d", info.num_splits);
+            }
+            problem_free(&p);
         }
-        problem_free(&p);
+        xattn_ctx_destroy(ctx);
     }
-    xattn_ctx_destroy(ctx);
 
     /* On a CPU device a work-group keeps its private arrays on one thread's
      * stack: a tile whose FLASH work-group needs more than 1 MiB even at the
@@ -664,12 +674,28 @@ static void test_tiles(void)
     const int cpu_device =
         xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &dev) == XATTN_STATUS_OK &&
         dev.device_type == XATTN_DEVICE_TYPE_CPU;
-    setenv("XATTN_CL_TILE", "bq=1024,bk=64", 1);
-    tiles_big_dims(cpu_device);
+    setenv("XATTN_CL_TILE", "bq=1024,bk=64,rows=0", 1);
+    tiles_big_dims(cpu_device, 0);
+    /* The row form at D = 256 with its largest row block. */
+    setenv("XATTN_CL_TILE", "bk=64,rows=16", 1);
+    tiles_big_dims(cpu_device, 16);
 
-    const char *bad[] = {"bq=abc", "bq=0", "rwg=24", "tile=4", "bq", "bq=4096,bk=4096"};
-    const size_t nbad = sizeof bad / sizeof bad[0] - (cpu_device ? 0 : 1);
+    /* The last: more than 1 MiB of private arrays a work-item in the row
+     * form (16 + 4096 rows of 64 floats); the one before, a work-group of
+     * the work-group form on a CPU device. */
+    const char *bad[] = {"bq=abc",
+                         "bq=0",
+                         "rwg=24",
+                         "tile=4",
+                         "bq",
+                         "rows=17",
+                         "rows=-1",
+                         "bq=4096,bk=4096,rows=0",
+                         "rows=16,bk=4096"};
+    const size_t nbad = sizeof bad / sizeof bad[0];
     for (size_t i = 0; i < nbad; i++) {
+        if (!cpu_device && i == nbad - 2)
+            continue;
         setenv("XATTN_CL_TILE", bad[i], 1);
         xattn_ctx *b = NULL;
         xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &b);
@@ -810,6 +836,37 @@ static double cnt_added(const cnt_case *c, int64_t i, int64_t j0, int64_t j1)
     return n;
 }
 
+/* The row form (XATTN_CL_TILE rows = R > 0): a work-item takes R rows of the
+ * KV head, in the order (query row, head), head fastest, and loads the union
+ * of their keys once for all CH heads; counts for all heads. */
+static void cnt_walk_rows(const cnt_case *c, int64_t lq, int64_t lk, int splits, int64_t chunk,
+                          int R, cnt_walk *w)
+{
+    for (int sp = 0; sp < splits; sp++) {
+        const int64_t kmin = splits > 1 ? sp * chunk : 0, kmax = splits > 1 ? kmin + chunk : lk;
+        for (int64_t v0 = 0; v0 < lq * CH; v0 += R) {
+            const int64_t ia = v0 / CH, v1 = v0 + R < lq * CH ? v0 + R : lq * CH;
+            const int64_t ib = (v1 - 1) / CH;
+            int64_t ulo, uhi, lo, hi;
+            cnt_row(c, lq, lk, ia, kmin, kmax, &ulo, &hi);
+            cnt_row(c, lq, lk, ib, kmin, kmax, &lo, &uhi);
+            for (int64_t j0 = ulo; j0 < uhi; j0 += CBK) {
+                const int64_t j1 = j0 + CBK < uhi ? j0 + CBK : uhi;
+                w->kv += (double)(j1 - j0);
+                for (int64_t v = v0; v < v1; v++) {
+                    const int64_t i = v / CH;
+                    cnt_row(c, lq, lk, i, kmin, kmax, &lo, &hi);
+                    const int64_t a = lo > j0 ? lo : j0, b = hi < j1 ? hi : j1;
+                    if (b > a) {
+                        w->qk += (double)(b - a);
+                        w->pv += cnt_added(c, i, a, b);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* FLASH (splits = 1) or the SPLITKV partial, one sequence and head. */
 static void cnt_walk_tiles(const cnt_case *c, int64_t lq, int64_t lk, int splits, int64_t chunk,
                            cnt_walk *w)
@@ -853,12 +910,13 @@ static void cnt_walk_naive(const cnt_case *c, int64_t lq, int64_t lk, int local,
     }
 }
 
-/* Every algorithm on one case, with small tiles in one NAIVE form. */
-static void counts_case(const cnt_case *c, int naive_local, int cpu_device)
+/* Every algorithm on one case, with small tiles in one NAIVE form and one
+ * FLASH/SPLITKV form (rows 0: work-groups; R > 0: the row form). */
+static void counts_case(const cnt_case *c, int naive_local, int row_form, int cpu_device)
 {
-    char tile[96];
-    snprintf(tile, sizeof tile, "bq=%d,bk=%d,nt=%d,rwg=8,cwg=8,naive_local=%d", CBQ, CBK, CNT,
-             naive_local);
+    char tile[112];
+    snprintf(tile, sizeof tile, "bq=%d,bk=%d,nt=%d,rwg=8,cwg=8,naive_local=%d,rows=%d", CBQ, CBK,
+             CNT, naive_local, row_form);
     setenv("XATTN_CL_TILE", tile, 1);
     xattn_ctx *ctx = cl_ctx();
     unsetenv("XATTN_CL_TILE");
@@ -938,9 +996,11 @@ static void counts_case(const cnt_case *c, int naive_local, int cpu_device)
             EXPECT(0, "%s %s: %s (%zu records)", c->name, an, xattn_last_error(), nrec);
             continue;
         }
-        EXPECT(a == XATTN_ALGO_NAIVE || (info.tile_q == CBQ && info.tile_k == CBK),
-               "%s %s: ran tile %dx%d, the walk assumes %dx%d", c->name, an, info.tile_q,
-               info.tile_k, CBQ, CBK);
+        /* The row form's tile: R rows, the group's CH heads first. */
+        const int tq = row_form == 0 ? CBQ : row_form < CH ? 1 : row_form / CH;
+        EXPECT(a == XATTN_ALGO_NAIVE || (info.tile_q == tq && info.tile_k == CBK),
+               "%s %s rows=%d: ran tile %dx%d, the walk assumes %dx%d", c->name, an, row_form,
+               info.tile_q, info.tile_k, tq, CBK);
         const int splits = a == XATTN_ALGO_SPLITKV ? info.num_splits : 1;
         const int64_t chunk = ((c->packed ? maxk : c->Sk) + splits - 1) / splits;
         cnt_walk w = {0, 0, 0};
@@ -951,16 +1011,24 @@ static void counts_case(const cnt_case *c, int naive_local, int cpu_device)
             const int64_t rows = (lq + CNT - 1) / CNT * CNT, keys = (lk + CNT - 1) / CNT * CNT;
             if (a == XATTN_ALGO_NAIVE)
                 cnt_walk_naive(c, lq, lk, naive_local, &w);
-            else
+            else if (row_form == 0)
                 cnt_walk_tiles(c, lq, lk, splits, chunk, &w);
+            else
+                cnt_walk_rows(c, lq, lk, splits, chunk, row_form, &w);
             possible +=
                 a == XATTN_ALGO_NAIVE && naive_local ? (double)(rows * keys) : (double)(lq * lk);
         }
-        const char *form = a != XATTN_ALGO_NAIVE ? "" : naive_local ? " (local)" : " (global)";
-        EXPECT(qk == CH * w.qk && pv == CH * w.pv &&
-                   kv == (a == XATTN_ALGO_NAIVE ? -1.0 : CH * w.kv),
+        const char *form = a != XATTN_ALGO_NAIVE ? (row_form ? " (rows)" : "")
+                           : naive_local         ? " (local)"
+                                                 : " (global)";
+        /* The row form's walk is over every head of the KV head already. */
+        const double heads = a != XATTN_ALGO_NAIVE && row_form ? 1.0 : CH;
+        w.qk *= heads;
+        w.pv *= heads;
+        w.kv *= heads;
+        EXPECT(qk == w.qk && pv == w.pv && kv == (a == XATTN_ALGO_NAIVE ? -1.0 : w.kv),
                "%s %s%s: counted qk %.0f pv %.0f kv %.0f, the walk %.0f %.0f %.0f", c->name, an,
-               form, qk, pv, kv, CH * w.qk, CH * w.pv, a == XATTN_ALGO_NAIVE ? -1.0 : CH * w.kv);
+               form, qk, pv, kv, w.qk, w.pv, a == XATTN_ALGO_NAIVE ? -1.0 : w.kv);
         EXPECT(r.work_counted == 1 && r.flops_executed == 2.0 * CD * qk + 2.0 * CDV * pv,
                "%s %s%s: record work_counted %d, executed %.0f", c->name, an, form, r.work_counted,
                r.flops_executed);
@@ -975,13 +1043,16 @@ static void counts_case(const cnt_case *c, int naive_local, int cpu_device)
                "%s %s%s: useful %.0f, executed %.0f, possible %.0f, dense %.0f", c->name, an, form,
                r.flops_useful, r.flops_executed, 2.0 * (CD + CDV) * CH * possible, r.flops_dense);
         /* The kernel form: the tile row's device class, and NAIVE's form. */
-        const char *suffix = a != XATTN_ALGO_NAIVE ? "" : naive_local ? "-local" : "-global";
+        const char *suffix = a != XATTN_ALGO_NAIVE ? (row_form ? "-rows" : "")
+                             : naive_local         ? "-local"
+                                                   : "-global";
         const size_t kl = strlen(info.kernel), sl = strlen(suffix);
         char cpu_form[32];
         snprintf(cpu_form, sizeof cpu_form, "cl-cpu%s", suffix);
         EXPECT(!strncmp(info.kernel, "cl-", 3) && kl > 3 + sl &&
                    !strcmp(info.kernel + kl - sl, suffix) &&
-                   (sl || (!strstr(info.kernel, "-local") && !strstr(info.kernel, "-global"))) &&
+                   (sl || (!strstr(info.kernel, "-local") && !strstr(info.kernel, "-global") &&
+                           !strstr(info.kernel, "-rows"))) &&
                    !strcmp(r.kernel, info.kernel) &&
                    (!cpu_device || !strcmp(info.kernel, cpu_form)),
                "%s %s: kernel '%s', record '%s'", c->name, an, info.kernel, r.kernel);
@@ -1016,9 +1087,10 @@ static void test_counts(void)
     const int cpu_device =
         xattn_device_get_info(XATTN_BACKEND_OPENCL, 0, &dev) == XATTN_STATUS_OK &&
         dev.device_type == XATTN_DEVICE_TYPE_CPU;
+    /* rows 3: a work-item's rows straddle query rows (CH = 2 heads). */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int local = 0; local <= 1; local++)
-            counts_case(&cases[i], local, cpu_device);
+            counts_case(&cases[i], local, local ? 3 : 0, cpu_device);
 
     /* Calls without times are not counted (and stay asynchronous). */
     xattn_ctx *ctx = cl_ctx();

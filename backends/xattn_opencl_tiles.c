@@ -1,0 +1,263 @@
+/*
+ * The OpenCL backend's tiles: the tile table (CLBlast-style: data, a row per
+ * device class, an XATTN_CL_TILE override), fitting a tile to a device and a
+ * problem's head dims, and the work-groups, splits and count segments a tile
+ * implies.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xattn_opencl_internal.h"
+
+/* ---- tile table (CLBlast-style: data, a default row, an env override) ----- */
+
+static const xattn_cl_tile_row xattn__cl_tile_table[] = {
+    /* CPUs (PoCL): building a program costs seconds and running it little,
+     * so one program serves every dtype and head-dim bucket. */
+    /* The CPU row runs the row form (rows=16, bk=32: measured best of those tried on PoCL,
+     * docs/backends.md "OpenCL on CPU devices"). */
+    /* class     type                  bq  bk  nt  rwg  cwg local dtypes dims rows */
+    {"cpu", CL_DEVICE_TYPE_CPU, {16, 32, 16, 64, 16, 0, 0, 0, 16}},
+    {"gpu", CL_DEVICE_TYPE_GPU, {64, 32, 16, 128, 64, 1, 1, 1, 0}},
+    {"default", 0, {32, 16, 16, 64, 32, 1, 1, 1, 0}},
+};
+
+/* "bq=16,bk=32": overrides fields of *t; INVALID_ARGUMENT on a bad entry. */
+xattn_status xattn__cl_tile_parse(const char *text, xattn_cl_tile *t)
+{
+    const char *s = text;
+    while (*s) {
+        char key[16];
+        size_t kl = strcspn(s, "=,");
+        if (s[kl] != '=' || kl == 0 || kl >= sizeof key)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_CL_TILE='%s': expected key=value pairs separated by "
+                                "commas (keys bq, bk, nt, rwg, cwg, naive_local, fixed_dtypes, "
+                                "fixed_dims, rows)",
+                                text);
+        memcpy(key, s, kl);
+        key[kl] = '\0';
+        char *end;
+        errno = 0;
+        long val = strtol(s + kl + 1, &end, 10);
+        int is_flag = !strcmp(key, "naive_local") || !strcmp(key, "fixed_dtypes") ||
+                      !strcmp(key, "fixed_dims");
+        const int is_rows = !strcmp(key, "rows");
+        const long vmin = is_flag || is_rows ? 0 : 1, vmax = is_flag ? 1 : is_rows ? 16 : 4096;
+        if (end == s + kl + 1 || (*end && *end != ',') || errno || val < vmin || val > vmax)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_CL_TILE='%s': value of '%s' must be an integer in %ld..%ld",
+                                text, key, vmin, vmax);
+        int *field = !strcmp(key, "bq")             ? &t->bq
+                     : !strcmp(key, "bk")           ? &t->bk
+                     : !strcmp(key, "nt")           ? &t->nt
+                     : !strcmp(key, "rwg")          ? &t->rwg
+                     : !strcmp(key, "cwg")          ? &t->cwg
+                     : !strcmp(key, "naive_local")  ? &t->naive_local
+                     : !strcmp(key, "fixed_dtypes") ? &t->fixed_dtypes
+                     : !strcmp(key, "fixed_dims")   ? &t->fixed_dims
+                     : is_rows                      ? &t->rows
+                                                    : NULL;
+        if (!field)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_CL_TILE='%s': unknown key '%s' (keys: bq, bk, nt, rwg, "
+                                "cwg, naive_local, fixed_dtypes, fixed_dims, rows)",
+                                text, key);
+        if (field == &t->rwg && (val & (val - 1)))
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_CL_TILE='%s': rwg=%ld must be a power of two", text, val);
+        *field = (int)val;
+        s = *end ? end + 1 : end;
+    }
+    return XATTN_STATUS_OK;
+}
+
+/* Head dims that are build-time constants; any other size takes the generic
+ * path with arrays rounded up to a power of two (at least 32). */
+void xattn__cl_head_dim(int64_t d, int fixed, int *dmax, int *dfix)
+{
+    static const int fast[] = {32, 64, 80, 96, 128, 256};
+    for (size_t i = 0; fixed && i < sizeof fast / sizeof fast[0]; i++) {
+        if (d == fast[i]) {
+            *dmax = *dfix = fast[i];
+            return;
+        }
+    }
+    *dfix = 0;
+    *dmax = xattn__pow2_ceil((int)(d < 32 ? 32 : d));
+}
+void xattn__cl_options(char *out, size_t n, int qdt, int kdt, int dmax, int dfix, int dvmax,
+                       int dvfix, const xattn_cl_tile *t)
+{
+    snprintf(out, n,
+             "-cl-std=CL1.2 -DXATTN_QDT=%d -DXATTN_KDT=%d -DXATTN_DMAX=%d -DXATTN_DFIX=%d "
+             "-DXATTN_DVMAX=%d -DXATTN_DVFIX=%d -DXATTN_BQ=%d -DXATTN_BK=%d -DXATTN_NT=%d "
+             "-DXATTN_RWG=%d -DXATTN_CWG=%d -DXATTN_NAIVE_LOCAL=%d -DXATTN_ROWS=%d",
+             qdt, kdt, dmax, dfix, dvmax, dvfix, t->bq, t->bk, t->nt, t->rwg, t->cwg,
+             t->naive_local, t->rows);
+}
+/* Private arrays of FLASH and the SPLITKV partial, per work-item. The
+ * work-group form (xattn_attend): the query row (dmax floats), the
+ * accumulator (dvmax) and one tile's scores (bk). The row form
+ * (xattn_rows_attend): rows query rows and accumulators, the K and V tile
+ * (bk rows), in float8 columns, and two arrays of bk + 8 floats. */
+static uint64_t xattn__cl_private_bytes(int rows, int bk, int dmax, int dvmax)
+{
+    if (rows == 0)
+        return ((uint64_t)dmax + (uint64_t)dvmax + (uint64_t)bk) * 4u;
+    const uint64_t cols = (uint64_t)(dmax + 7) / 8 * 8 + (uint64_t)(dvmax + 7) / 8 * 8;
+    return ((uint64_t)(rows + bk) * cols + 2u * ((uint64_t)bk + 8u)) * 4u;
+}
+/* A CPU device runs a work-group on one thread, and that thread's stack holds
+ * the private arrays of all its work-items (PoCL's work-item loops keep them
+ * side by side): 4096 x (32 + 32 + 512) floats, 9 MiB, overflowed PoCL's 8 MiB
+ * thread stack. A work-group may use at most an eighth of that. */
+#define XATTN_CL_CPU_WG_PRIVATE_MAX (1u << 20)
+/* Fits a tile to the device: work-group sizes within CL_DEVICE_MAX_WORK_GROUP_SIZE,
+ * FLASH's K/V tiles within CL_DEVICE_LOCAL_MEM_SIZE, and on CPU devices a
+ * work-group's private arrays within XATTN_CL_CPU_WG_PRIVATE_MAX (bq shrinks;
+ * with `refuse_env` set, an XATTN_CL_TILE bq that would have to shrink for
+ * that is refused instead). */
+xattn_status xattn__cl_tile_fit(const xattn_cl_ctx *c, xattn_cl_tile *t, int dmax, int dvmax,
+                                const char *refuse_env)
+{
+    size_t wg = c->max_wg ? c->max_wg : 1;
+    while ((size_t)t->bq > wg && t->bq > 1)
+        t->bq /= 2;
+    while ((size_t)t->nt * (size_t)t->nt > wg && t->nt > 1)
+        t->nt /= 2;
+    while ((size_t)t->rwg > wg && t->rwg > 1)
+        t->rwg /= 2;
+    int cmax = xattn__pow2_ceil(dvmax);
+    if (t->cwg > cmax)
+        t->cwg = cmax;
+    while ((size_t)t->cwg > wg && t->cwg > 1)
+        t->cwg /= 2;
+    /* Leave 1 KiB of local memory for the implementation's own use. FLASH
+     * and the SPLITKV partial hold a K and a V tile and 2 x bq counts; NAIVE's
+     * qk and pv two nt x (nt + 1) tiles; the softmax and xattn_count_sum rwg
+     * values (floats, ulongs). */
+    cl_ulong budget = c->local_mem > 1024 ? c->local_mem - 1024 : 0;
+#define XATTN_CL_FLASH_LOCAL(t)                                                                    \
+    ((cl_ulong)(t)->bk * (cl_ulong)(dmax + dvmax) * 4u + 16u * (cl_ulong)(t)->bq)
+    /* (The row form holds no local memory.) */
+    while (t->rows == 0 && t->bk > 1 && XATTN_CL_FLASH_LOCAL(t) > budget)
+        t->bk /= 2;
+    if ((t->rows == 0 && XATTN_CL_FLASH_LOCAL(t) > budget) ||
+        2u * (cl_ulong)t->nt * (cl_ulong)(t->nt + 1) * 4u > budget ||
+        (cl_ulong)t->rwg * 8u > budget)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "OpenCL: the device's %llu bytes of local memory cannot hold the "
+                            "kernels' arrays (one key of K and V: D array %d + Dv array %d "
+                            "floats; NAIVE nt=%d: 2 x nt x (nt + 1) floats; rwg=%d floats)",
+                            (unsigned long long)c->local_mem, dmax, dvmax, t->nt, t->rwg);
+    if (t->rows > 0) {
+        /* The row form: a work-group is one work-item, whose private arrays
+         * grow with rows and bk. Every device type: a GPU may run it too. */
+        uint64_t wi = xattn__cl_private_bytes(t->rows, t->bk, dmax, dvmax);
+        if (refuse_env && wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "XATTN_CL_TILE='%s': rows=%d with bk=%d needs %llu bytes of "
+                                "private arrays a work-item (D %d, Dv %d at the smallest head "
+                                "dims), more than %u: lower rows or bk",
+                                refuse_env, t->rows, t->bk, (unsigned long long)wi, dmax, dvmax,
+                                XATTN_CL_CPU_WG_PRIVATE_MAX);
+        while (t->bk > 1 && wi > XATTN_CL_CPU_WG_PRIVATE_MAX) {
+            t->bk /= 2;
+            wi = xattn__cl_private_bytes(t->rows, t->bk, dmax, dvmax);
+        }
+    } else if (c->type & CL_DEVICE_TYPE_CPU) {
+        const uint64_t wi = xattn__cl_private_bytes(0, t->bk, dmax, dvmax);
+        if (refuse_env && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            return xattn__error(
+                XATTN_STATUS_INVALID_ARGUMENT,
+                "XATTN_CL_TILE='%s': bq=%d work-items x %llu bytes of private arrays each (D %d "
+                "+ Dv %d + bk %d floats, at the smallest head dims) need %llu bytes a "
+                "work-group; a CPU device runs a work-group on one thread's stack, which allows "
+                "%u: lower bq or bk",
+                refuse_env, t->bq, (unsigned long long)wi, dmax, dvmax, t->bk,
+                (unsigned long long)((uint64_t)t->bq * wi), XATTN_CL_CPU_WG_PRIVATE_MAX);
+        while (t->bq > 1 && (uint64_t)t->bq * wi > XATTN_CL_CPU_WG_PRIVATE_MAX)
+            t->bq /= 2;
+    }
+    return XATTN_STATUS_OK;
+#undef XATTN_CL_FLASH_LOCAL
+}
+/* The row form's work-items of FLASH (one split) or one SPLITKV split: row
+ * blocks of t->rows of the Sq x group rows of each (b, KV head). */
+static uint64_t xattn__cl_row_items(const xattn_problem *p, const xattn_cl_tile *t)
+{
+    const int64_t group = p->Hkv > 0 ? p->Hq / p->Hkv : 1;
+    return (uint64_t)xattn__ceil_div(p->Sq * group, t->rows) * (uint64_t)(p->B * p->Hkv);
+}
+/* The work-groups of FLASH or one SPLITKV split. */
+uint64_t xattn__cl_flash_groups(const xattn_problem *p, const xattn_cl_tile *t)
+{
+    if (t->rows > 0)
+        return xattn__cl_row_items(p, t);
+    return (uint64_t)xattn__ceil_div(p->Sq, t->bq) * (uint64_t)(p->B * p->Hq);
+}
+/* SPLITKV chunks: the caller's count (at most one key per chunk), or enough
+ * work-groups to give every compute unit a few, each chunk at least a tile. */
+int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, const xattn_cl_tile *t)
+{
+    const int bk = t->bk;
+    int64_t maxs = p->Sk > 0 ? p->Sk : 1;
+    if (p->num_splits > 0)
+        return (int)(p->num_splits < maxs ? p->num_splits : maxs);
+    int64_t tiles = xattn__ceil_div(p->Sk > 0 ? p->Sk : 1, bk);
+    int64_t wgs = (int64_t)xattn__cl_flash_groups(p, t);
+    int64_t target = (int64_t)c->compute_units * ((c->type & CL_DEVICE_TYPE_GPU) ? 4 : 2);
+    int64_t s = xattn__ceil_div(target, wgs > 0 ? wgs : 1);
+    if (s < 2)
+        s = 2; /* SPLITKV asked for: split, unless the keys are one tile */
+    if (s > 64)
+        s = 64;
+    if (s > tiles)
+        s = tiles;
+    return (int)(s < 1 ? 1 : s);
+}
+/* The tile a program of p would use (the configured tile, fitted to p's head
+ * dims and the device), without building anything. */
+xattn_status xattn__cl_tile_of(const xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_tile *t)
+{
+    int dmax, dfix, dvmax, dvfix;
+    *t = c->tile;
+    xattn__cl_head_dim(p->D, t->fixed_dims, &dmax, &dfix);
+    xattn__cl_head_dim(p->Dv, t->fixed_dims, &dvmax, &dvfix);
+    return xattn__cl_tile_fit(c, t, dmax, dvmax, NULL);
+}
+/* The executed-work count segments of p's kernels (xattn_cl_common.cl,
+ * "executed-work counts"): work-groups of the product kernels. */
+void xattn__cl_count_segments(const xattn_problem *p, const xattn_cl_tile *t, int splits,
+                              uint64_t n[3])
+{
+    const uint64_t BH = (uint64_t)(p->B * p->Hq);
+    n[0] = n[1] = n[2] = 0;
+    if (p->algo == XATTN_ALGO_NAIVE) {
+        /* One a qk work-group, one a pv row of work-items. */
+        const uint64_t ni = (uint64_t)xattn__ceil_div(p->Sq, t->nt);
+        n[0] = (uint64_t)xattn__ceil_div(p->Sk, t->nt) * ni * BH;
+        n[1] = ni * (uint64_t)t->nt * BH;
+    } else {
+        const uint64_t g =
+            xattn__cl_flash_groups(p, t) * (uint64_t)(p->algo == XATTN_ALGO_SPLITKV ? splits : 1);
+        n[0] = n[1] = n[2] = g;
+    }
+}
+
+/* The table's first row that matches a device type (the last row, the
+ * default, matches every device). */
+const xattn_cl_tile_row *xattn__cl_tile_row_of(cl_device_type type)
+{
+    const size_t nrows = sizeof xattn__cl_tile_table / sizeof xattn__cl_tile_table[0];
+    for (size_t i = 0; i < nrows; i++)
+        if (xattn__cl_tile_table[i].type == 0 || (xattn__cl_tile_table[i].type & type))
+            return &xattn__cl_tile_table[i];
+    return &xattn__cl_tile_table[nrows - 1];
+}
