@@ -14,7 +14,10 @@
 #define XATTN__STR2(x) #x
 #define XATTN__STR(x) XATTN__STR2(x)
 
-unsigned xattn_version_number(void) { return XATTN_VERSION_NUMBER; }
+unsigned xattn_version_number(void)
+{
+    return XATTN_VERSION_NUMBER;
+}
 
 const char *xattn_version_string(void)
 {
@@ -204,8 +207,9 @@ void xattn_ctx_destroy(xattn_ctx *ctx)
     ctx->be->ctx_destroy(ctx);
     uint64_t left = atomic_load(&ctx->mem_current);
     if (left)
-        xattn__log(XATTN_LOG_WARN, "context destroyed with %llu bytes still counted by its "
-                                   "allocator (an internal accounting error)",
+        xattn__log(XATTN_LOG_WARN,
+                   "context destroyed with %llu bytes still counted by its "
+                   "allocator (an internal accounting error)",
                    (unsigned long long)left);
     xattn__ctx_free_shell(ctx);
 }
@@ -427,7 +431,9 @@ xattn_status xattn_buffer_wrap_host(xattn_ctx *ctx, void *ptr, size_t bytes, xat
     xattn__clear_error();
     if (!ctx || !out || !ptr)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL",
-                            !ctx ? "ctx" : !out ? "out" : "ptr");
+                            !ctx   ? "ctx"
+                            : !out ? "out"
+                                   : "ptr");
     *out = NULL;
     if (bytes == 0)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "bytes: 0 (a buffer needs a size)");
@@ -478,8 +484,8 @@ static xattn_status xattn__check_range(const xattn_buffer *buf, size_t offset, s
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", what);
     if (offset > buf->size || bytes > buf->size - offset)
         return xattn__error(XATTN_STATUS_OUT_OF_BOUNDS,
-                            "offset/bytes: [%zu, %zu + %zu) exceeds the buffer's %zu bytes",
-                            offset, offset, bytes, buf->size);
+                            "offset/bytes: [%zu, %zu + %zu) exceeds the buffer's %zu bytes", offset,
+                            offset, bytes, buf->size);
     return XATTN_STATUS_OK;
 }
 
@@ -507,7 +513,10 @@ xattn_status xattn_buffer_read(xattn_buffer *buf, size_t offset, void *dst, size
     return st;
 }
 
-size_t xattn_buffer_size(const xattn_buffer *buf) { return buf ? buf->size : 0; }
+size_t xattn_buffer_size(const xattn_buffer *buf)
+{
+    return buf ? buf->size : 0;
+}
 
 /* ---- tensors and the descriptor ----------------------------------------- */
 
@@ -603,7 +612,6 @@ xattn_status xattn__desc_in(const xattn_attn_desc *d, xattn_attn_desc *full)
     full->struct_size = sizeof *full;
     return XATTN_STATUS_OK;
 }
-
 
 /* AUTO: split-KV for decode-like shapes (few query rows, a long KV), where
  * FLASH would leave most of the device idle; FLASH otherwise. NAIVE is never

@@ -53,9 +53,15 @@ static uint64_t xattn__cpu_free_bytes(void)
     return xattn__host_memory(&total, &avail) ? avail : 0;
 }
 
-static xattn_status xattn__cpu_probe(void) { return XATTN_STATUS_OK; }
+static xattn_status xattn__cpu_probe(void)
+{
+    return XATTN_STATUS_OK;
+}
 
-static int xattn__cpu_device_count(void) { return 1; }
+static int xattn__cpu_device_count(void)
+{
+    return 1;
+}
 
 /* The model name from /proc/cpuinfo where hwloc is absent. */
 static void xattn__cpu_model_fallback(char *out, size_t n)
@@ -139,7 +145,9 @@ static xattn_status xattn__cpu_device_info(int index, xattn_device_info *info)
 
     snprintf(info->name, sizeof info->name, "%s", model);
     snprintf(info->vendor, sizeof info->vendor, "%s",
-             strstr(model, "AMD") ? "AMD" : strstr(model, "Intel") ? "Intel" : "");
+             strstr(model, "AMD")     ? "AMD"
+             : strstr(model, "Intel") ? "Intel"
+                                      : "");
     snprintf(info->platform, sizeof info->platform, "xattn CPU (OpenMP %s, hwloc %s)",
 #ifdef XATTN_HAVE_OPENMP
              "yes",
@@ -167,10 +175,9 @@ static xattn_status xattn__cpu_device_info(int index, xattn_device_info *info)
     snprintf(info->description, sizeof info->description,
              "%s; %d package%s, %d cores, %d threads, %d NUMA node%s; L1d %llu KiB, LLC %llu "
              "KiB; kernels: %s, %d worker threads",
-             model, packages ? packages : 1, packages > 1 ? "s" : "", cores, pus,
-             numa ? numa : 1, numa > 1 ? "s" : "", (unsigned long long)(l1d >> 10),
-             (unsigned long long)(llc >> 10), xattn_cpu_simd_name(simd),
-             info->compute_units);
+             model, packages ? packages : 1, packages > 1 ? "s" : "", cores, pus, numa ? numa : 1,
+             numa > 1 ? "s" : "", (unsigned long long)(l1d >> 10), (unsigned long long)(llc >> 10),
+             xattn_cpu_simd_name(simd), info->compute_units);
     return XATTN_STATUS_OK;
 }
 
@@ -455,9 +462,8 @@ static xattn_status xattn__cpu_phase(struct xattn_ctx *ctx, const xattn_problem 
         slot = 2;
         break;
     case XATTN__PH_FLASH:
-        xattn_cpu_flash(a, ws[XATTN__WS_SCRATCH], !plan->scratch_is_fallback &&
-                                                      plan->scratch_fallback != 0,
-                        &c->work);
+        xattn_cpu_flash(a, ws[XATTN__WS_SCRATCH],
+                        !plan->scratch_is_fallback && plan->scratch_fallback != 0, &c->work);
         break;
     case XATTN__PH_PARTIAL:
         xattn_cpu_splitkv_partial(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE],
@@ -558,9 +564,9 @@ static xattn_status xattn__cpu_measure_ceilings(struct xattn_ctx *ctx, xattn_cei
     xattn__log(XATTN_LOG_INFO,
                "cpu ceilings (%d threads, %s, arrays of %llu MiB): fma f32 %.1f GFLOP/s, f16 "
                "%.1f, bf16 %.1f; read %.1f GB/s, copy %.1f GB/s",
-               nt, xattn_cpu_simd_name(xattn_cpu_simd_detect()),
-               (unsigned long long)(bytes / mib), out->fma_f32_gflops, out->fma_f16_gflops,
-               out->fma_bf16_gflops, out->read_gbps, out->copy_gbps);
+               nt, xattn_cpu_simd_name(xattn_cpu_simd_detect()), (unsigned long long)(bytes / mib),
+               out->fma_f32_gflops, out->fma_f16_gflops, out->fma_bf16_gflops, out->read_gbps,
+               out->copy_gbps);
     return XATTN_STATUS_OK;
 }
 

@@ -672,8 +672,8 @@ static xattn_status xattn__cuda_prepare(struct xattn_ctx *ctx, const xattn_probl
         }
     }
     plan->device_mem_free = c->mem_free;
-    c->slots = timed ? xattn_cuda_count_slots(a, p->algo == XATTN_ALGO_SPLITKV ? plan->splits : 0)
-                     : 0;
+    c->slots =
+        timed ? xattn_cuda_count_slots(a, p->algo == XATTN_ALGO_SPLITKV ? plan->splits : 0) : 0;
     c->counting = timed && xattn__cuda_counters(ctx, c, c->slots);
     a->counts = c->counting ? c->cnt_dev : NULL;
     a->inject_failure = atomic_exchange(&xattn__cuda_fail_next, 0);
@@ -772,8 +772,8 @@ static xattn_status xattn__cuda_finish(struct xattn_ctx *ctx, const xattn_proble
         e = xattn_cuda_count_sum(&c->call, c->slots, sums);
         if (e != cudaSuccess)
             st = xattn__cuda_launch_failed("count", c->path, e);
-        else if ((e = cudaMemcpyAsync(c->cnt_host, sums, 3 * sizeof *sums,
-                                      cudaMemcpyDeviceToHost, c->stream)) != cudaSuccess)
+        else if ((e = cudaMemcpyAsync(c->cnt_host, sums, 3 * sizeof *sums, cudaMemcpyDeviceToHost,
+                                      c->stream)) != cudaSuccess)
             st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemcpyAsync (work counts)", e);
         else if ((e = cudaEventRecord(c->cnt_ev, c->stream)) != cudaSuccess)
             st = xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaEventRecord", e);

@@ -714,8 +714,8 @@ static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_pr
         float slope = p->alibi ? p->alibi[h] : 0.0f;
         memcpy(&meta_host[4 * p->B + h], &slope, sizeof slope);
     }
-    xattn_status st = xattn__cl_scratch_new(ctx, &call->held, nmeta * sizeof(int32_t),
-                                            meta_host, "OpenCL per-call parameters", &call->meta);
+    xattn_status st = xattn__cl_scratch_new(ctx, &call->held, nmeta * sizeof(int32_t), meta_host,
+                                            "OpenCL per-call parameters", &call->meta);
     free(meta_host);
     /* The counts array exists in every call (a call's memory does not depend
      * on whether it is timed); the kernels write it only in timed calls. */
@@ -744,8 +744,8 @@ static xattn_status xattn__cl_ws_alloc(struct xattn_ctx *ctx, const xattn_proble
     XATTN_RETURN_IF_ERROR(xattn__cl_scratch_new(ctx, &one, bytes, NULL, what, &m));
     if (p->poison) {
         const float nanv = NAN;
-        cl_int e = clEnqueueFillBuffer(c->queue, m, &nanv, sizeof nanv, 0, (size_t)bytes, 0,
-                                       NULL, NULL);
+        cl_int e =
+            clEnqueueFillBuffer(c->queue, m, &nanv, sizeof nanv, 0, (size_t)bytes, 0, NULL, NULL);
         if (e != CL_SUCCESS) {
             xattn__cl_scratch_free(ctx, &one);
             return xattn__cl_fail(e, "clEnqueueFillBuffer (poison)");
@@ -783,8 +783,8 @@ static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *
     case XATTN__PH_QK: /* tiles of keys x rows x (b, h) */
         kind = XATTN_CL_K_QK;
         local = (size_t)t->nt * (size_t)t->nt;
-        groups = (uint64_t)xattn__ceil_div(p->Sk, t->nt) *
-                 (uint64_t)xattn__ceil_div(p->Sq, t->nt) * BH;
+        groups =
+            (uint64_t)xattn__ceil_div(p->Sk, t->nt) * (uint64_t)xattn__ceil_div(p->Sq, t->nt) * BH;
         if ((e = xattn__cl_arg_mem(kn[kind], a, ws0)) == CL_SUCCESS)
             e = xattn__cl_arg_counts(kn[kind], a + 1, cn, 3);
         break;
@@ -831,8 +831,7 @@ static xattn_status xattn__cl_phase(struct xattn_ctx *ctx, const xattn_problem *
             (e = xattn__cl_arg_mem(kn[kind], a + 1, ws1)) == CL_SUCCESS)
             e = xattn__cl_arg_int(kn[kind], a + 2, plan->splits);
         break;
-    default:
-        return xattn__error(XATTN_STATUS_INTERNAL, "OpenCL: phase %d", phase);
+    default: return xattn__error(XATTN_STATUS_INTERNAL, "OpenCL: phase %d", phase);
     }
     if (e != CL_SUCCESS)
         return xattn__error(XATTN_STATUS_BACKEND, "clSetKernelArg(%s) failed: %s (%d)",
@@ -907,8 +906,8 @@ static xattn_status xattn__cl_finish(struct xattn_ctx *ctx, const xattn_problem 
 
 /* Runs `k` over `global` work-items `reps` times and returns the best time in
  * seconds, from event profiling when the queue has it, else the host clock. */
-static xattn_status xattn__cl_time_kernel(xattn_cl_ctx *c, cl_kernel k, size_t global,
-                                          size_t local, int reps, double *best)
+static xattn_status xattn__cl_time_kernel(xattn_cl_ctx *c, cl_kernel k, size_t global, size_t local,
+                                          int reps, double *best)
 {
     *best = 0;
     for (int r = 0; r < reps; r++) {

@@ -341,8 +341,7 @@ static xattn_status xattn__ceilings_out_ok(const xattn_ctx *ctx, const xattn_cei
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "out" : "ctx");
     if (out_size < sizeof(size_t))
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "out: struct size %zu is smaller than its struct_size field",
-                            out_size);
+                            "out: struct size %zu is smaller than its struct_size field", out_size);
     return XATTN_STATUS_OK;
 }
 

@@ -129,21 +129,20 @@ static xattn_status xattn__alloc_regions(struct xattn_ctx *ctx, const xattn_prob
     }
     if (!plan->scratch_bytes)
         return XATTN_STATUS_OK;
-    static const char *const what_scratch[] = {"NAIVE scratch", "FLASH scratch",
-                                               "SPLITKV scratch"};
+    static const char *const what_scratch[] = {"NAIVE scratch", "FLASH scratch", "SPLITKV scratch"};
     const char *sname = what_scratch[p->algo == XATTN_ALGO_NAIVE   ? 0
                                      : p->algo == XATTN_ALGO_FLASH ? 1
                                                                    : 2];
     plan->ws_bytes[XATTN__WS_SCRATCH] = plan->scratch_bytes;
-    xattn_status st = ctx->be->ws_alloc(ctx, p, plan->scratch_bytes, sname,
-                                        plan->touch_scratch, &plan->ws[XATTN__WS_SCRATCH]);
+    xattn_status st = ctx->be->ws_alloc(ctx, p, plan->scratch_bytes, sname, plan->touch_scratch,
+                                        &plan->ws[XATTN__WS_SCRATCH]);
     if (st != XATTN_STATUS_OK && plan->scratch_fallback &&
         plan->scratch_fallback < plan->scratch_bytes) {
         xattn__clear_error();
         plan->ws_bytes[XATTN__WS_SCRATCH] = plan->scratch_fallback;
         plan->scratch_is_fallback = 1;
-        st = ctx->be->ws_alloc(ctx, p, plan->scratch_fallback, sname,
-                               plan->touch_scratch, &plan->ws[XATTN__WS_SCRATCH]);
+        st = ctx->be->ws_alloc(ctx, p, plan->scratch_fallback, sname, plan->touch_scratch,
+                               &plan->ws[XATTN__WS_SCRATCH]);
     }
     if (st != XATTN_STATUS_OK)
         plan->ws_bytes[XATTN__WS_SCRATCH] = 0;

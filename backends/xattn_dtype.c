@@ -48,7 +48,10 @@ uint16_t xattn_f32_to_bf16(float x)
     return (uint16_t)(u >> 16);
 }
 
-float xattn_bf16_to_f32(uint16_t h) { return xattn__bits_f32((uint32_t)h << 16); }
+float xattn_bf16_to_f32(uint16_t h)
+{
+    return xattn__bits_f32((uint32_t)h << 16);
+}
 
 uint16_t xattn_f32_to_f16(float x)
 {

@@ -11,9 +11,8 @@
 const char *xattn_status_string(xattn_status status)
 {
     switch (status) {
-#define XATTN__STATUS_TEXT(name, code, text) \
-    case XATTN_STATUS_##name:                \
-        return text;
+#define XATTN__STATUS_TEXT(name, code, text)                                                       \
+    case XATTN_STATUS_##name: return text;
         XATTN_STATUS_MAP(XATTN__STATUS_TEXT)
 #undef XATTN__STATUS_TEXT
     }
@@ -23,9 +22,8 @@ const char *xattn_status_string(xattn_status status)
 const char *xattn_status_name(xattn_status status)
 {
     switch (status) {
-#define XATTN__STATUS_NAME(name, code, text) \
-    case XATTN_STATUS_##name:                \
-        return "XATTN_STATUS_" #name;
+#define XATTN__STATUS_NAME(name, code, text)                                                       \
+    case XATTN_STATUS_##name: return "XATTN_STATUS_" #name;
         XATTN_STATUS_MAP(XATTN__STATUS_NAME)
 #undef XATTN__STATUS_NAME
     }
@@ -35,9 +33,15 @@ const char *xattn_status_name(xattn_status status)
 /* 4 KiB is enough for an OpenCL build log's useful head; longer messages are cut. */
 static _Thread_local char xattn__last_error[4096];
 
-const char *xattn_last_error(void) { return xattn__last_error; }
+const char *xattn_last_error(void)
+{
+    return xattn__last_error;
+}
 
-void xattn__clear_error(void) { xattn__last_error[0] = '\0'; }
+void xattn__clear_error(void)
+{
+    xattn__last_error[0] = '\0';
+}
 
 void xattn__set_error_text(const char *text)
 {
@@ -58,9 +62,9 @@ void xattn__set_error_text(const char *text)
  */
 static pthread_mutex_t xattn__log_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t xattn__log_idle = PTHREAD_COND_INITIALIZER;
-static xattn_log_fn xattn__log_fn;       /* under the lock */
-static void *xattn__log_user;            /* under the lock */
-static int xattn__log_inflight;          /* callbacks running, under the lock */
+static xattn_log_fn xattn__log_fn;        /* under the lock */
+static void *xattn__log_user;             /* under the lock */
+static int xattn__log_inflight;           /* callbacks running, under the lock */
 static _Thread_local int xattn__log_mine; /* callbacks running on this thread */
 static atomic_int xattn__log_max = -1;    /* most verbose level delivered; -1: none */
 static pthread_once_t xattn__log_env_once = PTHREAD_ONCE_INIT;

@@ -32,7 +32,10 @@ static void xattn__json_us(FILE *f, long long ns)
     fprintf(f, "%lld.%03lld", ns / 1000, ns % 1000);
 }
 
-static long long xattn__ns(double us) { return isfinite(us) ? llround(us * 1000.0) : 0; }
+static long long xattn__ns(double us)
+{
+    return isfinite(us) ? llround(us * 1000.0) : 0;
+}
 
 static const char *xattn__align_name(xattn_align a)
 {
@@ -146,7 +149,8 @@ static void xattn__export_json(FILE *f, const struct xattn_ctx *ctx, double now_
     XATTN__JN("exported_at_us", now_us);
     fputs("},\n  \"ceilings\": ", f);
     xattn__json_ctx_ceilings(f, ctx);
-    fprintf(f, ",\n  \"dropped_records\": %llu,\n  \"records\": [", (unsigned long long)pr->dropped);
+    fprintf(f, ",\n  \"dropped_records\": %llu,\n  \"records\": [",
+            (unsigned long long)pr->dropped);
     for (size_t i = 0; i < pr->nrecs; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
         xattn__json_record(f, &pr->recs[i].rec);
@@ -193,8 +197,7 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
                 xattn_dtype_name(r->q_dtype), xattn_dtype_name(r->kv_dtype), (long long)r->batch,
                 (long long)r->heads, (long long)r->kv_heads, (long long)r->sq, (long long)r->sk,
                 (long long)r->head_dim, (long long)r->head_dim_v, r->causal,
-                xattn__align_name(r->align), (long long)r->window_left,
-                (long long)r->window_right);
+                xattn__align_name(r->align), (long long)r->window_left, (long long)r->window_right);
         xattn__csv_num(f, (double)r->scale);
         fputc(',', f);
         xattn__csv_num(f, (double)r->softcap);
@@ -225,9 +228,9 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
         fprintf(f, ",%llu,%llu,%llu,%llu,%llu", (unsigned long long)r->workspace_bytes,
                 (unsigned long long)r->mem_current_bytes, (unsigned long long)r->mem_peak_bytes,
                 (unsigned long long)r->device_mem_total, (unsigned long long)r->device_mem_free);
-        const double work[] = {r->flops_dense,     r->flops_useful,    r->flops_executed,
-                               r->bytes_min,       r->bytes_actual,    r->gflops_useful,
-                               r->gflops_executed, r->gbytes_per_s,    r->padding_waste,
+        const double work[] = {r->flops_dense,     r->flops_useful,  r->flops_executed,
+                               r->bytes_min,       r->bytes_actual,  r->gflops_useful,
+                               r->gflops_executed, r->gbytes_per_s,  r->padding_waste,
                                r->pct_fma_ceiling, r->pct_bw_ceiling};
         for (size_t i = 0; i < sizeof work / sizeof work[0]; i++) {
             fputc(',', f);
@@ -244,8 +247,8 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
 enum { XATTN__TID_HOST = 1, XATTN__TID_QUEUE = 2 };
 
 /* Opens a trace event: {"name": ..., "cat": ..., "ph": ..., "pid", "tid", "ts". */
-static void xattn__ev_open(FILE *f, int *first, const char *name, const char *cat, char ph,
-                           int pid, int tid, long long ts_ns)
+static void xattn__ev_open(FILE *f, int *first, const char *name, const char *cat, char ph, int pid,
+                           int tid, long long ts_ns)
 {
     fputs(*first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
     *first = 0;
@@ -334,10 +337,10 @@ static void xattn__export_trace(FILE *f, const struct xattn_ctx *ctx, double now
         xattn__ev_open(f, &first, label, "attention", 'X', pid, XATTN__TID_QUEUE, ds);
         xattn__ev_dur(f, de - ds);
         snprintf(label, sizeof label, "B%lld Hq%lld/%lld Sq%lld Sk%lld D%lld/%lld %s/%s%s",
-                 (long long)r->batch, (long long)r->heads, (long long)r->kv_heads,
-                 (long long)r->sq, (long long)r->sk, (long long)r->head_dim,
-                 (long long)r->head_dim_v, xattn_dtype_name(r->q_dtype),
-                 xattn_dtype_name(r->kv_dtype), r->causal ? " causal" : "");
+                 (long long)r->batch, (long long)r->heads, (long long)r->kv_heads, (long long)r->sq,
+                 (long long)r->sk, (long long)r->head_dim, (long long)r->head_dim_v,
+                 xattn_dtype_name(r->q_dtype), xattn_dtype_name(r->kv_dtype),
+                 r->causal ? " causal" : "");
         fprintf(f, ", \"args\": {\"seq\": %llu, \"shape\": ", (unsigned long long)r->seq);
         xattn__json_str(f, label);
         fputs(", \"reason\": ", f);
@@ -415,7 +418,6 @@ xattn_status xattn_profiler_export(const xattn_ctx *ctx, xattn_export_format for
         err = errno ? errno : EIO;
     xattn__ctx_leave(busy);
     if (err)
-        return xattn__error(XATTN_STATUS_IO, "path: writing '%s' failed: %s", path,
-                            strerror(err));
+        return xattn__error(XATTN_STATUS_IO, "path: writing '%s' failed: %s", path, strerror(err));
     return XATTN_STATUS_OK;
 }

@@ -30,20 +30,20 @@ void xattn__log(xattn_log_level level, const char *fmt, ...) __attribute__((form
 
 /* Propagates an error; debug builds note where it passed. */
 #ifndef NDEBUG
-#define XATTN_RETURN_IF_ERROR(expr)                                                   \
-    do {                                                                              \
-        xattn_status xattn__st = (expr);                                              \
-        if (xattn__st != XATTN_STATUS_OK) {                                           \
-            xattn__log(XATTN_LOG_DEBUG, "  from %s:%d (%s)", __FILE__, __LINE__, #expr); \
-            return xattn__st;                                                         \
-        }                                                                             \
+#define XATTN_RETURN_IF_ERROR(expr)                                                                \
+    do {                                                                                           \
+        xattn_status xattn__st = (expr);                                                           \
+        if (xattn__st != XATTN_STATUS_OK) {                                                        \
+            xattn__log(XATTN_LOG_DEBUG, "  from %s:%d (%s)", __FILE__, __LINE__, #expr);           \
+            return xattn__st;                                                                      \
+        }                                                                                          \
     } while (0)
 #else
-#define XATTN_RETURN_IF_ERROR(expr)                  \
-    do {                                             \
-        xattn_status xattn__st = (expr);             \
-        if (xattn__st != XATTN_STATUS_OK)            \
-            return xattn__st;                        \
+#define XATTN_RETURN_IF_ERROR(expr)                                                                \
+    do {                                                                                           \
+        xattn_status xattn__st = (expr);                                                           \
+        if (xattn__st != XATTN_STATUS_OK)                                                          \
+            return xattn__st;                                                                      \
     } while (0)
 #endif
 
@@ -91,10 +91,10 @@ typedef struct xattn__prof_entry {
 } xattn__prof_entry;
 
 typedef struct xattn__profiler {
-    int on;             /* xattn_profiler_enable */
-    double t0;          /* xattn__now() at context creation: origin of the host timeline */
-    uint64_t next_seq;  /* never reset */
-    uint64_t dropped;   /* records lost to a failed allocation */
+    int on;            /* xattn_profiler_enable */
+    double t0;         /* xattn__now() at context creation: origin of the host timeline */
+    uint64_t next_seq; /* never reset */
+    uint64_t dropped;  /* records lost to a failed allocation */
     xattn__prof_entry *recs;
     size_t nrecs, cap_recs;
     xattn__range_event *events;
@@ -143,10 +143,10 @@ typedef enum xattn__mem_space {
 struct xattn_buffer {
     struct xattn_ctx *ctx; /* NULL once the context was destroyed (a dead handle) */
     size_t size;
-    int owned;    /* the library allocated the memory (and counts it) */
-    void *host;   /* host address when the memory is host-visible (CPU backend) */
-    void *native; /* the backend's handle: cl_mem, CUDA device pointer, ... */
-    void *aux;    /* backend-private */
+    int owned;                  /* the library allocated the memory (and counts it) */
+    void *host;                 /* host address when the memory is host-visible (CPU backend) */
+    void *native;               /* the backend's handle: cl_mem, CUDA device pointer, ... */
+    void *aux;                  /* backend-private */
     xattn__mem_space mem_space; /* set by the dispatch layer or the interop constructor */
     uintptr_t mem_base;         /* address of byte 0 in that space (HOST, DEVICE) */
     struct xattn_buffer *prev, *next; /* the context's list */
@@ -229,21 +229,21 @@ enum {
  * sizes and allocations, and the times and figures the backend reports. */
 typedef struct xattn__plan {
     /* from the backend's plan member */
-    int splits;                 /* SPLITKV chunks (>= 1) */
+    int splits; /* SPLITKV chunks (>= 1) */
     int tile_q, tile_k, tile_heads;
-    char kernel[32];            /* the kernel variant (xattn_run_info.kernel) */
+    char kernel[32]; /* the kernel variant (xattn_run_info.kernel) */
     int matrix_units;
-    uint64_t scratch_bytes;     /* the backend's scratch region (0: none) */
-    uint64_t scratch_fallback;  /* a smaller scratch it can also run with (0: none) */
-    int touch;                  /* fault the algorithm's regions in with this many threads */
-    int touch_scratch;          /* ... and the scratch region (0: its first writes do) */
+    uint64_t scratch_bytes;    /* the backend's scratch region (0: none) */
+    uint64_t scratch_fallback; /* a smaller scratch it can also run with (0: none) */
+    int touch;                 /* fault the algorithm's regions in with this many threads */
+    int touch_scratch;         /* ... and the scratch region (0: its first writes do) */
     /* from the driver */
     uint64_t ws_bytes[XATTN__WS_COUNT];
     void *ws[XATTN__WS_COUNT];
-    int scratch_is_fallback;    /* the scratch region is the fallback's size */
+    int scratch_is_fallback; /* the scratch region is the fallback's size */
     /* from the backend's prepare / phase / finish */
-    double build_ms;            /* one-off costs of this call (program build) */
-    uint64_t held_bytes;        /* device memory prepare holds for the call */
+    double build_ms;     /* one-off costs of this call (program build) */
+    uint64_t held_bytes; /* device memory prepare holds for the call */
     double phase_ms[4];
     double device_ms;
     uint64_t device_mem_total, device_mem_free;
@@ -349,15 +349,15 @@ typedef struct xattn_backend_iface {
      */
     xattn_status (*plan)(const struct xattn_ctx *ctx, const xattn_problem *p,
                          struct xattn__plan *plan);
-    xattn_status (*prepare)(struct xattn_ctx *ctx, const xattn_problem *p,
-                            struct xattn__plan *plan, int timed);
+    xattn_status (*prepare)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan,
+                            int timed);
     xattn_status (*ws_alloc)(struct xattn_ctx *ctx, const xattn_problem *p, uint64_t bytes,
                              const char *what, int touch, void **out);
     void (*ws_free)(struct xattn_ctx *ctx, void *ws, uint64_t bytes);
     xattn_status (*phase)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan,
                           int phase, int timed);
-    xattn_status (*finish)(struct xattn_ctx *ctx, const xattn_problem *p,
-                           struct xattn__plan *plan, int timed, int ok, struct xattn__exec *exec);
+    xattn_status (*finish)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan,
+                           int timed, int ok, struct xattn__exec *exec);
 
     /* Optional (NULL = no micro-benchmarks on this backend): measure the
      * device's FMA throughput and memory bandwidth on ctx's device. */
@@ -390,7 +390,7 @@ xattn_status xattn__backend_require(xattn_backend backend);
 typedef struct xattn_desc_summary {
     int64_t B, Hq, Hkv, D, Dv, Sq, Sk; /* Sq/Sk: tensor extents, or the longest sequence (varlen) */
     int varlen;
-    int64_t rows_total;  /* query rows the call writes (0 = nothing to do) */
+    int64_t rows_total; /* query rows the call writes (0 = nothing to do) */
     xattn_dtype q_dtype, kv_dtype;
 } xattn_desc_summary;
 
@@ -458,8 +458,8 @@ typedef struct xattn__work {
                             * K/V loads of each (a load serves ri->tile_heads heads) */
     double flops_dense, flops_useful, flops_executed;
     double bytes_min, bytes_actual;
-    double padding_waste;  /* 1 - sum(Lq*Lk) / (B*Sq*Sk) */
-    int counted;           /* flops_executed came from the kernels' own counts */
+    double padding_waste; /* 1 - sum(Lq*Lk) / (B*Sq*Sk) */
+    int counted;          /* flops_executed came from the kernels' own counts */
 } xattn__work;
 
 /* Pairs of (query row, key) that the masks and lengths leave valid, summed
@@ -473,8 +473,8 @@ double xattn__useful_pairs(const xattn_problem *p);
 double xattn__executed_pairs(const xattn_problem *p, int tile_q, int tile_k);
 /* Everything a record carries about work, for p as run (algorithm, tiles and
  * splits from ri; the kernels' own counts from exec where they gave them). */
-void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
-                         const xattn__exec *exec, xattn__work *w);
+void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, const xattn__exec *exec,
+                         xattn__work *w);
 
 /* Device ceilings: looks the context's device up in the on-disk cache (once;
  * sets prof.ceil_state). Never fails: a missing or corrupt entry just leaves

@@ -25,8 +25,8 @@ xattn_status xattn__mem_acquire(struct xattn_ctx *ctx, uint64_t bytes, const cha
             return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
                                 "%s: %llu bytes would exceed the context's memory limit "
                                 "(XATTN_OPT_MEMORY_LIMIT = %llu, %llu in use)",
-                                what, (unsigned long long)bytes,
-                                (unsigned long long)ctx->mem_limit, (unsigned long long)cur);
+                                what, (unsigned long long)bytes, (unsigned long long)ctx->mem_limit,
+                                (unsigned long long)cur);
         if (atomic_compare_exchange_weak(&ctx->mem_current, &cur, next)) {
             uint64_t peak = atomic_load(&ctx->mem_peak);
             while (next > peak && !atomic_compare_exchange_weak(&ctx->mem_peak, &peak, next)) {
@@ -109,7 +109,10 @@ xattn_status xattn__ctx_enter(struct xattn_ctx *ctx)
     return XATTN_STATUS_OK;
 }
 
-void xattn__ctx_leave(struct xattn_ctx *ctx) { atomic_store(&ctx->busy, 0); }
+void xattn__ctx_leave(struct xattn_ctx *ctx)
+{
+    atomic_store(&ctx->busy, 0);
+}
 
 /* ---- memory available to the process ------------------------------------- */
 
@@ -310,6 +313,5 @@ xattn_status xattn__host_room(uint64_t bytes, const char *what)
                         "process (MemAvailable, within its cgroup's limit); the pages would be "
                         "touched, and the kernel would end the process instead of the "
                         "allocation failing",
-                        what, (unsigned long long)(bytes >> 20),
-                        (unsigned long long)(avail >> 20));
+                        what, (unsigned long long)(bytes >> 20), (unsigned long long)(avail >> 20));
 }

@@ -25,8 +25,7 @@ static xattn_view xattn__view_of(const xattn_tensor *t, int varlen)
 }
 
 xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *d,
-                                  const xattn_desc_summary *sum, xattn_problem *p,
-                                  int32_t **arrays)
+                                  const xattn_desc_summary *sum, xattn_problem *p, int32_t **arrays)
 {
     memset(p, 0, sizeof *p);
     p->B = sum->B;

@@ -239,8 +239,7 @@ xattn_status xattn_profiler_get_sized(const xattn_ctx *ctx, size_t index, xattn_
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", ctx ? "rec" : "ctx");
     if (rec_size < sizeof(size_t))
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "rec: struct size %zu is smaller than its struct_size field",
-                            rec_size);
+                            "rec: struct size %zu is smaller than its struct_size field", rec_size);
     struct xattn_ctx *c = (struct xattn_ctx *)ctx; /* the busy flag only, as above */
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(c));
     size_t n = ctx->prof.nrecs;

@@ -61,9 +61,18 @@ static void xattn__probe_one(int i)
     xattn__set_error_text(saved);
 }
 
-static void xattn__probe_cpu(void) { xattn__probe_one(XATTN_BACKEND_CPU); }
-static void xattn__probe_opencl(void) { xattn__probe_one(XATTN_BACKEND_OPENCL); }
-static void xattn__probe_cuda(void) { xattn__probe_one(XATTN_BACKEND_CUDA); }
+static void xattn__probe_cpu(void)
+{
+    xattn__probe_one(XATTN_BACKEND_CPU);
+}
+static void xattn__probe_opencl(void)
+{
+    xattn__probe_one(XATTN_BACKEND_OPENCL);
+}
+static void xattn__probe_cuda(void)
+{
+    xattn__probe_one(XATTN_BACKEND_CUDA);
+}
 static void (*const xattn__probe_fns[XATTN_BACKEND_COUNT])(void) = {
     [XATTN_BACKEND_CPU] = xattn__probe_cpu,
     [XATTN_BACKEND_OPENCL] = xattn__probe_opencl,
@@ -79,12 +88,14 @@ static xattn_status xattn__backend_usable(xattn_backend backend)
                             XATTN_BACKEND_COUNT - 1);
     pthread_once(&xattn__probe_once[backend], xattn__probe_fns[backend]);
     if (xattn__probe_status[backend] != XATTN_STATUS_OK)
-        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE, "%s",
-                            xattn__probe_reason[backend]);
+        return xattn__error(XATTN_STATUS_BACKEND_UNAVAILABLE, "%s", xattn__probe_reason[backend]);
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn__backend_require(xattn_backend backend) { return xattn__backend_usable(backend); }
+xattn_status xattn__backend_require(xattn_backend backend)
+{
+    return xattn__backend_usable(backend);
+}
 
 const char *xattn_backend_name(xattn_backend backend)
 {
@@ -112,7 +123,10 @@ xattn_status xattn_backend_from_name(const char *name, xattn_backend *out)
                         "backend name '%s' is not one of auto, cpu, opencl, cuda", name);
 }
 
-int xattn_backend_compiled(xattn_backend backend) { return xattn__backend_get(backend) != NULL; }
+int xattn_backend_compiled(xattn_backend backend)
+{
+    return xattn__backend_get(backend) != NULL;
+}
 
 xattn_status xattn_backend_available(xattn_backend backend)
 {
@@ -151,8 +165,8 @@ xattn_status xattn_device_get_info_sized(xattn_backend backend, int index,
     int n = be->device_count();
     if (index < 0 || index >= n)
         return xattn__error(XATTN_STATUS_DEVICE_NOT_FOUND,
-                            "device: index %d out of range (the %s backend has %d device%s)",
-                            index, be->name, n, n == 1 ? "" : "s");
+                            "device: index %d out of range (the %s backend has %d device%s)", index,
+                            be->name, n, n == 1 ? "" : "s");
     xattn_device_info full, *info = &full;
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;

@@ -19,8 +19,8 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                                       const char *name)
 {
     if (!t->buffer)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s.buffer: NULL (%s is required)",
-                            name, name);
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s.buffer: NULL (%s is required)", name,
+                            name);
     if (!t->buffer->ctx)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                             "%s.buffer: its context was destroyed, which freed its memory", name);
@@ -40,8 +40,8 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                                 (long long)t->shape[i], xattn__dim_names[i]);
         if (t->strides[i] < 0)
             return xattn__error(XATTN_STATUS_INVALID_STRIDE,
-                                "%s.strides[%d]: %lld is negative (strides must be >= 0)", name,
-                                i, (long long)t->strides[i]);
+                                "%s.strides[%d]: %lld is negative (strides must be >= 0)", name, i,
+                                (long long)t->strides[i]);
     }
     size_t esize = xattn_dtype_size(t->dtype);
     if (t->offset % esize)
@@ -59,7 +59,7 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                                 (long long)t->shape[2], (long long)t->shape[3]);
     if (count == 0)
         return XATTN_STATUS_OK; /* an empty view touches no memory */
-    uint64_t last = 0; /* highest element index the view touches */
+    uint64_t last = 0;          /* highest element index the view touches */
     for (int i = 0; i < 4; i++) {
         uint64_t span;
         if (xattn__mul_overflow((uint64_t)(t->shape[i] - 1), (uint64_t)t->strides[i], &span) ||
@@ -81,10 +81,10 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                             "(offset %zu, shape [%lld, %lld, %lld, %lld], strides [%lld, %lld, "
                             "%lld, %lld])",
                             name, (unsigned long long)end, name, t->buffer->size, t->offset,
-                            (long long)t->shape[0], (long long)t->shape[1],
-                            (long long)t->shape[2], (long long)t->shape[3],
-                            (long long)t->strides[0], (long long)t->strides[1],
-                            (long long)t->strides[2], (long long)t->strides[3]);
+                            (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2],
+                            (long long)t->shape[3], (long long)t->strides[0],
+                            (long long)t->strides[1], (long long)t->strides[2],
+                            (long long)t->strides[3]);
     return XATTN_STATUS_OK;
 }
 
@@ -217,8 +217,8 @@ static xattn_status xattn__check_positive(const xattn_tensor *t, const char *nam
 
 /* cu_seqlens: from 0, non-decreasing, last entry within `tokens`. Returns the
  * longest sequence through *max_len. */
-static xattn_status xattn__check_cu(const int32_t *cu, int64_t n, int64_t tokens,
-                                    const char *name, const char *tensor, int64_t *max_len)
+static xattn_status xattn__check_cu(const int32_t *cu, int64_t n, int64_t tokens, const char *name,
+                                    const char *tensor, int64_t *max_len)
 {
     if (cu[0] != 0)
         return xattn__error(XATTN_STATUS_INVALID_LENGTHS, "%s[0]: %d, expected 0", name,
@@ -241,14 +241,13 @@ static xattn_status xattn__check_cu(const int32_t *cu, int64_t n, int64_t tokens
     return XATTN_STATUS_OK;
 }
 
-static xattn_status xattn__check_lens(const int32_t *lens, int64_t n, int64_t max,
-                                      const char *name)
+static xattn_status xattn__check_lens(const int32_t *lens, int64_t n, int64_t max, const char *name)
 {
     for (int64_t b = 0; b < n; b++)
         if (lens[b] < 0 || lens[b] > max)
             return xattn__error(XATTN_STATUS_INVALID_LENGTHS,
-                                "%s[%lld]: %d out of range (expected 0..%lld)", name,
-                                (long long)b, (int)lens[b], (long long)max);
+                                "%s[%lld]: %d out of range (expected 0..%lld)", name, (long long)b,
+                                (int)lens[b], (long long)max);
     return XATTN_STATUS_OK;
 }
 
@@ -339,8 +338,8 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
             return xattn__error(XATTN_STATUS_INVALID_SHAPE,
                                 "%s.shape[1]: %lld is longer than the %d positions a sequence "
                                 "may have",
-                                Sq > INT32_MAX ? "q" : "k",
-                                (long long)(Sq > INT32_MAX ? Sq : Sk), INT32_MAX);
+                                Sq > INT32_MAX ? "q" : "k", (long long)(Sq > INT32_MAX ? Sq : Sk),
+                                INT32_MAX);
         if (d->seqlens_q)
             XATTN_RETURN_IF_ERROR(xattn__check_lens(d->seqlens_q, B, Sq, "seqlens_q"));
         if (d->seqlens_k)
@@ -378,13 +377,13 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
                                 "(expected 1 or %lld)",
                                 (long long)d->bias.shape[1], (long long)Hq, (long long)Hq);
         if (d->bias.shape[2] < Sq || d->bias.shape[3] < Sk)
-            return xattn__error(XATTN_STATUS_INVALID_SHAPE,
-                                "bias.shape[%d]: %lld is shorter than the %s length %lld",
-                                d->bias.shape[2] < Sq ? 2 : 3,
-                                (long long)(d->bias.shape[2] < Sq ? d->bias.shape[2]
-                                                                  : d->bias.shape[3]),
-                                d->bias.shape[2] < Sq ? "query" : "key",
-                                (long long)(d->bias.shape[2] < Sq ? Sq : Sk));
+            return xattn__error(
+                XATTN_STATUS_INVALID_SHAPE,
+                "bias.shape[%d]: %lld is shorter than the %s length %lld",
+                d->bias.shape[2] < Sq ? 2 : 3,
+                (long long)(d->bias.shape[2] < Sq ? d->bias.shape[2] : d->bias.shape[3]),
+                d->bias.shape[2] < Sq ? "query" : "key",
+                (long long)(d->bias.shape[2] < Sq ? Sq : Sk));
     }
 
     /* Outputs: each element written once, and no memory shared with inputs. */

@@ -19,8 +19,14 @@
 
 #include "xattn_internal.h"
 
-static inline int64_t xattn__min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t xattn__max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t xattn__min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+static inline int64_t xattn__max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
 
 /* sum over integers p in [a, b) of max(0, A + s*p), s in {-1, 0, 1}. */
 static __int128 xattn__sum_pos_linear(int64_t a, int64_t b, int64_t A, int s)
@@ -65,7 +71,7 @@ static __int128 xattn__rule_pairs(const xattn_sem_rule *r, int64_t i0, int64_t i
         if (b <= a)
             continue;
         const int hi_lin = a < r->lk - r->reach; /* hi = p + c on [a, b) */
-        const int lo_lin = a >= r->left;        /* lo = p - L on [a, b) */
+        const int lo_lin = a >= r->left;         /* lo = p - L on [a, b) */
         const int64_t A = (hi_lin ? r->reach : r->lk) + (lo_lin ? r->left : 0);
         total += xattn__sum_pos_linear(a, b, A, hi_lin - lo_lin);
     }
@@ -115,8 +121,8 @@ double xattn__executed_pairs(const xattn_problem *p, int tile_q, int tile_k)
     return (double)pairs * (double)p->Hq;
 }
 
-void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
-                         const xattn__exec *exec, xattn__work *w)
+void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, const xattn__exec *exec,
+                         xattn__work *w)
 {
     const double Hq = (double)p->Hq, Hkv = (double)p->Hkv, D = (double)p->D, Dv = (double)p->Dv;
     const double qs = (double)xattn_dtype_size(p->q.dtype);
@@ -141,8 +147,8 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
         xattn_sem_nonempty_rows(&r, &ia, &ib);
         if (ib > ia) {
             rows_read += (double)(ib - ia);
-            keys_read += (double)(xattn_sem_hi_at(&r, ib - 1 + r.off) -
-                                  xattn_sem_lo_at(&r, ia + r.off));
+            keys_read +=
+                (double)(xattn_sem_hi_at(&r, ib - 1 + r.off) - xattn_sem_lo_at(&r, ia + r.off));
         }
         if (p->has_bias && p->bias.sb != 0)
             bias_min += (double)r.lq * (double)r.lk;
@@ -168,9 +174,10 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
     }
     if (tiled && exec && exec->kv_rows >= 0)
         w->kv_tile_keys = exec->kv_rows;
-    w->padding_waste = (p->B > 0 && p->Sq > 0 && p->Sk > 0)
-                           ? 1.0 - (double)real_pairs / ((double)p->B * (double)p->Sq * (double)p->Sk)
-                           : 0.0;
+    w->padding_waste =
+        (p->B > 0 && p->Sq > 0 && p->Sk > 0)
+            ? 1.0 - (double)real_pairs / ((double)p->B * (double)p->Sq * (double)p->Sk)
+            : 0.0;
 
     /* Bytes. */
     const double out_bytes = rows_out * Hq * (Dv * qs + (p->has_lse ? 4.0 : 0.0));
@@ -182,8 +189,8 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri,
             bias_min = (double)max_lq * (double)max_lk;
     }
     const double bias_bytes_min = bias_min * bias_heads * bias_es;
-    w->bytes_min = rows_read * Hq * D * qs + keys_read * Hkv * (D + Dv) * ks + out_bytes +
-                   bias_bytes_min;
+    w->bytes_min =
+        rows_read * Hq * D * qs + keys_read * Hkv * (D + Dv) * ks + out_bytes + bias_bytes_min;
     /* Every kernel reads the bias of the pairs it does not mask, once. */
     const double bias_bytes = p->has_bias ? w->pairs_useful * bias_es : 0.0;
     const double q_bytes = rows_read * Hq * D * qs;

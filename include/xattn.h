@@ -39,7 +39,7 @@ extern "C" {
 #define XATTN_VERSION_MAJOR 0
 #define XATTN_VERSION_MINOR 1
 #define XATTN_VERSION_PATCH 0
-#define XATTN_VERSION_NUMBER \
+#define XATTN_VERSION_NUMBER                                                                       \
     (XATTN_VERSION_MAJOR * 10000 + XATTN_VERSION_MINOR * 100 + XATTN_VERSION_PATCH)
 
 /** Version of the library actually linked, as XATTN_VERSION_NUMBER encodes it. */
@@ -50,24 +50,24 @@ XATTN_API const char *xattn_version_string(void);
 /* ---- status ------------------------------------------------------------ */
 
 /* Codes never change once released. 0 is success, errors are negative. */
-#define XATTN_STATUS_MAP(X)                                                        \
-    X(OK, 0, "success")                                                            \
-    X(INVALID_ARGUMENT, -1, "invalid argument")                                    \
-    X(INVALID_DTYPE, -2, "invalid or unsupported data type")                       \
-    X(INVALID_SHAPE, -3, "invalid tensor shape")                                   \
-    X(INVALID_STRIDE, -4, "invalid tensor strides")                                \
-    X(OUT_OF_BOUNDS, -5, "tensor view exceeds its buffer")                         \
-    X(INVALID_LENGTHS, -6, "invalid sequence lengths")                             \
-    X(SIZE_OVERFLOW, -7, "size computation overflows")                             \
-    X(OUT_OF_MEMORY, -8, "out of memory")                                          \
-    X(UNSUPPORTED, -9, "configuration not supported by this backend")              \
-    X(BACKEND_UNAVAILABLE, -10, "backend not compiled in or no usable device")     \
-    X(DEVICE_NOT_FOUND, -11, "no such device")                                     \
-    X(BACKEND, -12, "backend runtime error")                                       \
-    X(BUILD_FAILED, -13, "kernel program build failed")                            \
-    X(WRONG_CONTEXT, -14, "object belongs to another context")                     \
-    X(BUSY, -15, "context is in use by another thread")                            \
-    X(IO, -16, "file input/output error")                                          \
+#define XATTN_STATUS_MAP(X)                                                                        \
+    X(OK, 0, "success")                                                                            \
+    X(INVALID_ARGUMENT, -1, "invalid argument")                                                    \
+    X(INVALID_DTYPE, -2, "invalid or unsupported data type")                                       \
+    X(INVALID_SHAPE, -3, "invalid tensor shape")                                                   \
+    X(INVALID_STRIDE, -4, "invalid tensor strides")                                                \
+    X(OUT_OF_BOUNDS, -5, "tensor view exceeds its buffer")                                         \
+    X(INVALID_LENGTHS, -6, "invalid sequence lengths")                                             \
+    X(SIZE_OVERFLOW, -7, "size computation overflows")                                             \
+    X(OUT_OF_MEMORY, -8, "out of memory")                                                          \
+    X(UNSUPPORTED, -9, "configuration not supported by this backend")                              \
+    X(BACKEND_UNAVAILABLE, -10, "backend not compiled in or no usable device")                     \
+    X(DEVICE_NOT_FOUND, -11, "no such device")                                                     \
+    X(BACKEND, -12, "backend runtime error")                                                       \
+    X(BUILD_FAILED, -13, "kernel program build failed")                                            \
+    X(WRONG_CONTEXT, -14, "object belongs to another context")                                     \
+    X(BUSY, -15, "context is in use by another thread")                                            \
+    X(IO, -16, "file input/output error")                                                          \
     X(INTERNAL, -17, "internal error")
 
 typedef enum xattn_status {
@@ -150,10 +150,10 @@ XATTN_API xattn_status xattn_backend_available(xattn_backend backend);
 
 /** Description of one device. Grows at its end only (see "ABI" below). */
 typedef struct xattn_device_info {
-    size_t struct_size;        /* set by the library to sizeof(xattn_device_info) */
+    size_t struct_size; /* set by the library to sizeof(xattn_device_info) */
     xattn_backend backend;
-    int index;                 /* index within the backend */
-    char name[256];            /* "NVIDIA H200", "pthread-Intel(R) Xeon(R) ..." */
+    int index;      /* index within the backend */
+    char name[256]; /* "NVIDIA H200", "pthread-Intel(R) Xeon(R) ..." */
     char vendor[128];
     char driver_version[128];  /* driver / runtime version; "" where meaningless */
     char platform[128];        /* OpenCL platform name; CUDA runtime version */
@@ -163,11 +163,11 @@ typedef struct xattn_device_info {
     uint64_t local_mem_bytes;  /* OpenCL local / CUDA shared memory per block; CPU: L1d */
     uint64_t cache_bytes;      /* last-level cache (CPU L3, GPU L2); 0 if unknown */
     size_t max_work_group_size;
-    int fp16_supported;        /* native half arithmetic (cl_khr_fp16 / sm_53+ / AVX512-FP16) */
+    int fp16_supported; /* native half arithmetic (cl_khr_fp16 / sm_53+ / AVX512-FP16) */
     int fp64_supported;
-    int compute_capability;    /* CUDA: major*10+minor; 0 elsewhere */
-    char cpu_features[128];    /* CPU: SIMD paths the kernels use ("avx2 fma f16c") */
-    int device_type;           /* xattn_device_type */
+    int compute_capability; /* CUDA: major*10+minor; 0 elsewhere */
+    char cpu_features[128]; /* CPU: SIMD paths the kernels use ("avx2 fma f16c") */
+    int device_type;        /* xattn_device_type */
 } xattn_device_info;
 
 typedef enum xattn_device_type {
@@ -278,8 +278,7 @@ XATTN_API void xattn_buffer_free(xattn_buffer *buf);
 XATTN_API xattn_status xattn_buffer_write(xattn_buffer *buf, size_t offset, const void *src,
                                           size_t bytes);
 /** Copies `bytes` from the buffer at byte `offset` into host memory (blocking). */
-XATTN_API xattn_status xattn_buffer_read(xattn_buffer *buf, size_t offset, void *dst,
-                                         size_t bytes);
+XATTN_API xattn_status xattn_buffer_read(xattn_buffer *buf, size_t offset, void *dst, size_t bytes);
 /** Size in bytes (0 for NULL). */
 XATTN_API size_t xattn_buffer_size(const xattn_buffer *buf);
 
@@ -297,7 +296,7 @@ typedef struct xattn_tensor {
     size_t offset;        /* bytes from the start of the buffer */
     xattn_dtype dtype;
     int64_t shape[4];
-    int64_t strides[4];   /* elements */
+    int64_t strides[4]; /* elements */
 } xattn_tensor;
 
 /** A contiguous [B, S, H, D] view in BSHD layout (FlashAttention, HF). */
@@ -358,14 +357,14 @@ typedef struct xattn_attn_desc {
     xattn_tensor lse;  /* optional (buffer NULL = not written) */
     xattn_tensor bias; /* optional additive bias / mask */
 
-    float scale;   /* 0 = default 1/sqrt(D) */
-    float softcap; /* 0 = off; else s = softcap * tanh(s / softcap), softcap > 0 */
+    float scale;               /* 0 = default 1/sqrt(D) */
+    float softcap;             /* 0 = off; else s = softcap * tanh(s / softcap), softcap > 0 */
     const float *alibi_slopes; /* optional host array [Hq] */
 
-    int causal;              /* 0 or 1 */
-    xattn_align align;       /* causal, window and ALiBi alignment; default BOTTOM_RIGHT */
-    int64_t window_left;     /* < 0 = unbounded (default) */
-    int64_t window_right;    /* < 0 = unbounded (default) */
+    int causal;           /* 0 or 1 */
+    xattn_align align;    /* causal, window and ALiBi alignment; default BOTTOM_RIGHT */
+    int64_t window_left;  /* < 0 = unbounded (default) */
+    int64_t window_right; /* < 0 = unbounded (default) */
 
     /* Padded batches: optional host arrays [B] of per-sequence lengths,
      * 0 <= seqlens_q[b] <= Sq and 0 <= seqlens_k[b] <= Sk. NULL = full length. */
@@ -378,8 +377,8 @@ typedef struct xattn_attn_desc {
     const int32_t *cu_seqlens_k;
     int64_t num_seqs;
 
-    xattn_algo algo;  /* default AUTO */
-    int num_splits;   /* SPLITKV chunks; 0 = chosen from the shape and device */
+    xattn_algo algo; /* default AUTO */
+    int num_splits;  /* SPLITKV chunks; 0 = chosen from the shape and device */
 } xattn_attn_desc;
 
 /** Fills d with defaults: no tensors, scale 1/sqrt(D), no masks, AUTO. */
@@ -387,31 +386,31 @@ XATTN_API void xattn_attn_desc_init(xattn_attn_desc *d);
 
 /** What one call did. Grows at its end only (see "ABI" below). */
 typedef struct xattn_run_info {
-    size_t struct_size;         /* set by the library */
+    size_t struct_size; /* set by the library */
     xattn_algo algo_requested;
     xattn_algo algo_chosen;
-    char reason[160];           /* why AUTO chose algo_chosen */
-    int num_splits;             /* SPLITKV: chunks used; else 0 */
-    uint64_t workspace_bytes;   /* extra device memory the call allocated */
-    double device_ms;           /* whole call on the backend's own clock (after sync) */
+    char reason[160];         /* why AUTO chose algo_chosen */
+    int num_splits;           /* SPLITKV: chunks used; else 0 */
+    uint64_t workspace_bytes; /* extra device memory the call allocated */
+    double device_ms;         /* whole call on the backend's own clock (after sync) */
     int num_phases;
-    char phase_names[4][16];    /* "qk", "softmax", "pv" | "partial", "combine" | "flash" */
+    char phase_names[4][16]; /* "qk", "softmax", "pv" | "partial", "combine" | "flash" */
     double phase_ms[4];
     /* Appended for the measurement model; 0 where a backend does not know. */
-    double build_ms;            /* one-off costs paid in this call (program build, module
-                                 * load); never included in device_ms */
-    int tile_q, tile_k;         /* FLASH/SPLITKV tiles used, for executed-work accounting:
-                                 * query positions (of one head) and keys per tile (the
-                                 * CPU also gives NAIVE's blocks of query rows and keys) */
-    uint64_t device_mem_total;  /* device memory, bytes, where the backend knows */
+    double build_ms;           /* one-off costs paid in this call (program build, module
+                                * load); never included in device_ms */
+    int tile_q, tile_k;        /* FLASH/SPLITKV tiles used, for executed-work accounting:
+                                * query positions (of one head) and keys per tile (the
+                                * CPU also gives NAIVE's blocks of query rows and keys) */
+    uint64_t device_mem_total; /* device memory, bytes, where the backend knows */
     uint64_t device_mem_free;
-    int tile_heads;             /* query heads of one GQA group that share each loaded K/V
-                                 * tile (GQA packing); 0 or 1: every head loads its own */
-    char kernel[32];            /* the kernel variant that ran: the CPU's SIMD path
-                                 * ("avx512", "avx2", "portable"), CUDA's "mma" or "simt",
-                                 * OpenCL's kernel form; "" where a backend does not say */
-    int matrix_units;           /* 1 when the products ran on matrix units (tensor cores):
-                                 * shares of the FMA ceiling then use the matrix ceiling */
+    int tile_heads;   /* query heads of one GQA group that share each loaded K/V
+                       * tile (GQA packing); 0 or 1: every head loads its own */
+    char kernel[32];  /* the kernel variant that ran: the CPU's SIMD path
+                       * ("avx512", "avx2", "portable"), CUDA's "mma" or "simt",
+                       * OpenCL's kernel form; "" where a backend does not say */
+    int matrix_units; /* 1 when the products ran on matrix units (tensor cores):
+                       * shares of the FMA ceiling then use the matrix ceiling */
 } xattn_run_info;
 
 /**
@@ -444,7 +443,7 @@ XATTN_API xattn_status xattn_attention_check(const xattn_ctx *ctx, const xattn_a
 typedef struct xattn_record {
     size_t struct_size;
     /* identity */
-    uint64_t seq;               /* 0, 1, 2, ... per context, never reused after a reset */
+    uint64_t seq; /* 0, 1, 2, ... per context, never reused after a reset */
     xattn_backend backend;
     int device;
     char device_name[128];
@@ -457,40 +456,40 @@ typedef struct xattn_record {
     int64_t window_left, window_right;
     float scale, softcap;
     int has_bias, has_alibi, has_lse, varlen, padded, num_splits;
-    char range[64];             /* innermost user range open at submit; "" if none */
+    char range[64]; /* innermost user range open at submit; "" if none */
     /* time */
-    double host_submit_us;      /* when xattn_attention was entered */
-    double host_return_us;      /* when it returned */
+    double host_submit_us;                 /* when xattn_attention was entered */
+    double host_return_us;                 /* when it returned */
     double device_start_us, device_end_us; /* the backend's timer, on the host timeline */
     double device_ms;
     int num_phases;
     char phase_names[4][16];
     double phase_ms[4];
-    double phase_start_us[4];   /* on the host timeline */
-    double build_ms;            /* one-off costs in this call, apart from device_ms */
+    double phase_start_us[4]; /* on the host timeline */
+    double build_ms;          /* one-off costs in this call, apart from device_ms */
     /* memory */
     uint64_t workspace_bytes;
     uint64_t mem_current_bytes, mem_peak_bytes; /* the context's allocator after the call */
     uint64_t device_mem_total, device_mem_free; /* 0 where unknown */
     /* work */
-    double flops_dense;         /* 2*Hq*Sq*Sk*(D+Dv) per sequence, padded rectangle */
-    double flops_useful;        /* only the (i, j) pairs that masks and lengths allow */
-    double flops_executed;      /* what the algorithm computed (skipped tiles excluded) */
-    double bytes_min;           /* Q, K, V read once, O (and LSE) written once */
-    double bytes_actual;        /* the algorithm's estimated traffic (NAIVE: + scores) */
+    double flops_dense;    /* 2*Hq*Sq*Sk*(D+Dv) per sequence, padded rectangle */
+    double flops_useful;   /* only the (i, j) pairs that masks and lengths allow */
+    double flops_executed; /* what the algorithm computed (skipped tiles excluded) */
+    double bytes_min;      /* Q, K, V read once, O (and LSE) written once */
+    double bytes_actual;   /* the algorithm's estimated traffic (NAIVE: + scores) */
     /* derived (negative where undefined, e.g. no ceiling measured) */
     double gflops_useful, gflops_executed, gbytes_per_s;
-    double padding_waste;       /* share of the dense rectangle on padding rows/columns */
-    double pct_fma_ceiling;     /* executed GFLOP/s / the device's FMA ceiling, in % */
-    double pct_bw_ceiling;      /* actual GB/s / the device's read bandwidth, in % */
+    double padding_waste;   /* share of the dense rectangle on padding rows/columns */
+    double pct_fma_ceiling; /* executed GFLOP/s / the device's FMA ceiling, in % */
+    double pct_bw_ceiling;  /* actual GB/s / the device's read bandwidth, in % */
     /* appended */
-    int tile_q, tile_k;         /* FLASH/SPLITKV tiles the executed work was counted with */
-    int tile_heads;             /* query heads sharing each K/V tile load (bytes_actual) */
-    char kernel[32];            /* as xattn_run_info.kernel */
-    int matrix_units;           /* as xattn_run_info.matrix_units */
-    int work_counted;           /* 1: flops_executed (and the K/V part of bytes_actual) were
-                                 * counted by the kernels as they ran; 0: computed from the
-                                 * tile model of docs/measurement.md */
+    int tile_q, tile_k; /* FLASH/SPLITKV tiles the executed work was counted with */
+    int tile_heads;     /* query heads sharing each K/V tile load (bytes_actual) */
+    char kernel[32];    /* as xattn_run_info.kernel */
+    int matrix_units;   /* as xattn_run_info.matrix_units */
+    int work_counted;   /* 1: flops_executed (and the K/V part of bytes_actual) were
+                         * counted by the kernels as they ran; 0: computed from the
+                         * tile model of docs/measurement.md */
 } xattn_record;
 
 /**
@@ -519,9 +518,9 @@ XATTN_API xattn_status xattn_range_push(xattn_ctx *ctx, const char *name);
 XATTN_API xattn_status xattn_range_pop(xattn_ctx *ctx);
 
 typedef enum xattn_export_format {
-    XATTN_EXPORT_JSON = 0,  /* versioned schema, docs/measurement.md */
-    XATTN_EXPORT_CSV = 1,   /* one row a record, a header row */
-    XATTN_EXPORT_TRACE = 2  /* Chrome / Perfetto trace event JSON */
+    XATTN_EXPORT_JSON = 0, /* versioned schema, docs/measurement.md */
+    XATTN_EXPORT_CSV = 1,  /* one row a record, a header row */
+    XATTN_EXPORT_TRACE = 2 /* Chrome / Perfetto trace event JSON */
 } xattn_export_format;
 
 /** Writes every record (and, for traces, ranges and memory counters) to `path`;
@@ -532,12 +531,12 @@ XATTN_API xattn_status xattn_profiler_export(const xattn_ctx *ctx, xattn_export_
 /** A device's measured ceilings, from the built-in micro-benchmarks. */
 typedef struct xattn_ceilings {
     size_t struct_size;
-    double fma_f32_gflops;   /* peak f32 FMA throughput (2 FLOPs an FMA) */
-    double fma_f16_gflops;   /* 0 where the device has no faster 16-bit path */
+    double fma_f32_gflops; /* peak f32 FMA throughput (2 FLOPs an FMA) */
+    double fma_f16_gflops; /* 0 where the device has no faster 16-bit path */
     double fma_bf16_gflops;
-    double read_gbps;        /* streaming read bandwidth */
-    double copy_gbps;        /* read + write bandwidth (bytes moved / s) */
-    int from_cache;          /* 1 when loaded from the on-disk cache */
+    double read_gbps; /* streaming read bandwidth */
+    double copy_gbps; /* read + write bandwidth (bytes moved / s) */
+    int from_cache;   /* 1 when loaded from the on-disk cache */
     char cache_path[512];
     /* Appended: dense f16 / bf16 products on the device's matrix units (tensor
      * cores), f32 accumulation; 0 where the device has none or the backend
@@ -607,21 +606,21 @@ XATTN_API xattn_status xattn_attention_sized(xattn_ctx *ctx, const xattn_attn_de
                                              xattn_run_info *info, size_t info_size);
 XATTN_API xattn_status xattn_profiler_get_sized(const xattn_ctx *ctx, size_t index,
                                                 xattn_record *rec, size_t rec_size);
-XATTN_API xattn_status xattn_ceilings_measure_sized(xattn_ctx *ctx, int force,
-                                                    xattn_ceilings *out, size_t out_size);
+XATTN_API xattn_status xattn_ceilings_measure_sized(xattn_ctx *ctx, int force, xattn_ceilings *out,
+                                                    size_t out_size);
 XATTN_API xattn_status xattn_ceilings_get_sized(const xattn_ctx *ctx, xattn_ceilings *out,
                                                 size_t out_size);
 
-#define xattn_device_get_info(backend, index, info) \
+#define xattn_device_get_info(backend, index, info)                                                \
     xattn_device_get_info_sized((backend), (index), (info), sizeof(xattn_device_info))
-#define xattn_ctx_device_info(ctx, info) \
+#define xattn_ctx_device_info(ctx, info)                                                           \
     xattn_ctx_device_info_sized((ctx), (info), sizeof(xattn_device_info))
 #define xattn_attn_desc_init(d) xattn_attn_desc_init_sized((d), sizeof(xattn_attn_desc))
-#define xattn_attention(ctx, d, info) \
+#define xattn_attention(ctx, d, info)                                                              \
     xattn_attention_sized((ctx), (d), (info), sizeof(xattn_run_info))
-#define xattn_profiler_get(ctx, index, rec) \
+#define xattn_profiler_get(ctx, index, rec)                                                        \
     xattn_profiler_get_sized((ctx), (index), (rec), sizeof(xattn_record))
-#define xattn_ceilings_measure(ctx, force, out) \
+#define xattn_ceilings_measure(ctx, force, out)                                                    \
     xattn_ceilings_measure_sized((ctx), (force), (out), sizeof(xattn_ceilings))
 #define xattn_ceilings_get(ctx, out) xattn_ceilings_get_sized((ctx), (out), sizeof(xattn_ceilings))
 

@@ -8,8 +8,8 @@
  * rank runs xattn_attention on the block in hand, and each rank merges its
  * partial (O, LSE) pairs exactly (log-sum-exp), as the SPLITKV combine does.
  * The second strategy, xattn_mpi_alltoall_attention, splits heads instead
- * (an all-to-all in and out). docs/scale.md describes the sharding, the mask mapping, the failure rules
- * and the cost model.
+ * (an all-to-all in and out). docs/scale.md describes the sharding, the mask mapping, the failure
+ * rules and the cost model.
  */
 #ifndef XATTN_MPI_H
 #define XATTN_MPI_H

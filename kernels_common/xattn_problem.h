@@ -30,28 +30,28 @@
 typedef struct xattn_view {
     struct xattn_buffer *buf; /* NULL = absent (lse, bias) */
     xattn_dtype dtype;
-    int64_t off;              /* elements */
-    int64_t sb, ss, sh, sd;   /* elements; see addressing above */
+    int64_t off;            /* elements */
+    int64_t sb, ss, sh, sd; /* elements; see addressing above */
 } xattn_view;
 
 typedef struct xattn_problem {
-    int64_t B;        /* sequences */
-    int64_t Hq, Hkv;  /* query heads, KV heads; group = Hq / Hkv */
+    int64_t B;       /* sequences */
+    int64_t Hq, Hkv; /* query heads, KV heads; group = Hq / Hkv */
     int64_t group;
-    int64_t D, Dv;    /* head dims of q/k and of v/o, 1..256 */
-    int64_t Sq, Sk;   /* padded: tensor extents; varlen: the longest sequence */
+    int64_t D, Dv;  /* head dims of q/k and of v/o, 1..256 */
+    int64_t Sq, Sk; /* padded: tensor extents; varlen: the longest sequence */
 
     xattn_view q, k, v, o;
     int has_lse;
-    xattn_view lse;   /* f32 */
+    xattn_view lse; /* f32 */
     int has_bias;
-    xattn_view bias;  /* f32 or f16 */
+    xattn_view bias; /* f32 or f16 */
 
     const float *alibi; /* host [Hq] or NULL */
     float scale;        /* resolved (never the 0 "default") */
     float softcap;      /* 0 = off */
     int causal;
-    int bottom_right;   /* alignment: p = i + (len_k - len_q) when 1, p = i when 0 */
+    int bottom_right;                  /* alignment: p = i + (len_k - len_q) when 1, p = i when 0 */
     int64_t window_left, window_right; /* < 0 = unbounded */
 
     int varlen;
@@ -60,9 +60,9 @@ typedef struct xattn_problem {
     const int32_t *start_q; /* host [B], 0s in padded mode */
     const int32_t *start_k; /* host [B] */
 
-    xattn_algo algo;  /* NAIVE, FLASH or SPLITKV: never AUTO here */
-    int num_splits;   /* SPLITKV as asked: 0 = the backend chooses */
-    int poison;       /* fill workspaces with NaN first (tests) */
+    xattn_algo algo; /* NAIVE, FLASH or SPLITKV: never AUTO here */
+    int num_splits;  /* SPLITKV as asked: 0 = the backend chooses */
+    int poison;      /* fill workspaces with NaN first (tests) */
 } xattn_problem;
 
 /* Rows of sequence b that the kernels write. */
@@ -75,8 +75,8 @@ static inline int64_t xattn_problem_rows_q(const xattn_problem *p, int64_t b)
  * functions of xattn_semantics.h take it). */
 static inline xattn_sem_rule xattn_problem_rule(const xattn_problem *p, int64_t b)
 {
-    return xattn_sem_rule_make(p->len_q[b], p->len_k[b], p->bottom_right, p->causal,
-                               p->window_left, p->window_right);
+    return xattn_sem_rule_make(p->len_q[b], p->len_k[b], p->bottom_right, p->causal, p->window_left,
+                               p->window_right);
 }
 
 /* The aligned position of query row i of sequence b (docs/semantics.md, step 3). */

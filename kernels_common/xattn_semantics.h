@@ -112,8 +112,8 @@ XATTN_SEM_FN xattn_sem_i64 xattn_sem_hi_at(const xattn_sem_rule *r, xattn_sem_i6
 
 /* Step 6: the keys [*lo, *hi) row i sees; empty (*lo == *hi) for a padding row
  * (i >= lq) or a row every key of which is masked. */
-XATTN_SEM_FN void xattn_sem_row_keys(const xattn_sem_rule *r, xattn_sem_i64 i,
-                                     xattn_sem_i64 *lo, xattn_sem_i64 *hi)
+XATTN_SEM_FN void xattn_sem_row_keys(const xattn_sem_rule *r, xattn_sem_i64 i, xattn_sem_i64 *lo,
+                                     xattn_sem_i64 *hi)
 {
     const xattn_sem_i64 pos = xattn_sem_pos(r, i);
     xattn_sem_i64 a = xattn_sem_lo_at(r, pos), b = xattn_sem_hi_at(r, pos);
@@ -145,8 +145,8 @@ XATTN_SEM_FN void xattn_sem_nonempty_rows(const xattn_sem_rule *r, xattn_sem_i64
  * Returns 0 (and an empty interval) when no row of the block has a key: the
  * block is skipped.
  */
-XATTN_SEM_FN int xattn_sem_block_keys(const xattn_sem_rule *r, xattn_sem_i64 i0,
-                                      xattn_sem_i64 i1, xattn_sem_i64 *lo, xattn_sem_i64 *hi)
+XATTN_SEM_FN int xattn_sem_block_keys(const xattn_sem_rule *r, xattn_sem_i64 i0, xattn_sem_i64 i1,
+                                      xattn_sem_i64 *lo, xattn_sem_i64 *hi)
 {
     xattn_sem_i64 ia, ib;
     xattn_sem_nonempty_rows(r, &ia, &ib);
@@ -162,8 +162,8 @@ XATTN_SEM_FN int xattn_sem_block_keys(const xattn_sem_rule *r, xattn_sem_i64 i0,
 
 /* Whether every row of [i0, i1) sees every key of [j0, j1): the tile needs no
  * mask (the intersection of the rows' intervals is [lo(i1-1), hi(i0))). */
-XATTN_SEM_FN int xattn_sem_block_covers(const xattn_sem_rule *r, xattn_sem_i64 i0,
-                                        xattn_sem_i64 i1, xattn_sem_i64 j0, xattn_sem_i64 j1)
+XATTN_SEM_FN int xattn_sem_block_covers(const xattn_sem_rule *r, xattn_sem_i64 i0, xattn_sem_i64 i1,
+                                        xattn_sem_i64 j0, xattn_sem_i64 j1)
 {
     if (i0 < 0 || i1 > r->lq || i1 <= i0)
         return 0;

@@ -31,8 +31,9 @@
 
 /* AVX512-FP16 intrinsics usable from a target attribute: GCC 12, and clang
  * once immintrin.h declares them without -mavx512fp16 (16; clang 14 does not). */
-#if XATTN__CPU_X86 && ((defined(__clang__) && (__clang_major__ >= 16 || defined(__AVX512FP16__))) || \
-                       (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
+#if XATTN__CPU_X86 &&                                                                              \
+    ((defined(__clang__) && (__clang_major__ >= 16 || defined(__AVX512FP16__))) ||                 \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
 #define XATTN__CPU_HAVE_FP16_ISA 1
 #else
 #define XATTN__CPU_HAVE_FP16_ISA 0
@@ -390,8 +391,7 @@ void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt)
 }
 
 /* Best rate of `runs` passes: mode 0 reads buf, mode 1 copies src -> dst. */
-static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes, int nt,
-                              int runs)
+static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes, int nt, int runs)
 {
     xattn__read_fn rd = xattn__read_portable;
 #if XATTN__CPU_X86

@@ -84,9 +84,18 @@ int64_t xattn__cpu_fit_keys(int64_t keys, uint64_t bytes_per_key, uint64_t budge
 _Static_assert(XATTN_CPU_BQ % 16 == 0 && XATTN_CPU_BQ > 0, "XATTN_CPU_BQ: multiple of 16");
 _Static_assert(XATTN_CPU_BK % 16 == 0 && XATTN_CPU_BK > 0, "XATTN_CPU_BK: multiple of 16");
 
-static inline int64_t xattn__cpu_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-static inline int64_t xattn__cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t xattn__cpu_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t xattn__cpu_round_up(int64_t x, int64_t m)
+{
+    return (x + m - 1) / m * m;
+}
+static inline int64_t xattn__cpu_min(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+static inline int64_t xattn__cpu_max(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
 /* a += b (the executed-work counts). */
 static inline void xattn__cpu_work_add(xattn_cpu_work *a, const xattn_cpu_work *b)
 {
@@ -103,13 +112,19 @@ static inline void xattn__cpu_work_add(xattn_cpu_work *a, const xattn_cpu_work *
 #endif
 
 /* Bytes of one element of a K/V/Q array (the kernels' dtypes). */
-static inline int64_t xattn__cpu_esize(xattn_dtype t) { return t == XATTN_DTYPE_F32 ? 4 : 2; }
+static inline int64_t xattn__cpu_esize(xattn_dtype t)
+{
+    return t == XATTN_DTYPE_F32 ? 4 : 2;
+}
 
 /* Whether the in-place QK^T asks L1 for the V rows that the P.V reads next
  * (its pf argument): with 16-bit V, yes; with f32 (twice the lines) that
  * measured slower than letting the P.V fetch them (B8 H32/8 D128 Sk32768:
  * 100-105 vs 107-110 ms). */
-static inline int xattn__cpu_v_prefetch_in_qk(xattn_dtype v) { return v != XATTN_DTYPE_F32; }
+static inline int xattn__cpu_v_prefetch_in_qk(xattn_dtype v)
+{
+    return v != XATTN_DTYPE_F32;
+}
 
 /* ---- scalar dtype conversions (own copies: kernels share nothing with the
  * reference or the dispatch layer) ------------------------------------------ */
@@ -150,7 +165,7 @@ static inline uint16_t xattn__cpu_f32_to_f16(float f)
         return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
     if (a >= 0x477ff000u) /* >= 65520 rounds to inf */
         return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below 2^-14: subnormal half or zero */
+    if (a < 0x38800000u) {    /* below 2^-14: subnormal half or zero */
         if (a <= 0x33000000u) /* <= 2^-25: ties to even, i.e. to 0 */
             return (uint16_t)sign;
         uint32_t mant = (a & 0x7fffffu) | 0x800000u;
@@ -165,7 +180,10 @@ static inline uint16_t xattn__cpu_f32_to_f16(float f)
     return (uint16_t)(sign | v);
 }
 
-static inline float xattn__cpu_bf16_to_f32(uint16_t h) { return xattn__cpu_bits_f32((uint32_t)h << 16); }
+static inline float xattn__cpu_bf16_to_f32(uint16_t h)
+{
+    return xattn__cpu_bits_f32((uint32_t)h << 16);
+}
 
 static inline uint16_t xattn__cpu_f32_to_bf16(float f)
 {
@@ -216,9 +234,9 @@ typedef struct xattn__cpu_uk {
      * each key c it reads (the V rows the P.V reads next: the K and V streams
      * then overlap), pf NULL for none; it reads qr as order_q_src left it. */
     void (*order_q_src)(float *qr, int ldq, int nr, int n, xattn_dtype dt);
-    void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base,
-                        int64_t idx0, int64_t stride, xattn_dtype dt, int n, int nc,
-                        const void *pf, int64_t pfstride, int pfbytes);
+    void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base, int64_t idx0,
+                        int64_t stride, xattn_dtype dt, int n, int nc, const void *pf,
+                        int64_t pfstride, int pfbytes);
     int (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
                        int64_t stride, xattn_dtype dt, int n, int nr, const int *clo,
                        const int *chi);
@@ -253,8 +271,8 @@ typedef struct xattn__cpu_uk {
      * over n columns (n <= ldv; vt and acc padded to ldv). Keys outside a row's
      * own range may be visited when they are inside another row's of the same
      * pv_block-row block: their p is 0 there, so V must be finite (see nonfinite). */
-    void (*pv_tile)(float *acc, int ldacc, const float *st, const float *vt, int ldv, int n,
-                    int nr, const int *clo, const int *chi);
+    void (*pv_tile)(float *acc, int ldacc, const float *st, const float *vt, int ldv, int n, int nr,
+                    const int *clo, const int *chi);
     /* How pv_tile walks the rows, for the executed-work count
      * (xattn__cpu_pv_pairs): blocks of pv_block rows over the span from their
      * lowest clo to their highest chi, the last nr % pv_block rows as one
@@ -308,9 +326,9 @@ typedef struct xattn__cpu_ctx {
     const xattn_problem *p;
     const xattn_cpu_args *a;
     const xattn__cpu_uk *uk;
-    int mods;     /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
-    int64_t Dvp;  /* Dv rounded up to XATTN__CPU_PAD */
-    int64_t ldk;  /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
+    int mods;    /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
+    int64_t Dvp; /* Dv rounded up to XATTN__CPU_PAD */
+    int64_t ldk; /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
     /* The scale in two factors, qscale * post (see xattn__cpu_ctx_init): q is
      * multiplied by qscale as it is loaded, each dot product by post (skipped
      * where post is 1). */
@@ -484,10 +502,9 @@ typedef struct xattn__cpu_kvsrc {
     int64_t kidx, vidx, kstride, vstride;
 } xattn__cpu_kvsrc;
 
-int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
-                           int64_t t0, int64_t t1, const float *kt, int64_t kpitch,
-                           const float *vt, int64_t vpitch, int vbad,
-                           const xattn__cpu_kvsrc *src);
+int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t t0,
+                           int64_t t1, const float *kt, int64_t kpitch, const float *vt,
+                           int64_t vpitch, int vbad, const xattn__cpu_kvsrc *src);
 
 /* The (row, key) pairs a P.V over rows r < nr with keys [clo[r], chi[r])
  * computes when it walks blocks of `block` rows over their span of keys (rows

@@ -20,7 +20,10 @@
 #define XATTN_CPU_PACK_MAX_BYTES (1ull << 30)
 #endif
 
-static uint64_t xattn__cpu_a64(uint64_t bytes) { return (bytes + 63u) & ~(uint64_t)63u; }
+static uint64_t xattn__cpu_a64(uint64_t bytes)
+{
+    return (bytes + 63u) & ~(uint64_t)63u;
+}
 
 /* Key tiles of every sequence (one KV head); UINT64_MAX on overflow. */
 static uint64_t xattn__cpu_pack_tiles(const xattn_problem *p)
@@ -56,7 +59,8 @@ int xattn_cpu_flash_packs(const xattn_problem *p)
 
 uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads, int pack)
 {
-    const uint64_t scratch = (uint64_t)(num_threads > 0 ? num_threads : 1) * xattn__cpu_scratch_bytes(p);
+    const uint64_t scratch =
+        (uint64_t)(num_threads > 0 ? num_threads : 1) * xattn__cpu_scratch_bytes(p);
     if (!pack)
         return scratch;
     const uint64_t packed = xattn__cpu_pack_bytes(p);
@@ -117,8 +121,8 @@ static void xattn__cpu_flash_finish(const xattn__cpu_ctx *cx, xattn__cpu_scratch
             continue;
         }
         /* NaN in m (a NaN score) makes l, and so every output, NaN. */
-        cx->uk->store(cx->a->o, xattn__cpu_qrow(&p->o, p, b, i, h), p->o.sd,
-                      sc->acc + r * cx->Dvp, p->Dv, p->o.dtype, 1.0f / l);
+        cx->uk->store(cx->a->o, xattn__cpu_qrow(&p->o, p, b, i, h), p->o.sd, sc->acc + r * cx->Dvp,
+                      p->Dv, p->o.dtype, 1.0f / l);
         if (p->has_lse)
             cx->a->lse[xattn__cpu_lse_idx(p, b, h, i)] = m + logf(l);
     }

@@ -19,8 +19,8 @@
 
 typedef enum xattn_cpu_simd {
     XATTN_CPU_SIMD_PORTABLE = 1,
-    XATTN_CPU_SIMD_AVX2 = 2,   /* AVX2 + FMA + F16C */
-    XATTN_CPU_SIMD_AVX512 = 3  /* AVX-512F (+ the AVX2 set) */
+    XATTN_CPU_SIMD_AVX2 = 2,  /* AVX2 + FMA + F16C */
+    XATTN_CPU_SIMD_AVX512 = 3 /* AVX-512F (+ the AVX2 set) */
 } xattn_cpu_simd;
 
 /* What the CPU has, from cpuid: the best xattn_cpu_simd it can run. */

@@ -247,7 +247,7 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
             m = uk->row_max(s + lo, hi - lo);
         }
         if (m == -INFINITY) { /* padding or fully masked: P = 0, LSE = -inf */
-            if (Sk > 0) /* Sk = 0: no score matrix, and memset wants a pointer */
+            if (Sk > 0)       /* Sk = 0: no score matrix, and memset wants a pointer */
                 memset(s, 0, (size_t)Sk * sizeof(float));
         } else {
             sum = uk->exp_sum(s + lo, hi - lo, m);

@@ -39,22 +39,50 @@
 #define QR_RB 4
 #define QR_CB 2
 
-static inline XV_TARGET XV xv_zero(void) { return _mm256_setzero_ps(); }
-static inline XV_TARGET XV xv_set1(float x) { return _mm256_set1_ps(x); }
-static inline XV_TARGET XV xv_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline XV_TARGET void xv_store(float *p, XV v) { _mm256_storeu_ps(p, v); }
-static inline XV_TARGET void xv_stream(float *p, XV v) { _mm256_stream_ps(p, v); } /* p 32-aligned */
-static inline XV_TARGET XV xv_add(XV a, XV b) { return _mm256_add_ps(a, b); }
-static inline XV_TARGET XV xv_sub(XV a, XV b) { return _mm256_sub_ps(a, b); }
-static inline XV_TARGET XV xv_mul(XV a, XV b) { return _mm256_mul_ps(a, b); }
+static inline XV_TARGET XV xv_zero(void)
+{
+    return _mm256_setzero_ps();
+}
+static inline XV_TARGET XV xv_set1(float x)
+{
+    return _mm256_set1_ps(x);
+}
+static inline XV_TARGET XV xv_load(const float *p)
+{
+    return _mm256_loadu_ps(p);
+}
+static inline XV_TARGET void xv_store(float *p, XV v)
+{
+    _mm256_storeu_ps(p, v);
+}
+static inline XV_TARGET void xv_stream(float *p, XV v)
+{
+    _mm256_stream_ps(p, v);
+} /* p 32-aligned */
+static inline XV_TARGET XV xv_add(XV a, XV b)
+{
+    return _mm256_add_ps(a, b);
+}
+static inline XV_TARGET XV xv_sub(XV a, XV b)
+{
+    return _mm256_sub_ps(a, b);
+}
+static inline XV_TARGET XV xv_mul(XV a, XV b)
+{
+    return _mm256_mul_ps(a, b);
+}
 /* a * b + c */
-static inline XV_TARGET XV xv_fma(XV a, XV b, XV c) { return _mm256_fmadd_ps(a, b, c); }
+static inline XV_TARGET XV xv_fma(XV a, XV b, XV c)
+{
+    return _mm256_fmadd_ps(a, b, c);
+}
 
 /* The running max with NaN sticky: (s > m || s != s) ? s : m. MAXPS alone
  * would drop a NaN in one of its operands. */
 static inline XV_TARGET XV xv_max_nan(XV m, XV s)
 {
-    const XV take = _mm256_or_ps(_mm256_cmp_ps(s, m, _CMP_GT_OQ), _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
+    const XV take =
+        _mm256_or_ps(_mm256_cmp_ps(s, m, _CMP_GT_OQ), _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
     return _mm256_blendv_ps(m, s, take);
 }
 
@@ -153,7 +181,8 @@ static inline XV_TARGET XV xv_exp(XV x)
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const XV y = xv_exp_poly(fx, xc);
     const __m256i n = _mm256_cvtps_epi32(fx);
-    const XV pow2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+    const XV pow2n =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
     const XV res = _mm256_mul_ps(y, pow2n);
     return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), res);
 }
@@ -169,7 +198,7 @@ static inline XV_TARGET XV xv_exp(XV x)
  */
 static inline XV_TARGET XV xv_exp_le0(XV x)
 {
-    const XV magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23 */
+    const XV magic = _mm256_set1_ps(12582912.0f);           /* 1.5 * 2^23 */
     const XV xc = _mm256_max_ps(_mm256_set1_ps(-88.0f), x); /* NaN kept: x second */
     const XV t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
     const XV fx = _mm256_sub_ps(t, magic);
@@ -179,7 +208,10 @@ static inline XV_TARGET XV xv_exp_le0(XV x)
     return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
 }
 
-static inline XV_TARGET XV xv_div(XV a, XV b) { return _mm256_div_ps(a, b); }
+static inline XV_TARGET XV xv_div(XV a, XV b)
+{
+    return _mm256_div_ps(a, b);
+}
 static inline XV_TARGET XV xv_abs(XV x)
 {
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
@@ -232,7 +264,8 @@ static inline XV_TARGET void xv_zip(XV even, XV odd, XV *a, XV *b)
 
 static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
 {
-    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128((__m128i *)p,
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 /* Round to nearest even on the bits; NaN is kept quiet (| 0x40 in the top half). */
@@ -240,7 +273,8 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
 {
     const __m256i u = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
     const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
     const __m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     r = _mm256_blendv_epi8(r, qnan, isnan);

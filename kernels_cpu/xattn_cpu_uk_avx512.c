@@ -30,20 +30,48 @@
 #define QR_RB 4
 #define QR_CB 4
 
-static inline XV_TARGET XV xv_zero(void) { return _mm512_setzero_ps(); }
-static inline XV_TARGET XV xv_set1(float x) { return _mm512_set1_ps(x); }
-static inline XV_TARGET XV xv_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline XV_TARGET void xv_store(float *p, XV v) { _mm512_storeu_ps(p, v); }
-static inline XV_TARGET void xv_stream(float *p, XV v) { _mm512_stream_ps(p, v); } /* p 64-aligned */
-static inline XV_TARGET XV xv_add(XV a, XV b) { return _mm512_add_ps(a, b); }
-static inline XV_TARGET XV xv_sub(XV a, XV b) { return _mm512_sub_ps(a, b); }
-static inline XV_TARGET XV xv_mul(XV a, XV b) { return _mm512_mul_ps(a, b); }
-static inline XV_TARGET XV xv_fma(XV a, XV b, XV c) { return _mm512_fmadd_ps(a, b, c); }
+static inline XV_TARGET XV xv_zero(void)
+{
+    return _mm512_setzero_ps();
+}
+static inline XV_TARGET XV xv_set1(float x)
+{
+    return _mm512_set1_ps(x);
+}
+static inline XV_TARGET XV xv_load(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+static inline XV_TARGET void xv_store(float *p, XV v)
+{
+    _mm512_storeu_ps(p, v);
+}
+static inline XV_TARGET void xv_stream(float *p, XV v)
+{
+    _mm512_stream_ps(p, v);
+} /* p 64-aligned */
+static inline XV_TARGET XV xv_add(XV a, XV b)
+{
+    return _mm512_add_ps(a, b);
+}
+static inline XV_TARGET XV xv_sub(XV a, XV b)
+{
+    return _mm512_sub_ps(a, b);
+}
+static inline XV_TARGET XV xv_mul(XV a, XV b)
+{
+    return _mm512_mul_ps(a, b);
+}
+static inline XV_TARGET XV xv_fma(XV a, XV b, XV c)
+{
+    return _mm512_fmadd_ps(a, b, c);
+}
 
 /* (s > m || s != s) ? s : m — NaN sticky, see the AVX2 file. */
 static inline XV_TARGET XV xv_max_nan(XV m, XV s)
 {
-    const __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
+    const __mmask16 take =
+        _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
     return _mm512_mask_blend_ps(take, m, s);
 }
 
@@ -144,10 +172,19 @@ static inline XV_TARGET XV xv_exp(XV x)
 }
 
 /* exp(x) for x <= 0 or NaN: xv_exp itself here. */
-static inline XV_TARGET XV xv_exp_le0(XV x) { return xv_exp(x); }
+static inline XV_TARGET XV xv_exp_le0(XV x)
+{
+    return xv_exp(x);
+}
 
-static inline XV_TARGET XV xv_div(XV a, XV b) { return _mm512_div_ps(a, b); }
-static inline XV_TARGET XV xv_abs(XV x) { return _mm512_abs_ps(x); }
+static inline XV_TARGET XV xv_div(XV a, XV b)
+{
+    return _mm512_div_ps(a, b);
+}
+static inline XV_TARGET XV xv_abs(XV x)
+{
+    return _mm512_abs_ps(x);
+}
 static inline XV_TARGET XV xv_copysign(XV mag, XV s)
 {
     const XV sign = _mm512_set1_ps(-0.0f);
@@ -196,14 +233,16 @@ static inline XV_TARGET void xv_zip(XV even, XV odd, XV *a, XV *b)
 
 static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
 {
-    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256((__m256i *)p,
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
 {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
     const __m512i qnan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
     r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan);
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));

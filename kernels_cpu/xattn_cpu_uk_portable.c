@@ -21,8 +21,8 @@ static void xattn__cpu_p_load(float *dst, const void *base, int64_t idx, int64_t
         dst[t] = mul * xattn__cpu_load1(base, idx + t * stride, dt);
 }
 
-static void xattn__cpu_p_store(void *base, int64_t idx, int64_t stride, const float *src,
-                               int64_t n, xattn_dtype dt, float mul)
+static void xattn__cpu_p_store(void *base, int64_t idx, int64_t stride, const float *src, int64_t n,
+                               xattn_dtype dt, float mul)
 {
     for (int64_t t = 0; t < n; t++)
         xattn__cpu_store1(base, idx + t * stride, dt, mul * src[t]);
@@ -44,7 +44,6 @@ static void xattn__cpu_p_qk_tile(float *st, const float *qt, const float *kt, in
         }
     }
 }
-
 
 static void xattn__cpu_p_softmax_tile(float *st, int nc, int nr, float *m, float *l, float *alpha)
 {
@@ -89,8 +88,8 @@ static int xattn__cpu_p_nonfinite(const float *x, int64_t n)
     return s != s;
 }
 
-static void xattn__cpu_p_axpy_rows(float *acc, int ldacc, int nr, const float *coef,
-                                   const float *v, int n)
+static void xattn__cpu_p_axpy_rows(float *acc, int ldacc, int nr, const float *coef, const float *v,
+                                   int n)
 {
     for (int r = 0; r < nr; r++) {
         const float c = coef[r];

@@ -98,7 +98,7 @@ extern "C" cudaError_t xattn_cuda_ceil_fma(float *sink, int blocks, int iters, i
     return xattn_cuda_ceil_time(
         [&] {
             xattn_cuda_ceil_fma_kernel<<<blocks, XATTN_CEIL_THREADS, 0, stream>>>(sink, iters,
-                                                                                0.999f, 0.001f);
+                                                                                  0.999f, 0.001f);
         },
         reps, stream, ms);
 }

@@ -74,7 +74,8 @@ int xattn_cuda_check_limits(const xattn_cuda_args *a, int splits, char *why, siz
 /* ---- NAIVE: three phases over a materialized f32 score matrix ------------ */
 
 /* The score matrix S [B, Hq, Sq, Sk] f32 is the driver's region
- * (backends/xattn_driver.c). Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */
+ * (backends/xattn_driver.c). Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks
+ * (-inf). */
 cudaError_t xattn_cuda_naive_qk(const xattn_cuda_args *a, float *scores);
 /* Phase 2: row-wise softmax in place; writes LSE; fully masked rows become 0s. */
 cudaError_t xattn_cuda_naive_softmax(const xattn_cuda_args *a, float *scores);
@@ -96,8 +97,8 @@ void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, int *tile_k, 
  * copying `bytes` from `buf` to `buf2`. */
 cudaError_t xattn_cuda_ceil_fma(float *sink, int blocks, int iters, int reps, cudaStream_t stream,
                                 float *ms);
-cudaError_t xattn_cuda_ceil_read(const float4 *buf, size_t bytes, float *sink, int blocks,
-                                 int reps, cudaStream_t stream, float *ms);
+cudaError_t xattn_cuda_ceil_read(const float4 *buf, size_t bytes, float *sink, int blocks, int reps,
+                                 cudaStream_t stream, float *ms);
 cudaError_t xattn_cuda_ceil_copy(const float4 *buf, float4 *buf2, size_t bytes, int blocks,
                                  int reps, cudaStream_t stream, float *ms);
 

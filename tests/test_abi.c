@@ -26,16 +26,16 @@
 
 static int g_passed, g_failed, g_skipped;
 
-#define EXPECT(cond, ...)                                          \
-    do {                                                           \
-        if (cond) {                                                \
-            g_passed++;                                            \
-        } else {                                                   \
-            g_failed++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_passed++;                                                                            \
+        } else {                                                                                   \
+            g_failed++;                                                                            \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
 
 enum { B = 1, SQ = 5, SK = 9, H = 2, D = 8 };
@@ -145,7 +145,7 @@ static void test_desc(fixture *f)
            "older descriptor, check: %s", xattn_last_error());
     if (st == XATTN_STATUS_OK && read_o(f, got))
         EXPECT(!memcmp(ref, got, sizeof ref), "older descriptor: output differs from the full "
-                                             "descriptor's (defaults not applied)");
+                                              "descriptor's (defaults not applied)");
     /* One byte short of the smallest descriptor. */
     od->struct_size = sizeof *od - 1;
     st = xattn_attention(f->ctx, (xattn_attn_desc *)od, NULL);
@@ -173,8 +173,7 @@ static void test_desc(fixture *f)
     memcpy(nd, &declared, sizeof declared);
     set_tensors(f, (xattn_attn_desc *)nd);
     st = xattn_attention(f->ctx, (xattn_attn_desc *)nd, NULL);
-    EXPECT(st == XATTN_STATUS_OK, "newer descriptor, unknown fields zero: %s",
-           xattn_last_error());
+    EXPECT(st == XATTN_STATUS_OK, "newer descriptor, unknown fields zero: %s", xattn_last_error());
     nd[new_size - 3] = 1;
     st = xattn_attention(f->ctx, (xattn_attn_desc *)nd, NULL);
     EXPECT(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_last_error(), "newer"),
@@ -237,8 +236,7 @@ static void test_run_info(fixture *f)
     const size_t new_size = sizeof(xattn_run_info) + 64;
     unsigned char *nw = out_block(new_size);
     if (nw) {
-        EXPECT(xattn_attention_sized(f->ctx, &d, (xattn_run_info *)nw, new_size) ==
-                   XATTN_STATUS_OK,
+        EXPECT(xattn_attention_sized(f->ctx, &d, (xattn_run_info *)nw, new_size) == XATTN_STATUS_OK,
                "newer run info: %s", xattn_last_error());
         EXPECT(struct_size_of(nw) == sizeof(xattn_run_info) &&
                    zero_from(nw, sizeof(xattn_run_info), new_size),
@@ -246,8 +244,7 @@ static void test_run_info(fixture *f)
         free(nw);
     }
     /* The plain symbol: the 0.1 layout, whose last field is matrix_units. */
-    xattn_status (*plain)(xattn_ctx *, const xattn_attn_desc *, xattn_run_info *) =
-        xattn_attention;
+    xattn_status (*plain)(xattn_ctx *, const xattn_attn_desc *, xattn_run_info *) = xattn_attention;
     xattn_run_info v1;
     memset(&v1, 0xAB, sizeof v1);
     EXPECT(plain(f->ctx, &d, &v1) == XATTN_STATUS_OK, "plain symbol: %s", xattn_last_error());
@@ -282,8 +279,8 @@ static void test_record(fixture *f)
         FIELD(xattn_record, old, seq, seq);
         FIELD(xattn_record, old, flops_useful, useful);
         FIELD(xattn_record, old, sq, sq);
-        EXPECT(struct_size_of(old) == old_size && seq == full.seq &&
-                   useful == full.flops_useful && sq == SQ,
+        EXPECT(struct_size_of(old) == old_size && seq == full.seq && useful == full.flops_useful &&
+                   sq == SQ,
                "older record: struct_size %zu, sq %lld", struct_size_of(old), (long long)sq);
         free(old);
     }
@@ -310,10 +307,9 @@ static void test_device_info(fixture *f)
         if (!old)
             continue;
         xattn_status st =
-            via_registry
-                ? xattn_device_get_info_sized(XATTN_BACKEND_CPU, 0, (xattn_device_info *)old,
-                                              old_size)
-                : xattn_ctx_device_info_sized(f->ctx, (xattn_device_info *)old, old_size);
+            via_registry ? xattn_device_get_info_sized(XATTN_BACKEND_CPU, 0,
+                                                       (xattn_device_info *)old, old_size)
+                         : xattn_ctx_device_info_sized(f->ctx, (xattn_device_info *)old, old_size);
         xattn_backend be;
         char name[256];
         FIELD(xattn_device_info, old, backend, be);

@@ -34,23 +34,23 @@
 
 static int g_passed, g_failed, g_skipped;
 
-#define EXPECT(cond, ...)                                          \
-    do {                                                           \
-        if (cond) {                                                \
-            g_passed++;                                            \
-        } else {                                                   \
-            g_failed++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_passed++;                                                                            \
+        } else {                                                                                   \
+            g_failed++;                                                                            \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
-#define SKIP(...)            \
-    do {                     \
-        g_skipped++;         \
-        printf("SKIP ");     \
-        printf(__VA_ARGS__); \
-        printf("\n");        \
+#define SKIP(...)                                                                                  \
+    do {                                                                                           \
+        g_skipped++;                                                                               \
+        printf("SKIP ");                                                                           \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
     } while (0)
 
 /* Check, then run (unless `run` is 0 and the check passed: a case too big to
@@ -69,9 +69,8 @@ static xattn_status agree(xattn_ctx *ctx, const xattn_attn_desc *d, const char *
     xattn_status sr = xattn_attention(ctx, d, NULL);
     char mr[512];
     snprintf(mr, sizeof mr, "%s", xattn_last_error());
-    EXPECT(sc == sr && !strcmp(mc, mr),
-           "%s %s: check %s \"%s\", run %s \"%s\"", bn, what, xattn_status_name(sc), mc,
-           xattn_status_name(sr), mr);
+    EXPECT(sc == sr && !strcmp(mc, mr), "%s %s: check %s \"%s\", run %s \"%s\"", bn, what,
+           xattn_status_name(sc), mc, xattn_status_name(sr), mr);
     printf("  %-7s %-12s %s%s%s\n", bn, what, xattn_status_name(sc), sc ? ": " : "", mc);
     return sc;
 }
@@ -103,8 +102,7 @@ static void on_backend(xattn_backend be)
     d.v = d.q;
     d.o = xattn_tensor_bshd(o, 0, XATTN_DTYPE_F32, 1, S, H, D);
     for (int a = 0; a < 3; a++) {
-        static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH,
-                                            XATTN_ALGO_SPLITKV};
+        static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
         static const char *const names[3] = {"valid naive", "valid flash", "valid splitkv"};
         d.algo = algos[a];
         EXPECT(agree(ctx, &d, names[a], 1) == XATTN_STATUS_OK, "%s: %s", bn, names[a]);
@@ -125,8 +123,7 @@ static void on_backend(xattn_backend be)
     } else {
         xattn_attn_desc h = d;
         xattn_tensor hq = {in, 0, XATTN_DTYPE_F16, {1, 1, HQ, 1}, {0, 0, 0, 1}};
-        xattn_tensor hk = {in, 0, XATTN_DTYPE_F32, {1, ((int64_t)1 << 31) - 1, 1, 1},
-                           {0, 0, 0, 1}};
+        xattn_tensor hk = {in, 0, XATTN_DTYPE_F32, {1, ((int64_t)1 << 31) - 1, 1, 1}, {0, 0, 0, 1}};
         h.q = hq;
         h.k = hk;
         h.v = hk;

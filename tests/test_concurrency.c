@@ -52,14 +52,20 @@ typedef struct prob {
     double *o_ref, *l_ref; /* the reference, computed before any concurrency */
 } prob;
 
-static size_t n_o(const prob *p) { return (size_t)(p->B * p->Sq * p->Hq * p->D); }
-static size_t n_l(const prob *p) { return (size_t)(p->B * p->Hq * p->Sq); }
+static size_t n_o(const prob *p)
+{
+    return (size_t)(p->B * p->Sq * p->Hq * p->D);
+}
+static size_t n_l(const prob *p)
+{
+    return (size_t)(p->B * p->Hq * p->Sq);
+}
 
 /* Retries a call that may find the context busy (shared-context tests). */
-#define RETRY_BUSY(st, call)                                    \
-    do {                                                        \
-        while (((st) = (call)) == XATTN_STATUS_BUSY)            \
-            sched_yield();                                      \
+#define RETRY_BUSY(st, call)                                                                       \
+    do {                                                                                           \
+        while (((st) = (call)) == XATTN_STATUS_BUSY)                                               \
+            sched_yield();                                                                         \
     } while (0)
 
 static xattn_status upload(xattn_ctx *ctx, size_t n, xattn_dtype dt, uint64_t *seed,
@@ -157,9 +163,10 @@ static int prob_matches(prob *p, int *poisoned, char *why, size_t whyn)
             snprintf(why, whyn, "O[%zu] is NaN", i);
             break;
         }
-        double rd = (p->dq == F32 ? (double)(float)ref
+        double rd = (p->dq == F32   ? (double)(float)ref
                      : p->dq == F16 ? xattn_f16_to_f32(xattn_f32_to_f16((float)ref))
-                                    : xattn_bf16_to_f32(xattn_f32_to_bf16((float)ref))) - ref;
+                                    : xattn_bf16_to_f32(xattn_f32_to_bf16((float)ref))) -
+                    ref;
         e2 += (out - ref) * (out - ref);
         r2 += ref * ref;
         rnd2 += rd * rd;
@@ -266,8 +273,8 @@ static void test_own_contexts(void)
         total += args[i].ok_calls;
     }
     EXPECT(total == N_OWN * OWN_ITERS, "%d of %d calls correct", total, N_OWN * OWN_ITERS);
-    printf("  %d threads x %d calls on their own contexts: %d correct (%.2f s)\n", N_OWN,
-           OWN_ITERS, total, now_s() - t0);
+    printf("  %d threads x %d calls on their own contexts: %d correct (%.2f s)\n", N_OWN, OWN_ITERS,
+           total, now_s() - t0);
 }
 
 /* ---- 2. a second thread on a busy context ----------------------------------------- */
@@ -361,8 +368,7 @@ static void test_shared_busy(void)
             const xattn_status ss[6] = {s2, s3, s4, s5, s6, s7};
             for (int k = 0; k < 6; k++) {
                 if (ss[k] != XATTN_STATUS_OK && ss[k] != XATTN_STATUS_BUSY && bad_status++ == 0)
-                    EXPECT(0, "call %d on a busy context returned %s", k,
-                           xattn_status_name(ss[k]));
+                    EXPECT(0, "call %d on a busy context returned %s", k, xattn_status_name(ss[k]));
                 busy_other += ss[k] == XATTN_STATUS_BUSY;
             }
             /* queries that take nothing still answer */
@@ -385,8 +391,8 @@ static void test_shared_busy(void)
                "the long call's output was disturbed: %s", why);
         int poisoned = 0;
         int ok = prob_matches(&small, &poisoned, why, sizeof why);
-        EXPECT(ok_try ? ok : poisoned,
-               "the small call's output: %s (OK calls %d, untouched %d)", why, ok_try, poisoned);
+        EXPECT(ok_try ? ok : poisoned, "the small call's output: %s (OK calls %d, untouched %d)",
+               why, ok_try, poisoned);
     }
     EXPECT(busy_seen > 0, "no BUSY in %d tries of a %.0f ms call", tries, 1e3 * t_call);
     /* free again: a call now runs */
@@ -452,10 +458,10 @@ static void test_hammer(void)
     pthread_t th[N_HAMMER];
     int ready = 1;
     for (int i = 0; i < N_HAMMER; i++) {
-        static const xattn_algo algos[4] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH,
-                                            XATTN_ALGO_SPLITKV, XATTN_ALGO_AUTO};
-        xattn_status st = prob_make(&ps[i], ctx, 1, 8 + i, 70 + 20 * i, 2, 1, 32,
-                                    i & 1 ? F16 : F32, i & 1 ? F16 : F32, i & 1, 100u + (uint64_t)i);
+        static const xattn_algo algos[4] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV,
+                                            XATTN_ALGO_AUTO};
+        xattn_status st = prob_make(&ps[i], ctx, 1, 8 + i, 70 + 20 * i, 2, 1, 32, i & 1 ? F16 : F32,
+                                    i & 1 ? F16 : F32, i & 1, 100u + (uint64_t)i);
         ps[i].d.algo = algos[i];
         EXPECT(st == XATTN_STATUS_OK, "setup %d: %s", i, xattn_last_error());
         ready &= st == XATTN_STATUS_OK;
@@ -570,8 +576,8 @@ static void *opt_setter(void *vp)
 {
     opt_arg *a = vp;
     for (int i = 0; i < 400; i++) {
-        xattn_status st = xattn_ctx_set_option(a->p->ctx, XATTN_OPT_MEMORY_LIMIT,
-                                               i & 1 ? 0 : ((int64_t)1 << 40));
+        xattn_status st =
+            xattn_ctx_set_option(a->p->ctx, XATTN_OPT_MEMORY_LIMIT, i & 1 ? 0 : ((int64_t)1 << 40));
         st = st == XATTN_STATUS_OK ? xattn_profiler_enable(a->p->ctx, i & 1) : st;
         if (st != XATTN_STATUS_OK && st != XATTN_STATUS_BUSY)
             a->bad++;

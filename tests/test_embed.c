@@ -62,8 +62,8 @@ static void loaded(objset *s)
  */
 static int is_device_runtime(const char *name)
 {
-    static const char *const pat[] = {"opencl", "pocl",   "cuda",     "nvidia", "nvrtc",
-                                      "llvm",   "clang",  "amdocl",   "igdrcl", "intelocl",
+    static const char *const pat[] = {"opencl", "pocl",    "cuda",   "nvidia", "nvrtc",
+                                      "llvm",   "clang",   "amdocl", "igdrcl", "intelocl",
                                       "libze_", "rusticl", "mesa"};
     char low[256];
     size_t i = 0;
@@ -88,8 +88,7 @@ static int new_objects(const objset *before, const objset *after, const char *wh
             seen = !strcmp(after->names[i], before->names[j]);
         if (!seen) {
             const int counted = !runtimes_only || is_device_runtime(after->names[i]);
-            printf("  %s loaded %s%s\n", what,
-                   after->names[i][0] ? after->names[i] : "(anonymous)",
+            printf("  %s loaded %s%s\n", what, after->names[i][0] ? after->names[i] : "(anonymous)",
                    counted ? "" : " (not a device runtime)");
             n += counted;
         }
@@ -199,8 +198,8 @@ static void test_live_buffers(xattn_backend be)
     xattn_buffer_alloc(ctx, sizeof hk, &v);
     xattn_buffer_alloc(ctx, sizeof hq, &o);
     EXPECT(q && k && v && o, "%s alloc: %s", bn, xattn_last_error());
-    int can_wrap = wrapped && xattn_buffer_wrap_host(ctx, wrapped, sizeof hq, &w) ==
-                                  XATTN_STATUS_OK;
+    int can_wrap =
+        wrapped && xattn_buffer_wrap_host(ctx, wrapped, sizeof hq, &w) == XATTN_STATUS_OK;
     if (!q || !k || !v || !o) {
         xattn_ctx_destroy(ctx);
         free(wrapped);

@@ -130,8 +130,7 @@ int main(void)
     xattn_ctx *ctx = NULL;
     if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &ctx) == XATTN_STATUS_OK) {
         uint64_t tt = 0, aa = 0;
-        EXPECT(xattn_ctx_device_memory(ctx, &tt, &aa) == XATTN_STATUS_OK, "%s",
-               xattn_last_error());
+        EXPECT(xattn_ctx_device_memory(ctx, &tt, &aa) == XATTN_STATUS_OK, "%s", xattn_last_error());
         EXPECT(tt > 0 && aa > 0 && aa <= tt, "cpu: total %llu available %llu",
                (unsigned long long)tt, (unsigned long long)aa);
         EXPECT(xattn_ctx_device_memory(ctx, NULL, NULL) == XATTN_STATUS_OK, "NULL outputs");

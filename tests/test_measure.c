@@ -402,8 +402,7 @@ static xattn_status run_case(xattn_ctx *ctx, const tcase *c, xattn_record *rec,
 
 static void describe(const tcase *c, char *out, size_t n)
 {
-    snprintf(out, n,
-             "B%lld H%lld/%lld Sq%lld Sk%lld D%lld/%lld %s causal=%d %s win=%lld,%lld%s%s",
+    snprintf(out, n, "B%lld H%lld/%lld Sq%lld Sk%lld D%lld/%lld %s causal=%d %s win=%lld,%lld%s%s",
              (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Sq,
              (long long)c->Sk, (long long)c->D, (long long)c->Dv, xattn_algo_name(c->algo),
              c->causal, c->align == XATTN_ALIGN_TOP_LEFT ? "tl" : "br", (long long)c->wl,
@@ -430,8 +429,8 @@ static void check_useful(xattn_ctx *ctx, const tcase *c, double pairs_per_head,
     const double dense = per * (double)c->B * (double)tc_sq(c) * (double)tc_sk(c);
     EXPECT(rec.flops_dense == dense, "%s: dense %.0f, expected %.0f", desc, rec.flops_dense, dense);
     if (waste_expected >= 0)
-        EXPECT(fabs(rec.padding_waste - waste_expected) < 1e-12, "%s: padding waste %g, expected %g",
-               desc, rec.padding_waste, waste_expected);
+        EXPECT(fabs(rec.padding_waste - waste_expected) < 1e-12,
+               "%s: padding waste %g, expected %g", desc, rec.padding_waste, waste_expected);
 }
 
 static void test_flops_hand(xattn_ctx *ctx)
@@ -573,8 +572,9 @@ static void test_executed_hand(xattn_ctx *ctx)
             pv = qk;
         } else {
             pv = !simd ? (double)(S * (S + 1) / 2)
-                 : strcmp(rec.kernel, "avx2") == 0 ? 4.0 * pv_diag_cell(T, 6) + 6.0 * (double)(T * T)
-                                                   : (double)(S * (S + 4) / 2);
+                 : strcmp(rec.kernel, "avx2") == 0
+                     ? 4.0 * pv_diag_cell(T, 6) + 6.0 * (double)(T * T)
+                     : (double)(S * (S + 4) / 2);
         }
         EXPECT(rec.work_counted == 1, "%s: work_counted %d", xattn_algo_name(c.algo),
                rec.work_counted);
@@ -682,8 +682,10 @@ static void test_flops_random(xattn_ctx *ctx)
         int mode = (int)((g_rng >> 40) % 3); /* 0 full, 1 padded, 2 varlen */
         if (mode == 1) {
             for (int b = 0; b < c.B; b++) {
-                lq[b] = (int32_t)(rnd() < 0.3f ? (int64_t)((g_rng >> 20) % (uint64_t)(c.Sq + 1)) : c.Sq);
-                lk[b] = (int32_t)(rnd() < 0.3f ? (int64_t)((g_rng >> 20) % (uint64_t)(c.Sk + 1)) : c.Sk);
+                lq[b] = (int32_t)(rnd() < 0.3f ? (int64_t)((g_rng >> 20) % (uint64_t)(c.Sq + 1))
+                                               : c.Sq);
+                lk[b] = (int32_t)(rnd() < 0.3f ? (int64_t)((g_rng >> 20) % (uint64_t)(c.Sk + 1))
+                                               : c.Sk);
             }
             c.sl_q = lq;
             c.sl_k = lk;
@@ -881,8 +883,7 @@ static void test_workspace(xattn_ctx *ctx)
         xattn_ctx_mem_stats(ctx, &after);
         const uint64_t want = (uint64_t)(2 * 4 * sq[k] * 192 * 4);
         EXPECT(rec.workspace_bytes == want, "NAIVE Sq %lld: workspace %llu, expected %llu",
-               (long long)sq[k], (unsigned long long)rec.workspace_bytes,
-               (unsigned long long)want);
+               (long long)sq[k], (unsigned long long)rec.workspace_bytes, (unsigned long long)want);
         EXPECT(rec.mem_peak_bytes >= before.current_bytes + want,
                "NAIVE peak %llu below current %llu + workspace %llu",
                (unsigned long long)rec.mem_peak_bytes, (unsigned long long)before.current_bytes,
@@ -1026,8 +1027,8 @@ static void test_records(xattn_ctx *ctx)
     if (n == 5) {
         xattn_record rec;
         EXPECT_OK(xattn_profiler_get(ctx, 4, &rec));
-        EXPECT(rec.sq == 0 && rec.flops_dense == 0 && rec.flops_useful == 0 &&
-                   rec.device_ms == 0 && rec.seq == prev + 1,
+        EXPECT(rec.sq == 0 && rec.flops_dense == 0 && rec.flops_useful == 0 && rec.device_ms == 0 &&
+                   rec.seq == prev + 1,
                "no-op record: sq %lld dense %g seq %llu", (long long)rec.sq, rec.flops_dense,
                (unsigned long long)rec.seq);
     } else {
@@ -1088,7 +1089,8 @@ static void test_csv(xattn_ctx *ctx)
     char path[512];
     size_t n = 0;
     xattn_profiler_count(ctx, &n);
-    EXPECT_OK(xattn_profiler_export(ctx, XATTN_EXPORT_CSV, path_in_tmp("r.csv", path, sizeof path)));
+    EXPECT_OK(
+        xattn_profiler_export(ctx, XATTN_EXPORT_CSV, path_in_tmp("r.csv", path, sizeof path)));
     FILE *f = fopen(path, "r");
     EXPECT(f != NULL, "cannot read %s", path);
     if (!f)
@@ -1106,8 +1108,7 @@ static void test_csv(xattn_ctx *ctx)
         }
         if (rows == 0) {
             header_fields = fields;
-            EXPECT(!strncmp(line, "seq,backend,device,device_name,", 31), "header '%.60s'",
-                   line);
+            EXPECT(!strncmp(line, "seq,backend,device,device_name,", 31), "header '%.60s'", line);
             EXPECT(strstr(line, ",flops_useful,") && strstr(line, ",pct_bw_ceiling"),
                    "header misses fields");
         } else if (fields != header_fields) {
@@ -1178,12 +1179,12 @@ static void test_json(xattn_ctx *ctx)
         xattn_record r;
         xattn_profiler_get(ctx, i, &r);
         int ok = 1;
-#define F(cond)                                                         \
-    do {                                                                \
-        if (!(cond)) {                                                  \
-            ok = 0;                                                     \
-            printf("  record %zu: field check failed: %s\n", i, #cond); \
-        }                                                               \
+#define F(cond)                                                                                    \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            ok = 0;                                                                                \
+            printf("  record %zu: field check failed: %s\n", i, #cond);                            \
+        }                                                                                          \
     } while (0)
         F(jint_eq(o, "seq", (long long)r.seq));
         F(jstr_eq(o, "backend", xattn_backend_name(r.backend)));

@@ -63,11 +63,26 @@ typedef struct prob {
     xattn_attn_desc d;
 } prob;
 
-static size_t n_q(const prob *p) { return (size_t)(p->B * p->Sq * p->Hq * p->D); }
-static size_t n_k(const prob *p) { return (size_t)(p->B * p->Sk * p->Hkv * p->D); }
-static size_t n_v(const prob *p) { return (size_t)(p->B * p->Sk * p->Hkv * p->Dv); }
-static size_t n_o(const prob *p) { return (size_t)(p->B * p->Sq * p->Hq * p->Dv); }
-static size_t n_l(const prob *p) { return (size_t)(p->B * p->Hq * p->Sq); }
+static size_t n_q(const prob *p)
+{
+    return (size_t)(p->B * p->Sq * p->Hq * p->D);
+}
+static size_t n_k(const prob *p)
+{
+    return (size_t)(p->B * p->Sk * p->Hkv * p->D);
+}
+static size_t n_v(const prob *p)
+{
+    return (size_t)(p->B * p->Sk * p->Hkv * p->Dv);
+}
+static size_t n_o(const prob *p)
+{
+    return (size_t)(p->B * p->Sq * p->Hq * p->Dv);
+}
+static size_t n_l(const prob *p)
+{
+    return (size_t)(p->B * p->Hq * p->Sq);
+}
 
 static void prob_free(prob *p)
 {
@@ -83,8 +98,8 @@ static void prob_free(prob *p)
 
 /* Host arrays filled with random values (the caller may then change them). */
 static int prob_init(prob *p, xattn_ctx *ctx, int64_t B, int64_t Sq, int64_t Sk, int64_t Hq,
-                     int64_t Hkv, int64_t D, int64_t Dv, xattn_dtype dq, xattn_dtype dkv,
-                     int lse, int bias)
+                     int64_t Hkv, int64_t D, int64_t Dv, xattn_dtype dq, xattn_dtype dkv, int lse,
+                     int bias)
 {
     memset(p, 0, sizeof *p);
     p->ctx = ctx;
@@ -285,8 +300,8 @@ static int check_algo(prob *p, xattn_algo algo, int splits, const char *what, me
     }
     if (ok) {
         ok = compare_ref(p, o, l, o_ref, l_ref, &m);
-        EXPECT(ok, "[%s] %s: %s (rel L2 %.2e, max abs %.2e, LSE %.2e)", what,
-               xattn_algo_name(algo), m.why, m.rel_l2, m.max_abs, m.lse_err);
+        EXPECT(ok, "[%s] %s: %s (rel L2 %.2e, max abs %.2e, LSE %.2e)", what, xattn_algo_name(algo),
+               m.why, m.rel_l2, m.max_abs, m.lse_err);
     }
     if (m_out)
         *m_out = m;
@@ -432,7 +447,8 @@ static void test_limit_buffers(xattn_ctx *ctx)
 {
     xattn_mem_stats m0, m1;
     xattn_ctx_mem_stats(ctx, &m0);
-    xattn_status st = xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, (int64_t)m0.current_bytes + 1000);
+    xattn_status st =
+        xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, (int64_t)m0.current_bytes + 1000);
     EXPECT(st == XATTN_STATUS_OK, "set limit: %s", xattn_last_error());
     xattn_buffer *a = NULL, *b = NULL, *c = NULL;
     st = xattn_buffer_alloc(ctx, 1001, &a);
@@ -441,10 +457,11 @@ static void test_limit_buffers(xattn_ctx *ctx)
     EXPECT(strstr(xattn_last_error(), "XATTN_OPT_MEMORY_LIMIT") != NULL,
            "the message does not name the limit: \"%s\"", xattn_last_error());
     xattn_ctx_mem_stats(ctx, &m1);
-    EXPECT(m1.current_bytes == m0.current_bytes && m1.alloc_count == m0.alloc_count,
-           "a refused allocation changed the counters (%llu -> %llu bytes, %llu -> %llu allocations)",
-           (unsigned long long)m0.current_bytes, (unsigned long long)m1.current_bytes,
-           (unsigned long long)m0.alloc_count, (unsigned long long)m1.alloc_count);
+    EXPECT(
+        m1.current_bytes == m0.current_bytes && m1.alloc_count == m0.alloc_count,
+        "a refused allocation changed the counters (%llu -> %llu bytes, %llu -> %llu allocations)",
+        (unsigned long long)m0.current_bytes, (unsigned long long)m1.current_bytes,
+        (unsigned long long)m0.alloc_count, (unsigned long long)m1.alloc_count);
     st = xattn_buffer_alloc(ctx, 600, &a);
     EXPECT(st == XATTN_STATUS_OK, "600 of 1000 bytes: %s", xattn_last_error());
     st = xattn_buffer_alloc(ctx, 401, &b);
@@ -474,7 +491,8 @@ static void test_limit_buffers(xattn_ctx *ctx)
            "SIZE_MAX bytes: %s", xattn_status_name(st));
     st = xattn_buffer_alloc(ctx, (size_t)1 << 62, &c);
     EXPECT(st == XATTN_STATUS_OUT_OF_MEMORY, "2^62 bytes: %s", xattn_status_name(st));
-    EXPECT(mem_current(ctx) == m0.current_bytes, "after refused huge buffers: %llu bytes, %llu before",
+    EXPECT(mem_current(ctx) == m0.current_bytes,
+           "after refused huge buffers: %llu bytes, %llu before",
            (unsigned long long)mem_current(ctx), (unsigned long long)m0.current_bytes);
     int64_t lim = -1;
     xattn_ctx_get_option(ctx, XATTN_OPT_MEMORY_LIMIT, &lim);
@@ -507,7 +525,8 @@ static void test_limit_workspaces(xattn_ctx *ctx)
         float *l = NULL;
         xattn_ctx_set_option(ctx, XATTN_OPT_MEMORY_LIMIT, 0);
         xattn_status st = prob_run(&p, algo, 0, &o, &l, &info);
-        EXPECT(st == XATTN_STATUS_OK, "%s unlimited: %s", xattn_algo_name(algo), xattn_last_error());
+        EXPECT(st == XATTN_STATUS_OK, "%s unlimited: %s", xattn_algo_name(algo),
+               xattn_last_error());
         free(o);
         free(l);
         uint64_t arrays = (uint64_t)p.B * 16, ws = info.workspace_bytes;
@@ -556,9 +575,9 @@ static void test_limit_workspaces(xattn_ctx *ctx)
         xattn_mem_stats ms;
         xattn_ctx_mem_stats(ctx, &ms);
         EXPECT(ms.peak_bytes <= cur + arrays + ws && ms.current_bytes == cur,
-               "%s: peak %llu over the limit %llu, or %llu held after",
-               xattn_algo_name(algo), (unsigned long long)ms.peak_bytes,
-               (unsigned long long)(cur + arrays + ws), (unsigned long long)ms.current_bytes);
+               "%s: peak %llu over the limit %llu, or %llu held after", xattn_algo_name(algo),
+               (unsigned long long)ms.peak_bytes, (unsigned long long)(cur + arrays + ws),
+               (unsigned long long)ms.current_bytes);
         printf("  %-8s workspace %8llu bytes: refused one byte short, ran at the limit\n",
                xattn_algo_name(algo), (unsigned long long)ws);
     }
@@ -572,7 +591,7 @@ static void test_limit_workspaces(xattn_ctx *ctx)
 #define ANY_ERROR 1 /* SIZE_OVERFLOW, OUT_OF_BOUNDS or INVALID_SHAPE */
 typedef struct ovf_case {
     const char *name;
-    int want; /* a status, or ANY_ERROR */
+    int want;          /* a status, or ANY_ERROR */
     const char *field; /* the message names it */
 } ovf_case;
 
@@ -616,7 +635,10 @@ static void test_size_overflows(xattn_ctx *ctx)
         ovf_case oc = {NULL, ANY_ERROR, NULL};
         switch (c) {
         /* each dimension of every tensor huge (strides kept as the layout) */
-        case 0: case 1: case 2: case 3: {
+        case 0:
+        case 1:
+        case 2:
+        case 3: {
             for (int t = 0; t < 4; t++) {
                 all[t]->shape[c] = huge;
             }
@@ -664,15 +686,28 @@ static void test_size_overflows(xattn_ctx *ctx)
             oc = (ovf_case){"element count of q", XATTN_STATUS_SIZE_OVERFLOW, "q.shape"};
             break;
         /* strides huge, on each dimension and each tensor */
-        case 8: case 9: case 10: case 11: case 12: case 13: case 14: case 15:
+        case 8:
+        case 9:
+        case 10:
+        case 11:
+        case 12:
+        case 13:
+        case 14:
+        case 15:
             all[(c - 8) / 2]->strides[(c - 8) % 2 ? 1 : 3] = huge;
             oc = (ovf_case){"stride INT64_MAX", XATTN_STATUS_SIZE_OVERFLOW, "strides"};
             break;
-        case 16: case 17: case 18: case 19:
+        case 16:
+        case 17:
+        case 18:
+        case 19:
             all[c - 16]->strides[1] = (int64_t)1 << 60; /* the span fits, its bytes may not */
             oc = (ovf_case){"stride 2^60", ANY_ERROR, NULL};
             break;
-        case 20: case 21: case 22: case 23:
+        case 20:
+        case 21:
+        case 22:
+        case 23:
             all[c - 20]->strides[0] = (int64_t)1 << 33;
             all[c - 20]->shape[0] = 1 << 20;
             for (int t = 0; t < 4; t++)
@@ -680,7 +715,12 @@ static void test_size_overflows(xattn_ctx *ctx)
             oc = (ovf_case){"stride x extent beyond the buffer", ANY_ERROR, NULL};
             break;
         /* offsets near SIZE_MAX */
-        case 24: case 25: case 26: case 27: case 28: case 29:
+        case 24:
+        case 25:
+        case 26:
+        case 27:
+        case 28:
+        case 29:
             all[(c - 24) % 4]->offset = offs[(c - 24) % 3];
             oc = (ovf_case){"offset near SIZE_MAX", ANY_ERROR, NULL};
             break;
@@ -716,7 +756,8 @@ static void test_size_overflows(xattn_ctx *ctx)
             break;
         }
         /* packed batches: offsets at the int32 limit */
-        case 35: case 36: {
+        case 35:
+        case 36: {
             static int32_t cuq[3], cuk[3];
             cuq[0] = cuk[0] = 0;
             cuq[1] = INT32_MAX;
@@ -750,10 +791,9 @@ static void test_size_overflows(xattn_ctx *ctx)
         if (oc.want == XATTN_STATUS_OK) {
             EXPECT(st == XATTN_STATUS_OK, "[%d %s] %s: %s", c, oc.name, xattn_status_name(st), msg);
             st = xattn_attention(ctx, &d, NULL);
-            EXPECT(st == XATTN_STATUS_OK, "[%d %s] run: %s: %s", c, oc.name,
-                   xattn_status_name(st), xattn_last_error());
-        }
-        else if (oc.want != ANY_ERROR)
+            EXPECT(st == XATTN_STATUS_OK, "[%d %s] run: %s: %s", c, oc.name, xattn_status_name(st),
+                   xattn_last_error());
+        } else if (oc.want != ANY_ERROR)
             EXPECT(st == (xattn_status)oc.want, "[%d %s] %s, expected %s: %s", c, oc.name,
                    xattn_status_name(st), xattn_status_name((xattn_status)oc.want), msg);
         else
@@ -761,8 +801,8 @@ static void test_size_overflows(xattn_ctx *ctx)
                        st == XATTN_STATUS_INVALID_SHAPE,
                    "[%d %s] %s: %s", c, oc.name, xattn_status_name(st), msg);
         if (oc.field && st != XATTN_STATUS_OK)
-            EXPECT(strstr(msg, oc.field) != NULL, "[%d %s] the message does not name %s: \"%s\"",
-                   c, oc.name, oc.field, msg);
+            EXPECT(strstr(msg, oc.field) != NULL, "[%d %s] the message does not name %s: \"%s\"", c,
+                   oc.name, oc.field, msg);
         if (st != XATTN_STATUS_OK) {
             EXPECT(msg[0] != '\0', "[%d %s] no message", c, oc.name);
             xattn_status st2 = xattn_attention(ctx, &d, NULL);
@@ -775,7 +815,8 @@ static void test_size_overflows(xattn_ctx *ctx)
     xattn_status st = xattn_buffer_read(buf, SIZE_MAX, mem, 16);
     EXPECT(st == XATTN_STATUS_OUT_OF_BOUNDS, "read at SIZE_MAX: %s", xattn_status_name(st));
     st = xattn_buffer_write(buf, 16, mem, SIZE_MAX - 8);
-    EXPECT(st == XATTN_STATUS_OUT_OF_BOUNDS, "write of SIZE_MAX - 8 bytes: %s", xattn_status_name(st));
+    EXPECT(st == XATTN_STATUS_OUT_OF_BOUNDS, "write of SIZE_MAX - 8 bytes: %s",
+           xattn_status_name(st));
     st = xattn_buffer_read(buf, sizeof mem, mem, 0);
     EXPECT(st == XATTN_STATUS_OK, "an empty read at the end: %s", xattn_status_name(st));
     xattn_buffer_free(buf);
@@ -855,7 +896,8 @@ static void test_large_magnitudes(xattn_ctx *ctx)
                 int all_nan = isnan(l[(b * p.Hq + h) * p.Sq + s]);
                 double e2 = 0, r2 = 0;
                 for (int64_t e = 0; e < p.Dv; e++) {
-                    double out = get_elem(o, p.dq, (size_t)(r * p.Dv + e)), ref = o_ref[r * p.Dv + e];
+                    double out = get_elem(o, p.dq, (size_t)(r * p.Dv + e)),
+                           ref = o_ref[r * p.Dv + e];
                     all_nan &= isnan(out);
                     e2 += (out - ref) * (out - ref);
                     r2 += ref * ref;
@@ -865,7 +907,8 @@ static void test_large_magnitudes(xattn_ctx *ctx)
                 else if (!(sqrt(e2 / r2) <= 1e-5))
                     bad++;
             }
-            EXPECT(bad == 0, "[%s] %lld rows neither NaN nor the reference's", what, (long long)bad);
+            EXPECT(bad == 0, "[%s] %lld rows neither NaN nor the reference's", what,
+                   (long long)bad);
             printf("  %s: %lld of %lld rows NaN (f32 score overflow), the rest match\n", what,
                    (long long)nan_rows, (long long)rows);
             free(o_ref);
@@ -1159,8 +1202,8 @@ static int scan_file(const char *path, char *hit, size_t hitn)
             }
         }
     }
-    static const char *const bad[] = {"abort", "exit", "_Exit", "quick_exit", "assert",
-                                      "__builtin_trap", "raise"};
+    static const char *const bad[] = {"abort",  "exit",           "_Exit", "quick_exit",
+                                      "assert", "__builtin_trap", "raise"};
     int found = 0, line = 1;
     for (size_t i = 0; i < n && !found; i++) {
         if (t[i] == '\n')
@@ -1225,7 +1268,8 @@ static void test_no_abort(void)
     EXPECT(files > 10, "only %d library source files found under %s", files, XATTN_SOURCE_DIR);
     if (!hits)
         g_passed++;
-    printf("  %d library source files: no abort/exit/_Exit/quick_exit/assert/raise/__builtin_trap call\n",
+    printf("  %d library source files: no abort/exit/_Exit/quick_exit/assert/raise/__builtin_trap "
+           "call\n",
            files);
 #else
     g_skipped++;

@@ -142,7 +142,8 @@ static void test_faults(void)
     cl_mem mq = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof hq, hq, &e);
     cl_mem mk = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof hk, hk, &e);
     cl_mem mv = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof hv, hv, &e);
-    cl_mem mo = clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &e);
+    cl_mem mo =
+        clCreateBuffer(cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &e);
     cl_mem ml = clCreateBuffer(cctx, CL_MEM_READ_WRITE, NL * sizeof(float), NULL, &e);
     EXPECT(cctx && queue && mq && mk && mv && mo && ml, "the application's OpenCL objects");
 
@@ -154,12 +155,12 @@ static void test_faults(void)
         cl_mem ms[5] = {mq, mk, mv, mo, ml};
         xattn_buffer **bs[5] = {&bq, &bk, &bv, &bo, &bl};
         for (int i = 0; i < 5; i++)
-            EXPECT(xattn_opencl_buffer_wrap(ctx, ms[i], bs[i]) == XATTN_STATUS_OK, "wrap %d: %s",
-                   i, xattn_last_error());
+            EXPECT(xattn_opencl_buffer_wrap(ctx, ms[i], bs[i]) == XATTN_STATUS_OK, "wrap %d: %s", i,
+                   xattn_last_error());
     }
     EXPECT(refcount_mem(mq) == 2 && refcount_queue(queue) >= 2 && refcount_ctx(cctx) >= 2,
-           "the library holds its own references (mem %u, queue %u, context %u)",
-           refcount_mem(mq), refcount_queue(queue), refcount_ctx(cctx));
+           "the library holds its own references (mem %u, queue %u, context %u)", refcount_mem(mq),
+           refcount_queue(queue), refcount_ctx(cctx));
 
     /* The application lets go of everything: only the library's references
      * keep the objects alive now. */
@@ -175,8 +176,7 @@ static void test_faults(void)
     if (st == XATTN_STATUS_OK) {
         xattn_attn_desc d;
         desc_of(&d, bq, bk, bv, bo, bl);
-        static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH,
-                                            XATTN_ALGO_SPLITKV};
+        static const xattn_algo algos[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
         for (int a = 0; a < 3; a++) {
             double err = run_and_compare(ctx, &d, algos[a]);
             EXPECT(err < 1e-4, "%s on released application objects: max error %g",
@@ -278,7 +278,8 @@ static void test_exhaustion(void)
            "NAIVE with 1 TiB of scores: %s: %s", xattn_status_name(st), msg);
     printf("  NAIVE, Hq=64 Sq=Sk=2^16 (1 TiB of scores): %s: %s\n", xattn_status_name(st), msg);
     xattn_ctx_mem_stats(ctx, &m1);
-    EXPECT(m1.current_bytes == m0.current_bytes, "counters after NAIVE's refusal: %llu, before %llu",
+    EXPECT(m1.current_bytes == m0.current_bytes,
+           "counters after NAIVE's refusal: %llu, before %llu",
            (unsigned long long)m1.current_bytes, (unsigned long long)m0.current_bytes);
 
     /* The memory limit: workspaces of NAIVE do not fit, FLASH's do. */
@@ -324,8 +325,10 @@ static int test_no_driver(void)
     xattn_status st = xattn_backend_available(XATTN_BACKEND_OPENCL);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", xattn_last_error());
-    EXPECT(st == XATTN_STATUS_BACKEND_UNAVAILABLE, "without an ICD: %s (is OCL_ICD_VENDORS set "
-           "to an empty folder?)", xattn_status_name(st));
+    EXPECT(st == XATTN_STATUS_BACKEND_UNAVAILABLE,
+           "without an ICD: %s (is OCL_ICD_VENDORS set "
+           "to an empty folder?)",
+           xattn_status_name(st));
     EXPECT(strstr(msg, "CL_") != NULL && strstr(msg, "(-") != NULL,
            "the message carries the OpenCL error's name and code: \"%s\"", msg);
     printf("  no OpenCL driver: %s: %s\n", xattn_status_name(st), msg);

@@ -10,7 +10,10 @@
 
 #include "xattn.h"
 
-static inline size_t esz(xattn_dtype t) { return t == XATTN_DTYPE_F32 ? 4 : 2; }
+static inline size_t esz(xattn_dtype t)
+{
+    return t == XATTN_DTYPE_F32 ? 4 : 2;
+}
 
 static inline void put_elem(unsigned char *base, xattn_dtype t, size_t idx, float v)
 {

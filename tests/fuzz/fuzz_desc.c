@@ -117,13 +117,16 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static double rng_unif(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+static double rng_unif(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
 
 /* Values that stress the arithmetic: overflow of f16 and of f32 products,
  * subnormals, signed zeros, infinities, NaN. */
-static const float g_special[16] = {0.0f,   -0.0f,  1.0f,   -1.0f,   1e-45f, 1e-38f,
-                                    65504.f, 65520.f, 1e18f, -1e18f,  1e19f,  3e38f,
-                                    INFINITY, -INFINITY, NAN,  -3e38f};
+static const float g_special[16] = {0.0f,     -0.0f,     1.0f,  -1.0f,  1e-45f, 1e-38f,
+                                    65504.f,  65520.f,   1e18f, -1e18f, 1e19f,  3e38f,
+                                    INFINITY, -INFINITY, NAN,   -3e38f};
 
 /* Tame: in [-1, 1], never within 0.01 of 0. Wild: any magnitude, sometimes special. */
 static float gen_value(uint64_t *s, int wild, unsigned special_rate)
@@ -138,7 +141,10 @@ static float gen_value(uint64_t *s, int wild, unsigned special_rate)
     return (float)x;
 }
 
-static size_t esz(xattn_dtype t) { return t == XATTN_DTYPE_F32 ? 4 : 2; }
+static size_t esz(xattn_dtype t)
+{
+    return t == XATTN_DTYPE_F32 ? 4 : 2;
+}
 
 static void put_elem(unsigned char *base, xattn_dtype t, size_t idx, float v)
 {
@@ -184,7 +190,7 @@ static int is_poison(const unsigned char *base, xattn_dtype t, size_t idx)
 
 static xattn_ctx *g_ctx, *g_other;
 static int g_verbose, g_ran, g_compared; /* XATTN_FUZZ_VERBOSE=1: one line per input */
-static xattn_buffer *g_foreign; /* a buffer of g_other: WRONG_CONTEXT */
+static xattn_buffer *g_foreign;          /* a buffer of g_other: WRONG_CONTEXT */
 static unsigned char g_foreign_mem[4096];
 
 static void fz_teardown(void)
@@ -227,11 +233,11 @@ typedef struct fz_input {
     xattn_attn_desc d;
     fz_tensor t[T_COUNT];
     int has_lse, has_bias;
-    int wild;            /* raw / extreme values: no comparison with the reference */
-    int scalar_mutated;  /* a raw mutation hit a scalar or a length */
-    int struct_mutated;  /* a raw mutation hit a shape, stride, offset or buffer */
-    int inf_rows;        /* whole bias rows of -inf */
-    int ninject;         /* NaN / inf placed into q, k, v or the bias */
+    int wild;           /* raw / extreme values: no comparison with the reference */
+    int scalar_mutated; /* a raw mutation hit a scalar or a length */
+    int struct_mutated; /* a raw mutation hit a shape, stride, offset or buffer */
+    int inf_rows;       /* whole bias rows of -inf */
+    int ninject;        /* NaN / inf placed into q, k, v or the bias */
     unsigned inj_t[3], inj_code[3];
     uint32_t inj_idx[3];
     unsigned neginf_rate, special_rate;
@@ -239,7 +245,7 @@ typedef struct fz_input {
     /* host arrays, reallocated to their exact length before the call */
     int32_t lens_q[FZ_MAX_SEQS], lens_k[FZ_MAX_SEQS];
     int want_seqlens_q, want_seqlens_k, want_cu, want_alibi;
-    int64_t nseq_arr;    /* entries of seqlens (padded) */
+    int64_t nseq_arr; /* entries of seqlens (padded) */
     int32_t *seqlens_q, *seqlens_k, *cu_q, *cu_k;
     float *slopes;
     float slope_vals[FZ_MAX_HEADS];
@@ -250,23 +256,19 @@ typedef struct fz_input {
 static int64_t layout_strides(int layout, int64_t s, int64_t h, int64_t d, int64_t st[4])
 {
     switch (layout & 3) {
-    case 1: /* BHSD */
-        st[3] = 1, st[1] = d, st[2] = s * d, st[0] = h * s * d;
-        return 0;
+    case 1: /* BHSD */ st[3] = 1, st[1] = d, st[2] = s * d, st[0] = h * s * d; return 0;
     case 2: /* gaps between heads, rows and batches */
         st[3] = 1, st[2] = d + 1, st[1] = h * (d + 1) + 3, st[0] = s * st[1] + 5;
         return 2;
     case 3: /* the head dim not innermost */
         st[1] = 1, st[3] = s, st[2] = d * s, st[0] = h * d * s;
         return 0;
-    default: /* BSHD */
-        st[3] = 1, st[2] = d, st[1] = h * d, st[0] = s * h * d;
-        return 0;
+    default: /* BSHD */ st[3] = 1, st[2] = d, st[1] = h * d, st[0] = s * h * d; return 0;
     }
 }
 
-static void set_view(xattn_tensor *t, xattn_dtype dt, int layout, int64_t b, int64_t s,
-                     int64_t h, int64_t d)
+static void set_view(xattn_tensor *t, xattn_dtype dt, int layout, int64_t b, int64_t s, int64_t h,
+                     int64_t d)
 {
     t->dtype = dt;
     t->shape[0] = b, t->shape[1] = s, t->shape[2] = h, t->shape[3] = d;
@@ -312,15 +314,22 @@ static void mutate(fz_input *in, unsigned id, uint64_t val)
     xattn_attn_desc *d = &in->d;
     if (id < 6 * 8) {
         int t = (int)(id % 6), what = (int)(id / 6);
-        xattn_tensor *x = t == T_Q ? &d->q : t == T_K ? &d->k : t == T_V ? &d->v
-                        : t == T_O ? &d->o : t == T_LSE ? &d->lse : &d->bias;
+        xattn_tensor *x = t == T_Q     ? &d->q
+                          : t == T_K   ? &d->k
+                          : t == T_V   ? &d->v
+                          : t == T_O   ? &d->o
+                          : t == T_LSE ? &d->lse
+                                       : &d->bias;
         int k = (int)(val & 3);
         in->struct_mutated = 1;
         switch (what) {
         case 0: x->shape[k] = (int64_t)(val >> 2); break;
         case 1: x->strides[k] = (int64_t)(val >> 2); break;
         case 2: x->offset = (size_t)val; break;
-        case 3: x->dtype = (xattn_dtype)(int)val; in->scalar_mutated = 1; break;
+        case 3:
+            x->dtype = (xattn_dtype)(int)val;
+            in->scalar_mutated = 1;
+            break;
         case 4: in->t[t].sel = (int)(val % 4); break;
         case 5: in->t[t].shrink = val % 4096; break;
         case 6: x->shape[k] += (int8_t)(val >> 8); break;
@@ -441,8 +450,8 @@ static void decode(fz_input *in, rd *r)
         d->scale = in->wild ? bits_f32(rd_u32(r)) : (float)(int8_t)rd_u8(r) / 512.0f;
     d->num_splits = in->wild ? (int)rd_u32(r) : (int)(rd_u8(r) % 20);
     for (int h = 0; h < FZ_MAX_HEADS; h++)
-        in->slope_vals[h] = h < Hq ? (in->wild ? bits_f32(rd_u32(r)) : (float)rd_u8(r) / 255.0f)
-                                   : 0.25f;
+        in->slope_vals[h] =
+            h < Hq ? (in->wild ? bits_f32(rd_u32(r)) : (float)rd_u8(r) / 255.0f) : 0.25f;
     in->seed = rd_u64(r);
     in->special_rate = in->wild ? rd_u8(r) : 0;
     unsigned ninj = rd_u8(r);
@@ -684,7 +693,9 @@ static void compare_reference(fz_input *in)
                 xattn_status_name(st), xattn_last_error());
 
     /* Tolerances per output dtype (q, k, v in [-1, 1]; see the header). */
-    const double tol = o->dtype == XATTN_DTYPE_F32 ? 2e-3 : o->dtype == XATTN_DTYPE_F16 ? 4e-3 : 1.6e-2;
+    const double tol = o->dtype == XATTN_DTYPE_F32   ? 2e-3
+                       : o->dtype == XATTN_DTYPE_F16 ? 4e-3
+                                                     : 1.6e-2;
     const unsigned char *om = in->t[T_O].mem;
     for (int64_t b = 0; b < Bp; b++)
         for (int64_t s = 0; s < S; s++)
