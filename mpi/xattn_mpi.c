@@ -975,10 +975,10 @@ static void take_heads(unsigned char *dst, const unsigned char *src, int64_t row
 static xattn_status alltoallv(ring *r, const void *sbuf, const int64_t *scount, void *rbuf,
                               const int64_t *rcount, const char *what, double *ms)
 {
-    int *sc = calloc((size_t)r->n * 4, sizeof(int)), *sd = sc + r->n, *rc = sd + r->n,
-        *rd = rc + r->n;
+    int *sc = calloc((size_t)r->n * 4, sizeof(int));
     if (!sc)
         return fail(XATTN_STATUS_OUT_OF_MEMORY, "%s: counts", what);
+    int *sd = sc + r->n, *rc = sd + r->n, *rd = rc + r->n;
     int64_t so = 0, ro = 0;
     for (int i = 0; i < r->n; i++) {
         if (scount[i] > INT32_MAX || rcount[i] > INT32_MAX || so > INT32_MAX || ro > INT32_MAX) {
@@ -1191,6 +1191,7 @@ static xattn_status run_strategy(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn
     double t_start = MPI_Wtime();
     ring r;
     xattn_mpi_stats local;
+    memset(&local, 0, sizeof local);
     xattn_mpi_stats *S = stats ? stats : &local;
     int dup_ok;
     xattn_status st = prelude(&r, comm, ctx, d, opts, S, alltoall, &dup_ok);
