@@ -129,6 +129,11 @@ typedef struct xtool_bench_trace {
 int xtool_bench_run(const xtool_bench_plan *p, xtool_bench_report *rep, xtool_bench_trace *traces,
                     int *ntraces);
 
+/* bench --mpi (xtool_bench_mpi.c): under mpirun, the cases through xattn_mpi on every
+ * rank, rank 0 reporting; refused (exit 2) in a build without MPI. Returns an exit
+ * status. */
+int xtool_bench_mpi(const xtool_cli_opts *o, int argc, char **argv);
+
 /* ---- report (xtool_bench_report.c, xtool_bench_files.c) ------------------------------ */
 
 /* Fills rep->scaling (capacity rep->n_results) from the results: for each

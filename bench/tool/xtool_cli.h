@@ -154,6 +154,10 @@ typedef struct xtool_cli_opts {
     /* bench --ab OLD_XATTN: the A/B re-measurement against another build */
     const char *ab_old;
     int ab_rounds; /* pairs of runs per cell (default 5) */
+
+    /* bench --mpi: every rank of mpirun runs the cases through xattn_mpi */
+    int mpi;
+    int mpi_strategy; /* 0 ring, 1 alltoall, 2 both (xtool_bench_mpi.c) */
 } xtool_cli_opts;
 
 /* Command name ("bench") -> enum; XTOOL_CLI_NONE when unknown. */

@@ -23,6 +23,7 @@
 static const char *const xtool__simd_words[] = {"best", "portable", "avx2", "avx512", NULL};
 static const char *const xtool__layout_words[] = {"bshd", "bhsd", NULL};
 static const char *const xtool__chart_words[] = {"time", "gflops", NULL};
+static const char *const xtool__mpi_strategy_words[] = {"ring", "alltoall", "both", NULL};
 
 /* A shape axis: integers in [lo, hi]; a list in bench, one value elsewhere. */
 #define XTOOL__SHAPE(flag, field, lo, hi, bit, note, text)                                         \
@@ -77,6 +78,24 @@ const xtool_opt_def xtool_opt_defs[] = {
      .dflt_note = "every device",
      .expected = "a device index (0..1023)",
      .help = "only device N of each backend"},
+    {.name = "mpi",
+     .cmds = BENCH,
+     .section = XTOOL_SEC_WHERE,
+     .kind = XTOOL_ARG_FLAG,
+     .off = OFF(mpi),
+     .ival = 1,
+     .help = "under mpirun: each case's shards through xattn_mpi on every rank; rank 0 prints "
+             "each rank's figures per ring step and the whole job's, and writes them to DIR "
+             "(docs/tool.md, bench --mpi); needs a build with MPI"},
+    {.name = "mpi-strategy",
+     .cmds = BENCH,
+     .section = XTOOL_SEC_WHERE,
+     .kind = XTOOL_ARG_CHOICE,
+     .arg = "ring|alltoall|both",
+     .off = OFF(mpi_strategy),
+     .choices = xtool__mpi_strategy_words,
+     .dflt = "ring",
+     .help = "with --mpi: ring attention, the head-parallel all-to-all, or both"},
     {.name = "algo",
      .cmds = RUN,
      .section = XTOOL_SEC_WHERE,

@@ -97,6 +97,8 @@ int xtool_cmd_bench(const xtool_cli_opts *o, int argc, char **argv)
         xtool_presets_list(stdout);
         return XTOOL_EXIT_OK;
     }
+    if (o->mpi)
+        return xtool_bench_mpi(o, argc, argv);
     double wall0 = xtool_now_s();
     xtool_bench_plan plan;
     int rc = xtool_bench_plan_make(o, argc, argv, &plan);
