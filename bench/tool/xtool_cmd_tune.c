@@ -1,7 +1,8 @@
 /*
  * xattn tune: the OpenCL tile autotuner. For one case on one device, each
  * algorithm's candidate tiles (xtool_tune_candidates: data, the device's tile
- * table row first) are timed (the median of --reps calls after --warmup), the
+ * table row first) are timed (the median of --reps calls after --warmup, the
+ * candidates' calls taken in turn, round by round), the
  * fastest is checked against the reference and stored with
  * xattn_opencl_tune_store, which every later OpenCL context of that device
  * then uses for that case (algorithm, dtype, head dims) unless XATTN_CL_TILE
@@ -21,44 +22,84 @@
 
 #ifdef XATTN_HAVE_OPENCL
 
-/* One candidate measured: its median (ms) and spread, or why it did not run. */
+/* One candidate: its context (XATTN_CL_TILE is read when a context is
+ * created), its case, its times; or why it did not run. */
 typedef struct xtool__tried {
     char tile[256];
+    xattn_ctx *ctx;
+    xtool_case_run run;
+    double *ms;
+    int n;
     int ok;
-    double median, spread;
+    xtool_stats st;
     char error[256];
 } xtool__tried;
 
-/* Runs the case with XATTN_CL_TILE=tile on a new context of the device. */
-static void xtool__try(const xtool_cli_opts *o, int device, const xtool_case *c, xattn_algo algo,
-                       xtool__tried *t)
+static void xtool__fail(xtool__tried *t, xattn_status st)
 {
-    xattn_ctx *ctx = NULL;
-    xtool_case_run run;
-    memset(&run, 0, sizeof run);
+    snprintf(t->error, sizeof t->error, "%s: %s", xattn_status_name(st), xattn_last_error());
+    t->ok = 0;
+}
+
+/* Opens the candidate's context with XATTN_CL_TILE=tile, sets the case up and
+ * makes its warm-up calls (the first with the outputs poisoned). */
+static void xtool__open(const xtool_cli_opts *o, int device, const xtool_case *c, xattn_algo algo,
+                        xtool__tried *t)
+{
     setenv("XATTN_CL_TILE", t->tile, 1);
-    xattn_status st = xtool_ctx_open(o, XATTN_BACKEND_OPENCL, device, &ctx);
+    xattn_status st = xtool_ctx_open(o, XATTN_BACKEND_OPENCL, device, &t->ctx);
     unsetenv("XATTN_CL_TILE");
     if (st == XATTN_STATUS_OK)
-        st = xattn_profiler_enable(ctx, 1);
+        st = xtool_case_setup(t->ctx, c, &t->run);
+    t->run.desc.algo = algo;
     if (st == XATTN_STATUS_OK)
-        st = xtool_case_setup(ctx, c, &run);
-    xtool_cell cell;
-    if (st == XATTN_STATUS_OK) {
-        run.desc.algo = algo;
-        /* A fixed count of calls: the median of --reps, whatever their spread. */
-        const xtool_cell_opts co = {o->warmup, o->reps, o->reps, 0.0, 1e30, 1};
-        st = xtool_cell_measure(ctx, &run, &co, &cell);
+        st = xtool_cell_poisoned_call(t->ctx, &t->run, NULL);
+    for (int w = 1; st == XATTN_STATUS_OK && w < o->warmup; w++)
+        st = xattn_attention(t->ctx, &t->run.desc, NULL);
+    t->ms = st == XATTN_STATUS_OK ? calloc((size_t)o->reps, sizeof *t->ms) : NULL;
+    if (st == XATTN_STATUS_OK && !t->ms)
+        st = XATTN_STATUS_OUT_OF_MEMORY;
+    t->ok = st == XATTN_STATUS_OK;
+    if (!t->ok)
+        xtool__fail(t, st);
+}
+
+static void xtool__close(xtool__tried *t)
+{
+    xtool_case_teardown(&t->run);
+    xattn_ctx_destroy(t->ctx);
+    t->ctx = NULL;
+    free(t->ms);
+    t->ms = NULL;
+}
+
+/* Every candidate open at once, then --reps rounds of one timed call each,
+ * in turn: a machine that drifts (load, clocks) drifts for all of them alike,
+ * as bench --ab alternates its builds. */
+static void xtool__time_all(const xtool_cli_opts *o, int device, const xtool_case *c,
+                            xattn_algo algo, xtool__tried *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        xtool__open(o, device, c, algo, &t[i]);
+    for (int r = 0; r < o->reps; r++)
+        for (int i = 0; i < n; i++) {
+            if (!t[i].ok)
+                continue;
+            xattn_run_info info;
+            xattn_status st = xattn_attention(t[i].ctx, &t[i].run.desc, &info);
+            if (st != XATTN_STATUS_OK) {
+                xtool__fail(&t[i], st);
+                continue;
+            }
+            t[i].ms[t[i].n++] = info.device_ms;
+        }
+    for (int i = 0; i < n; i++) {
+        if (t[i].ok && (t[i].n == 0 || xtool_stats_compute(t[i].ms, t[i].n, &t[i].st))) {
+            t[i].ok = 0;
+            snprintf(t[i].error, sizeof t[i].error, "no timed call");
+        }
+        xtool__close(&t[i]);
     }
-    if (st == XATTN_STATUS_OK) {
-        t->ok = 1;
-        t->median = cell.t.median;
-        t->spread = cell.t.spread;
-    } else {
-        snprintf(t->error, sizeof t->error, "%s: %s", xattn_status_name(st), xattn_last_error());
-    }
-    xtool_case_teardown(&run);
-    xattn_ctx_destroy(ctx);
 }
 
 /* The winner's output against the reference; 0 when it agrees. */
@@ -117,12 +158,23 @@ static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_cas
     for (int i = 0; i < nc; i++)
         snprintf(t[i + 1].tile, sizeof t[i + 1].tile, "%s", cand[i]);
     const int n = nc + 1;
-    printf("\n%s (table row: %s)\n  %-28s %12s %8s %9s\n", xattn_algo_name(algo), dflt, "tile",
-           "median ms", "spread", "vs row");
+    printf("\n%s (table row: %s)\n  %-28s %10s %10s %10s %8s %7s  %s\n", xattn_algo_name(algo),
+           dflt, "tile", "median ms", "min", "p90", "spread", "vs row", "verdict");
     int best = -1, failures = 0;
-    for (int i = 0; i < n; i++) {
-        xtool__try(o, device, c, algo, &t[i]);
-        if (t[i].ok && (best < 0 || t[i].median < t[best].median))
+    xtool__time_all(o, device, c, algo, t, n);
+    /* The winner: the fastest candidate that is faster than the table row
+     * beyond both runs' noise (compare's rule); else the row itself. */
+    xtool_verdict v[64] = {XTOOL_VERDICT_NOISE};
+    for (int i = 0; i < n && i < 64; i++) {
+        if (!t[i].ok)
+            continue;
+        double ratio = 1.0;
+        if (i > 0 && t[0].ok)
+            v[i] = xtool_stats_verdict(t[0].st.min, t[0].st.median, t[0].st.p90, t[0].st.spread,
+                                       t[i].st.min, t[i].st.median, t[i].st.p90, t[i].st.spread,
+                                       &ratio);
+        const int beats = !t[0].ok || v[i] == XTOOL_VERDICT_FASTER;
+        if ((i == 0 || beats) && (best < 0 || t[i].st.median < t[best].st.median))
             best = i;
     }
     for (int i = 0; i < n; i++) {
@@ -135,10 +187,11 @@ static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_cas
             continue;
         }
         char vs[16] = "-";
-        if (t[0].ok && t[i].median > 0)
-            snprintf(vs, sizeof vs, "%.2fx", t[0].median / t[i].median);
-        printf("  %-28s %12.3f %7.1f%% %9s%s\n", label, t[i].median, 100.0 * t[i].spread, vs,
-               i == best ? "  <- fastest" : "");
+        if (t[0].ok && t[i].st.median > 0)
+            snprintf(vs, sizeof vs, "%.2fx", t[0].st.median / t[i].st.median);
+        printf("  %-28s %10.3f %10.3f %10.3f %7.1f%% %7s  %-6s%s\n", label, t[i].st.median,
+               t[i].st.min, t[i].st.p90, 100.0 * t[i].st.spread, vs,
+               i == 0 || i >= 64 ? "" : xtool_verdict_name(v[i]), i == best ? "  <- winner" : "");
     }
     if (best < 0) {
         printf("  no candidate ran: nothing stored\n");
