@@ -351,7 +351,7 @@ static int xattn__cl_tune_read(const xattn_cl_ctx *c, int algo, int dtype, int64
     }
     const size_t kl = strlen(key);
     const char *text = (const char *)file;
-    const char *tile = text + kl + 5;
+    char tile_text[256];
     if (flen < sizeof XATTN__TUNE_MAGIC - 1 ||
         memcmp(text, XATTN__TUNE_MAGIC, sizeof XATTN__TUNE_MAGIC - 1)) {
         snprintf(why, sizeof why, "not a tune entry (corrupt)");
@@ -361,13 +361,16 @@ static int xattn__cl_tune_read(const xattn_cl_ctx *c, int algo, int dtype, int64
                  "(algo %s, dtype %s, D %lld, Dv %lld)",
                  xattn__cl_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype), (long long)d,
                  (long long)dv);
-    } else if (text[flen - 1] != '\n' || strlen(tile) != flen - kl - 5 ||
-               memchr(tile, '\n', flen - kl - 6)) {
-        snprintf(why, sizeof why, "corrupt: the tile line is not one line ending the file");
+    } else if (text[flen - 1] != '\n' || strlen(text + kl + 5) != flen - kl - 5 ||
+               memchr(text + kl + 5, '\n', flen - kl - 6) || flen - kl - 6 >= sizeof tile_text) {
+        snprintf(why, sizeof why,
+                 "corrupt: the tile line is not one line of at most %zu bytes ending the file",
+                 sizeof tile_text - 1);
     } else {
-        char saved[512], tile_text[256];
+        char saved[512];
         snprintf(saved, sizeof saved, "%s", xattn_last_error());
-        snprintf(tile_text, sizeof tile_text, "%.*s", (int)(flen - kl - 6), tile);
+        memcpy(tile_text, text + kl + 5, flen - kl - 6);
+        tile_text[flen - kl - 6] = '\0';
         if (xattn__cl_tile_check(c, tile_text, d, dv, t) == XATTN_STATUS_OK) {
             t->tuned = 1;
             found = 1;
@@ -472,14 +475,9 @@ xattn_status xattn_opencl_tile_default(xattn_ctx *ctx, char *tile, size_t n)
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn_opencl_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
-                                     int64_t head_dim, int64_t head_dim_v, const char *tile)
+static xattn_status xattn__cl_tune_store(xattn_cl_ctx *c, xattn_algo algo, xattn_dtype dtype,
+                                         int64_t head_dim, int64_t head_dim_v, const char *tile)
 {
-    xattn__clear_error();
-    xattn_cl_ctx *c = NULL;
-    XATTN_RETURN_IF_ERROR(xattn__cl_tune_args(ctx, algo, dtype, head_dim, head_dim_v, &c));
-    if (!tile || !*tile)
-        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "tile: NULL or empty");
     xattn_cl_tile t;
     XATTN_RETURN_IF_ERROR(xattn__cl_tile_check(c, tile, head_dim, head_dim_v, &t));
     if (!c->cache_root[0])
@@ -511,6 +509,20 @@ xattn_status xattn_opencl_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtyp
     return XATTN_STATUS_OK;
 }
 
+xattn_status xattn_opencl_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                     int64_t head_dim, int64_t head_dim_v, const char *tile)
+{
+    xattn__clear_error();
+    xattn_cl_ctx *c = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tune_args(ctx, algo, dtype, head_dim, head_dim_v, &c));
+    if (!tile || !*tile)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "tile: NULL or empty");
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx)); /* the memo of stored winners is the call's */
+    xattn_status st = xattn__cl_tune_store(c, algo, dtype, head_dim, head_dim_v, tile);
+    xattn__ctx_leave(ctx);
+    return st;
+}
+
 xattn_status xattn_opencl_tune_lookup(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
                                       int64_t head_dim, int64_t head_dim_v, char *tile, size_t n,
                                       int *found)
@@ -524,7 +536,10 @@ xattn_status xattn_opencl_tune_lookup(xattn_ctx *ctx, xattn_algo algo, xattn_dty
     xattn_cl_ctx *c = NULL;
     XATTN_RETURN_IF_ERROR(xattn__cl_tune_args(ctx, algo, dtype, head_dim, head_dim_v, &c));
     xattn_cl_tile t;
-    if (!xattn__cl_tune_read(c, (int)algo, (int)dtype, head_dim, head_dim_v, &t))
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx)); /* the file is read into the context's memory */
+    const int got = xattn__cl_tune_read(c, (int)algo, (int)dtype, head_dim, head_dim_v, &t);
+    xattn__ctx_leave(ctx);
+    if (!got)
         return XATTN_STATUS_OK;
     char text[256];
     xattn__cl_tile_format(&t, text, sizeof text);

@@ -87,7 +87,8 @@ XATTN_API xattn_status xattn_opencl_tile_default(xattn_ctx *ctx, char *tile, siz
  * dtype, head_dim, head_dim_v); replaces an earlier one. The tile must parse
  * and fit the device at those head dims (INVALID_ARGUMENT or UNSUPPORTED
  * otherwise, naming the key); IO when there is no cache folder or the file
- * cannot be written. algo: NAIVE, FLASH or SPLITKV.
+ * cannot be written. algo: NAIVE, FLASH or SPLITKV. Like every call on a
+ * context: BUSY while another thread uses it.
  */
 XATTN_API xattn_status xattn_opencl_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
                                                int64_t head_dim, int64_t head_dim_v,

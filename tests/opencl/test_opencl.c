@@ -1252,7 +1252,8 @@ static void test_tune(void)
                "XATTN_CL_TILE over a stored tile: kernel '%s'", kernel);
     unsetenv("XATTN_CL_TILE");
 
-    /* Ignored with a warning: corrupt, stale (another driver), a bad tile. */
+    /* Ignored with a warning: corrupt, stale (another driver), a bad tile, a
+     * tile line too long. */
     char stale[4096], badtile[4096];
     snprintf(stale, sizeof stale, "%s", entry);
     char *drv = strstr(stale, "driver=");
@@ -1262,10 +1263,21 @@ static void test_tune(void)
     char *tl = strstr(badtile, "tile=");
     if (tl)
         snprintf(tl, (size_t)(sizeof badtile - (size_t)(tl - badtile)), "tile=rows=17\n");
-    const char *bad[3] = {"\x01garbage\n", stale, badtile};
-    const char *why[3] = {"corrupt", "stale", "bad tile"};
+    /* A tile line longer than any tile (60 x "bq=4," then "bk=8"): its
+     * first 255 bytes would parse, so it must not be cut to them. */
+    char longtile[4096];
+    snprintf(longtile, sizeof longtile, "%s", entry);
+    tl = strstr(longtile, "tile=");
+    if (tl) {
+        size_t at = (size_t)(tl - longtile) + 5;
+        for (int k = 0; k < 60 && at + 8 < sizeof longtile; k++, at += 5)
+            memcpy(longtile + at, "bq=4,", 5);
+        snprintf(longtile + at, sizeof longtile - at, "bk=8\n");
+    }
+    const char *bad[4] = {"\x01garbage\n", stale, badtile, longtile};
+    const char *why[4] = {"corrupt", "stale", "bad tile", "corrupt"};
     xattn_set_log_callback(tune_log, NULL, XATTN_LOG_WARN);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         g_warn[0] = '\0';
         if (tune_rewrite(sub, bad[i]) || tune_run(XATTN_ALGO_FLASH, kernel, sizeof kernel))
             continue;
