@@ -272,8 +272,12 @@ int xtool_cmd_tune(const xtool_cli_opts *o)
         st = xattn_opencl_tile_default(ctx, dflt, sizeof dflt);
     xattn_ctx_destroy(ctx);
     int failures = 0;
+    int usage = 0;
     if (st != XATTN_STATUS_OK) {
-        fprintf(stderr, "%s: tune: opencl:%d: %s\n", xtool_prog, device, xattn_last_error());
+        /* --device N beyond the backend's devices is a bad command line. */
+        usage = st == XATTN_STATUS_DEVICE_NOT_FOUND;
+        fprintf(stderr, "%s: tune: %sopencl:%d: %s\n", xtool_prog, usage ? "--device: " : "",
+                device, xattn_last_error());
         failures = 1;
     } else {
         char key[512];
@@ -299,7 +303,7 @@ int xtool_cmd_tune(const xtool_cli_opts *o)
     }
     free(lq);
     free(lk);
-    return failures ? XTOOL_EXIT_FAIL : XTOOL_EXIT_OK;
+    return usage ? XTOOL_EXIT_USAGE : failures ? XTOOL_EXIT_FAIL : XTOOL_EXIT_OK;
 }
 
 #else /* no OpenCL */

@@ -2137,6 +2137,8 @@ static void test_tune_command(void)
     unsetenv("XATTN_CL_TILE");
     EXPECT(rc == 0 && strstr(g_out, "kernel   cl-") && !strstr(g_out, "-tuned"),
            "run with XATTN_CL_TILE: exit %d:\n%s", rc, g_out);
+    rc = run_tool("tune", "--device", "1000", NULL);
+    EXPECT(rc == 2 && strstr(g_err, "--device"), "tune --device 1000: exit %d: %s", rc, g_err);
 }
 
 int main(int argc, char **argv)
