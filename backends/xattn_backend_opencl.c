@@ -105,6 +105,7 @@ void xattn__cl_state_free(xattn_cl_ctx *c)
         return;
     if (c->queue)
         clFinish(c->queue);
+    xattn__cl_tune_free(c);
     while (c->progs) {
         xattn_cl_prog *n = c->progs->next;
         xattn__cl_prog_free(c->progs);
@@ -173,6 +174,12 @@ xattn_status xattn__cl_state_init(xattn_cl_ctx *c)
     c->tile = row->tile;
     c->tile_class = row->device_class;
     const char *env = getenv("XATTN_CL_TILE");
+    c->tile_env = env && *env;
+    if (!c->tile_env) {
+        c->tune = calloc(1, sizeof *c->tune);
+        if (!c->tune)
+            return xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "OpenCL context: out of host memory");
+    }
     if (env && *env) {
         XATTN_RETURN_IF_ERROR(xattn__cl_tile_parse(env, &c->tile));
         /* A tile that cannot fit at the smallest head dims is refused here;
@@ -630,9 +637,11 @@ static xattn_status xattn__cl_counts_sum(xattn_cl_ctx *c, xattn_cl_prog *pg,
 static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
                                 const xattn_cl_tile *t, xattn__plan *plan)
 {
-    /* The kernel form: the tile table's device class, and NAIVE's qk/pv form
-     * (tiles staged in local memory, or read from global memory). */
-    snprintf(plan->kernel, sizeof plan->kernel, "cl-%s%s", c->tile_class,
+    /* The kernel form: the tile table's device class, "-tuned" for a stored
+     * winner of `xattn tune`, and the form (FLASH/SPLITKV's row form, NAIVE's
+     * qk/pv tiles staged in local memory or read from global memory). */
+    snprintf(plan->kernel, sizeof plan->kernel, "cl-%s%s%s", c->tile_class,
+             t->tuned ? "-tuned" : "",
              p->algo != XATTN_ALGO_NAIVE ? (t->rows ? "-rows" : "")
              : t->naive_local            ? "-local"
                                          : "-global");
@@ -681,7 +690,10 @@ static xattn_status xattn__cl_prepare(struct xattn_ctx *ctx, const xattn_problem
         return st;
     /* The program may run a smaller tile than planned (a kernel that allows
      * fewer work-items than the device's maximum, found by building). */
-    xattn__cl_plan_tile(c, p, &call->pg->tile, plan);
+    xattn_cl_tile base, ran = call->pg->tile;
+    xattn__cl_tile_base(c, p, &base);
+    ran.tuned = base.tuned; /* a program serves every tile of its build options */
+    xattn__cl_plan_tile(c, p, &ran, plan);
 
     call->count = timed;
     return XATTN_STATUS_OK;

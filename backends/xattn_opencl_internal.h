@@ -76,7 +76,21 @@ typedef struct xattn_cl_tile {
                          K/V tiles in local memory (GPUs); R > 0 = one work-item a
                          work-group, R rows of a KV head each, K/V tiles in private
                          memory, no barrier (CPU devices; kernels_cl/xattn_cl_rows.cl) */
+    int tuned;        /* 1 = a stored winner of `xattn tune` (not a build option) */
 } xattn_cl_tile;
+
+/* A stored winner looked up (xattn_opencl_tiles.c): found or not, per
+ * (algorithm, dtype, D, Dv), so that a context reads each entry once. */
+typedef struct xattn_cl_tuned {
+    struct xattn_cl_tuned *next;
+    int algo, dtype;
+    int64_t d, dv;
+    int found;
+    xattn_cl_tile tile;
+} xattn_cl_tuned;
+typedef struct xattn_cl_tune_memo {
+    xattn_cl_tuned *head;
+} xattn_cl_tune_memo;
 
 /* A row of the tile table (xattn_opencl_tiles.c). */
 typedef struct xattn_cl_tile_row {
@@ -153,6 +167,8 @@ typedef struct xattn_cl_ctx {
 
     xattn_cl_tile tile; /* from the table (and XATTN_CL_TILE) */
     const char *tile_class;
+    int tile_env;             /* XATTN_CL_TILE is set: stored winners are not used */
+    xattn_cl_tune_memo *tune; /* stored winners read so far (a pointer: plan's c is const) */
 
     /* kernel sources: embedded, or XATTN_CL_SOURCE_DIR's files */
     int nsrc;
@@ -224,6 +240,11 @@ int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, const xa
 xattn_status xattn__cl_tile_of(const xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_tile *t);
 void xattn__cl_count_segments(const xattn_problem *p, const xattn_cl_tile *t, int splits,
                               uint64_t n[3]);
+void xattn__cl_tile_base(const xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_tile *t);
+void xattn__cl_tune_free(xattn_cl_ctx *c);
+void xattn__cl_tile_format(const xattn_cl_tile *t, char *out, size_t n);
+xattn_status xattn__cl_tile_check(const xattn_cl_ctx *c, const char *text, int64_t d, int64_t dv,
+                                  xattn_cl_tile *out);
 
 /* xattn_backend_opencl.c */
 int xattn__is_cl_ctx(const xattn_ctx *ctx);

@@ -570,7 +570,8 @@ static xattn_status xattn__cl_build(xattn_cl_ctx *c, xattn_cl_prog *pg, const ch
 xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_prog **out)
 {
     int dmax, dfix, dvmax, dvfix;
-    xattn_cl_tile t = c->tile;
+    xattn_cl_tile t;
+    xattn__cl_tile_base(c, p, &t);
     xattn__cl_head_dim(p->D, t.fixed_dims, &dmax, &dfix);
     xattn__cl_head_dim(p->Dv, t.fixed_dims, &dvmax, &dvfix);
     const int qdt = t.fixed_dtypes ? (int)p->q.dtype : -1;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "xattn_file.h"
 #include "xattn_opencl_internal.h"
 
 /* ---- tile table (CLBlast-style: data, a default row, an env override) ----- */
@@ -21,10 +22,10 @@ static const xattn_cl_tile_row xattn__cl_tile_table[] = {
      * so one program serves every dtype and head-dim bucket. */
     /* The CPU row runs the row form (rows=16, bk=32: measured best of those tried on PoCL,
      * docs/backends.md "OpenCL on CPU devices"). */
-    /* class     type                  bq  bk  nt  rwg  cwg local dtypes dims rows */
-    {"cpu", CL_DEVICE_TYPE_CPU, {16, 32, 16, 64, 16, 0, 0, 0, 16}},
-    {"gpu", CL_DEVICE_TYPE_GPU, {64, 32, 16, 128, 64, 1, 1, 1, 0}},
-    {"default", 0, {32, 16, 16, 64, 32, 1, 1, 1, 0}},
+    /* class     type                  bq  bk  nt  rwg  cwg local dtypes dims rows tuned */
+    {"cpu", CL_DEVICE_TYPE_CPU, {16, 32, 16, 64, 16, 0, 0, 0, 16, 0}},
+    {"gpu", CL_DEVICE_TYPE_GPU, {64, 32, 16, 128, 64, 1, 1, 1, 0, 0}},
+    {"default", 0, {32, 16, 16, 64, 32, 1, 1, 1, 0, 0}},
 };
 
 /* "bq=16,bk=32": overrides fields of *t; INVALID_ARGUMENT on a bad entry. */
@@ -227,7 +228,7 @@ int xattn__cl_num_splits(const xattn_cl_ctx *c, const xattn_problem *p, const xa
 xattn_status xattn__cl_tile_of(const xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_tile *t)
 {
     int dmax, dfix, dvmax, dvfix;
-    *t = c->tile;
+    xattn__cl_tile_base(c, p, t);
     xattn__cl_head_dim(p->D, t->fixed_dims, &dmax, &dfix);
     xattn__cl_head_dim(p->Dv, t->fixed_dims, &dvmax, &dvfix);
     return xattn__cl_tile_fit(c, t, dmax, dvmax, NULL);
@@ -260,4 +261,292 @@ const xattn_cl_tile_row *xattn__cl_tile_row_of(cl_device_type type)
         if (xattn__cl_tile_table[i].type == 0 || (xattn__cl_tile_table[i].type & type))
             return &xattn__cl_tile_table[i];
     return &xattn__cl_tile_table[nrows - 1];
+}
+
+/* ---- stored winners of `xattn tune` ---------------------------------------
+ * One file a winner, <cache root>/opencl/tune-<hash>.txt, named by the FNV-1a
+ * hash of its key: the context's cache identity (device, vendor, driver,
+ * device and platform versions) and the case (algorithm, q dtype, D, Dv).
+ * The file is that key, then "tile=" and the tile in XATTN_CL_TILE's form:
+ *   xattn-opencl-tune 1
+ *   xattn-opencl-cache 1 / device=... / ... (the cache identity's lines)
+ *   algo=flash / dtype=f32 / head_dim=64 / head_dim_v=64
+ *   tile=bq=16,bk=32,...
+ * A file whose key differs (another driver, a copied file) is stale, one that
+ * does not parse is corrupt, a tile the fit checks refuse is bad: each is
+ * ignored with a warning, and the table's row runs. */
+
+#define XATTN__TUNE_MAGIC "xattn-opencl-tune 1\n"
+#define XATTN__TUNE_FILE_MAX ((size_t)8 << 10)
+
+void xattn__cl_tile_format(const xattn_cl_tile *t, char *out, size_t n)
+{
+    snprintf(out, n,
+             "bq=%d,bk=%d,nt=%d,rwg=%d,cwg=%d,naive_local=%d,fixed_dtypes=%d,fixed_dims=%d,rows=%d",
+             t->bq, t->bk, t->nt, t->rwg, t->cwg, t->naive_local, t->fixed_dtypes, t->fixed_dims,
+             t->rows);
+}
+
+static const char *xattn__cl_tune_algo(int algo)
+{
+    return algo == XATTN_ALGO_NAIVE     ? "naive"
+           : algo == XATTN_ALGO_FLASH   ? "flash"
+           : algo == XATTN_ALGO_SPLITKV ? "splitkv"
+                                        : NULL;
+}
+
+/* The key (the file's text before "tile=") and the file name of an entry. */
+static void xattn__cl_tune_key(const xattn_cl_ctx *c, int algo, int dtype, int64_t d, int64_t dv,
+                               char *key, size_t keyn, char *name, size_t namen)
+{
+    snprintf(key, keyn, "%s%s\nalgo=%s\ndtype=%s\nhead_dim=%lld\nhead_dim_v=%lld\n",
+             XATTN__TUNE_MAGIC, c->cache_ident, xattn__cl_tune_algo(algo),
+             xattn_dtype_name((xattn_dtype)dtype), (long long)d, (long long)dv);
+    const uint64_t h = xattn__fnv1a64(XATTN__FNV_INIT, key, strlen(key));
+    snprintf(name, namen, "tune-%016llx.txt", (unsigned long long)h);
+}
+
+/* Parses a tile text over the table's row and checks that it fits the device
+ * at head dims d, dv as it stands (the fit checks that refuse XATTN_CL_TILE). */
+xattn_status xattn__cl_tile_check(const xattn_cl_ctx *c, const char *text, int64_t d, int64_t dv,
+                                  xattn_cl_tile *out)
+{
+    xattn_cl_tile t = xattn__cl_tile_row_of(c->type)->tile;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tile_parse(text, &t));
+    int dmax, dfix, dvmax, dvfix;
+    xattn__cl_head_dim(d, t.fixed_dims, &dmax, &dfix);
+    xattn__cl_head_dim(dv, t.fixed_dims, &dvmax, &dvfix);
+    xattn_cl_tile fitted = t;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &fitted, dmax, dvmax, text));
+    *out = t;
+    return XATTN_STATUS_OK;
+}
+
+/* Reads the entry of a case: 1 with *t, 0 when there is none or it is
+ * ignored (with a warning through the log callback saying why). The caller's
+ * last error is kept. */
+static int xattn__cl_tune_read(const xattn_cl_ctx *c, int algo, int dtype, int64_t d, int64_t dv,
+                               xattn_cl_tile *t)
+{
+    if (!c->cache_root[0] || !xattn__cl_tune_algo(algo))
+        return 0;
+    char key[1400], name[64], why[512] = "";
+    xattn__cl_tune_key(c, algo, dtype, d, dv, key, sizeof key, name, sizeof name);
+    int dfd;
+    int rc = xattn__cache_dir_open(c->cache_root, "opencl", 0, &dfd, why, sizeof why);
+    unsigned char *file = NULL;
+    size_t flen = 0;
+    if (rc == XATTN__FILE_OK) {
+        rc = xattn__file_read(dfd, name, XATTN__TUNE_FILE_MAX, c->owner, "tune entry", &file, &flen,
+                              why, sizeof why);
+        close(dfd);
+    }
+    if (rc == XATTN__FILE_ABSENT)
+        return 0;
+    int found = 0;
+    if (rc != XATTN__FILE_OK) {
+        xattn__log(XATTN_LOG_WARN, "opencl: tuned tile %s/opencl/%s ignored: %s", c->cache_root,
+                   name, why);
+        return 0;
+    }
+    const size_t kl = strlen(key);
+    const char *text = (const char *)file;
+    char tile_text[256];
+    if (flen < sizeof XATTN__TUNE_MAGIC - 1 ||
+        memcmp(text, XATTN__TUNE_MAGIC, sizeof XATTN__TUNE_MAGIC - 1)) {
+        snprintf(why, sizeof why, "not a tune entry (corrupt)");
+    } else if (flen <= kl + 6 || memcmp(text, key, kl) || memcmp(text + kl, "tile=", 5)) {
+        snprintf(why, sizeof why,
+                 "stale or corrupt: not the entry of this device, driver and case "
+                 "(algo %s, dtype %s, D %lld, Dv %lld)",
+                 xattn__cl_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype), (long long)d,
+                 (long long)dv);
+    } else if (text[flen - 1] != '\n' || strlen(text + kl + 5) != flen - kl - 5 ||
+               memchr(text + kl + 5, '\n', flen - kl - 6) || flen - kl - 6 >= sizeof tile_text) {
+        snprintf(why, sizeof why,
+                 "corrupt: the tile line is not one line of at most %zu bytes ending the file",
+                 sizeof tile_text - 1);
+    } else {
+        char saved[512];
+        snprintf(saved, sizeof saved, "%s", xattn_last_error());
+        memcpy(tile_text, text + kl + 5, flen - kl - 6);
+        tile_text[flen - kl - 6] = '\0';
+        if (xattn__cl_tile_check(c, tile_text, d, dv, t) == XATTN_STATUS_OK) {
+            t->tuned = 1;
+            found = 1;
+            xattn__log(XATTN_LOG_INFO,
+                       "opencl: tuned tile for %s %s D %lld Dv %lld: %s (%s/opencl/%s)",
+                       xattn__cl_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype),
+                       (long long)d, (long long)dv, tile_text, c->cache_root, name);
+        } else {
+            snprintf(why, sizeof why, "bad tile: %s", xattn_last_error());
+        }
+        xattn__set_error_text(saved);
+    }
+    xattn__file_free(c->owner, file, flen);
+    if (!found)
+        xattn__log(XATTN_LOG_WARN, "opencl: tuned tile %s/opencl/%s ignored: %s", c->cache_root,
+                   name, why);
+    return found;
+}
+
+static xattn_cl_tuned *xattn__cl_tune_memo_find(const xattn_cl_ctx *c, int algo, int dtype,
+                                                int64_t d, int64_t dv)
+{
+    for (xattn_cl_tuned *e = c->tune ? c->tune->head : NULL; e; e = e->next)
+        if (e->algo == algo && e->dtype == dtype && e->d == d && e->dv == dv)
+            return e;
+    return NULL;
+}
+
+/* The tile a problem starts from before fitting: XATTN_CL_TILE's or the
+ * table's row (c->tile), or the stored winner of p's case when there is one
+ * and XATTN_CL_TILE is not set. */
+void xattn__cl_tile_base(const xattn_cl_ctx *c, const xattn_problem *p, xattn_cl_tile *t)
+{
+    *t = c->tile;
+    if (c->tile_env || !c->tune)
+        return;
+    const int algo = (int)p->algo, dtype = (int)p->q.dtype;
+    xattn_cl_tuned *e = xattn__cl_tune_memo_find(c, algo, dtype, p->D, p->Dv);
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) /* out of host memory: the table's row, read again next time */
+            return;
+        e->algo = algo;
+        e->dtype = dtype;
+        e->d = p->D;
+        e->dv = p->Dv;
+        e->found = xattn__cl_tune_read(c, algo, dtype, p->D, p->Dv, &e->tile);
+        e->next = c->tune->head;
+        c->tune->head = e;
+    }
+    if (e->found)
+        *t = e->tile;
+}
+
+void xattn__cl_tune_free(xattn_cl_ctx *c)
+{
+    if (!c->tune)
+        return;
+    while (c->tune->head) {
+        xattn_cl_tuned *n = c->tune->head->next;
+        free(c->tune->head);
+        c->tune->head = n;
+    }
+    free(c->tune);
+    c->tune = NULL;
+}
+
+/* ---- include/xattn_opencl.h: the stored winners ---------------------------- */
+
+static xattn_status xattn__cl_tune_args(const xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                        int64_t d, int64_t dv, xattn_cl_ctx **c)
+{
+    if (!xattn__is_cl_ctx(ctx))
+        return xattn__error(XATTN_STATUS_WRONG_CONTEXT, "ctx: not an OpenCL context");
+    if (!xattn__cl_tune_algo((int)algo))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "algo: %d is not naive, flash or splitkv", (int)algo);
+    if ((int)dtype < 0 || dtype >= XATTN_DTYPE_COUNT)
+        return xattn__error(XATTN_STATUS_INVALID_DTYPE, "dtype: %d is not a dtype", (int)dtype);
+    if (d < 1 || d > 4096 || dv < 1 || dv > 4096)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                            "head_dim %lld, head_dim_v %lld: each must be in 1..4096", (long long)d,
+                            (long long)dv);
+    *c = ctx->bctx;
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_opencl_tile_default(xattn_ctx *ctx, char *tile, size_t n)
+{
+    xattn__clear_error();
+    if (!tile || n == 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "tile: NULL or empty buffer");
+    if (!xattn__is_cl_ctx(ctx))
+        return xattn__error(XATTN_STATUS_WRONG_CONTEXT, "ctx: not an OpenCL context");
+    const xattn_cl_ctx *c = ctx->bctx;
+    char text[256];
+    xattn__cl_tile_format(&xattn__cl_tile_row_of(c->type)->tile, text, sizeof text);
+    if (strlen(text) >= n)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "n: %zu bytes, the tile needs %zu", n,
+                            strlen(text) + 1);
+    memcpy(tile, text, strlen(text) + 1);
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__cl_tune_store(xattn_cl_ctx *c, xattn_algo algo, xattn_dtype dtype,
+                                         int64_t head_dim, int64_t head_dim_v, const char *tile)
+{
+    xattn_cl_tile t;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tile_check(c, tile, head_dim, head_dim_v, &t));
+    if (!c->cache_root[0])
+        return xattn__error(XATTN_STATUS_IO,
+                            "no cache folder (XATTN_CACHE_DIR is empty, or no XDG_CACHE_HOME or "
+                            "HOME names one): the tuned tile cannot be stored");
+    char key[1400], name[64], text[256], why[512] = "";
+    xattn__cl_tune_key(c, (int)algo, (int)dtype, head_dim, head_dim_v, key, sizeof key, name,
+                       sizeof name);
+    xattn__cl_tile_format(&t, text, sizeof text);
+    int dfd;
+    int rc = xattn__cache_dir_open(c->cache_root, "opencl", 1, &dfd, why, sizeof why);
+    if (rc == XATTN__FILE_OK) {
+        const xattn__file_part parts[4] = {
+            {key, strlen(key)}, {"tile=", 5}, {text, strlen(text)}, {"\n", 1}};
+        rc = xattn__file_write(dfd, name, parts, 4, why, sizeof why);
+        close(dfd);
+    }
+    if (rc != XATTN__FILE_OK)
+        return xattn__error(XATTN_STATUS_IO, "tuned tile not stored in %s/opencl/%s: %s",
+                            c->cache_root, name, why);
+    /* This context uses it from its next call on, as a new one would. */
+    xattn_cl_tuned *e = xattn__cl_tune_memo_find(c, (int)algo, (int)dtype, head_dim, head_dim_v);
+    if (e) {
+        e->found = 1;
+        e->tile = t;
+        e->tile.tuned = 1;
+    }
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_opencl_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                     int64_t head_dim, int64_t head_dim_v, const char *tile)
+{
+    xattn__clear_error();
+    xattn_cl_ctx *c = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tune_args(ctx, algo, dtype, head_dim, head_dim_v, &c));
+    if (!tile || !*tile)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "tile: NULL or empty");
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx)); /* the memo of stored winners is the call's */
+    xattn_status st = xattn__cl_tune_store(c, algo, dtype, head_dim, head_dim_v, tile);
+    xattn__ctx_leave(ctx);
+    return st;
+}
+
+xattn_status xattn_opencl_tune_lookup(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                      int64_t head_dim, int64_t head_dim_v, char *tile, size_t n,
+                                      int *found)
+{
+    xattn__clear_error();
+    if (!tile || n == 0 || !found)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL or empty",
+                            !found ? "found" : "tile");
+    *found = 0;
+    tile[0] = '\0';
+    xattn_cl_ctx *c = NULL;
+    XATTN_RETURN_IF_ERROR(xattn__cl_tune_args(ctx, algo, dtype, head_dim, head_dim_v, &c));
+    xattn_cl_tile t;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx)); /* the file is read into the context's memory */
+    const int got = xattn__cl_tune_read(c, (int)algo, (int)dtype, head_dim, head_dim_v, &t);
+    xattn__ctx_leave(ctx);
+    if (!got)
+        return XATTN_STATUS_OK;
+    char text[256];
+    xattn__cl_tile_format(&t, text, sizeof text);
+    if (strlen(text) >= n)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "n: %zu bytes, the tile needs %zu", n,
+                            strlen(text) + 1);
+    memcpy(tile, text, strlen(text) + 1);
+    *found = 1;
+    return XATTN_STATUS_OK;
 }

@@ -64,6 +64,45 @@ XATTN_API cl_command_queue xattn_opencl_ctx_queue(const xattn_ctx *ctx);
 /** The cl_context of an OpenCL context (NULL otherwise). Not retained. */
 XATTN_API cl_context xattn_opencl_ctx_context(const xattn_ctx *ctx);
 
+/*
+ * Tuned tiles (`xattn tune`). A tile is text in XATTN_CL_TILE's form
+ * ("bq=16,bk=32,rows=16"; keys not given keep the device's table row). A
+ * stored winner is a file under the cache folder (<XATTN_CACHE_DIR>/opencl),
+ * kept per device, driver, algorithm, q dtype and head dims (D, Dv); every
+ * OpenCL context of that device then runs that case with it, unless
+ * XATTN_CL_TILE is set, and says so in the run info's kernel
+ * ("cl-cpu-tuned-rows"). A stale, corrupt or unfit entry is ignored with a
+ * warning through the log callback.
+ */
+
+/**
+ * The device's tile table row, in XATTN_CL_TILE's form (every key), into
+ * tile (n bytes). Errors: WRONG_CONTEXT for a non-OpenCL context,
+ * INVALID_ARGUMENT for a NULL or short buffer.
+ */
+XATTN_API xattn_status xattn_opencl_tile_default(xattn_ctx *ctx, char *tile, size_t n);
+
+/**
+ * Stores `tile` as the winner of (this context's device and driver, algo,
+ * dtype, head_dim, head_dim_v); replaces an earlier one. The tile must parse
+ * and fit the device at those head dims (INVALID_ARGUMENT or UNSUPPORTED
+ * otherwise, naming the key); IO when there is no cache folder or the file
+ * cannot be written. algo: NAIVE, FLASH or SPLITKV. Like every call on a
+ * context: BUSY while another thread uses it.
+ */
+XATTN_API xattn_status xattn_opencl_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                               int64_t head_dim, int64_t head_dim_v,
+                                               const char *tile);
+
+/**
+ * The stored winner of a case: *found = 1 and the tile (every key) in tile
+ * (n bytes), or *found = 0 when there is none or it is ignored (a warning
+ * through the log callback says why).
+ */
+XATTN_API xattn_status xattn_opencl_tune_lookup(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                                int64_t head_dim, int64_t head_dim_v, char *tile,
+                                                size_t n, int *found);
+
 #ifdef __cplusplus
 }
 #endif

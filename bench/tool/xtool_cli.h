@@ -36,6 +36,7 @@ typedef enum xtool_cli_cmd {
     XTOOL_CLI_CHECK,
     XTOOL_CLI_COMPARE,
     XTOOL_CLI_ADVISE,
+    XTOOL_CLI_TUNE,
     XTOOL_CLI_CMD_COUNT
 } xtool_cli_cmd;
 
@@ -166,7 +167,7 @@ const char *xtool_cli_cmd_name(xtool_cli_cmd cmd);
 
 /*
  * Parses a subcommand's command line: argv[0] is the subcommand name
- * ("devices", "run", "bench", "check", "compare", "advise"), argv[1..] its
+ * ("devices", "run", "bench", "check", "compare", "advise", "tune"), argv[1..] its
  * flags and arguments. Fills *out (defaults first, then the flags) and
  * returns 0, or returns XTOOL_EXIT_USAGE (2) with a one-line message in err
  * (unknown command or flag, a bad value, an impossible shape such as heads
@@ -209,5 +210,6 @@ int xtool_cmd_bench(const xtool_cli_opts *o, int argc, char **argv);
 int xtool_cmd_check(const xtool_cli_opts *o);
 int xtool_cmd_compare(const xtool_cli_opts *o);
 int xtool_cmd_advise(const xtool_cli_opts *o);
+int xtool_cmd_tune(const xtool_cli_opts *o);
 
 #endif

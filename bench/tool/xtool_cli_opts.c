@@ -583,11 +583,12 @@ int xtool_cli_parse(int argc, char **argv, xtool_cli_opts *out, char *err, size_
     memset(out, 0, sizeof *out);
     if (argc < 1 || !argv || !argv[0])
         return xtool_cli_fail(err, errlen,
-                              "no command (devices, run, bench, check, compare, advise)");
+                              "no command (devices, run, bench, check, compare, advise, tune)");
     xtool_cli_cmd cmd = xtool_cli_cmd_from_name(argv[0]);
     if (cmd == XTOOL_CLI_NONE)
         return xtool_cli_fail(
-            err, errlen, "'%.64s' is not a command (devices, run, bench, check, compare, advise)",
+            err, errlen,
+            "'%.64s' is not a command (devices, run, bench, check, compare, advise, tune)",
             argv[0]);
     int rc = xtool__defaults(out, cmd, err, errlen);
     if (rc)

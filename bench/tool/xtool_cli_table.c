@@ -15,8 +15,9 @@
 #define CHECK XTOOL_CMD_BIT(XTOOL_CLI_CHECK)
 #define CMP XTOOL_CMD_BIT(XTOOL_CLI_COMPARE)
 #define ADV XTOOL_CMD_BIT(XTOOL_CLI_ADVISE)
-#define ALL (DEV | RUN | BENCH | CHECK | CMP | ADV)
-#define CASE (RUN | BENCH | ADV) /* the commands that run a case of their own */
+#define TUNE XTOOL_CMD_BIT(XTOOL_CLI_TUNE)
+#define ALL (DEV | RUN | BENCH | CHECK | CMP | ADV | TUNE)
+#define CASE (RUN | BENCH | ADV | TUNE) /* the commands that run a case of their own */
 
 #define OFF(field) offsetof(xtool_cli_opts, field)
 
@@ -30,7 +31,7 @@ static const char *const xtool__mpi_strategy_words[] = {"ring", "alltoall", "bot
     {                                                                                              \
         .name = flag, .cmds = CASE, .section = XTOOL_SEC_CASE, .kind = XTOOL_ARG_LIST, .arg = "N", \
         .arg_list = "LIST", .off = OFF(field), .ilo = lo, .ihi = hi, .given = bit,                 \
-        .one_value = RUN | ADV, .dflt_note = note, .help = text                                    \
+        .one_value = RUN | ADV | TUNE, .dflt_note = note, .help = text                             \
     }
 
 const xtool_opt_def xtool_opt_defs[] = {
@@ -54,8 +55,18 @@ const xtool_opt_def xtool_opt_defs[] = {
      .parse = xtool_opt_parse_backend,
      .dflt_note = "every available backend",
      .help = "backends, a comma list of cpu, opencl, cuda (auto: all)"},
+    {.name = "backend",
+     .cmds = TUNE,
+     .section = XTOOL_SEC_WHERE,
+     .kind = XTOOL_ARG_CUSTOM,
+     .arg = "opencl|cuda",
+     .given = XTOOL_GIVEN_BACKEND,
+     .one_value = TUNE,
+     .parse = xtool_opt_parse_backend,
+     .dflt_note = "opencl",
+     .help = "the backend whose tiles to tune (cuda: not supported yet)"},
     {.name = "device",
-     .cmds = RUN,
+     .cmds = RUN | TUNE,
      .section = XTOOL_SEC_WHERE,
      .kind = XTOOL_ARG_INT,
      .arg = "N",
@@ -117,6 +128,15 @@ const xtool_opt_def xtool_opt_defs[] = {
                   "auto",
      .help = "algorithms, a comma list of naive, flash, splitkv, auto, or all"},
     {.name = "algo", .cmds = ADV, .refused = "advise runs naive, flash and splitkv"},
+    {.name = "algo",
+     .cmds = TUNE,
+     .section = XTOOL_SEC_WHERE,
+     .kind = XTOOL_ARG_CUSTOM,
+     .arg = "LIST",
+     .given = XTOOL_GIVEN_ALGO,
+     .parse = xtool_opt_parse_algo,
+     .dflt_note = "naive,flash,splitkv",
+     .help = "the algorithms whose tiles to tune, a comma list of naive, flash, splitkv"},
     {.name = "threads",
      .cmds = RUN | CHECK | ADV,
      .section = XTOOL_SEC_WHERE,
@@ -138,7 +158,7 @@ const xtool_opt_def xtool_opt_defs[] = {
      .help = "CPU worker threads, a sweep axis: 1,2 or 1..8 (0 = all); CPU cells only, other "
              "backends run once; several counts add a thread-scaling block"},
     {.name = "cpu-simd",
-     .cmds = CASE | CHECK,
+     .cmds = RUN | BENCH | ADV | CHECK,
      .section = XTOOL_SEC_WHERE,
      .kind = XTOOL_ARG_CHOICE,
      .arg = "PATH",
@@ -156,7 +176,7 @@ const xtool_opt_def xtool_opt_defs[] = {
      .arg = "f32|f16|bf16",
      .arg_list = "LIST",
      .given = XTOOL_GIVEN_DTYPE,
-     .one_value = RUN | ADV,
+     .one_value = RUN | ADV | TUNE,
      .parse = xtool_opt_parse_dtype,
      .dflt_note = "f32",
      .help = "the dtype of q and o, and of k and v unless --kv-dtype"},
@@ -396,6 +416,17 @@ const xtool_opt_def xtool_opt_defs[] = {
      .given = XTOOL_GIVEN_REPS,
      .dflt = "5",
      .help = "timed calls"},
+    {.name = "reps",
+     .cmds = TUNE,
+     .section = XTOOL_SEC_MEASURE,
+     .kind = XTOOL_ARG_INT,
+     .arg = "N",
+     .off = OFF(reps),
+     .ilo = 1,
+     .ihi = 100000,
+     .given = XTOOL_GIVEN_REPS,
+     .dflt = "5",
+     .help = "timed calls of each candidate tile; their median is compared"},
     {.name = "min-reps",
      .cmds = BENCH | ADV,
      .section = XTOOL_SEC_MEASURE,
@@ -707,6 +738,17 @@ const xtool_cmd_def xtool_cmd_defs[XTOOL_CLI_CMD_COUNT] = {
      "--lengths the padding waste of the padded batch vs a packed (varlen) one, measured\n"
      "both ways; then recommends.",
      "exit status: 0 ok, 1 no device could be used or a measurement failed, 2 bad command line"},
+    {"tune", "[--backend opencl] [options]",
+     "times the candidate tiles of each algorithm for one case; stores the winners",
+     "For one case (the case options; default a small f32 case) on one OpenCL device: times\n"
+     "each algorithm's candidate tiles (a table in the tool, the device's tile table row\n"
+     "among them; --warmup calls, then the median of --reps), checks the fastest against\n"
+     "the reference, prints what it tried, and stores the winner per device, driver,\n"
+     "algorithm, dtype and head dims in the cache folder (XATTN_CACHE_DIR/opencl), where\n"
+     "every later OpenCL context of that device uses it unless XATTN_CL_TILE is set.\n"
+     "CUDA: not supported yet.",
+     "exit status: 0 ok, 1 a candidate failed, the winner disagreed with the reference or\n"
+     "could not be stored, 2 bad command line"},
 };
 
 const char *xtool_opt_default(xtool_cli_cmd cmd, const char *name)

@@ -1,5 +1,6 @@
 /*
- * The xattn command-line tool: devices, run, bench, check, compare, advise.
+ * The xattn command-line tool: devices, run, bench, check, compare, advise,
+ * tune.
  *
  * Exit status: 0 success, 1 a run failed or disagreed with the reference,
  * 2 a bad command line.
@@ -46,6 +47,7 @@ int main(int argc, char **argv)
     case XTOOL_CLI_CHECK: return xtool_cmd_check(&o);
     case XTOOL_CLI_COMPARE: return xtool_cmd_compare(&o);
     case XTOOL_CLI_ADVISE: return xtool_cmd_advise(&o);
+    case XTOOL_CLI_TUNE: return xtool_cmd_tune(&o);
     default: break;
     }
     return XTOOL_EXIT_USAGE;

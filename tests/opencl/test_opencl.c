@@ -18,6 +18,9 @@
  *   counts        the work the kernels counted equals an independent walk of
  *                 their tiling (causal, window, padded, packed, -inf bias), and
  *                 the record says work_counted with useful <= executed <= possible
+ *   tune          stored winners (xattn_opencl_tune_store): used by a new context
+ *                 and said in the kernel name; XATTN_CL_TILE overrides; a corrupt,
+ *                 stale or unfit entry is ignored with a warning
  *
  * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
  * device is available (ctest: skipped).
@@ -1114,10 +1117,181 @@ typedef struct test_entry {
     void (*fn)(void);
 } test_entry;
 
+/* ---- tune: stored winners of `xattn tune` --------------------------------- */
+
+static char g_warn[2048];
+static void tune_log(xattn_log_level level, const char *message, void *user)
+{
+    (void)user;
+    if (level == XATTN_LOG_WARN)
+        snprintf(g_warn, sizeof g_warn, "%s", message);
+}
+
+/* Runs algo on a new context: 0 when it ran right; its kernel and record's
+ * kernel into kernel (the record must agree). */
+static int tune_run(xattn_algo algo, char *kernel, size_t n)
+{
+    xattn_ctx *ctx = cl_ctx();
+    problem p;
+    int rc = -1;
+    kernel[0] = '\0';
+    if (ctx && problem_setup(&p, ctx, algo) == 0) {
+        xattn_run_info info;
+        xattn_record r;
+        size_t nrec = 0;
+        if (xattn_profiler_enable(ctx, 1) == XATTN_STATUS_OK &&
+            xattn_attention(ctx, &p.d, &info) == XATTN_STATUS_OK &&
+            xattn_profiler_count(ctx, &nrec) == XATTN_STATUS_OK && nrec == 1 &&
+            xattn_profiler_get(ctx, 0, &r) == XATTN_STATUS_OK) {
+            double err = problem_error(&p);
+            EXPECT(err < 1e-5, "%s: error %g", info.kernel, err);
+            EXPECT(!strcmp(info.kernel, r.kernel), "run info '%s', record '%s'", info.kernel,
+                   r.kernel);
+            snprintf(kernel, n, "%s", info.kernel);
+            rc = 0;
+        } else {
+            EXPECT(0, "%s: %s", xattn_algo_name(algo), xattn_last_error());
+        }
+        problem_free(&p);
+    }
+    xattn_ctx_destroy(ctx);
+    return rc;
+}
+
+/* Rewrites the single tune-*.txt file of dir with `text`. */
+static int tune_rewrite(const char *dir, const char *text)
+{
+    DIR *dh = opendir(dir);
+    char path[1200] = "";
+    int n = 0;
+    struct dirent *e;
+    while (dh && (e = readdir(dh)))
+        if (!strncmp(e->d_name, "tune-", 5) && ++n == 1)
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (dh)
+        closedir(dh);
+    FILE *f = n == 1 ? fopen(path, "wb") : NULL;
+    EXPECT(f != NULL, "%d tune files in %s", n, dir);
+    if (!f)
+        return -1;
+    fputs(text, f);
+    fclose(f);
+    return 0;
+}
+
+static void test_tune(void)
+{
+    char cache[512], sub[600], kernel[64], tile[256], entry[4096];
+    xattn_test_scratch_dir("cltune", cache, sizeof cache);
+    snprintf(sub, sizeof sub, "%s/opencl", cache);
+    setenv("XATTN_CACHE_DIR", cache, 1);
+    unsetenv("XATTN_CL_TILE");
+
+    xattn_ctx *ctx = cl_ctx();
+    if (!ctx)
+        return;
+    int found = 1;
+    EXPECT(xattn_opencl_tile_default(ctx, tile, sizeof tile) == XATTN_STATUS_OK &&
+               strstr(tile, "bq=") && strstr(tile, "rows="),
+           "default tile '%s': %s", tile, xattn_last_error());
+    EXPECT(xattn_opencl_tune_lookup(ctx, XATTN_ALGO_FLASH, XATTN_DTYPE_F32, D, DV, tile,
+                                    sizeof tile, &found) == XATTN_STATUS_OK &&
+               !found,
+           "lookup before any store: found %d '%s'", found, tile);
+    /* Refused: a bad tile, AUTO, a head dim of 0, a short buffer. */
+    EXPECT(xattn_opencl_tune_store(ctx, XATTN_ALGO_FLASH, XATTN_DTYPE_F32, D, DV, "bq=abc") ==
+                   XATTN_STATUS_INVALID_ARGUMENT &&
+               strstr(xattn_last_error(), "bq"),
+           "bad tile: %s", xattn_last_error());
+    EXPECT(xattn_opencl_tune_store(ctx, XATTN_ALGO_AUTO, XATTN_DTYPE_F32, D, DV, "bq=4") ==
+               XATTN_STATUS_INVALID_ARGUMENT,
+           "auto: %s", xattn_last_error());
+    EXPECT(xattn_opencl_tune_store(ctx, XATTN_ALGO_FLASH, XATTN_DTYPE_F32, 0, DV, "bq=4") ==
+               XATTN_STATUS_INVALID_SHAPE,
+           "D 0: %s", xattn_last_error());
+    EXPECT(xattn_opencl_tile_default(ctx, tile, 8) == XATTN_STATUS_INVALID_ARGUMENT,
+           "short buffer: %s", xattn_last_error());
+    /* Stored, and read back whole. */
+    const char *won = "bq=4,bk=8,rows=3";
+    EXPECT(xattn_opencl_tune_store(ctx, XATTN_ALGO_FLASH, XATTN_DTYPE_F32, D, DV, won) ==
+               XATTN_STATUS_OK,
+           "store: %s", xattn_last_error());
+    EXPECT(xattn_opencl_tune_lookup(ctx, XATTN_ALGO_FLASH, XATTN_DTYPE_F32, D, DV, tile,
+                                    sizeof tile, &found) == XATTN_STATUS_OK &&
+               found && strstr(tile, "bq=4,bk=8,") && strstr(tile, "rows=3"),
+           "lookup: found %d '%s' %s", found, tile, xattn_last_error());
+    xattn_ctx_destroy(ctx);
+    FILE *f = NULL;
+    {
+        DIR *dh = opendir(sub);
+        struct dirent *e;
+        char path[1200] = "";
+        while (dh && (e = readdir(dh)))
+            if (!strncmp(e->d_name, "tune-", 5))
+                snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+        if (dh)
+            closedir(dh);
+        f = path[0] ? fopen(path, "rb") : NULL;
+    }
+    size_t elen = f ? fread(entry, 1, sizeof entry - 1, f) : 0;
+    entry[elen] = '\0';
+    if (f)
+        fclose(f);
+    EXPECT(elen > 0 && strstr(entry, "algo=flash\n") && strstr(entry, "tile=bq=4,bk=8,"),
+           "the entry: '%s'", entry);
+
+    /* A new context runs FLASH with it, and says so; NAIVE (no entry) not. */
+    if (tune_run(XATTN_ALGO_FLASH, kernel, sizeof kernel) == 0)
+        EXPECT(strstr(kernel, "-tuned"), "FLASH with a stored tile: kernel '%s'", kernel);
+    if (tune_run(XATTN_ALGO_NAIVE, kernel, sizeof kernel) == 0)
+        EXPECT(!strstr(kernel, "-tuned"), "NAIVE without one: kernel '%s'", kernel);
+    /* XATTN_CL_TILE overrides it. */
+    setenv("XATTN_CL_TILE", "bq=8,bk=8,rows=0", 1);
+    if (tune_run(XATTN_ALGO_FLASH, kernel, sizeof kernel) == 0)
+        EXPECT(!strstr(kernel, "-tuned") && !strstr(kernel, "-rows"),
+               "XATTN_CL_TILE over a stored tile: kernel '%s'", kernel);
+    unsetenv("XATTN_CL_TILE");
+
+    /* Ignored with a warning: corrupt, stale (another driver), a bad tile, a
+     * tile line too long. */
+    char stale[4096], badtile[4096];
+    snprintf(stale, sizeof stale, "%s", entry);
+    char *drv = strstr(stale, "driver=");
+    if (drv)
+        drv[7] = drv[7] == 'X' ? 'Y' : 'X';
+    snprintf(badtile, sizeof badtile, "%s", entry);
+    char *tl = strstr(badtile, "tile=");
+    if (tl)
+        snprintf(tl, (size_t)(sizeof badtile - (size_t)(tl - badtile)), "tile=rows=17\n");
+    /* A tile line longer than any tile (60 x "bq=4," then "bk=8"): its
+     * first 255 bytes would parse, so it must not be cut to them. */
+    char longtile[4096];
+    snprintf(longtile, sizeof longtile, "%s", entry);
+    tl = strstr(longtile, "tile=");
+    if (tl) {
+        size_t at = (size_t)(tl - longtile) + 5;
+        for (int k = 0; k < 60 && at + 8 < sizeof longtile; k++, at += 5)
+            memcpy(longtile + at, "bq=4,", 5);
+        snprintf(longtile + at, sizeof longtile - at, "bk=8\n");
+    }
+    const char *bad[4] = {"\x01garbage\n", stale, badtile, longtile};
+    const char *why[4] = {"corrupt", "stale", "bad tile", "corrupt"};
+    xattn_set_log_callback(tune_log, NULL, XATTN_LOG_WARN);
+    for (int i = 0; i < 4; i++) {
+        g_warn[0] = '\0';
+        if (tune_rewrite(sub, bad[i]) || tune_run(XATTN_ALGO_FLASH, kernel, sizeof kernel))
+            continue;
+        EXPECT(!strstr(kernel, "-tuned") && strstr(g_warn, "ignored") && strstr(g_warn, why[i]),
+               "%s entry: kernel '%s', warning '%s'", why[i], kernel, g_warn);
+    }
+    xattn_set_log_callback(NULL, NULL, XATTN_LOG_WARN);
+    unsetenv("XATTN_CACHE_DIR");
+}
+
 static const test_entry tests[] = {
     {"devices", test_devices},       {"build_fail", test_build_fail}, {"mem_cache", test_mem_cache},
     {"disk_cache", test_disk_cache}, {"interop", test_interop},       {"tiles", test_tiles},
-    {"run_info", test_run_info},     {"counts", test_counts},
+    {"run_info", test_run_info},     {"counts", test_counts},         {"tune", test_tune},
 };
 
 /* XATTN_TEST_POCL_CPU=haswell: this run is one of the reruns with PoCL

@@ -23,6 +23,7 @@
  * N skipped". JSON is read with jansson when the build has it (the JSON checks
  * are skipped otherwise).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -48,6 +49,7 @@
 #include "xtool_cli_table.h"
 #include "xtool_compare_read.h"
 #include "xtool_stats.h"
+#include "xtool_tune.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -1998,6 +2000,147 @@ static void test_mem_estimate(void)
     EXPECT(m.workspace == 2.0 * 4 * 1099511627776.0 * 4, "2^40 scores: %g", m.workspace);
 }
 
+/* ---- tune: the candidate tiles ---------------------------------------------- */
+
+/* Each algorithm has candidates for both device classes, in XATTN_CL_TILE's
+ * form with known keys and values, no two alike; FLASH and SPLITKV try both
+ * forms (rows = 0 and rows > 0); SPLITKV's include FLASH's; AUTO has none. */
+static void test_tune_candidates(void)
+{
+    static const char *const keys[] = {"bq",          "bk",           "nt",         "rwg", "cwg",
+                                       "naive_local", "fixed_dtypes", "fixed_dims", "rows"};
+    for (int cls = 0; cls <= 1; cls++) {
+        const char *flash[32];
+        const int nflash = xtool_tune_candidates(XATTN_ALGO_FLASH, cls, flash, 32);
+        for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+            const char *c[32];
+            const int n = xtool_tune_candidates((xattn_algo)a, cls, c, 32);
+            const char *an = xattn_algo_name((xattn_algo)a);
+            EXPECT(n >= 3 && n < 32, "%s class %d: %d candidates", an, cls, n);
+            int row_form = 0, group_form = 0;
+            for (int i = 0; i < n; i++) {
+                char buf[256];
+                snprintf(buf, sizeof buf, "%s", c[i]);
+                int ok = buf[0] != '\0';
+                for (char *tok = strtok(buf, ","); tok && ok; tok = strtok(NULL, ",")) {
+                    char *eq = strchr(tok, '=');
+                    ok = eq && eq[1];
+                    if (!ok)
+                        break;
+                    *eq = '\0';
+                    int known = 0;
+                    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+                        known |= !strcmp(tok, keys[k]);
+                    char *end;
+                    long v = strtol(eq + 1, &end, 10);
+                    ok = known && !*end && v >= 0 && v <= 4096;
+                    if (!strcmp(tok, "rows"))
+                        *(v > 0 ? &row_form : &group_form) += 1;
+                }
+                EXPECT(ok, "%s class %d: candidate '%s'", an, cls, c[i]);
+                for (int j = 0; j < i; j++)
+                    EXPECT(strcmp(c[i], c[j]), "%s class %d: '%s' twice", an, cls, c[i]);
+            }
+            if (a != XATTN_ALGO_NAIVE)
+                EXPECT(row_form > 0 && group_form > 0,
+                       "%s class %d: row form %d, work-group form %d candidates", an, cls, row_form,
+                       group_form);
+            if (a == XATTN_ALGO_SPLITKV)
+                for (int i = 0; i < nflash; i++)
+                    EXPECT(i < n && !strcmp(c[i], flash[i]), "splitkv class %d: flash's '%s'", cls,
+                           flash[i]);
+        }
+        const char *none[4];
+        EXPECT(xtool_tune_candidates(XATTN_ALGO_AUTO, cls, none, 4) == 0, "auto has candidates");
+        EXPECT(xtool_tune_candidates(XATTN_ALGO_FLASH, cls, none, 2) == 2, "cap not kept");
+    }
+}
+
+/* ---- tune: the command on a tiny case ------------------------------------------- */
+
+/* xattn tune on a tiny FLASH case writes an entry; xattn run of that case then
+ * runs the stored tile (its kernel says "-tuned") unless XATTN_CL_TILE is set.
+ * Only what was tried and stored is checked, never which tile won. */
+static void test_tune_command(void)
+{
+    char cache[4096], sub[4200];
+    snprintf(cache, sizeof cache, "%s/cache", g_dir);
+    snprintf(sub, sizeof sub, "%s/opencl", cache);
+    setenv("XATTN_CACHE_DIR", cache, 1);
+    unsetenv("XATTN_CL_TILE");
+    /* The entries of an earlier run go first: this run must write its own. */
+    DIR *old = opendir(sub);
+    struct dirent *oe;
+    while (old && (oe = readdir(old))) {
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", sub, oe->d_name);
+        if (!strncmp(oe->d_name, "tune-", 5))
+            unlink(path);
+    }
+    if (old)
+        closedir(old);
+    EXPECT(run_tool("tune", "--backend", "cuda", NULL) == 2 && strstr(g_err, "not supported yet"),
+           "tune --backend cuda: %s", g_err);
+    EXPECT(run_tool("tune", "--algo", "auto", NULL) == 2 && strstr(g_err, "--algo auto"),
+           "tune --algo auto: %s", g_err);
+    const char *shape[] = {"--sq", "8",          "--sk", "24",         "--heads",
+                           "2",    "--kv-heads", "1",    "--head-dim", "16"};
+    int rc = run_tool("tune", "--algo", "flash", shape[0], shape[1], shape[2], shape[3], shape[4],
+                      shape[5], shape[6], shape[7], shape[8], shape[9], "--reps", "1", "--warmup",
+                      "0", NULL);
+    if (rc == 1 && (strstr(g_err, "OpenCL unavailable") || strstr(g_err, "no OpenCL backend"))) {
+        SKIP("tune: %s", g_err);
+        return;
+    }
+    EXPECT(rc == 0 && g_out_all, "tune: exit %d: %s %s", rc, g_out, g_err);
+    if (rc != 0 || !g_out_all)
+        return;
+    const int cpu_class = strstr(g_out_all, "CPU-class candidates") != NULL;
+    const char *c[32];
+    const int n = xtool_tune_candidates(XATTN_ALGO_FLASH, cpu_class, c, 32);
+    EXPECT(strstr(g_out_all, "table row"), "no table row in:\n%s", g_out_all);
+    for (int i = 0; i < n; i++) {
+        char line[300];
+        snprintf(line, sizeof line, "\n  %s ", c[i]);
+        EXPECT(strstr(g_out_all, line), "candidate '%s' not in:\n%s", c[i], g_out_all);
+    }
+    EXPECT(strstr(g_out_all, "stored for flash f32 D 16 Dv 16") &&
+               strstr(g_out_all, "agrees with the reference"),
+           "not stored:\n%s", g_out_all);
+    DIR *d = opendir(sub);
+    int files = 0;
+    char text[4096] = "";
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "tune-", 5))
+            continue;
+        files++;
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+        char *t = read_all(path);
+        snprintf(text, sizeof text, "%s", t ? t : "");
+        free(t);
+    }
+    if (d)
+        closedir(d);
+    EXPECT(files == 1 && strstr(text, "algo=flash\n") && strstr(text, "head_dim=16\n") &&
+               strstr(text, "\ntile=bq="),
+           "%d entries in %s; the last: '%s'", files, sub, text);
+    /* The next context uses it, and says so; XATTN_CL_TILE overrides it. */
+    rc = run_tool("run", "--backend", "opencl", "--algo", "flash", shape[0], shape[1], shape[2],
+                  shape[3], shape[4], shape[5], shape[6], shape[7], shape[8], shape[9], NULL);
+    EXPECT(rc == 0 && strstr(g_out, "-tuned"), "run after tune: exit %d, kernel not tuned:\n%s", rc,
+           g_out);
+    setenv("XATTN_CL_TILE", "rows=4", 1);
+    rc = run_tool("run", "--backend", "opencl", "--algo", "flash", shape[0], shape[1], shape[2],
+                  shape[3], shape[4], shape[5], shape[6], shape[7], shape[8], shape[9], NULL);
+    unsetenv("XATTN_CL_TILE");
+    EXPECT(rc == 0 && strstr(g_out, "kernel   cl-") && !strstr(g_out, "-tuned"),
+           "run with XATTN_CL_TILE: exit %d:\n%s", rc, g_out);
+    rc = run_tool("tune", "--device", "1000", NULL);
+    EXPECT(rc == 2 && strstr(g_err, "--device"), "tune --device 1000: exit %d: %s", rc, g_err);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "unit";
@@ -2012,6 +2155,7 @@ int main(int argc, char **argv)
         test_mem_estimate();
         test_advice();
         test_cmp_index();
+        test_tune_candidates();
     } else if (!strcmp(what, "manual") && argc > 2) {
         test_manual(argv[2], argc > 3 && !strcmp(argv[3], "--write"));
     } else if (!strcmp(what, "writers") && argc > 2) {
@@ -2029,7 +2173,7 @@ int main(int argc, char **argv)
         }
         test_compare(argv[4]);
     } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads") ||
-                !strcmp(what, "ab")) &&
+                !strcmp(what, "ab") || !strcmp(what, "tune")) &&
                argc > 3) {
         g_bin = argv[2];
         g_dir = argv[3];
@@ -2043,13 +2187,16 @@ int main(int argc, char **argv)
             test_ab();
         else if (!strcmp(what, "threads"))
             test_threads();
+        else if (!strcmp(what, "tune"))
+            test_tune_command();
         else
             test_usage();
     } else {
         fprintf(stderr,
                 "usage: test_tool unit | manual DOC [--write] | outputs XATTN_BIN DIR | usage "
                 "XATTN_BIN DIR | "
-                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | compare XATTN_BIN DIR DATA_DIR | "
+                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | tune XATTN_BIN DIR | compare XATTN_BIN "
+                "DIR DATA_DIR | "
                 "writers DIR\n");
         return 2;
     }
