@@ -629,6 +629,10 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
+    if (p->has_sinks)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "sinks: attention sinks are not implemented on the CUDA backend yet "
+                            "(the CPU backend has them)");
     xattn_cuda_args a;
     xattn__cuda_args_of(c, p, &a);
     const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;

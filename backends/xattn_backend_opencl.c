@@ -657,6 +657,10 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
+    if (p->has_sinks)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "sinks: attention sinks are not implemented on the OpenCL backend yet "
+                            "(the CPU backend has them)");
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
