@@ -433,6 +433,7 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
     ARG_MEM(p->has_lse ? (cl_mem)p->lse.buf->native : meta);
     ARG_MEM(p->has_bias ? (cl_mem)p->bias.buf->native : meta);
     ARG_MEM(meta);
+    ARG_MEM(p->has_sinks ? (cl_mem)p->sinks.buf->native : meta);
     ARG_VIEW(p->q);
     ARG_VIEW(p->k);
     ARG_VIEW(p->v);
@@ -451,6 +452,8 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
         for (int i = 0; i < 5; i++)
             ARG_LONG(0);
     }
+    ARG_LONG(p->has_sinks ? p->sinks.off : 0);
+    ARG_LONG(p->has_sinks ? p->sinks.sh : 0);
     ARG_LONG(p->window_left);
     ARG_LONG(p->window_right);
     ARG_INT(p->B);
@@ -466,7 +469,8 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 (p->has_bias ? XATTN_CL_FLAG_BIAS : 0) |
                 (p->has_bias && p->bias.dtype == XATTN_DTYPE_F16 ? XATTN_CL_FLAG_BIAS_F16 : 0) |
                 (p->alibi ? XATTN_CL_FLAG_ALIBI : 0) | (count ? XATTN_CL_FLAG_COUNT : 0) |
-                ((int)p->q.dtype << 8) | ((int)p->k.dtype << 10);
+                (p->has_sinks ? XATTN_CL_FLAG_SINKS : 0) | ((int)p->q.dtype << 8) |
+                ((int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
     ARG_FLOAT(p->softcap);
@@ -657,10 +661,6 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
-    if (p->has_sinks)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "sinks: attention sinks are not implemented on the OpenCL backend yet "
-                            "(the CPU backend has them)");
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
