@@ -611,6 +611,7 @@ static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
     a->o = p->o.buf->native;
     a->lse = p->has_lse ? (float *)p->lse.buf->native : NULL;
     a->bias = p->has_bias ? p->bias.buf->native : NULL;
+    a->sinks = p->has_sinks ? (const float *)p->sinks.buf->native : NULL;
     a->stream = c->stream;
     a->cc = c->cc;
     a->sm_count = c->sm_count;
@@ -629,10 +630,6 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
-    if (p->has_sinks)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "sinks: attention sinks are not implemented on the CUDA backend yet "
-                            "(the CPU backend has them)");
     xattn_cuda_args a;
     xattn__cuda_args_of(c, p, &a);
     const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
