@@ -193,12 +193,17 @@ xattn_status xattn_reference_rows_written(const xattn_ctx *ctx, const xattn_attn
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d, double *o_ref,
-                                       double *lse_ref)
+xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *caller_desc,
+                                       double *o_ref, double *lse_ref)
 {
-    xattn_status st = xattn_attention_check(ctx, d);
+    xattn_status st = xattn_attention_check(ctx, caller_desc);
     if (st != XATTN_STATUS_OK)
         return st;
+    /* The library's own copy: a caller's older (smaller) descriptor has no
+     * sinks field to read. */
+    xattn_attn_desc full;
+    XATTN_RETURN_IF_ERROR(xattn__desc_in(caller_desc, &full));
+    const xattn_attn_desc *d = &full;
     if (!o_ref)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "o_ref: NULL pointer");
 

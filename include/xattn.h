@@ -495,6 +495,7 @@ typedef struct xattn_record {
     int work_counted;   /* 1: flops_executed (and the K/V part of bytes_actual) were
                          * counted by the kernels as they ran; 0: computed from the
                          * tile model of docs/measurement.md */
+    int has_sinks;      /* the call had attention sinks (xattn_attn_desc.sinks) */
 } xattn_record;
 
 /**
