@@ -484,6 +484,7 @@ static void build_cases(void)
          .quick = 1);
     CASE(.sinks = 1, .Sq = 4, .Sk = 600, .Hq = 8, .Hkv = 1, .dq = BF16, .dkv = BF16,
          .lens = LENS_PADDED, .B = 3, .causal = 1, .splits = 4, .lse = 1);
+    CASE(.sinks = 1, .Sq = 16, .Sk = 0, .lse = 1); /* no keys at all: LSE = the sink */
 
     /* Medium shapes. */
     CASE(.Sq = 256, .Sk = 256, .Hq = 4, .Hkv = 2, .D = 128, .B = 1, .dq = F16, .dkv = F16,
