@@ -412,6 +412,7 @@ static xattn_status xattn__cpu_prepare(struct xattn_ctx *ctx, const xattn_proble
     a->o = p->o.buf->host;
     a->lse = p->has_lse ? (float *)p->lse.buf->host : NULL;
     a->bias = p->has_bias ? p->bias.buf->host : NULL;
+    a->sinks = p->has_sinks ? (const float *)p->sinks.buf->host : NULL;
     a->num_threads = c->num_threads > 0 ? c->num_threads : 1;
     a->simd = c->simd;
     memset(&c->work, 0, sizeof c->work);

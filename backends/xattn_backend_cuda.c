@@ -611,6 +611,7 @@ static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
     a->o = p->o.buf->native;
     a->lse = p->has_lse ? (float *)p->lse.buf->native : NULL;
     a->bias = p->has_bias ? p->bias.buf->native : NULL;
+    a->sinks = p->has_sinks ? (const float *)p->sinks.buf->native : NULL;
     a->stream = c->stream;
     a->cc = c->cc;
     a->sm_count = c->sm_count;

@@ -440,6 +440,7 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
     ARG_MEM(p->has_lse ? (cl_mem)p->lse.buf->native : meta);
     ARG_MEM(p->has_bias ? (cl_mem)p->bias.buf->native : meta);
     ARG_MEM(meta);
+    ARG_MEM(p->has_sinks ? (cl_mem)p->sinks.buf->native : meta);
     ARG_VIEW(p->q);
     ARG_VIEW(p->k);
     ARG_VIEW(p->v);
@@ -458,6 +459,8 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
         for (int i = 0; i < 5; i++)
             ARG_LONG(0);
     }
+    ARG_LONG(p->has_sinks ? p->sinks.off : 0);
+    ARG_LONG(p->has_sinks ? p->sinks.sh : 0);
     ARG_LONG(p->window_left);
     ARG_LONG(p->window_right);
     ARG_INT(p->B);
@@ -473,7 +476,8 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 (p->has_bias ? XATTN_CL_FLAG_BIAS : 0) |
                 (p->has_bias && p->bias.dtype == XATTN_DTYPE_F16 ? XATTN_CL_FLAG_BIAS_F16 : 0) |
                 (p->alibi ? XATTN_CL_FLAG_ALIBI : 0) | (count ? XATTN_CL_FLAG_COUNT : 0) |
-                ((int)p->q.dtype << 8) | ((int)p->k.dtype << 10);
+                (p->has_sinks ? XATTN_CL_FLAG_SINKS : 0) | ((int)p->q.dtype << 8) |
+                ((int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
     ARG_FLOAT(p->softcap);

@@ -106,6 +106,10 @@ static int mt_view(const xattn_attn_desc *d, int64_t G, mt_rect *r)
     }
     if (d->alibi_slopes)
         s->alibi_slopes = d->alibi_slopes + h0;
+    if (d->sinks.buffer) { /* [1, 1, Hq, 1]: the rectangle's heads (one device only) */
+        s->sinks.offset += (size_t)(h0 * d->sinks.strides[2]) * 4;
+        s->sinks.shape[2] = nh;
+    }
     if (d->bias.buffer) { /* [Bb, Hb, Sq', Sk']: slice the extents that are not broadcast */
         size_t bes = xattn_dtype_size(d->bias.dtype);
         if (d->bias.shape[0] > 1) {
@@ -300,6 +304,12 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
     xattn_status st = xattn_attention_check(ctxs[0], d);
     if (st != XATTN_STATUS_OK)
         return st; /* its message names the field */
+    /* d passed the check: its struct_size covers the fields read here. */
+    if (num_ctxs > 1 && d->struct_size >= offsetof(xattn_attn_desc, sinks) + sizeof d->sinks &&
+        d->sinks.buffer)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "sinks: attention sinks are not supported across several devices yet "
+                            "(run the call on one)");
     if (num_ctxs > 1 && d->bias.buffer && d->cu_seqlens_q)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "bias: not supported with a packed batch across several devices yet "

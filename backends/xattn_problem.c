@@ -62,6 +62,14 @@ xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *
         p->bias.ss = d->bias.strides[2];
         p->bias.sd = d->bias.strides[3];
     }
+    if (d->sinks.buffer) {
+        /* sinks is [1, 1, Hq, 1]: only its head stride is used. */
+        p->has_sinks = 1;
+        p->sinks.buf = d->sinks.buffer;
+        p->sinks.dtype = XATTN_DTYPE_F32;
+        p->sinks.off = (int64_t)(d->sinks.offset / 4);
+        p->sinks.sh = d->sinks.shape[2] == 1 ? 0 : d->sinks.strides[2];
+    }
     p->alibi = d->alibi_slopes;
     p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
     p->softcap = d->softcap;

@@ -144,6 +144,7 @@ xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_de
     r->softcap = d->softcap;
     r->has_bias = d->bias.buffer != NULL;
     r->has_alibi = d->alibi_slopes != NULL;
+    r->has_sinks = d->sinks.buffer != NULL;
     r->has_lse = d->lse.buffer != NULL;
     r->varlen = sum->varlen;
     r->padded = !sum->varlen && (d->seqlens_q != NULL || d->seqlens_k != NULL);

@@ -193,12 +193,17 @@ xattn_status xattn_reference_rows_written(const xattn_ctx *ctx, const xattn_attn
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d, double *o_ref,
-                                       double *lse_ref)
+xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *caller_desc,
+                                       double *o_ref, double *lse_ref)
 {
-    xattn_status st = xattn_attention_check(ctx, d);
+    xattn_status st = xattn_attention_check(ctx, caller_desc);
     if (st != XATTN_STATUS_OK)
         return st;
+    /* The library's own copy: a caller's older (smaller) descriptor has no
+     * sinks field to read. */
+    xattn_attn_desc full;
+    XATTN_RETURN_IF_ERROR(xattn__desc_in(caller_desc, &full));
+    const xattn_attn_desc *d = &full;
     if (!o_ref)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "o_ref: NULL pointer");
 
@@ -208,6 +213,7 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
     const int64_t group = Hq / Hkv;
     const int64_t nseq = xattn_ref__num_seqs(d);
     const int has_bias = d->bias.buffer != NULL;
+    const int has_sinks = d->sinks.buffer != NULL;
     const double scale = d->scale != 0.0f ? (double)d->scale : 1.0 / sqrt((double)D);
     const double cap = (double)d->softcap;
     const int bottom_right = d->align == XATTN_ALIGN_BOTTOM_RIGHT;
@@ -220,7 +226,8 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
         for (int64_t e = 0; e < Bp * Hq * Sp; e++)
             lse_ref[e] = -INFINITY;
 
-    xattn_ref_view q, k, v, bias;
+    xattn_ref_view q, k, v, bias, sinks;
+    memset(&sinks, 0, sizeof sinks);
     memset(&k, 0, sizeof k);
     memset(&v, 0, sizeof v);
     memset(&bias, 0, sizeof bias);
@@ -232,6 +239,8 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
         st = xattn_ref__view_read(&d->v, "v", &v);
     if (st == XATTN_STATUS_OK && has_bias)
         st = xattn_ref__view_read(&d->bias, "bias", &bias);
+    if (st == XATTN_STATUS_OK && has_sinks)
+        st = xattn_ref__view_read(&d->sinks, "sinks", &sinks);
     if (st != XATTN_STATUS_OK)
         goto done;
 
@@ -252,6 +261,8 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
         for (int64_t h = 0; h < Hq; h++) {
             int64_t hk = h / group;
             int64_t hb = has_bias && d->bias.shape[1] > 1 ? h : 0;
+            /* The sink joins the denominator only; -inf is no sink at all. */
+            const double sink = has_sinks ? xattn_ref__at(&sinks, 0, 0, h, 0) : -INFINITY;
             for (int64_t i = 0; i < s.rows && i < s.len_q; i++) {
                 int64_t tok = s.start_q + i; /* row within the tensors */
                 double *orow = o_ref + ((tb * Sp + tok) * Hq + h) * Dv;
@@ -285,16 +296,25 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *d,
                 }
 
                 /* Step 8: softmax and the weighted sum of V. */
-                if (has_nan) {
+                if (has_nan || (isnan(sink) && m != -INFINITY)) {
                     for (int64_t c = 0; c < Dv; c++)
                         orow[c] = NAN;
                     if (lse)
                         *lse = NAN;
                     continue;
                 }
-                if (m == -INFINITY)
-                    continue; /* fully masked: stays O = 0, LSE = -inf */
-                double sum = 0.0;
+                if (m == -INFINITY) {
+                    /* Fully masked: O = 0, LSE = -inf, or the sink's logit
+                     * when there is one (the sink alone in the softmax). */
+                    if (lse)
+                        *lse = sink;
+                    continue;
+                }
+                /* The max over the scores and the sink, so that a large sink
+                 * cannot overflow exp. */
+                if (sink > m)
+                    m = sink;
+                double sum = exp(sink - m);
                 for (int64_t c = 0; c < Dv; c++)
                     acc[c] = 0.0;
                 for (int64_t j = 0; j < s.len_k; j++) {
@@ -321,5 +341,6 @@ done:
     xattn_ref__view_free(&k);
     xattn_ref__view_free(&v);
     xattn_ref__view_free(&bias);
+    xattn_ref__view_free(&sinks);
     return st;
 }

@@ -386,12 +386,27 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
                 (long long)(d->bias.shape[2] < Sq ? Sq : Sk));
     }
 
+    if (d->sinks.buffer) {
+        XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->sinks, "sinks"));
+        if (d->sinks.dtype != XATTN_DTYPE_F32)
+            return xattn__error(XATTN_STATUS_INVALID_DTYPE, "sinks.dtype: %s, expected f32",
+                                xattn_dtype_name(d->sinks.dtype));
+        for (int i = 0; i < 4; i++)
+            if (d->sinks.shape[i] != (i == 2 ? Hq : 1))
+                return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                    "sinks.shape[%d]: %lld, expected %lld (sinks is [1, 1, Hq, 1] "
+                                    "with Hq = %lld query heads)",
+                                    i, (long long)d->sinks.shape[i], (long long)(i == 2 ? Hq : 1),
+                                    (long long)Hq);
+    }
+
     /* Outputs: each element written once, and no memory shared with inputs. */
     XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->o, "o", 4));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->q, "q"));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->k, "k"));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->v, "v"));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->bias, "bias"));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->sinks, "sinks"));
     if (d->lse.buffer) {
         XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->lse, "lse", 3));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->o, "o"));
@@ -399,6 +414,7 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->k, "k"));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->v, "v"));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->bias, "bias"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->sinks, "sinks"));
     }
 
     /* Scalars and flags. */

@@ -379,6 +379,11 @@ typedef struct xattn_attn_desc {
 
     xattn_algo algo; /* default AUTO */
     int num_splits;  /* SPLITKV chunks; 0 = chosen from the shape and device */
+
+    /* Appended: optional attention sinks (buffer NULL = none), f32, shape
+     * [1, 1, Hq, 1]: one logit per query head that joins each row's softmax
+     * denominator and never its output (docs/semantics.md, step 8). */
+    xattn_tensor sinks;
 } xattn_attn_desc;
 
 /** Fills d with defaults: no tensors, scale 1/sqrt(D), no masks, AUTO. */
@@ -490,6 +495,7 @@ typedef struct xattn_record {
     int work_counted;   /* 1: flops_executed (and the K/V part of bytes_actual) were
                          * counted by the kernels as they ran; 0: computed from the
                          * tile model of docs/measurement.md */
+    int has_sinks;      /* the call had attention sinks (xattn_attn_desc.sinks) */
 } xattn_record;
 
 /**

@@ -96,6 +96,7 @@
 #define XATTN_F_ALIBI 64
 #define XATTN_F_COUNT 128 /* write the executed-work counts (see the end of this file) */
 /* bits 8-9: q/o dtype, bits 10-11: k/v dtype (used when XATTN_QDT/KDT = -1) */
+#define XATTN_F_SINKS 4096
 
 /* ---- storage formats ------------------------------------------------------ */
 
@@ -227,11 +228,12 @@ inline float xattn_hsum8(float8 x)
 /*
  * Views are element offsets and element strides (xattn_problem.h). meta holds
  * [len_q B][len_k B][start_q B][start_k B][alibi slopes Hq, as float bits].
- * lse and bias point at a dummy buffer when absent (flags say so).
+ * lse, bias and sinks point at a dummy buffer when absent (flags say so).
  */
 #define XATTN_KARGS                                                                     \
     __global const QT *q, __global const KT *k, __global const KT *v, __global QT *o,   \
         __global float *lse, __global const uchar *bias, __global const int *meta,      \
+        __global const float *sinks,                                                    \
         const long q_off, const long q_sb, const long q_ss, const long q_sh,            \
         const long q_sd, const long k_off, const long k_sb, const long k_ss,            \
         const long k_sh, const long k_sd, const long v_off, const long v_sb,            \
@@ -239,14 +241,16 @@ inline float xattn_hsum8(float8 x)
         const long o_sb, const long o_ss, const long o_sh, const long o_sd,             \
         const long l_off, const long l_sb, const long l_sh, const long l_ss,            \
         const long b_off, const long b_sb, const long b_sh, const long b_ss,            \
-        const long b_sd, const long win_l, const long win_r, const int B, const int Hq, \
+        const long b_sd, const long sink_off, const long sink_sh, const long win_l,     \
+        const long win_r, const int B, const int Hq,                                    \
         const int group, const int D_arg, const int Dv_arg, const int Sq, const int Sk, \
         const int flags, const float scale, const float softcap
 
 #define XATTN_KARGS_PASS                                                                   \
-    q, k, v, o, lse, bias, meta, q_off, q_sb, q_ss, q_sh, q_sd, k_off, k_sb, k_ss, k_sh,   \
-        k_sd, v_off, v_sb, v_ss, v_sh, v_sd, o_off, o_sb, o_ss, o_sh, o_sd, l_off, l_sb,   \
-        l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, win_l, win_r, B, Hq, group, D_arg,      \
+    q, k, v, o, lse, bias, meta, sinks, q_off, q_sb, q_ss, q_sh, q_sd, k_off, k_sb, k_ss,  \
+        k_sh, k_sd, v_off, v_sb, v_ss, v_sh, v_sd, o_off, o_sb, o_ss, o_sh, o_sd, l_off,   \
+        l_sb, l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, sink_off, sink_sh, win_l, win_r,  \
+        B, Hq, group, D_arg,                                                               \
         Dv_arg, Sq, Sk, flags, scale, softcap
 
 /* Element indices of the views (xattn_problem.h, "Addressing"). */
@@ -281,6 +285,17 @@ inline xattn_seq xattn_seq_of(__global const int *meta, int B, int b, int flags,
 inline float xattn_alibi_slope(__global const int *meta, int B, int h, int flags)
 {
     return (flags & XATTN_F_ALIBI) ? as_float(meta[4 * B + h]) : 0.0f;
+}
+
+/* Folds head h's sink into a finished row's (*m, *l) (xattn_sem_sink_fold of
+ * the semantics header) and returns the factor for its accumulator: 1 without
+ * sinks. */
+inline float xattn_sink_fold(__global const float *sinks, long sink_off, long sink_sh, int h,
+                             int flags, float *m, float *l)
+{
+    if (!(flags & XATTN_F_SINKS))
+        return 1.0f;
+    return xattn_sem_sink_fold(m, l, sinks[sink_off + (long)h * sink_sh]);
 }
 
 /* ---- masks and scores (the helpers of kernels_cpu, one score at a time) --- */

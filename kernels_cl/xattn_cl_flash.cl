@@ -172,6 +172,22 @@ inline void xattn_write_empty_row(XATTN_KARGS, int b, int h, xattn_seq s, long i
         lse[XATTN_LSE_AT(b, h, s.sq + i)] = -INFINITY;
 }
 
+/* Writes a finished real row i from its max m (-inf: it saw no key), sum l
+ * and accumulator acc (XATTN_HDV values, not read when m is -inf): folds the
+ * head's sink in, then O = acc * c / l and the LSE (kernels_cpu:
+ * xattn__cpu_write_row). No key: O = 0, LSE = the sink (-inf without one). */
+inline void xattn_write_row(XATTN_KARGS, int b, int h, xattn_seq s, long i, float m, float l,
+                            const float *acc)
+{
+    const int seen = m != -INFINITY;
+    const float c = xattn_sink_fold(sinks, sink_off, sink_sh, h, flags, &m, &l);
+    const float f = seen ? c / l : 0.0f;
+    for (int ch = 0; ch < XATTN_HDV; ch++)
+        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, ch), seen ? acc[ch] * f : 0.0f);
+    if (flags & XATTN_F_LSE)
+        lse[XATTN_LSE_AT(b, h, s.sq + i)] = xattn_sem_lse(m, l);
+}
+
 #if XATTN_ROWS == 0 /* the row form is xattn_cl_rows.cl's */
 /* FLASH. Work-group: BQ work-items; groups numbered (row tile, bh), row tile
  * fastest, in one dimension (the only one every driver allows to be large). */
@@ -195,15 +211,10 @@ xattn_flash(XATTN_KARGS, __global ulong *cnt, const long cnt_at)
     const xattn_row_state st = xattn_attend(XATTN_KARGS_PASS, ks, vs, b, h, s, i0, 0, s.lk, valid,
                                             acc, cred, cnt, cnt_at);
     if (i < s.rows) {
-        if (!valid || st.m == -INFINITY) {
+        if (!valid)
             xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
-        } else {
-            const float inv = 1.0f / st.l;
-            for (int c = 0; c < XATTN_HDV; c++)
-                XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc[c] * inv);
-            if (flags & XATTN_F_LSE)
-                lse[XATTN_LSE_AT(b, h, s.sq + i)] = xattn_sem_lse(st.m, st.l);
-        }
+        else
+            xattn_write_row(XATTN_KARGS_PASS, b, h, s, i, st.m, st.l, acc);
     }
 }
 #endif /* XATTN_ROWS == 0 */

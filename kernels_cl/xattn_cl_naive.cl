@@ -172,11 +172,16 @@ xattn_naive_softmax(XATTN_KARGS, __global float *S)
         }
     }
     sum = xattn_wg_sum(red, sum);
-    if (m == -INFINITY) { /* fully masked (or padding): P = 0, LSE = -inf */
+    const int seen = m != -INFINITY;
+    /* A real row folds its head's sink into the denominator (a padding row
+     * keeps LSE = -inf). m and sum are the same on every work-item. */
+    const float c =
+        i < s.lq ? xattn_sink_fold(sinks, sink_off, sink_sh, h, flags, &m, &sum) : 1.0f;
+    if (!seen) { /* fully masked (or padding): P = 0 */
         for (int j = lid; j < n; j += XATTN_RWG)
             row[j] = 0.0f;
     } else {
-        const float inv = 1.0f / sum;
+        const float inv = c / sum;
         for (int j = lid; j < n; j += XATTN_RWG)
             row[j] *= inv;
     }

@@ -312,19 +312,22 @@ xattn_flash(XATTN_KARGS, __global ulong *cnt, const long cnt_at)
         const int h = kh * group + (int)(vr - i * group);
         if (vr >= nv || i >= s.rows)
             continue;
-        if (i >= s.lq || m[r] == -INFINITY) {
+        if (i >= s.lq) {
             xattn_write_empty_row(XATTN_KARGS_PASS, b, h, s, i);
             continue;
         }
-        const float inv = 1.0f / l[r];
+        float mr = m[r], lr = l[r];
+        const int seen = mr != -INFINITY;
+        const float c = xattn_sink_fold(sinks, sink_off, sink_sh, h, flags, &mr, &lr);
+        const float inv = seen ? c / lr : 0.0f;
         for (int c8 = 0; c8 < XATTN_DV8; c8++) {
             float t[8];
-            vstore8(acc[r][c8] * inv, 0, t);
+            vstore8(seen ? acc[r][c8] * inv : (float8)(0.0f), 0, t);
             for (int e = 0; e < 8 && 8 * c8 + e < XATTN_HDV; e++)
                 XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, 8 * c8 + e), t[e]);
         }
         if (flags & XATTN_F_LSE)
-            lse[XATTN_LSE_AT(b, h, s.sq + i)] = xattn_sem_lse(m[r], l[r]);
+            lse[XATTN_LSE_AT(b, h, s.sq + i)] = xattn_sem_lse(mr, lr);
     }
 }
 

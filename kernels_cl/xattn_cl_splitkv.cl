@@ -83,8 +83,11 @@ xattn_splitkv_combine(XATTN_KARGS, __global const float *ws_o, __global const fl
     if (m == -INFINITY) { /* padding or fully masked row */
         if (c < XATTN_HDV)
             XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), 0.0f);
+        float l = 0.0f; /* a real row's LSE: its sink, -inf without one */
+        if (i < s.lq)
+            xattn_sink_fold(sinks, sink_off, sink_sh, h, flags, &m, &l);
         if (write_lse)
-            lse[lse_at] = -INFINITY;
+            lse[lse_at] = xattn_sem_lse(m, l);
         return;
     }
     float wsum = 0.0f, acc = 0.0f;
@@ -95,8 +98,10 @@ xattn_splitkv_combine(XATTN_KARGS, __global const float *ws_o, __global const fl
         if (c < XATTN_HDV)
             acc += w * ws_o[row * XATTN_HDV + c];
     }
+    /* The chunks' partials hold no sink: it is folded here, once. */
+    const float f = xattn_sink_fold(sinks, sink_off, sink_sh, h, flags, &m, &wsum);
     if (c < XATTN_HDV)
-        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc / wsum);
+        XATTN_STORE_O(o, XATTN_O_AT(b, s.sq + i, h, c), acc * f / wsum);
     if (write_lse)
         lse[lse_at] = m + log(wsum);
 }

@@ -14,10 +14,12 @@
  *   BIAS[b, h, i, j] = bias.off + b*bias.sb + h*bias.sh + i*bias.ss + j*bias.sd
  *     (sb = 0 when the bias has one batch, sh = 0 when it has one head; i and j
  *      are positions within the sequence, also for packed batches)
+ *   SINK[h]        = sinks.off + h*sinks.sh (f32; sb = ss = sd = 0)
  * In packed (varlen) mode every sb is 0 and start_q/start_k hold cu_seqlens.
  *
  * Rows written for sequence b: rows_q(b) = varlen ? len_q[b] : Sq. Rows
- * i >= len_q[b] (padding, padded mode only) get O = 0 and LSE = -inf.
+ * i >= len_q[b] (padding, padded mode only) get O = 0 and LSE = -inf, with or
+ * without sinks (a real row that sees no key gets LSE = its head's sink).
  */
 #ifndef XATTN_PROBLEM_H
 #define XATTN_PROBLEM_H
@@ -46,6 +48,8 @@ typedef struct xattn_problem {
     xattn_view lse; /* f32 */
     int has_bias;
     xattn_view bias; /* f32 or f16 */
+    int has_sinks;
+    xattn_view sinks; /* f32 [Hq]: folded into each row by xattn_sem_sink_fold */
 
     const float *alibi; /* host [Hq] or NULL */
     float scale;        /* resolved (never the 0 "default") */

@@ -19,7 +19,8 @@
  *            consecutive rows (what a tiled kernel walks);
  *   steps 2, 4, 5  the score modifiers (softcap, ALiBi, bias) in their order;
  *   step 8   the online-softmax update (the running max, sticky for NaN, and
- *            the factor that rescales what was accumulated).
+ *            the factor that rescales what was accumulated), and the attention
+ *            sink folded into a finished row or a split-KV combine.
  * A kernel may vectorize a step (the CPU's softcap over a row, the CUDA mma
  * fragments), but it computes what these functions compute, in this order;
  * where it cannot use them directly a comment there says why.
@@ -232,6 +233,36 @@ XATTN_SEM_FN float xattn_sem_online_max(float *m, float tile_max, float *alpha)
 XATTN_SEM_FN float xattn_sem_lse(float m, float l)
 {
     return m == -XATTN_SEM_INF ? -XATTN_SEM_INF : m + XATTN_SEM_LOGF(l);
+}
+
+/*
+ * The attention sink (step 8): a per-head logit that joins the softmax's
+ * denominator and never the output. A finished row, or a split-KV combine
+ * over its chunks, holds the running max *m (-inf when the row saw no key)
+ * and the sum *l of exp(s - *m); the accumulated output acc is relative to
+ * the same *m. Folding the sink in:
+ *     m' = max(m, sink) (NaN sticky),  l' = l * exp(m - m') + exp(sink - m')
+ * and returns c = exp(m - m'): the output is then acc * c / l' and the LSE
+ * xattn_sem_lse(m', l') = log(sum exp(s) + exp(sink)). Taking m' over the
+ * sink too keeps a large sink from overflowing. A row that saw no key gets
+ * m' = sink, l' = 1 and c = 0: O = 0 and LSE = sink (-inf for a sink of
+ * -inf, which is no sink at all). The sink is not softcapped, and is folded
+ * once per row: a split-KV combine folds it after merging its chunks, never
+ * into a chunk.
+ */
+XATTN_SEM_FN float xattn_sem_sink_fold(float *m, float *l, float sink)
+{
+    const float m_old = *m;
+    if (m_old == -XATTN_SEM_INF) {
+        *m = sink;
+        *l = 1.0f;
+        return 0.0f;
+    }
+    const float m_new = xattn_sem_sticky_max(m_old, sink);
+    const float c = XATTN_SEM_EXPF(m_old - m_new);
+    *l = *l * c + XATTN_SEM_EXPF(sink - m_new);
+    *m = m_new;
+    return c;
 }
 
 #endif /* XATTN_SEMANTICS_H */

@@ -213,6 +213,31 @@ void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, 
         cx->a->lse[xattn__cpu_lse_idx(p, b, h, i)] = -INFINITY;
 }
 
+float xattn__cpu_sink(const xattn__cpu_ctx *cx, int64_t h)
+{
+    const xattn_problem *p = cx->p;
+    return p->has_sinks ? cx->a->sinks[p->sinks.off + h * p->sinks.sh] : -INFINITY;
+}
+
+void xattn__cpu_write_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i, float m,
+                          float l, const float *acc)
+{
+    const xattn_problem *p = cx->p;
+    const int seen = m != -INFINITY;
+    const float c = p->has_sinks ? xattn_sem_sink_fold(&m, &l, xattn__cpu_sink(cx, h)) : 1.0f;
+    if (!seen) { /* no key: O = 0, LSE = the sink (-inf without one) */
+        xattn__cpu_write_empty_row(cx, b, h, i);
+        if (p->has_lse)
+            cx->a->lse[xattn__cpu_lse_idx(p, b, h, i)] = xattn_sem_lse(m, l);
+        return;
+    }
+    /* NaN in m (a NaN score) makes l, and so every output, NaN. */
+    cx->uk->store(cx->a->o, xattn__cpu_qrow(&p->o, p, b, i, h), p->o.sd, acc, p->Dv, p->o.dtype,
+                  c / l);
+    if (p->has_lse)
+        cx->a->lse[xattn__cpu_lse_idx(p, b, h, i)] = m + logf(l);
+}
+
 /* ---- per-thread scratch ----------------------------------------------------- */
 
 static uint64_t xattn__cpu_a64(uint64_t bytes)

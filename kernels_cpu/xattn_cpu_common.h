@@ -396,6 +396,16 @@ void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const
 /* Writes O = 0 (and LSE = -inf) for row i of (b, h): padding and fully masked rows. */
 void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i);
 
+/* Head h's sink logit; -inf (no sink) without sinks. */
+float xattn__cpu_sink(const xattn__cpu_ctx *cx, int64_t h);
+
+/* Writes a finished real row i of (b, h) from its running max m (-inf when it
+ * saw no key), sum l and accumulator acc (Dv values relative to m, not read
+ * when m is -inf): folds the head's sink in (xattn_sem_sink_fold), then
+ * O = acc * c / l and the LSE. */
+void xattn__cpu_write_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i, float m,
+                          float l, const float *acc);
+
 /* ---- the flash tile loop (FLASH and SPLITKV) ------------------------------- */
 
 /* Views of one thread's scratch. */

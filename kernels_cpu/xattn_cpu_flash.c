@@ -112,19 +112,9 @@ static void xattn__cpu_flash_pack(const xattn__cpu_ctx *cx, char *base, xattn__c
 static void xattn__cpu_flash_finish(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
                                     int R)
 {
-    const xattn_problem *p = cx->p;
     for (int r = 0; r < R; r++) {
-        const int64_t h = sc->rows[r].h, i = sc->rows[r].i;
-        const float m = sc->m[r], l = sc->l[r];
-        if (m == -INFINITY) { /* fully masked: O = 0, LSE = -inf */
-            xattn__cpu_write_empty_row(cx, b, h, i);
-            continue;
-        }
-        /* NaN in m (a NaN score) makes l, and so every output, NaN. */
-        cx->uk->store(cx->a->o, xattn__cpu_qrow(&p->o, p, b, i, h), p->o.sd, sc->acc + r * cx->Dvp,
-                      p->Dv, p->o.dtype, 1.0f / l);
-        if (p->has_lse)
-            cx->a->lse[xattn__cpu_lse_idx(p, b, h, i)] = m + logf(l);
+        xattn__cpu_write_row(cx, b, sc->rows[r].h, sc->rows[r].i, sc->m[r], sc->l[r],
+                             sc->acc + r * cx->Dvp);
     }
 }
 

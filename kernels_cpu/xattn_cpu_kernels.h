@@ -33,9 +33,10 @@ typedef struct xattn_cpu_args {
     /* Buffer base addresses (byte 0 of each view's buffer); add p->x.off elements. */
     const void *q, *k, *v;
     void *o;
-    float *lse;       /* NULL when !p->has_lse */
-    const void *bias; /* NULL when !p->has_bias */
-    int num_threads;  /* >= 1 */
+    float *lse;         /* NULL when !p->has_lse */
+    const void *bias;   /* NULL when !p->has_bias */
+    const float *sinks; /* NULL when !p->has_sinks */
+    int num_threads;    /* >= 1 */
     xattn_cpu_simd simd;
 } xattn_cpu_args;
 

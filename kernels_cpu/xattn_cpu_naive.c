@@ -246,17 +246,24 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
             hi = rw.hi;
             m = uk->row_max(s + lo, hi - lo);
         }
-        if (m == -INFINITY) { /* padding or fully masked: P = 0, LSE = -inf */
-            if (Sk > 0)       /* Sk = 0: no score matrix, and memset wants a pointer */
+        const int seen = m != -INFINITY;
+        float c = 1.0f;
+        if (seen)
+            sum = uk->exp_sum(s + lo, hi - lo, m);
+        /* A real row folds its head's sink into the denominator (a padding
+         * row has none: it keeps LSE = -inf). */
+        if (p->has_sinks && i < p->len_q[b])
+            c = xattn_sem_sink_fold(&m, &sum, xattn__cpu_sink(&cx, h));
+        if (!seen) {    /* padding or fully masked: P = 0 */
+            if (Sk > 0) /* Sk = 0: no score matrix, and memset wants a pointer */
                 memset(s, 0, (size_t)Sk * sizeof(float));
         } else {
-            sum = uk->exp_sum(s + lo, hi - lo, m);
-            uk->scale(s + lo, hi - lo, 1.0f / sum);
+            uk->scale(s + lo, hi - lo, c / sum);
             memset(s, 0, (size_t)lo * sizeof(float));
             memset(s + hi, 0, (size_t)(Sk - hi) * sizeof(float));
         }
         if (p->has_lse)
-            a->lse[xattn__cpu_lse_idx(p, b, h, i)] = m == -INFINITY ? -INFINITY : m + logf(sum);
+            a->lse[xattn__cpu_lse_idx(p, b, h, i)] = xattn_sem_lse(m, sum);
     }
 }
 

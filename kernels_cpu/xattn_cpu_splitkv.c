@@ -425,8 +425,8 @@ void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float 
             const float L = lpart[(uint64_t)s * rows_all + (uint64_t)u];
             M = (L > M || L != L) ? L : M;
         }
-        if (M == -INFINITY) {
-            xattn__cpu_write_empty_row(&cx, b, h, i);
+        if (M == -INFINITY) { /* no chunk saw a key */
+            xattn__cpu_write_row(&cx, b, h, i, M, 0.0f, NULL);
             continue;
         }
         float acc[XATTN__CPU_DMAX];
@@ -444,9 +444,7 @@ void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float 
             for (int64_t d = 0; d < Dv; d++)
                 acc[d] += w * o[d];
         }
-        cx.uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i, h), p->o.sd, acc, Dv, p->o.dtype,
-                     1.0f / sw);
-        if (p->has_lse)
-            a->lse[xattn__cpu_lse_idx(p, b, h, i)] = M + logf(sw);
+        /* The chunks' partials hold no sink: it is folded here, once. */
+        xattn__cpu_write_row(&cx, b, h, i, M, sw, acc);
     }
 }

@@ -58,6 +58,8 @@ struct xattn_cuda_kparams {
     xattn_cuda_kview q, k, v, o, lse, bias;
     const int32_t *len_q, *len_k, *start_q, *start_k; /* device [B] */
     const float *alibi;                               /* device [Hq] or NULL */
+    const float *sinks; /* device: head h's sink at sinks[h * sinks_sh]; NULL = none */
+    long long sinks_sh;
     int B, Hq, Hkv, group, D, Dv, Sq, Sk;
     int varlen, has_lse, has_bias, has_alibi, causal, bottom_right, has_mods;
     long long wl, wr; /* < 0 = unbounded; clamped so that p +- w never overflows */
@@ -113,6 +115,8 @@ static inline xattn_cuda_kparams xattn_cuda_make_params(const xattn_cuda_args *a
     P.start_q = a->start_q;
     P.start_k = a->start_k;
     P.alibi = p->alibi ? a->alibi : NULL;
+    P.sinks = p->has_sinks && a->sinks ? a->sinks + p->sinks.off : NULL;
+    P.sinks_sh = p->sinks.sh;
     P.B = (int)p->B;
     P.Hq = (int)p->Hq;
     P.Hkv = (int)p->Hkv;
@@ -215,6 +219,18 @@ struct xattn_cuda_seq {
     int q0, k0; /* first token in the tensors (start_q / start_k) */
     int rows;   /* query rows written: Sq (padded) or Lq (varlen) */
 };
+
+/* Folds head h's sink into a finished real row's (*m, *l) (xattn_sem_sink_fold
+ * of the semantics header) and returns the factor for its accumulator: 1
+ * without sinks. Only where a row is finished: a SPLITKV chunk's partial holds
+ * no sink, the combine folds it once. */
+__device__ __forceinline__ float xattn_cuda_sink_fold(const xattn_cuda_kparams &P, int h, float *m,
+                                                      float *l)
+{
+    if (!P.sinks)
+        return 1.0f;
+    return xattn_sem_sink_fold(m, l, P.sinks[(long long)h * P.sinks_sh]);
+}
 
 __device__ __forceinline__ xattn_cuda_seq xattn_cuda_seq_load(const xattn_cuda_kparams &P, int b)
 {

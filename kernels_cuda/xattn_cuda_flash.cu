@@ -303,7 +303,10 @@ __global__ void __launch_bounds__(128)
         W += __shfl_xor_sync(0xffffffffu, W, off);
     __syncwarp();
 
-    const float inv = empty ? 0.0f : 1.0f / W;
+    /* The partials hold no sink: a real row folds it here, once. */
+    float Ms = M, Ws = W;
+    const float c = i < s.Lq ? xattn_cuda_sink_fold(P, h, &Ms, &Ws) : 1.0f;
+    const float inv = empty ? 0.0f : c / Ws;
     const long long oi = xattn_cuda_row_index(P.o, b, s.q0 + i, h);
     const long long stride = (long long)P.B * P.Hq * P.Sq * P.Dv; /* between splits */
     const float *po = part_o + xattn_cuda_part_row(P, 0, b, h, i) * P.Dv;
@@ -315,8 +318,7 @@ __global__ void __launch_bounds__(128)
         xattn_cuda_store(P.o.ptr, P.o.dt, oi + (long long)d * P.o.sd, acc * inv);
     }
     if (lane == 0 && P.has_lse)
-        ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, b, h, s.q0 + i)] =
-            empty ? -XATTN_CUDA_INF : M + logf(W);
+        ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, b, h, s.q0 + i)] = xattn_sem_lse(Ms, Ws);
 }
 
 extern "C" cudaError_t xattn_cuda_splitkv_combine(const xattn_cuda_args *a, int splits,

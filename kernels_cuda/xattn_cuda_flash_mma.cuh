@@ -573,10 +573,18 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             if (r >= R)
                 continue;
             const int i = (int)(r / g), h = blk.hk * g + (int)(r % g);
-            const float mm = m[mt][hr], ll = l[mt][hr], llr = lr[mt][hr];
+            const float mm = m[mt][hr];
             const bool empty = mm == -XATTN_CUDA_INF;
-            const float inv = empty ? 0.0f : 1.0f / llr;
-            const float lse = empty ? -XATTN_CUDA_INF : mm * LN2 + logf(ll);
+            /* The max in natural units with the LSE's sum ll and the
+             * output's sum llr; FLASH folds the sink into both. */
+            float me = mm * LN2, ll = l[mt][hr], mo = me, llr = lr[mt][hr];
+            float c = 1.0f;
+            if (P.splits == 0 && i < s.Lq) {
+                (void)xattn_cuda_sink_fold(P, h, &me, &ll);
+                c = xattn_cuda_sink_fold(P, h, &mo, &llr);
+            }
+            const float inv = empty ? 0.0f : c / llr;
+            const float lse = xattn_sem_lse(me, ll);
             if (P.splits > 0) {
                 const long long pr = xattn_cuda_part_row(P, blk.split, blk.b, h, i);
                 float *po = P.part_o + pr * P.Dv;

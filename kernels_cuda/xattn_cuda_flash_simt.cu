@@ -187,7 +187,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         xattn_cuda_count_put(P, pairs, pairs, tiles ? (unsigned long long)(hi_u - lo_u) : 0ull);
     }
 
-    /* O = acc / l (0 for an empty row), LSE = m + log l (-inf when empty). */
+    /* O = acc / l (0 for an empty row), LSE = m + log l (-inf when empty);
+     * FLASH folds the sink into a real row first (O = acc * c / l). */
 #pragma unroll
     for (int a = 0; a < 4; a++) {
         const int rr = ty + 16 * a;
@@ -195,10 +196,11 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         if (r >= R)
             continue;
         const int i = (int)(r / g), h = blk.hk * g + (int)(r % g);
-        const float m = rm[rr], l = rl[rr];
+        float m = rm[rr], l = rl[rr];
         const bool empty = m == -XATTN_CUDA_INF;
-        const float inv = empty ? 0.0f : 1.0f / l;
-        const float lse = empty ? -XATTN_CUDA_INF : m + logf(l);
+        const float c = P.splits == 0 && i < s.Lq ? xattn_cuda_sink_fold(P, h, &m, &l) : 1.0f;
+        const float inv = empty ? 0.0f : c / l;
+        const float lse = xattn_sem_lse(m, l);
         if (P.splits > 0) {
             const long long pr = xattn_cuda_part_row(P, blk.split, blk.b, h, i);
             float *po = P.part_o + pr * P.Dv;

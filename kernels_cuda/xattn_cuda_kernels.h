@@ -53,6 +53,9 @@ typedef struct xattn_cuda_args {
      * p->alibi ([Hq], NULL when p->alibi is NULL). */
     const int32_t *len_q, *len_k, *start_q, *start_k;
     const float *alibi;
+    /* Device address of byte 0 of the sinks buffer (add p->sinks.off
+     * elements); NULL when !p->has_sinks. */
+    const float *sinks;
     cudaStream_t stream;
     int cc;             /* compute capability, major*10 + minor */
     int sm_count;       /* streaming multiprocessors */

@@ -121,14 +121,16 @@ __global__ void __launch_bounds__(256)
         xattn_cuda_softmax_merge(&m, &l, m2, l2);
     }
 
-    /* Pass 2: probabilities (zeros for a fully masked row). */
+    /* Pass 2: probabilities (zeros for a fully masked row), with a real
+     * row's sink folded into the denominator. */
     const bool empty = m == -XATTN_CUDA_INF;
-    const float inv = empty ? 0.0f : 1.0f / l;
+    const float m0 = m;
+    const float c = i < s.Lq ? xattn_cuda_sink_fold(P, h, &m, &l) : 1.0f;
+    const float inv = empty ? 0.0f : c / l;
     for (int j = lane; j < P.Sk; j += 32)
-        srow[j] = empty ? 0.0f : expf(srow[j] - m) * inv;
+        srow[j] = empty ? 0.0f : expf(srow[j] - m0) * inv;
     if (lane == 0 && P.has_lse)
-        ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, b, h, s.q0 + i)] =
-            empty ? -XATTN_CUDA_INF : m + logf(l);
+        ((float *)P.lse.ptr)[xattn_cuda_lse_index(P, b, h, s.q0 + i)] = xattn_sem_lse(m, l);
 }
 
 /* ---- phase 3: O = P V ----------------------------------------------------- */

@@ -70,6 +70,13 @@ static void with_bias(fixture *f, xattn_attn_desc *d, xattn_dtype dt, int64_t b,
     d->bias = t;
 }
 
+/* Attention sinks in the bias buffer: [1, 1, h, 1] f32 from byte `off`. */
+static void with_sinks(fixture *f, xattn_attn_desc *d, xattn_dtype dt, int64_t h, size_t off)
+{
+    xattn_tensor t = {f->bias, off, dt, {1, 1, h, 1}, {h, h, 1, 1}};
+    d->sinks = t;
+}
+
 /* A valid call must work on the context and clear the error message. */
 static void expect_usable(fixture *f, const char *after)
 {
@@ -335,6 +342,33 @@ int main(void)
     BAD("lse last dim", INVALID_SHAPE, "lse.shape[3]", d.lse.shape[3] = 2);
     BAD("lse negative stride", INVALID_STRIDE, "lse.strides[2]", d.lse.strides[2] = -1);
     BAD("lse buffer of another context", WRONG_CONTEXT, "lse.buffer", d.lse.buffer = f.foreign);
+
+    /* ---- attention sinks ---- */
+    BAD("sinks f16", INVALID_DTYPE, "sinks.dtype", with_sinks(&f, &d, XATTN_DTYPE_F16, HQ, 0));
+    BAD("sinks per KV head", INVALID_SHAPE, "sinks.shape[2]",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HKV, 0));
+    BAD("sinks batch 2", INVALID_SHAPE, "sinks.shape[0]",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0);
+        d.sinks.shape[0] = 2);
+    BAD("sinks last dim 2", INVALID_SHAPE, "sinks.shape[3]",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0);
+        d.sinks.shape[3] = 2);
+    BAD("sinks negative stride", INVALID_STRIDE, "sinks.strides[2]",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0);
+        d.sinks.strides[2] = -1);
+    BAD("sinks overrun buffer", OUT_OF_BOUNDS, "sinks.buffer",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, BUF_BYTES - 8));
+    BAD("sinks offset unaligned", INVALID_ARGUMENT, "sinks.offset",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 2));
+    BAD("sinks buffer of another context", WRONG_CONTEXT, "sinks.buffer",
+        with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0);
+        d.sinks.buffer = f.foreign);
+    BAD("sinks overlap o", INVALID_ARGUMENT, "sinks", with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0);
+        d.sinks.buffer = f.o);
+    BAD("sinks overlap lse", INVALID_ARGUMENT, "sinks", with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0);
+        d.sinks.buffer = f.lse);
+    GOOD("sinks", with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0); d.seqlens_q = f.seqlens_q;
+         d.seqlens_k = f.seqlens_k);
 
     /* ---- valid edge cases (must not be rejected) ---- */
     GOOD("Sq = 0", d.q.shape[1] = 0; d.o.shape[1] = 0; d.lse.shape[2] = 0);

@@ -1048,6 +1048,24 @@ static void test_records(xattn_ctx *ctx)
     EXPECT(!strcmp(rec.range, "kept"), "range '%s' after reset", rec.range);
     EXPECT_OK(xattn_range_pop(ctx));
     EXPECT(xattn_range_pop(ctx) == XATTN_STATUS_INVALID_ARGUMENT, "pop after all closed");
+    EXPECT(rec.has_sinks == 0, "has_sinks %d without sinks", rec.has_sinks);
+
+    /* A call with attention sinks says so. */
+    const int64_t hq = r.d.q.shape[2];
+    xattn_buffer *sb = NULL;
+    if (xattn_buffer_alloc(ctx, (size_t)hq * sizeof(float), &sb) == XATTN_STATUS_OK) {
+        float sv[64] = {0};
+        EXPECT_OK(xattn_buffer_write(sb, 0, sv, (size_t)hq * sizeof(float)));
+        xattn_attn_desc ds = r.d;
+        xattn_tensor t = {sb, 0, XATTN_DTYPE_F32, {1, 1, hq, 1}, {hq, hq, 1, 1}};
+        ds.sinks = t;
+        EXPECT_OK(xattn_attention(ctx, &ds, NULL));
+        EXPECT_OK(xattn_profiler_get(ctx, 1, &rec));
+        EXPECT(rec.has_sinks == 1, "has_sinks %d with sinks", rec.has_sinks);
+        xattn_buffer_free(sb);
+    } else {
+        EXPECT(0, "sinks buffer: %s", xattn_last_error());
+    }
     trun_free(&r);
 }
 

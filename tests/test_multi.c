@@ -227,6 +227,13 @@ int main(void)
                   strstr(xattn_last_error(), "bias"),
               "bias with a packed batch across devices: %s", xattn_last_error());
     }
+    {
+        xattn_attn_desc sd = d; /* sinks [1, 1, 2, 1]: not split across devices yet */
+        sd.sinks = xattn_tensor_bshd(b, 3072, XATTN_DTYPE_F32, 1, 1, 2, 1);
+        CHECK(xattn_attention_multi(two, 2, NULL, &sd, NULL) == XATTN_STATUS_UNSUPPORTED &&
+                  strstr(xattn_last_error(), "sinks"),
+              "sinks across devices: %s", xattn_last_error());
+    }
     d.o.shape[3] = 7; /* the library's own check names the field */
     CHECK(xattn_attention_multi(two, 2, NULL, &d, NULL) == XATTN_STATUS_INVALID_SHAPE &&
               strstr(xattn_last_error(), "o."),

@@ -147,6 +147,10 @@ struct Case {
     /* With a bias: even rows get -200 at every key from bias_tail on (0: off),
      * so that a SPLITKV chunk there weighs 0 in f32 in the combine. */
     int bias_tail = 0;
+    /* Attention sinks: 1 = logits near the scores' (the last head -inf: no
+     * sink), 2 = large ones (6 + h) that dominate the denominator (and
+     * still leave f16 outputs well above f16's underflow). */
+    int sinks = 0;
 };
 
 #define XATTN_EMU_VBAD_KEYS 3
@@ -201,6 +205,7 @@ struct Prob {
     int64_t B, Sq, Sk, Bt, Tq, Tk;
     std::vector<int32_t> lq, lk, q0, k0;
     std::vector<float> alibi;
+    std::vector<float> sinks; /* head h at 1 + 2h, NaN between: a wrong index shows */
     Tensor q, k, v, o, lse, bias;
     xattn_problem p;
 };
@@ -374,6 +379,14 @@ static void prob_build(Prob *P, const Case &c)
             P->alibi[h] = (float)pow(2.0, -8.0 * (h + 1) / c.Hq);
     }
 
+    if (c.sinks) {
+        P->sinks.assign((size_t)(2 * c.Hq + 1), NAN);
+        for (int h = 0; h < c.Hq; h++)
+            P->sinks[(size_t)(1 + 2 * h)] = c.sinks == 2         ? 6.0f + (float)h
+                                            : h == c.Hq - 1 && h ? -INFINITY
+                                                                 : (float)(2.0 * runif() - 0.5);
+    }
+
     xattn_problem &p = P->p;
     memset(&p, 0, sizeof p);
     p.B = B;
@@ -394,6 +407,12 @@ static void prob_build(Prob *P, const Case &c)
     if (p.has_bias)
         p.bias = P->bias.v;
     p.alibi = c.alibi ? P->alibi.data() : NULL;
+    p.has_sinks = c.sinks != 0;
+    if (p.has_sinks) {
+        p.sinks.dtype = XATTN_DTYPE_F32;
+        p.sinks.off = 1;
+        p.sinks.sh = 2;
+    }
     p.scale = c.scale != 0.0f ? c.scale : (float)(1.0 / sqrt((double)c.D));
     p.softcap = c.softcap;
     p.causal = c.causal;
@@ -424,6 +443,8 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
         const int64_t tb = p.varlen ? 0 : b;
         for (int64_t h = 0; h < c.Hq; h++) {
             const int64_t hk = h / (c.Hq / c.Hkv);
+            /* The sink joins the denominator only; -inf is no sink. */
+            const double sink = c.sinks ? (double)P.sinks[(size_t)(1 + 2 * h)] : -INFINITY;
             for (int64_t i = 0; i < Lq; i++) {
                 const int64_t pos = c.bottom_right ? i + Lk - Lq : i;
                 double m = -INFINITY;
@@ -458,15 +479,19 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
                 }
                 double *orow = &O[(size_t)(((b * P.Sq + i) * c.Hq + h) * c.Dv)];
                 double &lse = L[(size_t)((b * c.Hq + h) * P.Sq + i)];
-                if (nan) {
+                if (nan || (isnan(sink) && m != -INFINITY)) {
                     for (int64_t d = 0; d < c.Dv; d++)
                         orow[d] = NAN;
                     lse = NAN;
                     continue;
                 }
-                if (m == -INFINITY)
+                if (m == -INFINITY) {
+                    lse = sink; /* O = 0; LSE = the sink (-inf without one) */
                     continue;
-                double sum = 0.0;
+                }
+                if (sink > m)
+                    m = sink; /* the max over the sink too: nothing overflows */
+                double sum = exp(sink - m);
                 for (int64_t j = 0; j < Lk; j++) {
                     if (s[j] == -INFINITY)
                         continue;
@@ -534,6 +559,7 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt
     a.start_q = P.q0.data();
     a.start_k = P.k0.data();
     a.alibi = c.alibi ? P.alibi.data() : NULL;
+    a.sinks = c.sinks ? P.sinks.data() : NULL;
     a.stream = 0;
     a.cc = c.cc;
     a.sm_count = c.sms;
@@ -831,6 +857,30 @@ static std::vector<Case> cases(void)
             add(f, "gqa8_window_right");
         }
     }
+    /* Attention sinks on every path: rows with no key (bottom-right, Sq > Sk)
+     * get LSE = the sink, with GQA, a window, ALiBi, softcap and padding; a
+     * packed batch with -inf bias rows; decode with large sinks and split-KV
+     * (the combine folds the sink once, the partials hold none). */
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            Case c;
+            c.algo = al, c.simt = simt, c.sinks = 1;
+            c.B = 3, c.Sq = 40, c.Sk = 33, c.Hq = 4, c.Hkv = 2, c.causal = 1, c.wl = 9;
+            c.lens = LENS_PADDED, c.alibi = 1, c.softcap = 5.0f;
+            add(c, "sinks_gqa_padded_window");
+            Case e;
+            e.algo = al, e.simt = simt, e.sinks = 2;
+            e.B = 3, e.Sq = 30, e.Sk = 70, e.Hq = 2, e.Hkv = 2, e.D = 96, e.Dv = 40;
+            e.lens = LENS_VARLEN, e.bias = BIAS_BH, e.bias_ninf = 2;
+            add(e, "sinks_varlen_bias");
+            Case f;
+            f.algo = al, f.simt = simt, f.sinks = 1, f.splits = al == XATTN_ALGO_SPLITKV ? 5 : 0;
+            f.B = 2, f.Sq = 1, f.Sk = 300, f.Hq = 8, f.Hkv = 2, f.D = 128, f.Dv = 128;
+            f.dq = f.dkv = XATTN_DTYPE_BF16, f.wl = 100;
+            add(f, "sinks_decode");
+        }
+    }
+
     /* SPLITKV with explicit split counts, including more than the keys allow. */
     for (int sp : {1, 3, 7, 50}) {
         Case c;
