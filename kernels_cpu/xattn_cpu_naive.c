@@ -53,8 +53,12 @@ uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p)
     return (uint64_t)p->B * (uint64_t)p->Hq * (uint64_t)p->Sq * (uint64_t)p->Sk * 4u;
 }
 
+/* Row i of (b, h) in the score matrix; NULL where there is none (Sk = 0: the
+ * driver allocates no bytes, and no arithmetic may be done on NULL). */
 static float *xattn__cpu_srow(const xattn_problem *p, float *s, int64_t b, int64_t h, int64_t i)
 {
+    if (!s)
+        return NULL;
     return s + (((uint64_t)b * (uint64_t)p->Hq + (uint64_t)h) * (uint64_t)p->Sq + (uint64_t)i) *
                    (uint64_t)p->Sk;
 }
@@ -244,7 +248,8 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
             xattn__cpu_row_init(&cx, &rw, b, h, i, 0, INT64_MAX);
             lo = rw.lo;
             hi = rw.hi;
-            m = uk->row_max(s + lo, hi - lo);
+            if (hi > lo) /* then Sk > 0, and s is a row of the matrix */
+                m = uk->row_max(s + lo, hi - lo);
         }
         const int seen = m != -INFINITY;
         float c = 1.0f;
