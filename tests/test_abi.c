@@ -23,20 +23,7 @@
 #include <string.h>
 
 #include "xattn.h"
-
-static int g_passed, g_failed, g_skipped;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "xattn_test.h"
 
 enum { B = 1, SQ = 5, SK = 9, H = 2, D = 8 };
 
@@ -363,6 +350,5 @@ int main(void)
     test_device_info(&f);
     test_ceilings(&f);
     fixture_free(&f);
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }

@@ -31,27 +31,7 @@
 #include <sys/mman.h>
 
 #include "xattn.h"
-
-static int g_passed, g_failed, g_skipped;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_passed++;                                                                            \
-        } else {                                                                                   \
-            g_failed++;                                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define SKIP(...)                                                                                  \
-    do {                                                                                           \
-        g_skipped++;                                                                               \
-        printf("SKIP ");                                                                           \
-        printf(__VA_ARGS__);                                                                       \
-        printf("\n");                                                                              \
-    } while (0)
+#include "xattn_test.h"
 
 /* Check, then run (unless `run` is 0 and the check passed: a case too big to
  * run); the two statuses and messages must be equal. Returns the status. */
@@ -154,6 +134,5 @@ int main(void)
     on_backend(XATTN_BACKEND_CPU);
     on_backend(XATTN_BACKEND_OPENCL);
     on_backend(XATTN_BACKEND_CUDA);
-    printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
-    return g_failed ? 1 : 0;
+    return xattn_test_summary();
 }
