@@ -7,6 +7,11 @@
  * events phase by phase. The kernels live in kernels_cuda/ and are reached
  * through the C entry points of xattn_cuda_kernels.h.
  *
+ * One file of over 800 lines, not split by concern as the OpenCL host is:
+ * nothing this project tests on can run it (CI has no GPU), so a split would
+ * be checked by the compiler alone. Split it (device and context, buffers and
+ * interop, the driver's operations, ceilings) when a GPU run can check it.
+ *
  * Every CUDA failure comes back as XATTN_STATUS_BACKEND (OUT_OF_MEMORY for a
  * failed allocation) with "<CUDA call> failed: <CUDA's text> (<code>)". Calls
  * that change the calling thread's current device restore it before returning.

@@ -6,6 +6,11 @@
  * live in kernels_cl/ and are embedded at build time (xattn_backend_opencl.h).
  * This file holds contexts, buffers and the algorithm driver's operations; the
  * rest is split by concern (xattn_opencl_internal.h lists the files).
+ * Over 800 lines because the run (570 lines: plan, prepare, the phases'
+ * launches, the executed-work counts) and the ceilings' micro-benchmarks share
+ * the accounted scratch buffers (xattn__cl_scratch_new/_free); the next split
+ * is the ceilings into a file of their own, with those two in the internal
+ * header.
  *
  * Program configuration = (q/o dtype, k/v dtype, D, Dv, tile). D and Dv that
  * are common head sizes are build-time constants (the fast path); any other

@@ -8,6 +8,11 @@
  * shifted by the segments' offsets (docs/scale.md, "Masks across blocks").
  * Each call yields a partial (O, LSE) per row; the partials are merged on the
  * host in f32 with the log-sum-exp rule, which is exact up to f32 rounding.
+ *
+ * Over 800 lines: the ring and the all-to-all share one prelude (shards,
+ * agreement on the problem), the status agreement with its deadline, the host
+ * staging and the merge; kept in one file so that both strategies read the
+ * same failure rules (docs/scale.md, "Failures").
  */
 #include "xattn_mpi.h"
 
