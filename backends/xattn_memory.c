@@ -144,15 +144,22 @@ static int xattn__read_u64(const char *root, const char *path, uint64_t *out)
     return 1;
 }
 
+/* root/proc/NAME opened for reading (root "" is the real /proc; tests give a
+ * fake tree); NULL when it cannot be. */
+static FILE *xattn__proc_open(const char *root, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/proc/%s", root, name);
+    return fopen(path, "re");
+}
+
 /* Where the cgroup hierarchy holding `controller` ("" = the v2 unified one)
  * is mounted and which group is the mount's root, from
  * root/proc/self/mountinfo; 0 when it is not mounted. */
 static int xattn__cgroup_mount(const char *root, const char *controller, char *mpoint, size_t n,
                                char *mroot, size_t nr)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/proc/self/mountinfo", root);
-    FILE *f = fopen(path, "re");
+    FILE *f = xattn__proc_open(root, "self/mountinfo");
     if (!f)
         return 0;
     char line[2048];
@@ -184,9 +191,7 @@ static int xattn__cgroup_mount(const char *root, const char *controller, char *m
  * (v2 = 1), from root/proc/self/cgroup; 0 when it has none. */
 static int xattn__cgroup_group(const char *root, int v2, char *out, size_t n)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
-    FILE *f = fopen(path, "re");
+    FILE *f = xattn__proc_open(root, "self/cgroup");
     if (!f)
         return 0;
     char line[2048];
@@ -262,9 +267,7 @@ static uint64_t xattn__cgroup_room(const char *root)
 int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail)
 {
     *total = *avail = 0;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/proc/meminfo", root);
-    FILE *f = fopen(path, "re");
+    FILE *f = xattn__proc_open(root, "meminfo");
     if (f) {
         char line[256];
         unsigned long long kb;
