@@ -704,7 +704,7 @@ static xattn_status xattn__attention(xattn_ctx *ctx, const xattn_attn_desc *call
     ri->algo_chosen = algo;
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
     const int prof = ctx->prof.on;
-    if (sum.rows_total == 0) {
+    if (sum.rows_total == 0 && sum.s_new == 0) {
         /* Sq = 0 or no query tokens: a valid no-op (recorded, with no work). */
         if (prof)
             xattn__profiler_on_call(ctx, d, &sum, NULL, ri, NULL, t_submit, xattn__now(),

@@ -284,6 +284,15 @@ static xattn_status xattn__cpu_buffer_read(struct xattn_ctx *ctx, struct xattn_b
     return XATTN_STATUS_OK;
 }
 
+static xattn_status xattn__cpu_buffer_copy(struct xattn_ctx *ctx, struct xattn_buffer *dst,
+                                           size_t dst_off, struct xattn_buffer *src, size_t src_off,
+                                           size_t bytes)
+{
+    (void)ctx;
+    memcpy((char *)dst->host + dst_off, (const char *)src->host + src_off, bytes);
+    return XATTN_STATUS_OK;
+}
+
 /*
  * Thread placement (hwloc): once per context and thread count, OpenMP thread
  * t of the team is bound to core t of the topology (to PU t when there are
@@ -358,6 +367,10 @@ static xattn_status xattn__cpu_plan(const struct xattn_ctx *ctx, const xattn_pro
 {
     const xattn_cpu_ctx *c = ctx->bctx;
     const int nt = c->num_threads > 0 ? c->num_threads : 1;
+    if (p->paged)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "cpu: paged KV caches (block_table) are not implemented on this "
+                            "backend yet");
     snprintf(plan->kernel, sizeof plan->kernel, "%s", xattn_cpu_simd_name(c->simd));
     if (p->algo == XATTN_ALGO_NAIVE) {
         /* Its blocks: query rows x keys of a QK^T tile (one head each). The
@@ -586,6 +599,7 @@ const xattn_backend_iface xattn__backend_cpu = {
     .buffer_release = xattn__cpu_buffer_release,
     .buffer_write = xattn__cpu_buffer_write,
     .buffer_read = xattn__cpu_buffer_read,
+    .buffer_copy = xattn__cpu_buffer_copy,
     .plan = xattn__cpu_plan,
     .prepare = xattn__cpu_prepare,
     .ws_alloc = xattn__cpu_ws_alloc,

@@ -431,6 +431,23 @@ static xattn_status xattn__cuda_buffer_read(struct xattn_ctx *ctx, struct xattn_
                             cudaMemcpyDeviceToHost);
 }
 
+static xattn_status xattn__cuda_buffer_copy(struct xattn_ctx *ctx, struct xattn_buffer *dst,
+                                            size_t dst_off, struct xattn_buffer *src,
+                                            size_t src_off, size_t bytes)
+{
+    xattn_cuda_ctx *c = ctx->bctx;
+    int prev;
+    XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &prev));
+    /* Asynchronous on the context's stream: the kernels that follow see it. */
+    cudaError_t e =
+        cudaMemcpyAsync((char *)dst->native + dst_off, (const char *)src->native + src_off, bytes,
+                        cudaMemcpyDeviceToDevice, c->stream);
+    xattn__cuda_dev_leave(c->ordinal, prev);
+    if (e != cudaSuccess)
+        return xattn__cuda_fail(XATTN_STATUS_BACKEND, "cudaMemcpyAsync", e);
+    return XATTN_STATUS_OK;
+}
+
 /* ---- attention ------------------------------------------------------------ */
 
 /* 1 when the staging copy already holds p's arrays as last uploaded. */
@@ -635,6 +652,10 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
+    if (p->paged)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "cuda: paged KV caches (block_table) are not implemented on this "
+                            "backend yet");
     xattn_cuda_args a;
     xattn__cuda_args_of(c, p, &a);
     const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
@@ -945,6 +966,7 @@ const xattn_backend_iface xattn__backend_cuda = {
     .buffer_release = xattn__cuda_buffer_release,
     .buffer_write = xattn__cuda_buffer_write,
     .buffer_read = xattn__cuda_buffer_read,
+    .buffer_copy = xattn__cuda_buffer_copy,
     .plan = xattn__cuda_plan,
     .prepare = xattn__cuda_prepare,
     .ws_alloc = xattn__cuda_ws_alloc_op,

@@ -352,6 +352,18 @@ static xattn_status xattn__cl_buffer_read(struct xattn_ctx *ctx, struct xattn_bu
     return XATTN_STATUS_OK;
 }
 
+static xattn_status xattn__cl_buffer_copy(struct xattn_ctx *ctx, struct xattn_buffer *dst,
+                                          size_t dst_off, struct xattn_buffer *src, size_t src_off,
+                                          size_t bytes)
+{
+    xattn_cl_ctx *c = ctx->bctx;
+    /* In order on the context's queue: the kernels enqueued after see it. */
+    XATTN_CL_CHECK(clEnqueueCopyBuffer(c->queue, (cl_mem)src->native, (cl_mem)dst->native, src_off,
+                                       dst_off, bytes, 0, NULL, NULL),
+                   "clEnqueueCopyBuffer");
+    return XATTN_STATUS_OK;
+}
+
 /* ---- attention -------------------------------------------------------------- */
 
 /* bits 8-9: q/o dtype, bits 10-11: k/v dtype (xattn_dtype values) */
@@ -675,6 +687,10 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
+    if (p->paged)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "OpenCL: paged KV caches (block_table) are not implemented on this "
+                            "backend yet");
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
@@ -1084,6 +1100,7 @@ const xattn_backend_iface xattn__backend_opencl = {
     .buffer_release = xattn__cl_buffer_release,
     .buffer_write = xattn__cl_buffer_write,
     .buffer_read = xattn__cl_buffer_read,
+    .buffer_copy = xattn__cl_buffer_copy,
     .plan = xattn__cl_plan,
     .prepare = xattn__cl_prepare,
     .ws_alloc = xattn__cl_ws_alloc,

@@ -149,11 +149,76 @@ static xattn_status xattn__alloc_regions(struct xattn_ctx *ctx, const xattn_prob
     return st;
 }
 
+/* One view's copy of the append: runs of contiguous bytes, merged while both
+ * sides continue, through the backend's device-side copy. */
+static xattn_status xattn__append_view(struct xattn_ctx *ctx, const xattn_problem *p,
+                                       const xattn_view *cache, const xattn_view *src, int64_t dim,
+                                       uint64_t *bytes)
+{
+    const uint64_t es = xattn_dtype_size(cache->dtype);
+    const int64_t run = cache->sd == 1 && src->sd == 1 ? dim : 1; /* elements per piece */
+    uint64_t d0 = 0, s0 = 0, n = 0;                               /* the pending run, bytes */
+    for (int64_t b = 0; b < p->B; b++)
+        for (int64_t t = 0; t < p->s_new; t++) {
+            const int64_t j = (int64_t)p->len_k[b] - p->s_new + t;
+            const int64_t dtok = xattn_problem_kv_token(p, cache, b, j);
+            const int64_t stok = src->off + b * src->sb + t * src->ss;
+            for (int64_t h = 0; h < p->Hkv; h++)
+                for (int64_t e = 0; e < dim; e += run) {
+                    const uint64_t db = (uint64_t)(dtok + h * cache->sh + e * cache->sd) * es;
+                    const uint64_t sb = (uint64_t)(stok + h * src->sh + e * src->sd) * es;
+                    if (n && db == d0 + n && sb == s0 + n) {
+                        n += (uint64_t)run * es;
+                        continue;
+                    }
+                    if (n)
+                        XATTN_RETURN_IF_ERROR(
+                            ctx->be->buffer_copy(ctx, cache->buf, d0, src->buf, s0, n));
+                    d0 = db;
+                    s0 = sb;
+                    n = (uint64_t)run * es;
+                }
+        }
+    if (n)
+        XATTN_RETURN_IF_ERROR(ctx->be->buffer_copy(ctx, cache->buf, d0, src->buf, s0, n));
+    *bytes += (uint64_t)p->B * (uint64_t)p->s_new * (uint64_t)p->Hkv * (uint64_t)dim * es;
+    return XATTN_STATUS_OK;
+}
+
+/* The append step (xattn_attn_desc.k_new): the new tokens into the cache,
+ * on the context's queue before the phases, once the plan has accepted the
+ * call (a refused call writes nothing). */
+static xattn_status xattn__append(struct xattn_ctx *ctx, const xattn_problem *p, int timed,
+                                  xattn_run_info *info)
+{
+    if (!p->s_new)
+        return XATTN_STATUS_OK;
+    if (!ctx->be->buffer_copy)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED, "%s: k_new: this backend cannot append",
+                            ctx->be->name);
+    const double t0 = xattn__now();
+    uint64_t bytes = 0;
+    XATTN_RETURN_IF_ERROR(xattn__append_view(ctx, p, &p->k, &p->k_new, p->D, &bytes));
+    XATTN_RETURN_IF_ERROR(xattn__append_view(ctx, p, &p->v, &p->v_new, p->Dv, &bytes));
+    if (timed) {
+        XATTN_RETURN_IF_ERROR(ctx->be->sync(ctx));
+        info->append_ms = (xattn__now() - t0) * 1000.0;
+    }
+    info->append_bytes = bytes;
+    return XATTN_STATUS_OK;
+}
+
 xattn_status xattn__drive(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
                           int timed, struct xattn__exec *exec)
 {
     xattn__plan plan;
     XATTN_RETURN_IF_ERROR(xattn__plan_make(ctx, p, &plan));
+    XATTN_RETURN_IF_ERROR(xattn__append(ctx, p, timed, info));
+    int64_t rows = 0; /* an append with no query row attends to nothing */
+    for (int64_t b = 0; b < p->B && !rows; b++)
+        rows = xattn_problem_rows_q(p, b);
+    if (!rows)
+        return XATTN_STATUS_OK;
     const xattn__algo_phases *ph = xattn__phases_of(p->algo);
     const xattn_backend_iface *be = ctx->be;
 

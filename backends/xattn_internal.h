@@ -319,6 +319,11 @@ typedef struct xattn_backend_iface {
                                  const void *src, size_t bytes);
     xattn_status (*buffer_read)(struct xattn_ctx *ctx, struct xattn_buffer *buf, size_t offset,
                                 void *dst, size_t bytes);
+    /* A device-side copy between two buffers of ctx, ordered with the queue's
+     * work (it may return before it is done); ranges are checked and do not
+     * overlap. The append step of a call uses it. */
+    xattn_status (*buffer_copy)(struct xattn_ctx *ctx, struct xattn_buffer *dst, size_t dst_off,
+                                struct xattn_buffer *src, size_t src_off, size_t bytes);
 
     /*
      * The device operations the algorithm driver (xattn_driver.c) runs an
@@ -392,6 +397,8 @@ typedef struct xattn_desc_summary {
     int varlen;
     int64_t rows_total; /* query rows the call writes (0 = nothing to do) */
     xattn_dtype q_dtype, kv_dtype;
+    int paged;     /* block_table set: Sk is the longest cache length */
+    int64_t s_new; /* tokens appended per sequence (k_new), 0 = none */
 } xattn_desc_summary;
 
 /* Checks every rule of the descriptor against ctx; fills *sum on success. */

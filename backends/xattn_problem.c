@@ -70,6 +70,18 @@ xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *
         p->sinks.off = (int64_t)(d->sinks.offset / 4);
         p->sinks.sh = d->sinks.shape[2] == 1 ? 0 : d->sinks.strides[2];
     }
+    if (sum->paged) {
+        p->paged = 1;
+        p->page_size = d->k.shape[1];
+        p->max_pages = d->max_pages_per_seq;
+        p->num_pages = d->k.shape[0];
+        p->block_table = d->block_table;
+    }
+    if (sum->s_new) {
+        p->s_new = sum->s_new;
+        p->k_new = xattn__view_of(&d->k_new, 0);
+        p->v_new = xattn__view_of(&d->v_new, 0);
+    }
     p->alibi = d->alibi_slopes;
     p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
     p->softcap = d->softcap;
@@ -98,7 +110,8 @@ xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *
             sq[b] = 0;
             sk[b] = 0;
             lq[b] = d->seqlens_q ? d->seqlens_q[b] : (int32_t)sum->Sq;
-            lk[b] = d->seqlens_k ? d->seqlens_k[b] : (int32_t)sum->Sk;
+            /* An append's tokens join the cache (validated to fit). */
+            lk[b] = d->seqlens_k ? d->seqlens_k[b] + (int32_t)sum->s_new : (int32_t)sum->Sk;
         }
     }
     p->len_q = lq;

@@ -145,6 +145,10 @@ xattn_record *xattn__profiler_on_call(struct xattn_ctx *ctx, const xattn_attn_de
     r->has_bias = d->bias.buffer != NULL;
     r->has_alibi = d->alibi_slopes != NULL;
     r->has_sinks = d->sinks.buffer != NULL;
+    r->page_size = d->block_table ? d->k.shape[1] : 0;
+    r->append_tokens = sum->s_new;
+    r->append_ms = ri->append_ms;
+    r->append_bytes = ri->append_bytes;
     r->has_lse = d->lse.buffer != NULL;
     r->varlen = sum->varlen;
     r->padded = !sum->varlen && (d->seqlens_q != NULL || d->seqlens_k != NULL);

@@ -151,9 +151,28 @@ static xattn_ref_seq xattn_ref__seq(const xattn_attn_desc *d, int64_t b)
         s.start_k = 0;
         s.len_q = d->seqlens_q ? d->seqlens_q[b] : d->q.shape[1];
         s.len_k = d->seqlens_k ? d->seqlens_k[b] : d->k.shape[1];
+        if (d->k_new.buffer) /* the appended tokens follow the cached ones */
+            s.len_k += d->k_new.shape[1];
         s.rows = d->q.shape[1];
     }
     return s;
+}
+
+/* Element (key j of sequence b, KV head hk, dim c) of K or V: an appended
+ * token from k_new/v_new (read before the call writes it), a paged cache's
+ * page through the block table, or the tensor itself. */
+static double xattn_ref__kv(const xattn_attn_desc *d, const xattn_ref_view *cache,
+                            const xattn_ref_view *fresh, int64_t b, int64_t start_k, int64_t j,
+                            int64_t hk, int64_t c)
+{
+    if (d->k_new.buffer && j >= d->seqlens_k[b])
+        return xattn_ref__at(fresh, b, j - d->seqlens_k[b], hk, c);
+    if (d->block_table) {
+        const int64_t ps = d->k.shape[1];
+        return xattn_ref__at(cache, d->block_table[b * d->max_pages_per_seq + j / ps], j % ps, hk,
+                             c);
+    }
+    return xattn_ref__at(cache, xattn_ref__varlen(d) ? 0 : b, start_k + j, hk, c);
 }
 
 /* Is key j masked for the row at aligned position p (rule 6 of the semantics)? */
@@ -226,8 +245,10 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
         for (int64_t e = 0; e < Bp * Hq * Sp; e++)
             lse_ref[e] = -INFINITY;
 
-    xattn_ref_view q, k, v, bias, sinks;
+    xattn_ref_view q, k, v, bias, sinks, k_new, v_new;
     memset(&sinks, 0, sizeof sinks);
+    memset(&k_new, 0, sizeof k_new);
+    memset(&v_new, 0, sizeof v_new);
     memset(&k, 0, sizeof k);
     memset(&v, 0, sizeof v);
     memset(&bias, 0, sizeof bias);
@@ -241,10 +262,18 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
         st = xattn_ref__view_read(&d->bias, "bias", &bias);
     if (st == XATTN_STATUS_OK && has_sinks)
         st = xattn_ref__view_read(&d->sinks, "sinks", &sinks);
+    if (st == XATTN_STATUS_OK && d->k_new.buffer)
+        st = xattn_ref__view_read(&d->k_new, "k_new", &k_new);
+    if (st == XATTN_STATUS_OK && d->v_new.buffer)
+        st = xattn_ref__view_read(&d->v_new, "v_new", &v_new);
     if (st != XATTN_STATUS_OK)
         goto done;
 
-    int64_t max_k = d->k.shape[1] > 0 ? d->k.shape[1] : 1;
+    /* The most keys a sequence can have: a paged table's reach, or the
+     * tensor's length (an append fits in it, as validated). */
+    int64_t max_k = d->block_table ? d->max_pages_per_seq * d->k.shape[1] : d->k.shape[1];
+    if (max_k < 1)
+        max_k = 1;
     scores = malloc((size_t)max_k * sizeof(double));
     acc = malloc((size_t)Dv * sizeof(double));
     if (!scores || !acc) {
@@ -280,7 +309,7 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
                     double dot = 0.0;
                     for (int64_t c = 0; c < D; c++)
                         dot += xattn_ref__at(&q, tb, tok, h, c) *
-                               xattn_ref__at(&k, tb, s.start_k + j, hk, c);
+                               xattn_ref__kv(d, &k, &k_new, b, s.start_k, j, hk, c);
                     double sc = dot * scale;
                     if (cap > 0.0)
                         sc = cap * tanh(sc / cap);
@@ -323,7 +352,7 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
                     double w = exp(scores[j] - m);
                     sum += w;
                     for (int64_t c = 0; c < Dv; c++)
-                        acc[c] += w * xattn_ref__at(&v, tb, s.start_k + j, hk, c);
+                        acc[c] += w * xattn_ref__kv(d, &v, &v_new, b, s.start_k, j, hk, c);
                 }
                 for (int64_t c = 0; c < Dv; c++)
                     orow[c] = acc[c] / sum;
@@ -342,5 +371,7 @@ done:
     xattn_ref__view_free(&v);
     xattn_ref__view_free(&bias);
     xattn_ref__view_free(&sinks);
+    xattn_ref__view_free(&k_new);
+    xattn_ref__view_free(&v_new);
     return st;
 }

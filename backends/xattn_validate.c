@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xattn_internal.h"
@@ -251,6 +252,181 @@ static xattn_status xattn__check_lens(const int32_t *lens, int64_t n, int64_t ma
     return XATTN_STATUS_OK;
 }
 
+/* Two written views must not share bytes (k and v of an append): the same
+ * rule as an output against an input. */
+static int xattn__same_bytes(const xattn_tensor *a, const xattn_tensor *b)
+{
+    uintptr_t ia, ib;
+    uint64_t a0, a1, b0, b1;
+    xattn__view_memory(a, &ia, &a0, &a1);
+    xattn__view_memory(b, &ib, &b0, &b1);
+    return a->buffer->mem_space == b->buffer->mem_space && ia == ib && a0 < a1 && b0 < b1 &&
+           a0 < b1 && b0 < a1;
+}
+
+static int xattn__cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * A paged cache (block_table) and an append (k_new/v_new): shapes, the table's
+ * page indices for every key a sequence has, room for the appended tokens, and
+ * no cache slot written twice. B, Hkv, D, Dv are known; *Sk becomes the
+ * longest sequence after the append (the kernels' key extent).
+ */
+static xattn_status xattn__check_cache(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                                       int64_t B, int64_t Hkv, int64_t D, int64_t Dv, int64_t *Sk)
+{
+    const int paged = d->block_table != NULL;
+    const int append = d->k_new.buffer || d->v_new.buffer;
+    int64_t s_new = 0;
+    if ((paged || append) && (d->cu_seqlens_q || d->cu_seqlens_k))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "%s: not supported with packed batches (cu_seqlens_q/cu_seqlens_k); "
+                            "give q as [B, Sq, Hq, D] with seqlens_q",
+                            paged ? "block_table" : "k_new");
+    if ((paged || append) && !d->seqlens_k)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "seqlens_k: NULL, but %s needs each sequence's cache length",
+                            paged ? "a paged cache (block_table)" : "an append (k_new/v_new)");
+    if (append) {
+        if (!d->k_new.buffer || !d->v_new.buffer)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "%s.buffer: NULL while %s is set (an append needs both)",
+                                d->k_new.buffer ? "v_new" : "k_new",
+                                d->k_new.buffer ? "k_new" : "v_new");
+        XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->k_new, "k_new"));
+        XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->v_new, "v_new"));
+        if (d->k_new.dtype != d->k.dtype || d->v_new.dtype != d->k.dtype)
+            return xattn__error(
+                XATTN_STATUS_INVALID_DTYPE,
+                "%s.dtype: %s differs from the cache's k.dtype %s (appended "
+                "tokens are stored as they are)",
+                d->k_new.dtype != d->k.dtype ? "k_new" : "v_new",
+                xattn_dtype_name(d->k_new.dtype != d->k.dtype ? d->k_new.dtype : d->v_new.dtype),
+                xattn_dtype_name(d->k.dtype));
+        s_new = d->k_new.shape[1];
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->k_new, "k_new", 0, B, "q's batch q.shape[0]"));
+        XATTN_RETURN_IF_ERROR(
+            xattn__expect_dim(&d->k_new, "k_new", 2, Hkv, "k's heads k.shape[2]"));
+        XATTN_RETURN_IF_ERROR(
+            xattn__expect_dim(&d->k_new, "k_new", 3, D, "q's head dim q.shape[3]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v_new, "v_new", 0, B, "q's batch q.shape[0]"));
+        XATTN_RETURN_IF_ERROR(
+            xattn__expect_dim(&d->v_new, "v_new", 1, s_new, "k_new's length k_new.shape[1]"));
+        XATTN_RETURN_IF_ERROR(
+            xattn__expect_dim(&d->v_new, "v_new", 2, Hkv, "k's heads k.shape[2]"));
+        XATTN_RETURN_IF_ERROR(
+            xattn__expect_dim(&d->v_new, "v_new", 3, Dv, "v's head dim v.shape[3]"));
+        /* The cache is written: each of its elements must be one place, and the
+         * new tokens must not be read from memory being written. */
+        XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->k, "k", 4));
+        XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->v, "v", 4));
+        if (xattn__same_bytes(&d->k, &d->v))
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "v: its bytes overlap k's, and an append writes both (give the "
+                                "K and V caches their own memory)");
+        static const char *const wn[2] = {"k", "v"};
+        const xattn_tensor *w[2] = {&d->k, &d->v};
+        for (int i = 0; i < 2; i++) {
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->k_new, "k_new"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->v_new, "v_new"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->q, "q"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->bias, "bias"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->sinks, "sinks"));
+        }
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->k_new, "k_new"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->v_new, "v_new"));
+        if (d->lse.buffer) {
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->k_new, "k_new"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->v_new, "v_new"));
+        }
+    }
+    if (!paged) {
+        if (append)
+            for (int64_t b = 0; b < B; b++)
+                if ((int64_t)d->seqlens_k[b] + s_new > d->k.shape[1])
+                    return xattn__error(XATTN_STATUS_INVALID_LENGTHS,
+                                        "seqlens_k[%lld]: %d cached plus %lld appended tokens do "
+                                        "not fit the cache's %lld positions (k.shape[1])",
+                                        (long long)b, (int)d->seqlens_k[b], (long long)s_new,
+                                        (long long)d->k.shape[1]);
+        return XATTN_STATUS_OK;
+    }
+
+    const int64_t pages = d->k.shape[0], ps = d->k.shape[1], mp = d->max_pages_per_seq;
+    if (ps < 1)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                            "k.shape[1]: %lld, a paged cache's page size must be >= 1",
+                            (long long)ps);
+    XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 0, pages, "k's pages k.shape[0]"));
+    if (mp < 1 || mp > INT32_MAX || (uint64_t)mp * (uint64_t)ps > (uint64_t)INT32_MAX)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "max_pages_per_seq: %lld out of range (expected 1.., with "
+                            "max_pages_per_seq * page_size %lld within %d positions)",
+                            (long long)mp, (long long)ps, INT32_MAX);
+    int64_t longest = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t len = (int64_t)d->seqlens_k[b] + s_new;
+        if (d->seqlens_k[b] < 0)
+            return xattn__error(XATTN_STATUS_INVALID_LENGTHS, "seqlens_k[%lld]: %d is negative",
+                                (long long)b, (int)d->seqlens_k[b]);
+        if (len > mp * ps)
+            return xattn__error(XATTN_STATUS_INVALID_LENGTHS,
+                                "seqlens_k[%lld]: %lld keys%s need %lld pages of %lld, but "
+                                "block_table has max_pages_per_seq = %lld per sequence",
+                                (long long)b, (long long)len, s_new ? " (with the append)" : "",
+                                (long long)((len + ps - 1) / ps), (long long)ps, (long long)mp);
+        for (int64_t g = 0; g < (len + ps - 1) / ps; g++) {
+            int32_t page = d->block_table[b * mp + g];
+            if (page < 0 || page >= pages)
+                return xattn__error(XATTN_STATUS_OUT_OF_BOUNDS,
+                                    "block_table[%lld][%lld]: page %d out of range (the pool "
+                                    "k.shape[0] holds pages 0..%lld; sequence %lld uses %lld "
+                                    "pages)",
+                                    (long long)b, (long long)g, (int)page, (long long)pages - 1,
+                                    (long long)b, (long long)((len + ps - 1) / ps));
+        }
+        if (len > longest)
+            longest = len;
+    }
+    *Sk = longest;
+    if (append && B > 0 && s_new > 0) {
+        /* No slot written by two sequences (a page shared by a prefix may be
+         * read by many, written by none of them twice). */
+        uint64_t n;
+        if (xattn__mul_overflow((uint64_t)B, (uint64_t)s_new, &n) || n > ((uint64_t)1 << 31))
+            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                                "k_new.shape[1]: %lld tokens for %lld sequences is more than an "
+                                "append can check",
+                                (long long)s_new, (long long)B);
+        int64_t *slot = malloc(n * sizeof *slot);
+        if (!slot)
+            return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                                "append: %llu slots to check for overlaps", (unsigned long long)n);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < s_new; t++) {
+                int64_t j = (int64_t)d->seqlens_k[b] + t;
+                slot[b * s_new + t] = (int64_t)d->block_table[b * mp + j / ps] * ps + j % ps;
+            }
+        qsort(slot, n, sizeof *slot, xattn__cmp_i64);
+        int64_t dup = -1;
+        for (uint64_t i = 1; i < n && dup < 0; i++)
+            if (slot[i] == slot[i - 1])
+                dup = slot[i];
+        free(slot);
+        if (dup >= 0)
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "block_table: two appended tokens go to the same cache slot "
+                                "(page %lld, slot %lld): sequences that append must not share "
+                                "the pages they write",
+                                (long long)(dup / ps), (long long)(dup % ps));
+    }
+    return XATTN_STATUS_OK;
+}
+
 xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
                              xattn_desc_summary *sum)
 {
@@ -327,12 +503,16 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
     } else {
         XATTN_RETURN_IF_ERROR(xattn__check_positive(&d->q, "q", 0));
         B = d->q.shape[0];
-        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->k, "k", 0, B, "q's batch q.shape[0]"));
-        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 0, B, "q's batch q.shape[0]"));
+        if (!d->block_table) { /* a page pool's shape[0] counts pages, not sequences */
+            XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->k, "k", 0, B, "q's batch q.shape[0]"));
+            XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 0, B, "q's batch q.shape[0]"));
+        }
         XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 0, B, "q's batch q.shape[0]"));
         Sq = d->q.shape[1];
         Sk = d->k.shape[1];
-        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 1, Sk, "k's length k.shape[1]"));
+        XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->v, "v", 1, Sk,
+                                                d->block_table ? "k's page size k.shape[1]"
+                                                               : "k's length k.shape[1]"));
         XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->o, "o", 1, Sq, "q's length q.shape[1]"));
         if (Sq > INT32_MAX || Sk > INT32_MAX)
             return xattn__error(XATTN_STATUS_INVALID_SHAPE,
@@ -342,9 +522,10 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
                                 INT32_MAX);
         if (d->seqlens_q)
             XATTN_RETURN_IF_ERROR(xattn__check_lens(d->seqlens_q, B, Sq, "seqlens_q"));
-        if (d->seqlens_k)
+        if (d->seqlens_k && !d->block_table)
             XATTN_RETURN_IF_ERROR(xattn__check_lens(d->seqlens_k, B, Sk, "seqlens_k"));
     }
+    XATTN_RETURN_IF_ERROR(xattn__check_cache(ctx, d, B, Hkv, D, Dv, &Sk));
 
     /* Optional outputs and inputs. */
     if (d->lse.buffer) {
@@ -469,5 +650,7 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
     sum->rows_total = varlen ? (int64_t)d->cu_seqlens_q[B] * Hq : (int64_t)rows;
     sum->q_dtype = d->q.dtype;
     sum->kv_dtype = d->k.dtype;
+    sum->paged = d->block_table != NULL;
+    sum->s_new = d->k_new.buffer ? d->k_new.shape[1] : 0;
     return XATTN_STATUS_OK;
 }

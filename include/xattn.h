@@ -384,6 +384,30 @@ typedef struct xattn_attn_desc {
      * [1, 1, Hq, 1]: one logit per query head that joins each row's softmax
      * denominator and never its output (docs/semantics.md, step 8). */
     xattn_tensor sinks;
+
+    /* Appended: a paged KV cache (docs/api.md, "Paged KV cache"), as
+     * FlashAttention's block_table and vLLM's. When block_table is set, k and v
+     * are page pools: k [num_pages, page_size, Hkv, D], v [num_pages,
+     * page_size, Hkv, Dv] (their strides give any order of the last three
+     * dims, e.g. [num_pages, Hkv, page_size, D]), and key j of sequence b is
+     * slot j % page_size of page block_table[b * max_pages_per_seq +
+     * j / page_size]. Pages need not be contiguous nor in order, and several
+     * sequences may read one page (a shared prefix). seqlens_k (the cache
+     * lengths) is required; packed batches (cu_seqlens_*) are not allowed.
+     * The table is a host array: the library checks every page index it will
+     * use and copies the table to the device with the call. */
+    const int32_t *block_table; /* host [B, max_pages_per_seq] or NULL */
+    int64_t max_pages_per_seq;  /* the table's row length, >= 1 when paged */
+
+    /* Appended: append, then attend (flash_attn_with_kvcache's k and v).
+     * k_new [B, S_new, Hkv, D] and v_new [B, S_new, Hkv, Dv], in k's dtype,
+     * are written into the cache (k and v, paged or not) at positions
+     * seqlens_k[b] .. seqlens_k[b] + S_new - 1 of each sequence b, and the
+     * call then attends over seqlens_k[b] + S_new keys. seqlens_k is required
+     * and is not changed: the caller advances its lengths. Both set or both
+     * absent (buffer NULL). Rotary embedding is not applied: rotate k_new
+     * (and q) before the call. */
+    xattn_tensor k_new, v_new;
 } xattn_attn_desc;
 
 /** Fills d with defaults: no tensors, scale 1/sqrt(D), no masks, AUTO. */
@@ -416,6 +440,11 @@ typedef struct xattn_run_info {
                        * OpenCL's kernel form; "" where a backend does not say */
     int matrix_units; /* 1 when the products ran on matrix units (tensor cores):
                        * shares of the FMA ceiling then use the matrix ceiling */
+    /* Appended: the append step (xattn_attn_desc.k_new), before the phases and
+     * not included in device_ms: host-clock time of its copies (0 when not
+     * timed or no append) and the bytes it wrote into the cache. */
+    double append_ms;
+    uint64_t append_bytes;
 } xattn_run_info;
 
 /**
@@ -488,14 +517,18 @@ typedef struct xattn_record {
     double pct_fma_ceiling; /* executed GFLOP/s / the device's FMA ceiling, in % */
     double pct_bw_ceiling;  /* actual GB/s / the device's read bandwidth, in % */
     /* appended */
-    int tile_q, tile_k; /* FLASH/SPLITKV tiles the executed work was counted with */
-    int tile_heads;     /* query heads sharing each K/V tile load (bytes_actual) */
-    char kernel[32];    /* as xattn_run_info.kernel */
-    int matrix_units;   /* as xattn_run_info.matrix_units */
-    int work_counted;   /* 1: flops_executed (and the K/V part of bytes_actual) were
-                         * counted by the kernels as they ran; 0: computed from the
-                         * tile model of docs/measurement.md */
-    int has_sinks;      /* the call had attention sinks (xattn_attn_desc.sinks) */
+    int tile_q, tile_k;    /* FLASH/SPLITKV tiles the executed work was counted with */
+    int tile_heads;        /* query heads sharing each K/V tile load (bytes_actual) */
+    char kernel[32];       /* as xattn_run_info.kernel */
+    int matrix_units;      /* as xattn_run_info.matrix_units */
+    int work_counted;      /* 1: flops_executed (and the K/V part of bytes_actual) were
+                            * counted by the kernels as they ran; 0: computed from the
+                            * tile model of docs/measurement.md */
+    int has_sinks;         /* the call had attention sinks (xattn_attn_desc.sinks) */
+    int64_t page_size;     /* paged KV cache: tokens per page; 0 = contiguous K/V */
+    int64_t append_tokens; /* tokens appended per sequence (k_new's S_new); 0 = none */
+    double append_ms;      /* the append step's time (xattn_run_info.append_ms) */
+    uint64_t append_bytes; /* bytes the append step wrote into the cache */
 } xattn_record;
 
 /**

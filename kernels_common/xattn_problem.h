@@ -64,6 +64,20 @@ typedef struct xattn_problem {
     const int32_t *start_q; /* host [B], 0s in padded mode */
     const int32_t *start_k; /* host [B] */
 
+    /* Paged KV cache (0 = contiguous): key j of sequence b is slot
+     * j % page_size of page block_table[b * max_pages + j / page_size]; k.sb
+     * and v.sb are then the strides between pages (0 when the pool holds one
+     * page) and start_k is all 0. xattn_problem_kv_token gives the address. */
+    int paged;
+    int64_t page_size, max_pages, num_pages;
+    const int32_t *block_table; /* host [B * max_pages] */
+
+    /* Append (done by the driver before the phases, never by the kernels):
+     * k_new/v_new [B, s_new, Hkv, D/Dv] go to keys len_k[b] - s_new ..
+     * len_k[b] - 1; len_k already counts them. */
+    int64_t s_new; /* 0 = no append */
+    xattn_view k_new, v_new;
+
     xattn_algo algo; /* NAIVE, FLASH or SPLITKV: never AUTO here */
     int num_splits;  /* SPLITKV as asked: 0 = the backend chooses */
     int poison;      /* fill workspaces with NaN first (tests) */
@@ -87,6 +101,21 @@ static inline xattn_sem_rule xattn_problem_rule(const xattn_problem *p, int64_t 
 static inline int64_t xattn_problem_qpos(const xattn_problem *p, int64_t b, int64_t i)
 {
     return p->bottom_right ? i + (int64_t)p->len_k[b] - (int64_t)p->len_q[b] : i;
+}
+
+/* The element offset of token j of sequence b, head 0, dim 0, in K or V
+ * (view is &p->k or &p->v): add hk * sh + d * sd for a head and a dim. Paged
+ * caches look the page up; a kernel that walks consecutive keys may step by
+ * view->ss within one page (keys j .. j + n - 1 share a page when
+ * j % page_size + n <= page_size). */
+static inline int64_t xattn_problem_kv_token(const xattn_problem *p, const xattn_view *v, int64_t b,
+                                             int64_t j)
+{
+    if (p->paged) {
+        int64_t page = (int64_t)p->block_table[b * p->max_pages + j / p->page_size];
+        return v->off + page * v->sb + (j % p->page_size) * v->ss;
+    }
+    return v->off + b * v->sb + ((int64_t)p->start_k[b] + j) * v->ss;
 }
 
 #endif /* XATTN_PROBLEM_H */
