@@ -1147,6 +1147,11 @@ static int tune_run(xattn_algo algo, char *kernel, size_t n)
             EXPECT(err < 1e-5, "%s: error %g", info.kernel, err);
             EXPECT(!strcmp(info.kernel, r.kernel), "run info '%s', record '%s'", info.kernel,
                    r.kernel);
+            /* The reason says "tuned" exactly when a stored winner ran. */
+            EXPECT(!strstr(info.kernel, "-tuned") == !strstr(info.reason, "tiles: tuned") &&
+                       !strcmp(info.reason, r.reason),
+                   "kernel '%s', reason '%s', record's reason '%s'", info.kernel, info.reason,
+                   r.reason);
             snprintf(kernel, n, "%s", info.kernel);
             rc = 0;
         } else {
