@@ -293,6 +293,14 @@ static xattn_status xattn__cl_sync(struct xattn_ctx *ctx)
 
 /* ---- buffers ------------------------------------------------------------- */
 
+/* Frees the host memory of a CL_MEM_USE_HOST_PTR buffer once the runtime
+ * has destroyed the buffer (after its last enqueued use). */
+static void CL_CALLBACK xattn__cl_free_host(cl_mem m, void *host)
+{
+    (void)m;
+    free(host);
+}
+
 static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_buffer *buf,
                                            size_t bytes)
 {
@@ -303,9 +311,35 @@ static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_b
                             "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)",
                             bytes, (unsigned long long)c->max_alloc);
     cl_int e;
-    cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
-    if (e != CL_SUCCESS)
-        return xattn__cl_fail(e, "clCreateBuffer");
+    cl_mem m = NULL;
+    /* CPU-class devices: from 4 MiB on, the buffer is host memory of ours,
+     * 2 MiB aligned and advised for transparent huge pages (as the CPU
+     * backend's), handed over with CL_MEM_USE_HOST_PTR. The runtime's own
+     * allocations get 4 KiB pages, and SPLITKV decode's K/V rows (256 bytes,
+     * KiBs apart in BSHD) then miss the TLB: measured in docs/backends.md.
+     * Anything refused falls back to the runtime's allocation. */
+    if ((c->type & CL_DEVICE_TYPE_CPU) && bytes >= ((size_t)4 << 20)) {
+        void *host = xattn__aligned_alloc(bytes);
+        if (host) {
+            m = clCreateBuffer(c->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, host,
+                               &e);
+            if (e == CL_SUCCESS &&
+                clSetMemObjectDestructorCallback(m, xattn__cl_free_host, host) != CL_SUCCESS) {
+                clReleaseMemObject(m);
+                m = NULL;
+                e = CL_OUT_OF_HOST_MEMORY;
+            }
+            if (e != CL_SUCCESS) {
+                m = NULL;
+                free(host);
+            }
+        }
+    }
+    if (!m) {
+        m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
+        if (e != CL_SUCCESS)
+            return xattn__cl_fail(e, "clCreateBuffer");
+    }
     buf->native = m;
     buf->host = NULL;
     return XATTN_STATUS_OK;
