@@ -653,11 +653,10 @@ static int xattn__cuda_splits(const xattn_cuda_args *a, const xattn__cuda_cfg *c
     const xattn_problem *p = a->p;
     if (p->num_splits > 0 || cfg->waves == XATTN__CUDA_WAVES_DEFAULT)
         return xattn_cuda_splitkv_num_splits(a);
-    const long long base = xattn_cuda_count_slots(a, 0); /* the blocks of one split */
-    const long long target = (long long)cfg->waves * (a->sm_count > 0 ? a->sm_count : 1);
-    long long s = base >= target ? 1 : (target + base - 1) / (base > 0 ? base : 1);
+    /* xattn_cuda_count_slots with no split: the blocks of one split. */
+    const int s = xattn__cuda_waves_splits(xattn_cuda_count_slots(a, 0), a->sm_count, cfg->waves);
     xattn_problem q = *p; /* the kernels' clamps (chunks, most splits) still apply */
-    q.num_splits = (int)(s < XATTN_CUDA_MAX_SPLITS ? s : XATTN_CUDA_MAX_SPLITS);
+    q.num_splits = s < XATTN_CUDA_MAX_SPLITS ? s : XATTN_CUDA_MAX_SPLITS;
     xattn_cuda_args b = *a;
     b.p = &q;
     return xattn_cuda_splitkv_num_splits(&b);

@@ -100,6 +100,14 @@ xattn_status xattn__cuda_cfg_parse(const char *text, const char *what, xattn__cu
     return XATTN_STATUS_OK;
 }
 
+int xattn__cuda_waves_splits(long long base_blocks, int sm_count, int waves)
+{
+    const long long base = base_blocks > 0 ? base_blocks : 1;
+    const long long target = (long long)(waves > 0 ? waves : 1) * (sm_count > 0 ? sm_count : 1);
+    const long long s = base >= target ? 1 : (target + base - 1) / base;
+    return (int)(s < 1 << 20 ? s : 1 << 20);
+}
+
 void xattn__cuda_cfg_format(const xattn__cuda_cfg *cfg, char *out, size_t n)
 {
     snprintf(out, n, "path=%s,waves=%d", cfg->simt ? "simt" : "auto", cfg->waves);

@@ -35,6 +35,12 @@ xattn__cuda_cfg xattn__cuda_cfg_default(void);
  * `what` (the variable or argument) and the key or value otherwise. */
 xattn_status xattn__cuda_cfg_parse(const char *text, const char *what, xattn__cuda_cfg *cfg);
 
+/* The split count SPLITKV asks for under `waves` (before the kernels' clamps
+ * to whole 64-key chunks and at most 256 splits): enough splits that
+ * base_blocks x splits reaches waves x sm_count blocks; 1 when one split
+ * already does. base_blocks: the blocks of one split (at least 1 is assumed). */
+int xattn__cuda_waves_splits(long long base_blocks, int sm_count, int waves);
+
 /* Every key, in the form the parser reads. */
 void xattn__cuda_cfg_format(const xattn__cuda_cfg *cfg, char *out, size_t n);
 

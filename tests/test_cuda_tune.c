@@ -4,6 +4,8 @@
  * machine: the module has no CUDA dependency, and the device's identity
  * (name, compute capability, driver) is given here as a context would give it.
  *
+ *   waves     the split count a number of waves asks for (the default 2 is the
+ *             kernels' own rule);
  *   parse     XATTN_CUDA_CONFIG's form: keys, values, defaults kept, every
  *             bad item refused with a message naming it; format parses back;
  *   env       XATTN_CUDA_CONFIG set: used for every case, over any winner;
@@ -77,6 +79,26 @@ static void test_parse(void)
                "'%s': %s: %s", bad[i].text, xattn_status_name(st), xattn_last_error());
         EXPECT(k.simt == 0 && k.waves == 2, "'%s' changed the configuration", bad[i].text);
     }
+}
+
+/* The split rule under waves: the kernels' default (2 waves) as it was, and
+ * other waves, e.g. 132 SMs, 8 decode blocks (B 8 x 8 KV heads / 8 = 8). */
+static void test_waves(void)
+{
+    EXPECT(xattn__cuda_waves_splits(8, 132, 2) == 33, "8 blocks, 132 SMs, 2 waves: %d",
+           xattn__cuda_waves_splits(8, 132, 2));
+    EXPECT(xattn__cuda_waves_splits(8, 132, 1) == 17, "1 wave: %d",
+           xattn__cuda_waves_splits(8, 132, 1));
+    EXPECT(xattn__cuda_waves_splits(8, 132, 16) == 264, "16 waves: %d",
+           xattn__cuda_waves_splits(8, 132, 16));
+    EXPECT(xattn__cuda_waves_splits(264, 132, 2) == 1, "enough blocks: %d",
+           xattn__cuda_waves_splits(264, 132, 2));
+    EXPECT(xattn__cuda_waves_splits(1000, 132, 2) == 1, "more than enough: %d",
+           xattn__cuda_waves_splits(1000, 132, 2));
+    EXPECT(xattn__cuda_waves_splits(0, 0, 0) == 1, "degenerate: %d",
+           xattn__cuda_waves_splits(0, 0, 0));
+    EXPECT(xattn__cuda_waves_splits(1, 1 << 30, 64) == 1 << 20, "bounded: %d",
+           xattn__cuda_waves_splits(1, 1 << 30, 64));
 }
 
 static int count_entries(const char *root)
@@ -315,6 +337,7 @@ int main(void)
         return xattn_test_summary();
     }
     test_parse();
+    test_waves();
     test_store_lookup(root);
     char root2[600];
     snprintf(root2, sizeof root2, "%s/other", root);
