@@ -105,8 +105,10 @@ typedef struct xattn_mpi_stats {
  * query rows (shard order) against every global key: [Bb, Hb, >= sq_local,
  * >= sk_global]. Packed batches: cu_seqlens_q/k are the GLOBAL offsets into
  * one token stream of sq_global / sk_global tokens (tensors of batch 1), and
- * the stream is sharded like a sequence. Not supported yet
- * (XATTN_STATUS_UNSUPPORTED): ALiBi, and a bias with a packed batch.
+ * the stream is sharded like a sequence. ALiBi slopes: [Hq], every rank
+ * the same (docs/scale.md, "ALiBi across blocks"). Not supported
+ * (XATTN_STATUS_UNSUPPORTED): a bias with a packed batch, and ALiBi with a
+ * bias in the ring.
  *
  * Every rank returns the same status: a failure on one rank (a bad descriptor,
  * an allocation or device error, ranks that disagree on the problem) makes
@@ -128,7 +130,9 @@ XATTN_API xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx,
  * with the caller's semantics unchanged, and a second all-to-all returns each
  * rank its rows of O (and LSE). Needs Hq and Hkv to be multiples of the number
  * of ranks (else XATTN_STATUS_UNSUPPORTED on every rank), and memory on each
- * device for the whole sequence of its heads. The stats hold one step.
+ * device for the whole sequence of its heads. A bias (the ring's layout)
+ * travels with Q, K and V, by heads; every rank gives its shape and dtype
+ * (no buffer where it holds no query rows). The stats hold one step.
  */
 XATTN_API xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx,
                                                     const xattn_attn_desc *d,

@@ -38,7 +38,11 @@ typedef struct tcase {
     int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf */
     int packed;             /* lq/lk: the B sequences' lengths in one token stream of
                              * sq / sk tokens (tensors with batch 1) */
+    int alibi;              /* ALiBi slopes (gentle: far blocks still weigh) */
 } tcase;
+
+static const float g_slopes[16] = {0.3f, 0.1f, 0.05f, 0.02f, 0.25f, 0.15f, 0.07f, 0.01f,
+                                   0.3f, 0.1f, 0.05f, 0.02f, 0.25f, 0.15f, 0.07f, 0.01f};
 
 static uint32_t g_seed;
 static float rnd(void)
@@ -94,6 +98,7 @@ static void desc_common(const tcase *c, xattn_attn_desc *d)
     }
     d->causal = c->causal;
     d->align = c->align;
+    d->alibi_slopes = c->alibi ? g_slopes : NULL;
     d->window_left = c->wl;
     d->window_right = c->wr;
     if (!c->packed) {
@@ -201,7 +206,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, Bt, c->Hq, sql, 1);
     d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->D);
     d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->Dv);
-    if (sb_b)
+    if (c->bias) /* a rank without query rows gives the shape and no buffer */
         d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, c->Hq, sql, c->sk);
     xattn_mpi_ring_opts o;
     xattn_mpi_ring_opts_init(&o);
@@ -237,11 +242,14 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     const char *lay =
         g_alltoall ? (layout == XATTN_MPI_ZIGZAG ? "all-to-all zigzag" : "all-to-all contiguous")
                    : (layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
-    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n || c->bias)) {
-        CHECK(st == XATTN_STATUS_UNSUPPORTED && (strstr(xattn_mpi_last_error(), "multiples") ||
-                                                 strstr(xattn_mpi_last_error(), "bias")),
+    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n)) {
+        CHECK(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_mpi_last_error(), "multiples"),
               "%s/%s: heads not divisible by %d ranks: %s", c->name, lay, g_n,
               xattn_status_name(st));
+    } else if (inject == INJ_NONE && !g_alltoall && c->alibi && c->bias) {
+        CHECK(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_mpi_last_error(), "alibi_slopes"),
+              "%s/%s: ALiBi with a bias in the ring: %s (%s)", c->name, lay, xattn_status_name(st),
+              xattn_mpi_last_error());
     } else if (inject == INJ_NONE && g_alltoall) {
         CHECK(st == XATTN_STATUS_OK, "%s/%s: %s: %s", c->name, lay, xattn_status_name(st),
               xattn_mpi_last_error());
@@ -328,36 +336,61 @@ int main(int argc, char **argv)
     static const int32_t pk_q[3] = {9, 0, 12}, pk_k[3] = {4, 7, 15}; /* 21 and 26 tokens */
     const tcase cases[] = {
         {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,
-         0},
+         0, 0},
         {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL, 0,
-         0, 0},
+         0, 0, 0},
         {"causal bottom-right Sq<Sk", 1, 2, 1, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         NULL, NULL, 0, 0, 0},
+         NULL, NULL, 0, 0, 0, 0},
         {"causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 0, 0},
+         NULL, 0, 0, 0, 0},
         {"causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         lq2, lk2, 0, 0, 0},
+         lq2, lk2, 0, 0, 0, 0},
         {"causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
-         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0},
-        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0, 0},
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0, 0},
+        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0, 0,
+         0},
         {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
-         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0},
+         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0, 0},
         {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
-         NULL, 0, 0, 0},
+         NULL, 0, 0, 0, 0},
         {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
-         NULL, 1, 0, 0},
+         NULL, 1, 0, 0, 0},
         {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, NULL, NULL, 0, 0, 0},
+         -1, NULL, NULL, 0, 0, 0, 0},
         {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0,
-         0, 0},
+         0, 0, 0},
         {"causal window bias padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, 6, -1,
-         lq2, lk2, 0, 1, 0},
+         lq2, lk2, 0, 1, 0, 0},
         {"packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         pk_q, pk_k, 0, 0, 1},
+         pk_q, pk_k, 0, 0, 1, 0},
         {"packed window top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, 3, 2, pk_q, pk_k,
-         0, 0, 1},
+         0, 0, 1, 0},
         {"bias shorter than the ranks", 1, 2, 2, 8, 8, 3, 5, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 1, 0},
+         NULL, 0, 1, 0, 0},
+        {"bias GQA bottom-right", 2, 4, 4, 8, 8, 19, 27, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
+         NULL, 0, 1, 0, 0},
+        /* ALiBi across blocks: blocks whose keys lie wholly before or after
+         * their rows, and diagonal blocks with s != 0 (Sq != Sk, ragged) */
+        {"alibi causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 0, 0, 1},
+        {"alibi causal bottom-right Sq<Sk", 1, 4, 2, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
+         -1, -1, NULL, NULL, 0, 0, 0, 1},
+        {"alibi causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1,
+         NULL, NULL, 0, 0, 0, 1},
+        {"alibi full bottom-right Sq>Sk", 2, 4, 4, 8, 8, 37, 23, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1,
+         -1, NULL, NULL, 0, 0, 0, 1},
+        {"alibi full top-left GQA", 1, 4, 1, 8, 8, 31, 31, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 0, 0, 1},
+        {"alibi causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
+         -1, -1, lq2, lk2, 0, 0, 0, 1},
+        {"alibi window 5/3 top-left Sq<Sk", 1, 2, 2, 8, 8, 21, 33, 0, XATTN_ALIGN_TOP_LEFT, 5, 3,
+         NULL, NULL, 0, 0, 0, 1},
+        {"alibi packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
+         -1, pk_q, pk_k, 0, 0, 1, 1},
+        {"alibi packed full top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, pk_q,
+         pk_k, 0, 0, 1, 1},
+        {"alibi and bias (all-to-all only)", 1, 4, 4, 8, 8, 17, 17, 1, XATTN_ALIGN_TOP_LEFT, -1, -1,
+         NULL, NULL, 0, 1, 0, 1},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (g_alltoall = 0; g_alltoall < 2; g_alltoall++)
@@ -372,7 +405,7 @@ int main(int argc, char **argv)
     g_alltoall = 1;
     {
         const tcase h4 = {"all-to-all failure",     1,  12, 12,   8,    8, 13, 13, 1,
-                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,  0};
+                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,  0,  0};
         xattn_status fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, g_n - 1);
         CHECK(fs == XATTN_STATUS_INVALID_DTYPE, "all-to-all, bad dtype on rank %d: %s (%s)",
               g_n - 1, xattn_status_name(fs), xattn_mpi_last_error());
@@ -401,7 +434,7 @@ int main(int argc, char **argv)
     /* a rank holding queries but no keys is checked like the others (Sq 8,
      * Sk 3, zigzag: with 4 ranks, rank 3 holds 2 query rows and no key) */
     const tcase qonly = {"queries only",           1,  2,  1,    8,    8, 8, 3, 0,
-                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0, 0};
+                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0, 0, 0};
     for (int r = 0; r < g_n; r++) {
         xattn_mpi_segment a[2], b[2];
         if (xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sq, g_n, r, a) > 0 &&
@@ -416,7 +449,7 @@ int main(int argc, char **argv)
      * whose score workspace exceeds its memory limit; the ring's own buffers
      * fit in it */
     const tcase big = {"mid-ring failure",       1,  4,  1,    4,    4, 1024, 1024, 0,
-                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,    0};
+                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,    0,    0};
     st = run_case(&big, XATTN_MPI_ZIGZAG, INJ_OOM_MID, last);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure mid-ring on rank %d: %s (%s)", last,
           xattn_status_name(st), xattn_mpi_last_error());
