@@ -124,6 +124,23 @@ if(NOT named STREQUAL "0;1")
   message(FATAL_ERROR "trace.json: processes '${named}', expected one per rank (0;1)")
 endif()
 
+# f16 through --dtype: the ring's K/V block
+# is half the f32 one (32 positions x 2 heads x (16 + 16) x 2 bytes = 4096).
+execute_process(
+  COMMAND ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi --backend cpu --sq 64 --heads 2 --head-dim 16
+          --causal --dtype f16 --min-reps 1 --out ${WORK}/f16
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "ring attention: 2 ranks, [^\n]*, Dv 16, f16, cpu")
+  message(FATAL_ERROR "bench --mpi --dtype f16: exit ${rc}, or no f16 ring table")
+endif()
+file(READ ${WORK}/f16/results.json js)
+expect_json(ok cases 0 status)
+expect_json(f16 cases 0 dtype)
+expect_json(f16 cases 0 kv_dtype)
+expect_json(4096 cases 0 strategies 0 ranks 0 sum bytes_sent)
+expect_json(4096 cases 0 strategies 0 model_bytes_per_rank)
+
 # What --mpi cannot honour is refused on every rank with exit 2.
 execute_process(COMMAND ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi --threads 1,2 --sq 64
                         --out ${WORK}/refused
