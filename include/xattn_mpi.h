@@ -88,6 +88,12 @@ typedef struct xattn_mpi_stats {
     xattn_mpi_step_stats sum; /* all steps added up */
     xattn_mpi_step_stats step[XATTN_MPI_MAX_STEPS]; /* the first XATTN_MPI_MAX_STEPS steps */
     double flops_useful; /* 2*(D+Dv) per visible (query, key) pair, all heads */
+    /* Appended: how the ring's K/V blocks travelled on this rank. 1: the
+     * backend's device buffers went to MPI directly (CUDA-aware MPI); 0:
+     * through host memory, `staging` saying why (e.g. "not a CUDA context";
+     * the environment variable XATTN_MPI_STAGING=host forces it). */
+    int staging_device;
+    char staging[96];
 } xattn_mpi_stats;
 
 /**

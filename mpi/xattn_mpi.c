@@ -18,6 +18,28 @@
 
 #include "xattn_host_io.h"
 
+/* CUDA-aware MPI: the ring hands its device buffers to MPI when the library
+ * says, at compile time (mpi-ext.h) and at run time, that it takes CUDA
+ * memory, and the context is a CUDA one. XATTN_MPI_WITH_CUDA: libxattn has
+ * the CUDA backend (xattn_cuda.h's functions exist). */
+#if defined(XATTN_MPI_WITH_CUDA) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#if defined(XATTN_MPI_WITH_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+#define XATTN_MPI_DEVICE_PATH 1
+#include "xattn_cuda.h"
+#else
+#define XATTN_MPI_DEVICE_PATH 0
+#if !defined(XATTN_MPI_WITH_CUDA)
+#define XATTN_MPI_NO_DEVICE "xattn was built without the CUDA backend"
+#else
+#define XATTN_MPI_NO_DEVICE                                                                        \
+    "the MPI library is not CUDA-aware (MPIX_CUDA_AWARE_SUPPORT at build time)"
+#endif
+#endif
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -245,6 +267,11 @@ typedef struct ring {
     xattn_buffer *atab;
     int64_t kmax; /* the longest key segment of any rank */
     int alltoall; /* the all-to-all strategy, not the ring */
+    /* CUDA-aware MPI: the blocks travel between kvdev[0] and kvdev[1] */
+    int devstage;
+    char stage_why[96];
+    xattn_buffer *kvdev[2];
+    xattn_buffer *blk; /* the block in hand on the device (kvbuf or kvdev[cur]) */
 } ring;
 
 /* How a block call applies ALiBi. LIB: the library's own (the block's local
@@ -334,10 +361,10 @@ static xattn_status block_call(ring *r, const pair *pr, int64_t sk_blk, int64_t 
     int64_t kst[4] = {sk_blk * r->Hkv * r->D, r->Hkv * r->D, r->D, 1};
     int64_t vst[4] = {sk_blk * r->Hkv * r->Dv, r->Hkv * r->Dv, r->Dv, 1};
     size_t vbase = (size_t)(r->B * sk_blk * r->Hkv * r->D) * r->kves;
-    c.k = xattn_tensor_bshd(r->kvbuf, 0, r->kvdt, nb, rk, r->Hkv, r->D);
+    c.k = xattn_tensor_bshd(r->blk, 0, r->kvdt, nb, rk, r->Hkv, r->D);
     memcpy(c.k.strides, kst, sizeof kst);
     c.k.offset = (size_t)(b0 * kst[0] + (kls + k0) * kst[1]) * r->kves;
-    c.v = xattn_tensor_bshd(r->kvbuf, 0, r->kvdt, nb, rk, r->Hkv, r->Dv);
+    c.v = xattn_tensor_bshd(r->blk, 0, r->kvdt, nb, rk, r->Hkv, r->Dv);
     memcpy(c.v.strides, vst, sizeof vst);
     c.v.offset = vbase + (size_t)(b0 * vst[0] + (kls + k0) * vst[1]) * r->kves;
     /* partials: obuf [nb, nq, Hq, Dv], lbuf [nb, Hq, nq, 1]; rows from i0 */
@@ -605,6 +632,8 @@ static void ring_free(ring *r)
     free(r->host[0]);
     free(r->host[1]);
     xattn_buffer_free(r->kvbuf);
+    xattn_buffer_free(r->kvdev[0]);
+    xattn_buffer_free(r->kvdev[1]);
     xattn_buffer_free(r->obuf);
     xattn_buffer_free(r->lbuf);
     free(r->opart);
@@ -890,8 +919,60 @@ static xattn_status alibi_tables(ring *r)
     return st;
 }
 
+/* How this rank's K/V blocks travel (docs/scale.md, "CUDA-aware MPI"):
+ * r->devstage = 1 hands the device buffers to MPI_Isend / MPI_Irecv. The
+ * environment variable XATTN_MPI_STAGING = host | device | auto (default)
+ * forces host staging, or demands the device path (an error where it cannot
+ * be had, with the reason). */
+static xattn_status choose_staging(ring *r)
+{
+    const char *env = getenv("XATTN_MPI_STAGING");
+    int want = 0; /* 0 auto, 1 host, 2 device */
+    if (env && *env) {
+        if (!strcmp(env, "host"))
+            want = 1;
+        else if (!strcmp(env, "device"))
+            want = 2;
+        else if (strcmp(env, "auto"))
+            return fail(XATTN_STATUS_INVALID_ARGUMENT,
+                        "XATTN_MPI_STAGING: '%.64s', expected host, device or auto", env);
+    }
+    const char *no = NULL;
+    if (want == 1)
+        no = "XATTN_MPI_STAGING=host";
+    else if (xattn_ctx_backend(r->ctx) != XATTN_BACKEND_CUDA)
+        no = "not a CUDA context";
+#if XATTN_MPI_DEVICE_PATH
+    else if (MPIX_Query_cuda_support() != 1)
+        no = "MPIX_Query_cuda_support() says the MPI library takes no CUDA memory";
+#else
+    else
+        no = XATTN_MPI_NO_DEVICE;
+#endif
+    if (no && want == 2)
+        return fail(XATTN_STATUS_UNSUPPORTED, "XATTN_MPI_STAGING=device: %s", no);
+    r->devstage = no == NULL;
+    snprintf(r->stage_why, sizeof r->stage_why, "%s", no ? no : "CUDA-aware MPI");
+    return XATTN_STATUS_OK;
+}
+
+/* The device address MPI gets for a buffer (the device path only). */
+static void *mpi_ptr(ring *r, int which)
+{
+#if XATTN_MPI_DEVICE_PATH
+    return xattn_cuda_buffer_device_ptr(r->kvdev[which]);
+#else
+    (void)r;
+    (void)which;
+    return NULL;
+#endif
+}
+
 static xattn_status setup(ring *r)
 {
+    xattn_status cs = choose_staging(r);
+    if (cs != XATTN_STATUS_OK)
+        return cs;
     r->kseg = calloc((size_t)r->n, sizeof *r->kseg);
     r->sk_of = calloc((size_t)r->n, sizeof *r->sk_of);
     if (!r->kseg || !r->sk_of)
@@ -942,6 +1023,22 @@ static xattn_status setup(ring *r)
     if (st == XATTN_STATUS_OK)
         st = tensor_io(&r->d->v, 1, 0, sk,
                        r->host[0] + (size_t)(r->B * sk * r->Hkv * r->D) * r->kves, 0, 0, "v");
+    if (st == XATTN_STATUS_OK && r->devstage) {
+        /* every rank relays blocks, also one without query rows: both device
+         * buffers everywhere, this rank's own block in the first */
+        size_t bytes = r->max_block ? r->max_block : 1;
+        st = xattn_buffer_alloc(r->ctx, bytes, &r->kvdev[0]);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_alloc(r->ctx, bytes, &r->kvdev[1]);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_write(r->kvdev[0], 0, r->host[0], block_bytes(r, sk));
+        if (st == XATTN_STATUS_OK) /* MPI reads it from the device: the copy must be done */
+            st = xattn_ctx_sync(r->ctx);
+        if (st != XATTN_STATUS_OK)
+            return fail_lib(st, "the ring's device buffers for CUDA-aware MPI");
+        if (!mpi_ptr(r, 0) || !mpi_ptr(r, 1))
+            return fail(XATTN_STATUS_BACKEND, "no device address for the ring's buffers");
+    }
     return st;
 }
 
@@ -1035,6 +1132,8 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
         return st;
     }
     S->flops_useful = r->rank == 0 ? pair_flops(r) : 0;
+    S->staging_device = r->devstage;
+    snprintf(S->staging, sizeof S->staging, "%s", r->stage_why);
 
     int right = (r->rank + 1) % r->n, left = (r->rank - 1 + r->n) % r->n;
     int cur = 0;
@@ -1056,15 +1155,23 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
                             "one MPI message (2^31-1 bytes); use more ranks",
                             out > in ? out : in);
             else {
-                MPI_Isend(r->host[cur], (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
-                MPI_Irecv(r->host[cur ^ 1], (int)in, MPI_BYTE, left, RING_TAG, r->comm,
-                          &req[nreq++]);
+                /* CUDA-aware MPI: the device buffers themselves. The block
+                 * calls are synchronous, so the buffer received into is no
+                 * longer read by the previous step's compute. */
+                void *sp = r->devstage ? mpi_ptr(r, cur) : r->host[cur];
+                void *rp = r->devstage ? mpi_ptr(r, cur ^ 1) : r->host[cur ^ 1];
+                MPI_Isend(sp, (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
+                MPI_Irecv(rp, (int)in, MPI_BYTE, left, RING_TAG, r->comm, &req[nreq++]);
                 ss.bytes_sent = out;
             }
         }
         ss.comm_ms += (MPI_Wtime() - t0) * 1e3;
-        if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0) {
+        if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0 && r->devstage) {
+            r->blk = r->kvdev[cur]; /* already on the device: no staging */
+            mine = compute_block(r, src, req, nreq, &ss);
+        } else if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0) {
             double s0 = MPI_Wtime();
+            r->blk = r->kvbuf;
             mine = xattn_buffer_write(r->kvbuf, 0, r->host[cur], block_bytes(r, r->sk_of[src]));
             if (mine != XATTN_STATUS_OK)
                 mine = fail_lib(mine, "staging a K/V block");
@@ -1375,6 +1482,7 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
     }
     S->steps = 1;
     S->sum = *ss;
+    snprintf(S->staging, sizeof S->staging, "the all-to-all stages through host memory");
     S->flops_useful = r->rank == 0 && r->Lq ? pair_flops(r) : 0;
     xattn_buffer_free(dev);
     free(qsg);

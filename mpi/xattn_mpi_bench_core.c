@@ -275,6 +275,19 @@ void xattn_mpi_bench_print(FILE *f, const xattn_mpi_bench_args *a, const char *w
                 s->compute_max_ms,
                 s->compute_min_ms > 0 ? s->compute_max_ms / s->compute_min_ms : 0.0);
         fprintf(f, "model bytes sent per rank: %.1f MB\n", s->model_bytes_per_rank / 1e6);
+        /* how the blocks travelled: one line when every rank did the same */
+        int same = 1;
+        for (int r = 1; r < n; r++)
+            same &= s->all[r].staging_device == s->all[0].staging_device &&
+                    !strcmp(s->all[r].staging, s->all[0].staging);
+        for (int r = 0; r < (same ? 1 : n); r++) {
+            fprintf(f, "staging: %s (%s)", s->all[r].staging_device ? "device" : "host",
+                    s->all[r].staging);
+            if (same)
+                fprintf(f, " on every rank\n");
+            else
+                fprintf(f, " on rank %d\n", r);
+        }
     }
     if (res->single_ms > 0) {
         fprintf(f, "single: rank 0 alone, the whole problem in one call: %.2f ms\n",

@@ -176,6 +176,10 @@ static void xtool__json_strategy(FILE *f, const xtool_mpi_case *mc, int strat)
         xattn__json_num(f, st->setup_ms);
         xattn__json_key(f, "finish_ms");
         xattn__json_num(f, st->finish_ms);
+        xattn__json_key(f, "staging");
+        xattn__json_str(f, st->staging_device ? "device" : "host");
+        xattn__json_key(f, "staging_note");
+        xattn__json_str(f, st->staging);
         fputs(", \"sum\": {", f);
         xtool__json_step(f, &st->sum);
         fputs("}, \"step\": [", f);

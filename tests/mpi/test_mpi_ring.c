@@ -6,6 +6,7 @@
  * descriptor on one rank, an allocation failure on one rank and ranks that
  * disagree make every rank return an error, and the ring still works after.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "xattn_mpi.h"
 
 static int g_rank, g_n, g_fail, g_pass;
+static xattn_mpi_stats g_stats; /* the last call's */
 static xattn_ctx *g_ctx;
 
 #define CHECK(cond, ...)                                                                           \
@@ -108,7 +110,14 @@ static void desc_common(const tcase *c, xattn_attn_desc *d)
 }
 
 /* Failure injections for the error cases. */
-enum { INJ_NONE, INJ_BAD_DTYPE, INJ_OOM, INJ_DISAGREE, INJ_OOM_MID };
+enum {
+    INJ_NONE,
+    INJ_BAD_DTYPE,
+    INJ_OOM,
+    INJ_DISAGREE,
+    INJ_OOM_MID,
+    INJ_ENV /* set by the caller */
+};
 
 /* Runs one case with one layout; returns the status of the ring call. */
 static int g_alltoall; /* run the all-to-all instead of the ring */
@@ -239,6 +248,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     st = g_alltoall ? xattn_mpi_alltoall_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats)
                     : xattn_mpi_ring_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats);
     xattn_ctx_set_option(g_ctx, XATTN_OPT_MEMORY_LIMIT, 0);
+    g_stats = stats;
     const char *lay =
         g_alltoall ? (layout == XATTN_MPI_ZIGZAG ? "all-to-all zigzag" : "all-to-all contiguous")
                    : (layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
@@ -458,6 +468,35 @@ int main(int argc, char **argv)
               xattn_mpi_last_error());
     /* and the ring works after the failures */
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+
+    /* how the blocks travel (CUDA-aware MPI or host staging): on a CPU
+     * context always through host memory, and the record says why */
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+    CHECK(st == XATTN_STATUS_OK && g_stats.staging_device == 0 &&
+              !strcmp(g_stats.staging, "not a CUDA context"),
+          "staging: %s: device %d (%s)", xattn_status_name(st), g_stats.staging_device,
+          g_stats.staging);
+    setenv("XATTN_MPI_STAGING", "host", 1);
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+    CHECK(st == XATTN_STATUS_OK && g_stats.staging_device == 0 &&
+              !strcmp(g_stats.staging, "XATTN_MPI_STAGING=host"),
+          "XATTN_MPI_STAGING=host: %s: device %d (%s)", xattn_status_name(st),
+          g_stats.staging_device, g_stats.staging);
+    /* the device path demanded where it cannot be had: every rank fails,
+     * the rank that asked with the reason */
+    if (g_rank == last)
+        setenv("XATTN_MPI_STAGING", "device", 1);
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_ENV, -1);
+    CHECK(st == XATTN_STATUS_UNSUPPORTED &&
+              (g_rank != last ||
+               strstr(xattn_mpi_last_error(), "XATTN_MPI_STAGING=device: not a CUDA context")),
+          "XATTN_MPI_STAGING=device on rank %d: %s (%s)", last, xattn_status_name(st),
+          xattn_mpi_last_error());
+    setenv("XATTN_MPI_STAGING", "sometimes", 1);
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_ENV, -1);
+    CHECK(st == XATTN_STATUS_INVALID_ARGUMENT && strstr(xattn_mpi_last_error(), "'sometimes'"),
+          "XATTN_MPI_STAGING=sometimes: %s (%s)", xattn_status_name(st), xattn_mpi_last_error());
+    unsetenv("XATTN_MPI_STAGING");
 
     /* a rank that never takes part: the others return a timeout error instead
      * of hanging. The absent rank joins the pending collective (the
