@@ -1042,10 +1042,54 @@ static xattn_status setup(ring *r)
     return st;
 }
 
+/* Attention sinks (docs/semantics.md, step 8) join each row's denominator
+ * once: folded into the merged rows, never into a block's partial (the block
+ * calls run without them). Padding rows, and tokens of a packed stream past
+ * its last sequence, keep O = 0 and LSE = -inf. */
+static xattn_status fold_sinks(ring *r)
+{
+    int64_t Hq = r->Hq, start[4] = {0, 0, 0, 0}, count[4] = {1, 1, Hq, 1};
+    float *sink = malloc((size_t)Hq * sizeof(float));
+    if (!sink)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "sinks");
+    xattn_status st =
+        xattn_host_box_io(&r->d->sinks, start, count, sink, 1, 0, "sinks", mpi_err, sizeof mpi_err);
+    for (int64_t b = 0; b < r->B && st == XATTN_STATUS_OK; b++)
+        for (int s = 0, at = 0; s < 2; at += (int)r->qseg[s].length, s++)
+            for (int64_t i = 0; i < r->qseg[s].length; i++) {
+                int64_t gi = r->qseg[s].start + i, li = at + i;
+                if (gi >= (r->packed ? r->cq[r->nlen] : r->Lq[b]))
+                    continue; /* not a real row */
+                for (int64_t h = 0; h < Hq; h++) {
+                    float *la = &r->acc_l[(b * Hq + h) * r->sq_loc + li];
+                    float *oa = &r->acc_o[((b * r->sq_loc + li) * Hq + h) * r->Dv];
+                    double L = *la, k = sink[h];
+                    if (isnan(L) || k == -INFINITY)
+                        continue;
+                    if (L == -INFINITY) { /* no key: only the sink, O stays 0 */
+                        *la = sink[h];
+                        continue;
+                    }
+                    double m = isnan(k) ? k : (L > k ? L : k), l = exp(L - m) + exp(k - m);
+                    double w = exp(L - m) / l; /* NaN for a NaN or +inf sink */
+                    for (int64_t e = 0; e < r->Dv; e++)
+                        oa[e] = (float)(oa[e] * w);
+                    *la = (float)(m + log(l));
+                }
+            }
+    free(sink);
+    return st;
+}
+
 static xattn_status finish(ring *r)
 {
     if (r->sq_loc == 0)
         return XATTN_STATUS_OK;
+    if (r->d->sinks.buffer) {
+        xattn_status ss = fold_sinks(r);
+        if (ss != XATTN_STATUS_OK)
+            return ss;
+    }
     xattn_status st = tensor_io(&r->d->o, 1, 0, r->sq_loc, r->acc_o, 1, 1, "o");
     if (st == XATTN_STATUS_OK && r->d->lse.buffer)
         st = tensor_io(&r->d->lse, 2, 0, r->sq_loc, r->acc_l, 1, 1, "lse");
@@ -1414,6 +1458,10 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
         xattn_attn_desc c = *r->d; /* the whole sequences: the caller's semantics unchanged */
         if (c.alibi_slopes)        /* this rank's query heads */
             c.alibi_slopes += r->rank * hq;
+        if (c.sinks.buffer) { /* [1, 1, Hq, 1]: this rank's heads */
+            c.sinks.offset += (size_t)(r->rank * hq * c.sinks.strides[2]) * sizeof(float);
+            c.sinks.shape[2] = hq;
+        }
         if (has_bias) {
             c.bias = xattn_tensor_bshd(dev, fq + fk + fv + fo + fl, bt->dtype, 1, 1, 1, 1);
             int64_t shp[4] = {Bb, hb, Sq, Sk}, str[4] = {hb * Sq * Sk, Sq * Sk, Sk, 1};

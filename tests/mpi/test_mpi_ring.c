@@ -41,7 +41,10 @@ typedef struct tcase {
     int packed;             /* lq/lk: the B sequences' lengths in one token stream of
                              * sq / sk tokens (tensors with batch 1) */
     int alibi;              /* ALiBi slopes (gentle: far blocks still weigh) */
+    int sinks;              /* attention sinks, one logit per query head */
 } tcase;
+
+static const float g_sinks[8] = {0.5f, -1.0f, 2.0f, -INFINITY, 1.0f, 0.0f, -2.0f, 3.0f};
 
 static const float g_slopes[16] = {0.3f, 0.1f, 0.05f, 0.02f, 0.25f, 0.15f, 0.07f, 0.01f,
                                    0.3f, 0.1f, 0.05f, 0.02f, 0.25f, 0.15f, 0.07f, 0.01f};
@@ -147,6 +150,9 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, Bt, c->sk, c->Hkv, c->Dv);
     d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, Bt, c->sq, c->Hq, c->Dv);
     d.lse = xattn_tensor_bshd(bl, 0, XATTN_DTYPE_F32, Bt, c->Hq, c->sq, 1);
+    xattn_buffer *bsk = c->sinks ? upload(g_sinks, (size_t)c->Hq) : NULL;
+    if (bsk)
+        d.sinks = xattn_tensor_bshd(bsk, 0, XATTN_DTYPE_F32, 1, 1, c->Hq, 1);
     xattn_buffer *bb = c->bias ? upload(bias, nb_) : NULL;
     if (bb)
         d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, c->Hq, c->sq, c->sk);
@@ -213,6 +219,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.q = view(sq_b, 0, XATTN_DTYPE_F32, Bt, sql, c->Hq, c->D);
     d.o = view(so_b, 0, XATTN_DTYPE_F32, Bt, sql, c->Hq, c->Dv);
     d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, Bt, c->Hq, sql, 1);
+    if (bsk)
+        d.sinks = xattn_tensor_bshd(bsk, 0, XATTN_DTYPE_F32, 1, 1, c->Hq, 1);
     d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->D);
     d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->Dv);
     if (c->bias) /* a rank without query rows gives the shape and no buffer */
@@ -282,8 +290,12 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
                         int64_t gi = qs[s].start + i, li = at + i;
                         float lr = lref[((size_t)b * c->Hq + h) * c->sq + gi];
                         float lg = l_[((size_t)b * c->Hq + h) * sql + li];
-                        int same_inf = isinf(lr) && isinf(lg) && lr == lg;
-                        if (!same_inf && !(fabsf(lr - lg) <= 1e-4f * (1.0f + fabsf(lr)))) {
+                        /* an infinite LSE must match exactly (the tolerance
+                         * below would be infinite too) */
+                        int ok = isinf(lr) || isinf(lg)
+                                     ? lr == lg
+                                     : fabsf(lr - lg) <= 1e-4f * (1.0f + fabsf(lr));
+                        if (!ok) {
                             CHECK(0, "%s/%s: lse b%d h%d row %lld: %g, reference %g", c->name, lay,
                                   b, h, (long long)gi, lg, lr);
                             bad++;
@@ -310,6 +322,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     xattn_buffer_free(sk_b);
     xattn_buffer_free(sv_b);
     xattn_buffer_free(sb_b);
+    xattn_buffer_free(bsk);
     free(bias);
     free(q);
     free(k);
@@ -346,61 +359,69 @@ int main(int argc, char **argv)
     static const int32_t pk_q[3] = {9, 0, 12}, pk_k[3] = {4, 7, 15}; /* 21 and 26 tokens */
     const tcase cases[] = {
         {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,
-         0, 0},
+         0, 0, 0},
         {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL, 0,
-         0, 0, 0},
+         0, 0, 0, 0},
         {"causal bottom-right Sq<Sk", 1, 2, 1, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         NULL, NULL, 0, 0, 0, 0},
+         NULL, NULL, 0, 0, 0, 0, 0},
         {"causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 0, 0, 0},
+         NULL, 0, 0, 0, 0, 0},
         {"causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         lq2, lk2, 0, 0, 0, 0},
+         lq2, lk2, 0, 0, 0, 0, 0},
         {"causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
-         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0, 0},
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0, 0, 0},
         {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0, 0,
-         0},
+         0, 0},
         {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
-         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0, 0},
+         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0, 0, 0},
         {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
-         NULL, 0, 0, 0, 0},
+         NULL, 0, 0, 0, 0, 0},
         {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
-         NULL, 1, 0, 0, 0},
+         NULL, 1, 0, 0, 0, 0},
         {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, NULL, NULL, 0, 0, 0, 0},
+         -1, NULL, NULL, 0, 0, 0, 0, 0},
         {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0,
-         0, 0, 0},
+         0, 0, 0, 0},
         {"causal window bias padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, 6, -1,
-         lq2, lk2, 0, 1, 0, 0},
+         lq2, lk2, 0, 1, 0, 0, 0},
         {"packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         pk_q, pk_k, 0, 0, 1, 0},
+         pk_q, pk_k, 0, 0, 1, 0, 0},
         {"packed window top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, 3, 2, pk_q, pk_k,
-         0, 0, 1, 0},
+         0, 0, 1, 0, 0},
         {"bias shorter than the ranks", 1, 2, 2, 8, 8, 3, 5, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 1, 0, 0},
+         NULL, 0, 1, 0, 0, 0},
         {"bias GQA bottom-right", 2, 4, 4, 8, 8, 19, 27, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
-         NULL, 0, 1, 0, 0},
+         NULL, 0, 1, 0, 0, 0},
         /* ALiBi across blocks: blocks whose keys lie wholly before or after
          * their rows, and diagonal blocks with s != 0 (Sq != Sk, ragged) */
         {"alibi causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 0, 0, 1},
+         NULL, 0, 0, 0, 1, 0},
         {"alibi causal bottom-right Sq<Sk", 1, 4, 2, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
-         -1, -1, NULL, NULL, 0, 0, 0, 1},
+         -1, -1, NULL, NULL, 0, 0, 0, 1, 0},
         {"alibi causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1,
-         NULL, NULL, 0, 0, 0, 1},
+         NULL, NULL, 0, 0, 0, 1, 0},
         {"alibi full bottom-right Sq>Sk", 2, 4, 4, 8, 8, 37, 23, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, NULL, NULL, 0, 0, 0, 1},
+         -1, NULL, NULL, 0, 0, 0, 1, 0},
         {"alibi full top-left GQA", 1, 4, 1, 8, 8, 31, 31, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 0, 0, 1},
+         NULL, 0, 0, 0, 1, 0},
         {"alibi causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
-         -1, -1, lq2, lk2, 0, 0, 0, 1},
+         -1, -1, lq2, lk2, 0, 0, 0, 1, 0},
         {"alibi window 5/3 top-left Sq<Sk", 1, 2, 2, 8, 8, 21, 33, 0, XATTN_ALIGN_TOP_LEFT, 5, 3,
-         NULL, NULL, 0, 0, 0, 1},
+         NULL, NULL, 0, 0, 0, 1, 0},
         {"alibi packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, pk_q, pk_k, 0, 0, 1, 1},
+         -1, pk_q, pk_k, 0, 0, 1, 1, 0},
         {"alibi packed full top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, pk_q,
-         pk_k, 0, 0, 1, 1},
+         pk_k, 0, 0, 1, 1, 0},
         {"alibi and bias (all-to-all only)", 1, 4, 4, 8, 8, 17, 17, 1, XATTN_ALIGN_TOP_LEFT, -1, -1,
-         NULL, NULL, 0, 1, 0, 1},
+         NULL, NULL, 0, 1, 0, 1, 0},
+        /* sinks join each row's denominator once, after the merge; rows that
+         * see no key get LSE = sink, padding rows -inf */
+        {"sinks causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
+         -1, -1, lq2, lk2, 0, 0, 0, 0, 1},
+        {"sinks causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0, 0, 1},
+        {"sinks packed window alibi", 3, 4, 2, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, 3, 2, pk_q,
+         pk_k, 0, 0, 1, 1, 1},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (g_alltoall = 0; g_alltoall < 2; g_alltoall++)
@@ -414,8 +435,25 @@ int main(int argc, char **argv)
     /* the all-to-all's failures: one rank's bad descriptor */
     g_alltoall = 1;
     {
-        const tcase h4 = {"all-to-all failure",     1,  12, 12,   8,    8, 13, 13, 1,
-                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,  0,  0};
+        const tcase h4 = {"all-to-all failure",
+                          1,
+                          12,
+                          12,
+                          8,
+                          8,
+                          13,
+                          13,
+                          1,
+                          XATTN_ALIGN_BOTTOM_RIGHT,
+                          -1,
+                          -1,
+                          NULL,
+                          NULL,
+                          0,
+                          0,
+                          0,
+                          0,
+                          0};
         xattn_status fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, g_n - 1);
         CHECK(fs == XATTN_STATUS_INVALID_DTYPE, "all-to-all, bad dtype on rank %d: %s (%s)",
               g_n - 1, xattn_status_name(fs), xattn_mpi_last_error());
@@ -443,8 +481,9 @@ int main(int argc, char **argv)
     }
     /* a rank holding queries but no keys is checked like the others (Sq 8,
      * Sk 3, zigzag: with 4 ranks, rank 3 holds 2 query rows and no key) */
-    const tcase qonly = {"queries only",           1,  2,  1,    8,    8, 8, 3, 0,
-                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0, 0, 0};
+    const tcase qonly = {
+        "queries only", 1,    2, 1, 8, 8, 8, 3, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
+        NULL,           NULL, 0, 0, 0, 0, 0};
     for (int r = 0; r < g_n; r++) {
         xattn_mpi_segment a[2], b[2];
         if (xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sq, g_n, r, a) > 0 &&
@@ -458,8 +497,25 @@ int main(int argc, char **argv)
     /* a device failure in the middle of the ring: rank `last` runs NAIVE,
      * whose score workspace exceeds its memory limit; the ring's own buffers
      * fit in it */
-    const tcase big = {"mid-ring failure",       1,  4,  1,    4,    4, 1024, 1024, 0,
-                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,    0,    0};
+    const tcase big = {"mid-ring failure",
+                       1,
+                       4,
+                       1,
+                       4,
+                       4,
+                       1024,
+                       1024,
+                       0,
+                       XATTN_ALIGN_BOTTOM_RIGHT,
+                       -1,
+                       -1,
+                       NULL,
+                       NULL,
+                       0,
+                       0,
+                       0,
+                       0,
+                       0};
     st = run_case(&big, XATTN_MPI_ZIGZAG, INJ_OOM_MID, last);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure mid-ring on rank %d: %s (%s)", last,
           xattn_status_name(st), xattn_mpi_last_error());
