@@ -102,7 +102,8 @@ typedef struct xattn_mpi_stats {
  * `d` describes this rank's shards, in the order xattn_mpi_shard gives:
  *   q [B, sq_local, Hq, D], o [B, sq_local, Hq, Dv], lse (optional) [B, Hq, sq_local, 1],
  *   k [B, sk_local, Hkv, D], v [B, sk_local, Hkv, Dv],
- * in buffers of `ctx` (any backend; K/V blocks are staged through host memory).
+ * in buffers of `ctx` (any backend; K/V blocks travel through host memory, or
+ * as the CUDA buffers themselves with a CUDA-aware MPI: stats->staging_device).
  * A rank whose shard is empty gives shape[1] = 0 (its buffer may then be NULL)
  * but the other extents, dtypes and options like every rank. seqlens_q and
  * seqlens_k, when given, are the GLOBAL lengths [B] (every rank the same);
