@@ -37,7 +37,7 @@ typedef struct tcase {
     int wl, wr;
     const int32_t *lq, *lk; /* global lengths or NULL */
     int bhsd;               /* q and o in BHSD layout (strided shards) */
-    int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf */
+    int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf (2: [1, 1, Sq, Sk]) */
     int packed;             /* lq/lk: the B sequences' lengths in one token stream of
                              * sq / sk tokens (tensors with batch 1) */
     int alibi;              /* ALiBi slopes (gentle: far blocks still weigh) */
@@ -134,7 +134,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     size_t nl = (size_t)Bt * c->Hq * c->sq;
     float *q = rand_array(nq), *k = rand_array(nk), *v = rand_array(nv);
     float *oref = calloc(no, sizeof(float)), *lref = calloc(nl, sizeof(float));
-    size_t nb_ = c->bias ? (size_t)c->Hq * c->sq * c->sk : 0;
+    int Hb = c->bias == 2 ? 1 : c->Hq; /* the bias's heads */
+    size_t nb_ = c->bias ? (size_t)Hb * c->sq * c->sk : 0;
     float *bias = c->bias ? rand_array(nb_) : NULL;
     for (size_t i = 0; i < nb_; i += 7)
         bias[i] = -INFINITY; /* masked pairs, and whole rows of a block now and then */
@@ -155,7 +156,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
         d.sinks = xattn_tensor_bshd(bsk, 0, XATTN_DTYPE_F32, 1, 1, c->Hq, 1);
     xattn_buffer *bb = c->bias ? upload(bias, nb_) : NULL;
     if (bb)
-        d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, c->Hq, c->sq, c->sk);
+        d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, Hb, c->sq, c->sk);
     xattn_status st = xattn_attention(g_ctx, &d, NULL);
     xattn_buffer_free(bb);
     if (st != XATTN_STATUS_OK) {
@@ -204,13 +205,13 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     }
     xattn_buffer *sk_b = upload(lk_, nlk * c->D), *sv_b = upload(lv_, nlk * c->Dv), *sb_b = NULL;
     if (c->bias && sql > 0) { /* this rank's query rows, every key */
-        float *lb = malloc((size_t)c->Hq * sql * c->sk * sizeof(float));
-        for (int h = 0; h < c->Hq; h++)
+        float *lb = malloc((size_t)Hb * sql * c->sk * sizeof(float));
+        for (int h = 0; h < Hb; h++)
             for (int s_ = 0, at = 0; s_ < 2; at += (int)qs[s_].length, s_++)
                 memcpy(lb + ((size_t)h * sql + at) * c->sk,
                        bias + ((size_t)h * c->sq + qs[s_].start) * c->sk,
                        (size_t)qs[s_].length * c->sk * sizeof(float));
-        sb_b = upload(lb, (size_t)c->Hq * sql * c->sk);
+        sb_b = upload(lb, (size_t)Hb * sql * c->sk);
         free(lb);
     }
     desc_common(c, &d);
@@ -224,7 +225,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->D);
     d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->Dv);
     if (c->bias) /* a rank without query rows gives the shape and no buffer */
-        d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, c->Hq, sql, c->sk);
+        d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, Hb, sql, c->sk);
     xattn_mpi_ring_opts o;
     xattn_mpi_ring_opts_init(&o);
     o.layout = layout;
@@ -390,6 +391,8 @@ int main(int argc, char **argv)
          0, 0, 1, 0, 0},
         {"bias shorter than the ranks", 1, 2, 2, 8, 8, 3, 5, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
          NULL, 0, 1, 0, 0, 0},
+        {"bias of one head causal", 2, 4, 2, 8, 8, 19, 27, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 2, 0, 0, 0},
         {"bias GQA bottom-right", 2, 4, 4, 8, 8, 19, 27, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
          NULL, 0, 1, 0, 0, 0},
         /* ALiBi across blocks: blocks whose keys lie wholly before or after
