@@ -657,6 +657,13 @@ static xattn_status check_local(ring *r)
     if (!d->cu_seqlens_q != !d->cu_seqlens_k)
         return fail(XATTN_STATUS_INVALID_ARGUMENT,
                     "cu_seqlens_q and cu_seqlens_k: both set (a packed batch) or both NULL");
+    /* The shards are rows of ordinary k/v views: a page pool, or an append
+     * into a cache, is one rank's memory layout the ring does not cut. */
+    if (d->struct_size >= offsetof(xattn_attn_desc, v_new) + sizeof d->v_new &&
+        (d->block_table || d->k_new.buffer))
+        return fail(XATTN_STATUS_UNSUPPORTED,
+                    "%s: paged KV caches and appends are not supported across ranks yet",
+                    d->block_table ? "block_table" : "k_new");
     r->packed = d->cu_seqlens_q != NULL;
     if (r->packed && (d->seqlens_q || d->seqlens_k || d->bias.buffer))
         return fail(d->bias.buffer ? XATTN_STATUS_UNSUPPORTED : XATTN_STATUS_INVALID_ARGUMENT,

@@ -119,6 +119,7 @@ enum {
     INJ_OOM,
     INJ_DISAGREE,
     INJ_OOM_MID,
+    INJ_PAGED, /* a block table on one rank: refused, every rank returns the error */
     INJ_ENV /* set by the caller */
 };
 
@@ -236,6 +237,11 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
             d.o.dtype = XATTN_DTYPE_F16; /* q is f32: every backend rejects this */
         if (inject == INJ_DISAGREE)
             d.causal = !d.causal;
+        if (inject == INJ_PAGED) {
+            static const int32_t table[64] = {0};
+            d.block_table = table;
+            d.max_pages_per_seq = 1;
+        }
         if (inject == INJ_OOM_MID) {
             /* room for the ring's buffers (a K/V block, partial O and LSE of
              * one segment), four times over; NAIVE's scores need far more */
@@ -473,6 +479,10 @@ int main(int argc, char **argv)
     if (g_rank != last)
         CHECK(strstr(xattn_mpi_last_error(), "rank") != NULL, "message names no rank: %s",
               xattn_mpi_last_error());
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_PAGED, last);
+    CHECK(st == XATTN_STATUS_UNSUPPORTED &&
+              (g_rank != last || strstr(xattn_mpi_last_error(), "block_table")),
+          "a paged cache on rank %d: %s (%s)", last, xattn_status_name(st), xattn_mpi_last_error());
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_OOM, 0);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure on rank 0: %s (%s)",
           xattn_status_name(st), xattn_mpi_last_error());
