@@ -307,8 +307,9 @@ inline float xattn_alibi_slope(__global const int *meta, int B, int h, int flags
 inline long xattn_kv_tok(__global const int *meta, xattn_seq s, int b, long j, long off, long sb,
                          long ss)
 {
+    /* j < lk fits an int: 32-bit division, several times cheaper on CPUs */
     if (s.ps > 0)
-        return off + (long)meta[s.pt + j / s.ps] * sb + (j % s.ps) * ss;
+        return off + (long)meta[s.pt + (int)j / s.ps] * sb + (long)((int)j % s.ps) * ss;
     return off + (long)b * sb + ((long)s.sk + j) * ss;
 }
 #define XATTN_K_TOK(b, s, j) xattn_kv_tok(meta, (s), (b), (j), k_off, k_sb, k_ss)
@@ -316,14 +317,14 @@ inline long xattn_kv_tok(__global const int *meta, xattn_seq s, int b, long j, l
 
 inline int xattn_kv_one_page(xattn_seq s, long j, long n)
 {
-    return s.ps == 0 || j % s.ps + n <= s.ps;
+    return s.ps == 0 || (int)j % s.ps + n <= s.ps;
 }
 
 /* The end of the run of keys from j on that share j's page, at most hi (hi
  * itself for contiguous K/V). */
 inline long xattn_kv_run_end(xattn_seq s, long j, long hi)
 {
-    return s.ps > 0 ? min(hi, (j / s.ps + 1) * s.ps) : hi;
+    return s.ps > 0 ? min(hi, ((long)((int)j / s.ps) + 1) * s.ps) : hi;
 }
 
 /* Folds head h's sink into a finished row's (*m, *l) (xattn_sem_sink_fold of

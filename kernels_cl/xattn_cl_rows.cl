@@ -147,7 +147,7 @@ inline void xattn_rows_attend(XATTN_KARGS, int b, int kh, xattn_seq s, long v0, 
          * one (`left`: the keys left in the current page). */
         long ka = XATTN_K_TOK(b, s, j0) + (long)kh * k_sh;
         long va = XATTN_V_TOK(b, s, j0) + (long)kh * v_sh;
-        int left = s.ps > 0 ? s.ps - (int)(j0 % s.ps) : nk;
+        int left = s.ps > 0 ? s.ps - (int)j0 % s.ps : nk;
         for (int jj = 0; jj < nk; jj++) {
             if (left == 0) {
                 ka = XATTN_K_TOK(b, s, j0 + jj) + (long)kh * k_sh;
