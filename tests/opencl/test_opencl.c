@@ -24,18 +24,21 @@
  *   paged         a paged KV cache (shuffled pages, both pool orders, page sizes
  *                 that do and do not divide the key tiles) gives bit for bit the
  *                 output of the same keys stored contiguously, in every
- *                 algorithm and kernel form, and agrees with the reference
+ *                 algorithm and kernel form, and agrees with the reference; a
+ *                 table too large for the kernels' 32-bit index is refused
  *
  * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
  * device is available (ctest: skipped).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* mmap MAP_ANONYMOUS, MAP_NORESERVE */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1470,6 +1473,48 @@ static void paged_case(xattn_ctx *ctx, const char *tile, int64_t ps, int bhsd)
     paged_free(&pb);
 }
 
+/* A block table too large for the kernels' 32-bit index of their parameters
+ * is refused by the plan, naming it; the table's 8 GiB are reserved address
+ * space of which only the two entries the sequences use are touched. */
+static void paged_too_large(xattn_ctx *ctx)
+{
+    const int64_t mp = ((int64_t)1 << 30) + 1;
+    const size_t bytes = (size_t)(2 * mp) * sizeof(int32_t);
+    int32_t *table = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (table == MAP_FAILED) {
+        printf("SKIP paged table too large: mmap of %zu bytes failed\n", bytes);
+        return;
+    }
+    table[0] = 0;
+    table[mp] = 1;
+    static const int32_t lq[2] = {1, 1}, lk[2] = {1, 1};
+    xattn_buffer *q = NULL, *kv = NULL, *o = NULL;
+    if (xattn_buffer_alloc(ctx, 2 * PD * 4, &q) || xattn_buffer_alloc(ctx, 2 * PD * 4, &kv) ||
+        xattn_buffer_alloc(ctx, 2 * PD * 4, &o)) {
+        EXPECT(0, "setup: %s", xattn_last_error());
+    } else {
+        xattn_attn_desc d;
+        xattn_attn_desc_init(&d);
+        d.q = xattn_tensor_bshd(q, 0, XATTN_DTYPE_F32, 2, 1, 1, PD);
+        d.k = xattn_tensor_bshd(kv, 0, XATTN_DTYPE_F32, 2, 1, 1, PD);
+        d.v = d.k;
+        d.o = xattn_tensor_bshd(o, 0, XATTN_DTYPE_F32, 2, 1, 1, PD);
+        d.seqlens_q = lq;
+        d.seqlens_k = lk;
+        d.block_table = table;
+        d.max_pages_per_seq = mp;
+        const xattn_status st = xattn_attention(ctx, &d, NULL);
+        EXPECT(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_last_error(), "max_pages_per_seq"),
+               "a table of 2 x (2^30 + 1) entries: %s: %s", xattn_status_name(st),
+               xattn_last_error());
+    }
+    xattn_buffer_free(q);
+    xattn_buffer_free(kv);
+    xattn_buffer_free(o);
+    munmap(table, bytes);
+}
+
 static void test_paged(void)
 {
     /* The default tile (the row form on CPU devices), then small tiles of
@@ -1487,6 +1532,8 @@ static void test_paged(void)
         for (size_t i = 0; ctx && i < sizeof sizes / sizeof sizes[0]; i++)
             for (int bhsd = 0; bhsd < 2; bhsd++)
                 paged_case(ctx, tiles[t], sizes[i], bhsd);
+        if (ctx && t == 0)
+            paged_too_large(ctx);
         xattn_ctx_destroy(ctx);
     }
     unsetenv("XATTN_CL_TILE");
