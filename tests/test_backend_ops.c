@@ -499,8 +499,8 @@ static void build_cases(void)
      * window, GQA, ALiBi, softcap, bias, sinks, Dv != D, f16/bf16, and decode with splits. */
     CASE(.page = 16, .causal = 1, .lse = 1, .quick = 1);
     CASE(.page = 1, .Sq = 5, .Sk = 40, .causal = 1, .align = TL, .lse = 1);
-    CASE(.page = 3, .pagelay = 1, .lens = LENS_PADDED, .B = 4, .Hq = 8, .Hkv = 2, .wl = 9,
-         .lse = 1, .quick = 1);
+    CASE(.page = 3, .pagelay = 1, .lens = LENS_PADDED, .B = 4, .Hq = 8, .Hkv = 2, .wl = 9, .lse = 1,
+         .quick = 1);
     CASE(.page = 16, .pagelay = 1, .dq = F16, .dkv = F16, .D = 80, .Dv = 48, .alibi = 1,
          .softcap = 4.0f, .bias = BIAS_BH, .bias_ninf = 1);
     CASE(.page = 64, .Sq = 70, .Sk = 200, .dq = BF16, .dkv = BF16, .causal = 1, .sinks = 1,
@@ -701,8 +701,8 @@ typedef struct inst {
     hview q, k, v, o, lse, bias, sinks;
     int has_lse, has_bias, has_sinks;
     /* Paged caches and appends (inst_cache): */
-    int32_t *lkc;           /* seqlens_k as given: the cache's length before an append */
-    int32_t *table;         /* block table [B, max_pages] */
+    int32_t *lkc;   /* seqlens_k as given: the cache's length before an append */
+    int32_t *table; /* block table [B, max_pages] */
     int64_t max_pages;
     hview kn, vn;           /* k_new, v_new */
     unsigned char *kx, *vx; /* the caches' bytes expected after the append */
@@ -1166,8 +1166,7 @@ static int inst_upload(inst *in, xattn_ctx *ctx, char *err, size_t errn)
 {
     hview *vs[9] = {&in->q,    &in->k,     &in->v,  &in->o, &in->lse,
                     &in->bias, &in->sinks, &in->kn, &in->vn};
-    static const char *const nm[9] = {"q",    "k",     "v",     "o",    "lse",
-                                      "bias", "sinks", "k_new", "v_new"};
+    static const char *const nm[9] = {"q", "k", "v", "o", "lse", "bias", "sinks", "k_new", "v_new"};
     for (int i = 0; i < 9; i++) {
         if (!vs[i]->host)
             continue;
@@ -1259,8 +1258,8 @@ static void check_append(const inst *in, cmp *r)
         if (st != XATTN_STATUS_OK)
             why(r, "append: reading %s back: %s", t ? "v" : "k", xattn_last_error());
         else if (e < cache[t]->bytes)
-            why(r, "append: %s cache byte %zu is %02x, expected %02x (element %zu)",
-                t ? "v" : "k", e, got[e], want[t][e], e / esz(cache[t]->dt));
+            why(r, "append: %s cache byte %zu is %02x, expected %02x (element %zu)", t ? "v" : "k",
+                e, got[e], want[t][e], e / esz(cache[t]->dt));
         free(got);
     }
 }
