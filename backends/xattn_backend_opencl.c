@@ -717,14 +717,25 @@ static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
         plan->splits = xattn__cl_num_splits(c, p, t);
 }
 
+/* Elements of the per-call parameters (kernels_cl/xattn_cl_common.cl,
+ * XATTN_KARGS): lengths and starts, the page header, the ALiBi slopes, and a
+ * paged cache's block table. */
+static int64_t xattn__cl_meta_count(const xattn_problem *p)
+{
+    return 4 * p->B + 3 + p->Hq + (p->paged ? p->B * p->max_pages : 0);
+}
+
 static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
-    if (p->paged)
+    /* The kernels index the per-call parameters (with a paged cache's block
+     * table, xattn__cl_call_buffers) with 32-bit ints. */
+    if (xattn__cl_meta_count(p) > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: paged KV caches (block_table) are not implemented on this "
-                            "backend yet");
+                            "OpenCL: B*max_pages_per_seq = %lld*%lld block-table entries exceed "
+                            "the kernels' 32-bit index",
+                            (long long)p->B, (long long)p->max_pages);
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
@@ -768,9 +779,10 @@ static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_pr
 {
     xattn_cl_ctx *c = ctx->bctx;
     xattn_cl_call *call = &c->call;
-    /* Per-call parameters: lengths, starts and ALiBi slopes, copied at
-     * creation so that the host arrays may go as soon as the call returns. */
-    const size_t nmeta = (size_t)(4 * p->B + p->Hq);
+    /* Per-call parameters: lengths, starts, the page header, ALiBi slopes and
+     * a paged cache's block table, copied at creation so that the host arrays
+     * may go as soon as the call returns (the plan checked the size). */
+    const size_t nmeta = (size_t)xattn__cl_meta_count(p);
     int32_t *meta_host = malloc(nmeta * sizeof(int32_t));
     if (!meta_host)
         return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
@@ -781,10 +793,19 @@ static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_pr
         meta_host[2 * p->B + b] = p->start_q[b];
         meta_host[3 * p->B + b] = p->start_k[b];
     }
+    /* The page header: page size (0 = contiguous K/V), the table's row
+     * length, and where the table starts (after the slopes). */
+    const int64_t table_at = 4 * p->B + 3 + p->Hq;
+    meta_host[4 * p->B] = p->paged ? (int32_t)p->page_size : 0;
+    meta_host[4 * p->B + 1] = p->paged ? (int32_t)p->max_pages : 0;
+    meta_host[4 * p->B + 2] = (int32_t)table_at;
     for (int64_t h = 0; h < p->Hq; h++) {
         float slope = p->alibi ? p->alibi[h] : 0.0f;
-        memcpy(&meta_host[4 * p->B + h], &slope, sizeof slope);
+        memcpy(&meta_host[4 * p->B + 3 + h], &slope, sizeof slope);
     }
+    if (p->paged)
+        memcpy(&meta_host[table_at], p->block_table,
+               (size_t)(p->B * p->max_pages) * sizeof(int32_t));
     xattn_status st = xattn__cl_scratch_new(ctx, &call->held, nmeta * sizeof(int32_t), meta_host,
                                             "OpenCL per-call parameters", &call->meta);
     free(meta_host);
