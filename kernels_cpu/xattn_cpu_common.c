@@ -388,15 +388,23 @@ int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const
 
 /* K (or V) rows ja .. ja+nc-1 of (b, hk) into a tile with row pitch ld: n
  * converted elements per row, zeros from n to zero_to. With `check`, returns
- * 1 when the converted rows hold an inf or NaN. */
+ * 1 when the converted rows hold an inf or NaN. A paged cache's tile goes by
+ * the runs of keys within one page (one run when the tile lies in a page). */
 static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, const void *base,
                                 float *tile, int64_t ld, int64_t n, int64_t zero_to, int64_t b,
                                 int64_t hk, int64_t ja, int64_t nc, int check)
 {
     const xattn_problem *p = cx->p;
-    if (v->sd == 1)
-        return xattn__cpu_load_rows(cx->uk, tile, ld, base, xattn__cpu_krow(v, p, b, ja, hk), v->ss,
-                                    n, zero_to, nc, v->dtype, check);
+    if (v->sd == 1) {
+        int bad = 0;
+        for (int64_t c = 0, run; c < nc; c += run) {
+            run = xattn__cpu_krun(p, ja + c, nc - c);
+            bad |= xattn__cpu_load_rows(cx->uk, tile + c * ld, ld, base,
+                                        xattn__cpu_krow(v, p, b, ja + c, hk), v->ss, n, zero_to,
+                                        run, v->dtype, check);
+        }
+        return bad;
+    }
     for (int64_t c = 0; c < nc; c++) {
         float *row = tile + c * ld;
         cx->uk->load(row, base, xattn__cpu_krow(v, p, b, ja + c, hk), v->sd, n, v->dtype, 1.0f);
@@ -412,10 +420,13 @@ void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const
     const int64_t esz = xattn__cpu_esize(v->dtype);
     if (v->sd != 1)
         return; /* strided rows: not worth guessing */
-    for (int64_t c = 0; c < nc; c++) {
+    /* By runs of keys within one page (one run without pages). */
+    for (int64_t c = 0, run; c < nc; c += run) {
+        run = xattn__cpu_krun(p, ja + c, nc - c);
         const char *row = (const char *)base + xattn__cpu_krow(v, p, b, ja + c, hk) * esz;
-        for (int64_t o = 0; o < n * esz; o += 64)
-            __builtin_prefetch(row + o, 0, 2);
+        for (int64_t r = 0; r < run; r++, row += v->ss * esz)
+            for (int64_t o = 0; o < n * esz; o += 64)
+                __builtin_prefetch(row + o, 0, 2);
     }
 }
 

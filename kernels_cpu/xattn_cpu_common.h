@@ -368,7 +368,18 @@ static inline int64_t xattn__cpu_qrow(const xattn_view *v, const xattn_problem *
 static inline int64_t xattn__cpu_krow(const xattn_view *v, const xattn_problem *p, int64_t b,
                                       int64_t j, int64_t hk)
 {
-    return v->off + b * v->sb + ((int64_t)p->start_k[b] + j) * v->ss + hk * v->sh;
+    return xattn_problem_kv_token(p, v, b, j) + hk * v->sh; /* looks the page up when paged */
+}
+/* Of the n keys j .. j+n-1 of a sequence, how many from j on lie ss apart
+ * from key j (so that one krow and the row stride address them): all n with
+ * contiguous K/V, up to the end of j's page with a paged cache. Loops over
+ * consecutive keys go by these runs. */
+static inline int64_t xattn__cpu_krun(const xattn_problem *p, int64_t j, int64_t n)
+{
+    if (!p->paged)
+        return n;
+    const int64_t left = p->page_size - j % p->page_size;
+    return left < n ? left : n;
 }
 static inline int64_t xattn__cpu_lse_idx(const xattn_problem *p, int64_t b, int64_t h, int64_t i)
 {

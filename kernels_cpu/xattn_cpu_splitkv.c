@@ -287,16 +287,21 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             ln[l].vbad = 0;
         }
         if (direct) {
+            /* The in-place kernels step one row stride from key to key: a
+             * paged cache's step is cut where a page ends (one tile per run
+             * of keys within a page; a step within a page is one tile). */
             for (int l = 0; l < nl; l++)
-                for (int k = 0; k < nk && jb[l] > ja[l]; k++) {
-                    xattn__cpu_kvsrc src;
-                    src.kidx = xattn__cpu_krow(&p->k, p, b, ja[l], hk0 + k);
-                    src.vidx = xattn__cpu_krow(&p->v, p, b, ja[l], hk0 + k);
-                    src.kstride = p->k.ss;
-                    src.vstride = p->v.ss;
-                    xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, ja[l], jb[l], NULL, 0, NULL, 0, 0,
-                                           &src);
-                }
+                for (int k = 0; k < nk && jb[l] > ja[l]; k++)
+                    for (int64_t j = ja[l], run; j < jb[l]; j += run) {
+                        run = xattn__cpu_krun(p, j, jb[l] - j);
+                        xattn__cpu_kvsrc src;
+                        src.kidx = xattn__cpu_krow(&p->k, p, b, j, hk0 + k);
+                        src.vidx = xattn__cpu_krow(&p->v, p, b, j, hk0 + k);
+                        src.kstride = p->k.ss;
+                        src.vstride = p->v.ss;
+                        xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, j, j + run, NULL, 0, NULL, 0, 0,
+                                               &src);
+                    }
             continue;
         }
         /* Key by key, the heads in address order (adjacent with BSHD), the
