@@ -398,7 +398,7 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
     if (v->sd == 1) {
         int bad = 0;
         for (int64_t c = 0, run; c < nc; c += run) {
-            run = xattn__cpu_krun(p, ja + c, nc - c);
+            run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
             bad |= xattn__cpu_load_rows(cx->uk, tile + c * ld, ld, base,
                                         xattn__cpu_krow(v, p, b, ja + c, hk), v->ss, n, zero_to,
                                         run, v->dtype, check);
@@ -422,7 +422,7 @@ void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const
         return; /* strided rows: not worth guessing */
     /* By runs of keys within one page (one run without pages). */
     for (int64_t c = 0, run; c < nc; c += run) {
-        run = xattn__cpu_krun(p, ja + c, nc - c);
+        run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
         const char *row = (const char *)base + xattn__cpu_krow(v, p, b, ja + c, hk) * esz;
         for (int64_t r = 0; r < run; r++, row += v->ss * esz)
             for (int64_t o = 0; o < n * esz; o += 64)

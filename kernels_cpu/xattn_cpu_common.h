@@ -370,16 +370,26 @@ static inline int64_t xattn__cpu_krow(const xattn_view *v, const xattn_problem *
 {
     return xattn_problem_kv_token(p, v, b, j) + hk * v->sh; /* looks the page up when paged */
 }
-/* Of the n keys j .. j+n-1 of a sequence, how many from j on lie ss apart
- * from key j (so that one krow and the row stride address them): all n with
- * contiguous K/V, up to the end of j's page with a paged cache. Loops over
+/* Of the n keys j .. j+n-1 of sequence b, how many from j on lie one row
+ * stride (v->ss) apart from key j in K or V (view v), so that one krow and
+ * the stride address them: all n with contiguous K/V; with a paged cache, up
+ * to the end of j's page, and on through the next pages while the table
+ * names pages that follow each other in the pool at that stride (page ids
+ * k, k+1, ... with the slots at the row stride, as in [pages, page_size, Hkv,
+ * D]). Only the table entries of keys < j + n are read. Loops over
  * consecutive keys go by these runs. */
-static inline int64_t xattn__cpu_krun(const xattn_problem *p, int64_t j, int64_t n)
+static inline int64_t xattn__cpu_krun(const xattn_problem *p, const xattn_view *v, int64_t b,
+                                      int64_t j, int64_t n)
 {
     if (!p->paged)
         return n;
-    const int64_t left = p->page_size - j % p->page_size;
-    return left < n ? left : n;
+    int64_t run = p->page_size - j % p->page_size;
+    if (run < n && v->sb == p->page_size * v->ss) {
+        const int32_t *pg = p->block_table + b * p->max_pages + j / p->page_size;
+        for (; run < n && pg[1] == pg[0] + 1; pg++)
+            run += p->page_size;
+    }
+    return run < n ? run : n;
 }
 static inline int64_t xattn__cpu_lse_idx(const xattn_problem *p, int64_t b, int64_t h, int64_t i)
 {

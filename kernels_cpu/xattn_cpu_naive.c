@@ -283,7 +283,7 @@ static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int
     const int rows = v->sd == 1 && cx->uk->load_rows;
     int bad = 0;
     for (int64_t c0 = 0, run; c0 < kc; c0 += run) {
-        run = xattn__cpu_krun(p, ca + c0, kc - c0);
+        run = xattn__cpu_krun(p, v, b, ca + c0, kc - c0);
         const int64_t idx = xattn__cpu_krow(v, p, b, ca + c0, hk) + dv0 * v->sd;
         float *dst = vt + c0 * NL;
         if (rows) {

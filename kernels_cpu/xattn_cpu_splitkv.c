@@ -288,12 +288,14 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
         }
         if (direct) {
             /* The in-place kernels step one row stride from key to key: a
-             * paged cache's step is cut where a page ends (one tile per run
-             * of keys within a page; a step within a page is one tile). */
+             * paged cache's step is cut where a page ends, unless the next
+             * page follows it in both pools (one tile per run of keys; a
+             * step within a page is one tile). */
             for (int l = 0; l < nl; l++)
                 for (int k = 0; k < nk && jb[l] > ja[l]; k++)
                     for (int64_t j = ja[l], run; j < jb[l]; j += run) {
-                        run = xattn__cpu_krun(p, j, jb[l] - j);
+                        run = xattn__cpu_krun(p, &p->k, b, j, jb[l] - j);
+                        run = xattn__cpu_krun(p, &p->v, b, j, run); /* K's and V's */
                         xattn__cpu_kvsrc src;
                         src.kidx = xattn__cpu_krow(&p->k, p, b, j, hk0 + k);
                         src.vidx = xattn__cpu_krow(&p->v, p, b, j, hk0 + k);
