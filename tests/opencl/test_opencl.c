@@ -21,6 +21,10 @@
  *   tune          stored winners (xattn_opencl_tune_store): used by a new context
  *                 and said in the kernel name; XATTN_CL_TILE overrides; a corrupt,
  *                 stale or unfit entry is ignored with a warning
+ *   big_buffers   buffers from 4 MiB on (on CPU devices: our own huge-page host
+ *                 memory under CL_MEM_USE_HOST_PTR) keep what is written at every
+ *                 offset, and FLASH and SPLITKV over K/V of that size agree with
+ *                 the CPU backend on the same inputs
  *
  * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
  * device is available (ctest: skipped).
@@ -1147,6 +1151,11 @@ static int tune_run(xattn_algo algo, char *kernel, size_t n)
             EXPECT(err < 1e-5, "%s: error %g", info.kernel, err);
             EXPECT(!strcmp(info.kernel, r.kernel), "run info '%s', record '%s'", info.kernel,
                    r.kernel);
+            /* The reason says "tuned" exactly when a stored winner ran. */
+            EXPECT(!strstr(info.kernel, "-tuned") == !strstr(info.reason, "tiles: tuned") &&
+                       !strcmp(info.reason, r.reason),
+                   "kernel '%s', reason '%s', record's reason '%s'", info.kernel, info.reason,
+                   r.reason);
             snprintf(kernel, n, "%s", info.kernel);
             rc = 0;
         } else {
@@ -1288,10 +1297,81 @@ static void test_tune(void)
     unsetenv("XATTN_CACHE_DIR");
 }
 
+static void test_big_buffers(void)
+{
+    xattn_ctx *ctx = cl_ctx();
+    if (!ctx)
+        return;
+    /* An odd size past 4 MiB: the host allocation is rounded up to 2 MiB. */
+    const size_t n = ((size_t)6 << 20) / sizeof(float) + 3;
+    float *w = malloc(n * sizeof *w), *r = malloc(n * sizeof *r);
+    xattn_buffer *b = NULL;
+    if (w && r && xattn_buffer_alloc(ctx, n * sizeof(float), &b) == XATTN_STATUS_OK) {
+        for (size_t i = 0; i < n; i++)
+            w[i] = (float)i;
+        EXPECT_OK(xattn_buffer_write(b, 0, w, n * sizeof(float)));
+        const size_t tail = ((size_t)5 << 20) / sizeof(float);
+        for (size_t i = tail; i < n; i++)
+            w[i] = -(float)i;
+        EXPECT_OK(
+            xattn_buffer_write(b, tail * sizeof(float), w + tail, (n - tail) * sizeof(float)));
+        memset(r, 0, n * sizeof *r);
+        EXPECT_OK(xattn_buffer_read(b, 0, r, n * sizeof(float)));
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (r[i] != w[i])
+                bad = i;
+        EXPECT(bad == n, "element %zu of %zu: %g, wrote %g", bad, n, bad < n ? r[bad] : 0.0,
+               bad < n ? w[bad] : 0.0);
+    } else {
+        EXPECT(0, "6 MiB buffer: %s", xattn_last_error());
+    }
+    xattn_buffer_free(b);
+    free(w);
+    free(r);
+
+    /* K and V of 4.4 MiB each (Sk 9000, 2 KV heads, D 64, f32). */
+    xattn_ctx *cpu = NULL;
+    EXPECT_OK(xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu));
+    xattn_test_problem pc, pg;
+    if (cpu &&
+        xattn_test_problem_make(&pc, cpu, 1, 3, 9000, 4, 2, 64, 64, 0, 7) == XATTN_STATUS_OK) {
+        if (xattn_test_problem_make(&pg, ctx, 1, 3, 9000, 4, 2, 64, 64, 0, 7) == XATTN_STATUS_OK) {
+            float *oc = malloc(pc.no * sizeof *oc), *og = malloc(pc.no * sizeof *og);
+            for (int a = XATTN_ALGO_FLASH; a <= XATTN_ALGO_SPLITKV && oc && og; a++) {
+                pc.desc.algo = pg.desc.algo = (xattn_algo)a;
+                EXPECT_OK(xattn_attention(cpu, &pc.desc, NULL));
+                EXPECT_OK(xattn_attention(ctx, &pg.desc, NULL));
+                EXPECT_OK(xattn_buffer_read(pc.o, 0, oc, pc.no * sizeof(float)));
+                EXPECT_OK(xattn_buffer_read(pg.o, 0, og, pc.no * sizeof(float)));
+                double num = 0, den = 0;
+                for (size_t i = 0; i < pc.no; i++) {
+                    num += ((double)og[i] - oc[i]) * ((double)og[i] - oc[i]);
+                    den += (double)oc[i] * oc[i];
+                }
+                EXPECT(den > 0 && sqrt(num / den) < 1e-5, "%s: rel. L2 %g from the CPU backend",
+                       xattn_algo_name((xattn_algo)a), den > 0 ? sqrt(num / den) : -1.0);
+            }
+            free(oc);
+            free(og);
+            xattn_test_problem_free(&pg);
+        } else {
+            EXPECT(0, "OpenCL problem: %s", xattn_last_error());
+        }
+        xattn_test_problem_free(&pc);
+    } else {
+        EXPECT(0, "CPU problem: %s", xattn_last_error());
+    }
+    xattn_ctx_destroy(cpu);
+    xattn_ctx_destroy(ctx);
+}
+
 static const test_entry tests[] = {
-    {"devices", test_devices},       {"build_fail", test_build_fail}, {"mem_cache", test_mem_cache},
-    {"disk_cache", test_disk_cache}, {"interop", test_interop},       {"tiles", test_tiles},
-    {"run_info", test_run_info},     {"counts", test_counts},         {"tune", test_tune},
+    {"devices", test_devices},     {"build_fail", test_build_fail},
+    {"mem_cache", test_mem_cache}, {"disk_cache", test_disk_cache},
+    {"interop", test_interop},     {"tiles", test_tiles},
+    {"run_info", test_run_info},   {"counts", test_counts},
+    {"tune", test_tune},           {"big_buffers", test_big_buffers},
 };
 
 /* XATTN_TEST_POCL_CPU=haswell: this run is one of the reruns with PoCL
