@@ -414,6 +414,17 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
     return check && cx->uk->nonfinite(tile, nc * ld);
 }
 
+void xattn__cpu_token_rows(const xattn_problem *p, const xattn_view *v, int64_t b, int64_t j,
+                           int64_t n, int64_t *rows)
+{
+    for (int64_t c = 0, run; c < n; c += run) {
+        run = xattn__cpu_krun(p, v, b, j + c, n - c);
+        const int64_t r0 = xattn_problem_kv_token(p, v, b, j + c);
+        for (int64_t t = 0; t < run; t++)
+            rows[c + t] = r0 + t * v->ss;
+    }
+}
+
 void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
                               int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc)
 {
@@ -558,13 +569,14 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
      * they are readable (next keys or zeros) and their scores are unused. */
+    /* In place, the rows of keys ja .. of the caller's row offsets (from t0). */
+    const int64_t *krows = src ? src->krows + (ja - t0) : NULL;
+    const int64_t *vrows = src ? src->vrows + (ja - t0) : NULL;
     if (src) {
         const int64_t es = xattn__cpu_esize(p->v.dtype);
-        const char *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype)
-                              ? (const char *)cx->a->v + src->vidx * es
-                              : NULL;
-        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, src->kstride, p->k.dtype,
-                        (int)D, nc, vpf, src->vstride * es, (int)(Dv * es));
+        const void *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype) ? cx->a->v : NULL;
+        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, krows, p->k.dtype, (int)D,
+                        nc, vpf, src->vidx, vrows, (int)(Dv * es));
     } else {
         if (!kt) {
             const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
@@ -610,13 +622,14 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     if (src) {
         w->pv_terms +=
             (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
-        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride,
-                             p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
+        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, vrows, p->v.dtype,
+                             (int)Dv, R, sc->clo, sc->chi))
             return 1;
     }
     if (src) { /* inf/NaN in V: the careful path below, on converted rows */
-        xattn__cpu_load_rows(uk, sc->vt, Dvp, cx->a->v, src->vidx, src->vstride, Dv, Dvp, nc,
-                             p->v.dtype, 0);
+        for (int c = 0; c < nc; c++)
+            xattn__cpu_load_rows(uk, sc->vt + c * Dvp, Dvp, cx->a->v, src->vidx + vrows[c], 0, Dv,
+                                 Dvp, 1, p->v.dtype, 0);
         vt = sc->vt;
         vpitch = Dvp;
         vbad = 1;

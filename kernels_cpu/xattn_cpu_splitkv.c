@@ -287,23 +287,22 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             ln[l].vbad = 0;
         }
         if (direct) {
-            /* The in-place kernels step one row stride from key to key: a
-             * paged cache's step is cut where a page ends, unless the next
-             * page follows it in both pools (one tile per run of keys; a
-             * step within a page is one tile). */
-            for (int l = 0; l < nl; l++)
-                for (int k = 0; k < nk && jb[l] > ja[l]; k++)
-                    for (int64_t j = ja[l], run; j < jb[l]; j += run) {
-                        run = xattn__cpu_krun(p, &p->k, b, j, jb[l] - j);
-                        run = xattn__cpu_krun(p, &p->v, b, j, run); /* K's and V's */
-                        xattn__cpu_kvsrc src;
-                        src.kidx = xattn__cpu_krow(&p->k, p, b, j, hk0 + k);
-                        src.vidx = xattn__cpu_krow(&p->v, p, b, j, hk0 + k);
-                        src.kstride = p->k.ss;
-                        src.vstride = p->v.ss;
-                        xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, j, j + run, NULL, 0, NULL, 0, 0,
-                                               &src);
-                    }
+            /* The rows of the step's keys (a paged cache's pages looked up
+             * once per run of keys), shared by the heads, which add their
+             * own offset. */
+            int64_t krows[XATTN_CPU_BK], vrows[XATTN_CPU_BK];
+            for (int l = 0; l < nl; l++) {
+                if (jb[l] <= ja[l])
+                    continue;
+                xattn__cpu_token_rows(p, &p->k, b, ja[l], jb[l] - ja[l], krows);
+                xattn__cpu_token_rows(p, &p->v, b, ja[l], jb[l] - ja[l], vrows);
+                for (int k = 0; k < nk; k++) {
+                    const xattn__cpu_kvsrc src = {(hk0 + k) * p->k.sh, (hk0 + k) * p->v.sh, krows,
+                                                  vrows};
+                    xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, ja[l], jb[l], NULL, 0, NULL, 0, 0,
+                                           &src);
+                }
+            }
             continue;
         }
         /* Key by key, the heads in address order (adjacent with BSHD), the

@@ -16,18 +16,20 @@
 typedef struct {
     const char *name;
     int B, Sq, Hq, Hkv, D, Dv, causal, window_left, window_right, sinks, alibi, f16;
+    int nonfinite; /* an inf and a NaN in V (the careful P.V of a decode tile) */
     int32_t lk[3];
 } pcase;
 
 static const pcase cases[] = {
     /* decode, GQA: SPLITKV's in-place path (D multiple of 16) */
-    {"decode_gqa", 3, 1, 8, 2, 64, 64, 0, -1, -1, 1, 0, 1, {300, 0, 133}},
+    {"decode_gqa", 3, 1, 8, 2, 64, 64, 0, -1, -1, 1, 0, 1, 0, {300, 0, 133}},
+    {"decode_inf_nan", 2, 1, 4, 2, 32, 32, 0, 40, 0, 0, 0, 1, 1, {150, 90, 0}},
     /* a few positions, causal, ALiBi, f32 K/V */
-    {"spec_decode", 2, 4, 8, 2, 32, 32, 1, -1, -1, 0, 1, 0, {190, 77, 0}},
+    {"spec_decode", 2, 4, 8, 2, 32, 32, 1, -1, -1, 0, 1, 0, 0, {190, 77, 0}},
     /* prefill: FLASH packs, SPLITKV converts key by key (D not a multiple of 16) */
-    {"prefill_window", 2, 37, 4, 4, 40, 24, 1, 20, 5, 0, 0, 1, {150, 37, 0}},
+    {"prefill_window", 2, 37, 4, 4, 40, 24, 1, 20, 5, 0, 0, 1, 0, {150, 37, 0}},
     /* more rows than one query tile: SPLITKV's tile loop */
-    {"prefill_long", 1, 70, 2, 1, 32, 32, 1, -1, -1, 1, 0, 0, {200, 0, 0}},
+    {"prefill_long", 1, 70, 2, 1, 32, 32, 1, -1, -1, 1, 0, 0, 0, {200, 0, 0}},
 };
 
 /* Keys [B, Sk, Hkv, D] (and V) as random f32, the cases' inputs. */
@@ -137,6 +139,12 @@ static xattn_status run(xattn_ctx *ctx, const inputs *in, xattn_algo algo, const
     return st;
 }
 
+/* Equal, or both NaN. */
+static int same(float a, float b)
+{
+    return a == b || (a != a && b != b);
+}
+
 /* The table of a paged cache: 0 shuffled, 1 in pool order (sequence b's
  * pages 2*b*maxp ..), 2 in order with a gap after the second page. Entries
  * past a sequence's pages are out of range (never to be read). */
@@ -203,6 +211,10 @@ int main(void)
                 in.k[i] = xattn_test_rng_val(&rng);
             for (size_t i = 0; i < vn; i++)
                 in.v[i] = xattn_test_rng_val(&rng);
+            if (c->nonfinite) { /* key 120 of sequence 0 (in the window), key 20 of 1 (not) */
+                in.v[((size_t)120 * c->Hkv + 1) * c->Dv + 3] = INFINITY;
+                in.v[(((size_t)in.Sk + 20) * c->Hkv) * c->Dv] = NAN;
+            }
             for (int h = 0; h < c->Hq; h++) {
                 in.sinks[h] = xattn_test_rng_val(&rng);
                 in.slopes[h] = 0.05f * (float)(h + 1);
@@ -230,11 +242,13 @@ int main(void)
                                 run(ctx, &in, algo, bt, maxp, ps, npages, order, o1, l1);
                             double md = 0.0;
                             for (size_t i = 0; i < on; i++) {
-                                const double e = fabs((double)o1[i] - o0[i]);
+                                const double e =
+                                    same(o1[i], o0[i]) ? 0.0 : fabs((double)o1[i] - o0[i]);
                                 md = e > md || e != e ? e : md;
                             }
                             for (size_t i = 0; i < ln; i++) {
-                                const double e = l1[i] == l0[i] ? 0.0 : fabs((double)l1[i] - l0[i]);
+                                const double e =
+                                    same(l1[i], l0[i]) ? 0.0 : fabs((double)l1[i] - l0[i]);
                                 md = e > md || e != e ? e : md;
                             }
                             EXPECT(s1 == XATTN_STATUS_OK && md <= 2e-5,
