@@ -569,14 +569,17 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
      * they are readable (next keys or zeros) and their scores are unused. */
-    /* In place, the rows of keys ja .. of the caller's row offsets (from t0). */
-    const int64_t *krows = src ? src->krows + (ja - t0) : NULL;
-    const int64_t *vrows = src ? src->vrows + (ja - t0) : NULL;
+    /* In place, key ja's rows: the caller's describe keys from t0. */
+    const int64_t o = ja - t0;
+    const int64_t *krows = src && src->krows ? src->krows + o : NULL;
+    const int64_t *vrows = src && src->vrows ? src->vrows + o : NULL;
+    const int64_t kidx = src ? src->kidx + (krows ? 0 : o * src->kstride) : 0;
+    const int64_t vidx = src ? src->vidx + (vrows ? 0 : o * src->vstride) : 0;
     if (src) {
         const int64_t es = xattn__cpu_esize(p->v.dtype);
         const void *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype) ? cx->a->v : NULL;
-        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, krows, p->k.dtype, (int)D,
-                        nc, vpf, src->vidx, vrows, (int)(Dv * es));
+        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, kidx, krows, src->kstride,
+                        p->k.dtype, (int)D, nc, vpf, vidx, vrows, src->vstride, (int)(Dv * es));
     } else {
         if (!kt) {
             const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
@@ -622,14 +625,15 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     if (src) {
         w->pv_terms +=
             (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
-        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, vrows, p->v.dtype,
-                             (int)Dv, R, sc->clo, sc->chi))
+        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, vidx, vrows, src->vstride,
+                             p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
             return 1;
     }
     if (src) { /* inf/NaN in V: the careful path below, on converted rows */
         for (int c = 0; c < nc; c++)
-            xattn__cpu_load_rows(uk, sc->vt + c * Dvp, Dvp, cx->a->v, src->vidx + vrows[c], 0, Dv,
-                                 Dvp, 1, p->v.dtype, 0);
+            xattn__cpu_load_rows(uk, sc->vt + c * Dvp, Dvp, cx->a->v,
+                                 vidx + (vrows ? vrows[c] : c * src->vstride), 0, Dv, Dvp, 1,
+                                 p->v.dtype, 0);
         vt = sc->vt;
         vpitch = Dvp;
         vbad = 1;
