@@ -367,10 +367,6 @@ static xattn_status xattn__cpu_plan(const struct xattn_ctx *ctx, const xattn_pro
 {
     const xattn_cpu_ctx *c = ctx->bctx;
     const int nt = c->num_threads > 0 ? c->num_threads : 1;
-    if (p->paged)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "cpu: paged KV caches (block_table) are not implemented on this "
-                            "backend yet");
     snprintf(plan->kernel, sizeof plan->kernel, "%s", xattn_cpu_simd_name(c->simd));
     if (p->algo == XATTN_ALGO_NAIVE) {
         /* Its blocks: query rows x keys of a QK^T tile (one head each). The

@@ -388,15 +388,23 @@ int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const
 
 /* K (or V) rows ja .. ja+nc-1 of (b, hk) into a tile with row pitch ld: n
  * converted elements per row, zeros from n to zero_to. With `check`, returns
- * 1 when the converted rows hold an inf or NaN. */
+ * 1 when the converted rows hold an inf or NaN. A paged cache's tile goes by
+ * the runs of keys within one page (one run when the tile lies in a page). */
 static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, const void *base,
                                 float *tile, int64_t ld, int64_t n, int64_t zero_to, int64_t b,
                                 int64_t hk, int64_t ja, int64_t nc, int check)
 {
     const xattn_problem *p = cx->p;
-    if (v->sd == 1)
-        return xattn__cpu_load_rows(cx->uk, tile, ld, base, xattn__cpu_krow(v, p, b, ja, hk), v->ss,
-                                    n, zero_to, nc, v->dtype, check);
+    if (v->sd == 1) {
+        int bad = 0;
+        for (int64_t c = 0, run; c < nc; c += run) {
+            run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
+            bad |= xattn__cpu_load_rows(cx->uk, tile + c * ld, ld, base,
+                                        xattn__cpu_krow(v, p, b, ja + c, hk), v->ss, n, zero_to,
+                                        run, v->dtype, check);
+        }
+        return bad;
+    }
     for (int64_t c = 0; c < nc; c++) {
         float *row = tile + c * ld;
         cx->uk->load(row, base, xattn__cpu_krow(v, p, b, ja + c, hk), v->sd, n, v->dtype, 1.0f);
@@ -406,16 +414,30 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
     return check && cx->uk->nonfinite(tile, nc * ld);
 }
 
+void xattn__cpu_token_rows(const xattn_problem *p, const xattn_view *v, int64_t b, int64_t j,
+                           int64_t n, int64_t *rows)
+{
+    for (int64_t c = 0, run; c < n; c += run) {
+        run = xattn__cpu_krun(p, v, b, j + c, n - c);
+        const int64_t r0 = xattn_problem_kv_token(p, v, b, j + c);
+        for (int64_t t = 0; t < run; t++)
+            rows[c + t] = r0 + t * v->ss;
+    }
+}
+
 void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
                               int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc)
 {
     const int64_t esz = xattn__cpu_esize(v->dtype);
     if (v->sd != 1)
         return; /* strided rows: not worth guessing */
-    for (int64_t c = 0; c < nc; c++) {
+    /* By runs of keys within one page (one run without pages). */
+    for (int64_t c = 0, run; c < nc; c += run) {
+        run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
         const char *row = (const char *)base + xattn__cpu_krow(v, p, b, ja + c, hk) * esz;
-        for (int64_t o = 0; o < n * esz; o += 64)
-            __builtin_prefetch(row + o, 0, 2);
+        for (int64_t r = 0; r < run; r++, row += v->ss * esz)
+            for (int64_t o = 0; o < n * esz; o += 64)
+                __builtin_prefetch(row + o, 0, 2);
     }
 }
 
@@ -547,13 +569,17 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
      * of 16 keys: converted here, rows past nc are zero; given by the caller,
      * they are readable (next keys or zeros) and their scores are unused. */
+    /* In place, key ja's rows: the caller's describe keys from t0. */
+    const int64_t o = ja - t0;
+    const int64_t *krows = src && src->krows ? src->krows + o : NULL;
+    const int64_t *vrows = src && src->vrows ? src->vrows + o : NULL;
+    const int64_t kidx = src ? src->kidx + (krows ? 0 : o * src->kstride) : 0;
+    const int64_t vidx = src ? src->vidx + (vrows ? 0 : o * src->vstride) : 0;
     if (src) {
         const int64_t es = xattn__cpu_esize(p->v.dtype);
-        const char *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype)
-                              ? (const char *)cx->a->v + src->vidx * es
-                              : NULL;
-        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, src->kidx, src->kstride, p->k.dtype,
-                        (int)D, nc, vpf, src->vstride * es, (int)(Dv * es));
+        const void *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype) ? cx->a->v : NULL;
+        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, kidx, krows, src->kstride,
+                        p->k.dtype, (int)D, nc, vpf, vidx, vrows, src->vstride, (int)(Dv * es));
     } else {
         if (!kt) {
             const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
@@ -599,13 +625,15 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     if (src) {
         w->pv_terms +=
             (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
-        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, src->vidx, src->vstride,
+        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, vidx, vrows, src->vstride,
                              p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
             return 1;
     }
     if (src) { /* inf/NaN in V: the careful path below, on converted rows */
-        xattn__cpu_load_rows(uk, sc->vt, Dvp, cx->a->v, src->vidx, src->vstride, Dv, Dvp, nc,
-                             p->v.dtype, 0);
+        for (int c = 0; c < nc; c++)
+            xattn__cpu_load_rows(uk, sc->vt + c * Dvp, Dvp, cx->a->v,
+                                 vidx + (vrows ? vrows[c] : c * src->vstride), 0, Dv, Dvp, 1,
+                                 p->v.dtype, 0);
         vt = sc->vt;
         vpitch = Dvp;
         vbad = 1;

@@ -224,22 +224,26 @@ typedef struct xattn__cpu_uk {
     void (*load)(float *dst, const void *base, int64_t idx, int64_t stride, int64_t n,
                  xattn_dtype dt, float mul);
     /* Decode on K/V in place (NULL where a path has none): qk_rows and
-     * pv_tile with row c of K/V at element idx0 + c*stride of `base` in dtype
-     * dt, converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
+     * pv_tile with row c of K/V at element idx0 + c*stride of `base` in
+     * dtype dt, or with `rows` (a paged cache's rows) at idx0 + rows[c],
+     * converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
      * read; pv_rows_src takes nr <= XATTN__CPU_FEW_ROWS (its tile sums live on
      * the stack) and may add junk into acc rows nr .. round_up(nr, 4)
      * (unused rows), and returns 1, leaving acc unchanged, when the tile's
      * sums of the rows < nr hold an inf or NaN (an inf or NaN in the V rows
-     * they use). qk_rows_src also asks L1 for pfbytes at pf + c*pfstride for
-     * each key c it reads (the V rows the P.V reads next: the K and V streams
-     * then overlap), pf NULL for none; it reads qr as order_q_src left it. */
+     * they use). qk_rows_src also asks L1 for pfbytes of the row of each key
+     * c it reads in pf (dtype dt: the V rows the P.V reads next, at pfidx0 +
+     * c*pfstride or pfidx0 + pfrows[c], pfrows given with rows: the K and V
+     * streams then overlap), pf NULL for none; it reads qr as order_q_src
+     * left it. */
     void (*order_q_src)(float *qr, int ldq, int nr, int n, xattn_dtype dt);
     void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base, int64_t idx0,
-                        int64_t stride, xattn_dtype dt, int n, int nc, const void *pf,
-                        int64_t pfstride, int pfbytes);
+                        const int64_t *rows, int64_t stride, xattn_dtype dt, int n, int nc,
+                        const void *pf, int64_t pfidx0, const int64_t *pfrows, int64_t pfstride,
+                        int pfbytes);
     int (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
-                       int64_t stride, xattn_dtype dt, int n, int nr, const int *clo,
-                       const int *chi);
+                       const int64_t *rows, int64_t stride, xattn_dtype dt, int n, int nr,
+                       const int *clo, const int *chi);
     /* A tile: rows c < nc at element idx0 + c*rstride of `base` (contiguous
      * elements) to tile + c*ld, n converted elements each, zeros up to zero_to;
      * with `check`, returns 1 when one of them is inf or NaN. NULL: the
@@ -368,7 +372,28 @@ static inline int64_t xattn__cpu_qrow(const xattn_view *v, const xattn_problem *
 static inline int64_t xattn__cpu_krow(const xattn_view *v, const xattn_problem *p, int64_t b,
                                       int64_t j, int64_t hk)
 {
-    return v->off + b * v->sb + ((int64_t)p->start_k[b] + j) * v->ss + hk * v->sh;
+    return xattn_problem_kv_token(p, v, b, j) + hk * v->sh; /* looks the page up when paged */
+}
+/* Of the n keys j .. j+n-1 of sequence b, how many from j on lie one row
+ * stride (v->ss) apart from key j in K or V (view v), so that one krow and
+ * the stride address them: all n with contiguous K/V; with a paged cache, up
+ * to the end of j's page, and on through the next pages while the table
+ * names pages that follow each other in the pool at that stride (page ids
+ * k, k+1, ... with the slots at the row stride, as in [pages, page_size, Hkv,
+ * D]). Only the table entries of keys < j + n are read. Loops over
+ * consecutive keys go by these runs. */
+static inline int64_t xattn__cpu_krun(const xattn_problem *p, const xattn_view *v, int64_t b,
+                                      int64_t j, int64_t n)
+{
+    if (!p->paged)
+        return n;
+    int64_t run = p->page_size - j % p->page_size;
+    if (run < n && v->sb == p->page_size * v->ss) {
+        const int32_t *pg = p->block_table + b * p->max_pages + j / p->page_size;
+        for (; run < n && pg[1] == pg[0] + 1; pg++)
+            run += p->page_size;
+    }
+    return run < n ? run : n;
 }
 static inline int64_t xattn__cpu_lse_idx(const xattn_problem *p, int64_t b, int64_t h, int64_t i)
 {
@@ -506,11 +531,19 @@ void xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t
  * them or reads them in place (tiles given by the caller are counted there). */
 void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
                              int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
-/* K and V rows where they lie, from key ja on (decode in place, see
- * uk->qk_rows_src): element indices of key ja's rows and row strides. */
+/* K and V rows where they lie (decode in place, see uk->qk_rows_src): key
+ * t0 + c of the tile (t0 as given to xattn__cpu_attend_tile) at element
+ * kidx + c*kstride of K and vidx + c*vstride of V, or, with krows and vrows
+ * (a paged cache), at kidx + krows[c] and vidx + vrows[c]. */
 typedef struct xattn__cpu_kvsrc {
     int64_t kidx, vidx, kstride, vstride;
+    const int64_t *krows, *vrows; /* both or neither */
 } xattn__cpu_kvsrc;
+
+/* rows[c] = the element offset of key j + c of sequence b in K or V (view
+ * v; head 0: add hk * v->sh), c < n, by runs (xattn__cpu_krun). */
+void xattn__cpu_token_rows(const xattn_problem *p, const xattn_view *v, int64_t b, int64_t j,
+                           int64_t n, int64_t *rows);
 
 int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t t0,
                            int64_t t1, const float *kt, int64_t kpitch, const float *vt,

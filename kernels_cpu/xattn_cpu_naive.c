@@ -273,20 +273,29 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
 }
 
 /* V rows ca .. ca+kc-1 of (b, hk), columns dv0 .. dv0+nm-1, into vt (pitch
- * NL, zeros past nm). Returns 1 when they are all finite. */
+ * NL, zeros past nm), by runs of keys within one page when paged. Returns 1
+ * when they are all finite. */
 static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int64_t hk, int64_t ca,
                              int64_t kc, int64_t dv0, int64_t nm)
 {
     const xattn_problem *p = cx->p;
     const xattn_view *v = &p->v;
-    const int64_t idx = xattn__cpu_krow(v, p, b, ca, hk) + dv0 * v->sd;
-    if (v->sd == 1 && cx->uk->load_rows)
-        return !cx->uk->load_rows(vt, NL, cx->a->v, idx, v->ss, nm, NL, kc, v->dtype, 1);
-    for (int64_t c = 0; c < kc; c++) {
-        cx->uk->load(vt + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, 1.0f);
-        xattn__cpu_fill(vt + c * NL + nm, NL - nm, 0.0f);
+    const int rows = v->sd == 1 && cx->uk->load_rows;
+    int bad = 0;
+    for (int64_t c0 = 0, run; c0 < kc; c0 += run) {
+        run = xattn__cpu_krun(p, v, b, ca + c0, kc - c0);
+        const int64_t idx = xattn__cpu_krow(v, p, b, ca + c0, hk) + dv0 * v->sd;
+        float *dst = vt + c0 * NL;
+        if (rows) {
+            bad |= cx->uk->load_rows(dst, NL, cx->a->v, idx, v->ss, nm, NL, run, v->dtype, 1);
+            continue;
+        }
+        for (int64_t c = 0; c < run; c++) {
+            cx->uk->load(dst + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, 1.0f);
+            xattn__cpu_fill(dst + c * NL + nm, NL - nm, 0.0f);
+        }
     }
-    return !cx->uk->nonfinite(vt, kc * NL);
+    return rows ? !bad : !cx->uk->nonfinite(vt, kc * NL);
 }
 
 /*

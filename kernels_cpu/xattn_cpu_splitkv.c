@@ -287,16 +287,30 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             ln[l].vbad = 0;
         }
         if (direct) {
-            for (int l = 0; l < nl; l++)
-                for (int k = 0; k < nk && jb[l] > ja[l]; k++) {
-                    xattn__cpu_kvsrc src;
-                    src.kidx = xattn__cpu_krow(&p->k, p, b, ja[l], hk0 + k);
-                    src.vidx = xattn__cpu_krow(&p->v, p, b, ja[l], hk0 + k);
-                    src.kstride = p->k.ss;
-                    src.vstride = p->v.ss;
+            /* Contiguous K/V: key ja's rows and the row strides. A paged
+             * cache: the rows of the step's keys (the pages looked up once
+             * per run of keys), shared by the heads, which add their own
+             * offset. The step is at most XATTN_CPU_BK keys. */
+            int64_t krows[XATTN_CPU_BK], vrows[XATTN_CPU_BK];
+            for (int l = 0; l < nl; l++) {
+                if (jb[l] <= ja[l])
+                    continue;
+                xattn__cpu_kvsrc src = {0, 0, p->k.ss, p->v.ss, NULL, NULL};
+                if (p->paged) {
+                    xattn__cpu_token_rows(p, &p->k, b, ja[l], jb[l] - ja[l], krows);
+                    xattn__cpu_token_rows(p, &p->v, b, ja[l], jb[l] - ja[l], vrows);
+                    src.krows = krows;
+                    src.vrows = vrows;
+                }
+                for (int k = 0; k < nk; k++) {
+                    src.kidx = p->paged ? (hk0 + k) * p->k.sh
+                                        : xattn__cpu_krow(&p->k, p, b, ja[l], hk0 + k);
+                    src.vidx = p->paged ? (hk0 + k) * p->v.sh
+                                        : xattn__cpu_krow(&p->v, p, b, ja[l], hk0 + k);
                     xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, ja[l], jb[l], NULL, 0, NULL, 0, 0,
                                            &src);
                 }
+            }
             continue;
         }
         /* Key by key, the heads in address order (adjacent with BSHD), the

@@ -523,7 +523,12 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
  * they lie, converting each vector as it is loaded (F16C for f16, a shift and
  * a mask for bf16): no f32 copy of the tile is written and read back, which is
  * what bounds the decode loop otherwise. Row c at element idx0 + c*stride of
- * `base`; n (D or Dv) a multiple of 16. Instantiated per dtype.
+ * `base`, or with rows (a paged cache's rows) at idx0 + rows[c]; n (D or Dv)
+ * a multiple of 16. Instantiated per dtype. The P.V's sums are inlined twice,
+ * for rows and for a stride, so that the strided loop keeps its induction
+ * variables (rows everywhere added 13% to the P.V's instructions, about 5%
+ * to a contiguous decode's); the QK^T tests for rows once per 4 keys. (An
+ * always_inline QK^T body made GCC 12 drop its prefetches.)
  *
  * The vectors of a row go by pairs (XATTN__LOAD2_<ZIP>: 2 x XV_LEN elements into
  * two vectors), and a last odd one alone (LOADX). With ZIP 1 the pair holds the
@@ -540,10 +545,14 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
     } while (0)
 #define XATTN__LOAD2_1(LOADX, p, lo, hi) xv_load2_bf16_eo((p), &(lo), &(hi)) /* zipped */
 
+/* Key c's row: rows[c], or c * stride without rows (folded per inlined copy). */
+#define XATTN__SRC_ROW(rows, stride, c) ((rows) ? (rows)[c] : (int64_t)(c) * (stride))
+
 #define XATTN__SRC_KERNELS(SFX, T, LOADX, ZIP)                                                 \
-    static XV_TARGET void XV_FN(qk_rows_##SFX)(float *st, const float *qr, int ldq, int nr,    \
-                                               const T *k, int64_t kstride, int n, int nc,     \
-                                               const char *pf, int64_t pfstride, int pfbytes)  \
+    static XV_TARGET void XV_FN(qk_body_##SFX)(                                                \
+        float *st, const float *qr, int ldq, int nr, const T *k, const int64_t *rows,          \
+        int64_t kstride, int n, int nc, const T *pf, const int64_t *pfrows, int64_t pfstride,  \
+        int pfbytes)                                                                           \
     {                                                                                          \
         const int nd = n / XV_LEN;                                                             \
         for (int r0 = 0; r0 < nr; r0 += QR_RB)                                                 \
@@ -552,19 +561,26 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                 _Pragma("GCC unroll 16") for (int x = 0; x < XV_LEN; x++) a[x] = xv_zero();    \
                 const T *kp[QR_CB];                                                            \
                 for (int c = 0; c < QR_CB; c++) /* past nc: the last key again (unused) */    \
-                    kp[c] = k + (int64_t)(c0 + c < nc ? c0 + c : nc - 1) * kstride;            \
+                    kp[c] = k + XATTN__SRC_ROW(rows, kstride, c0 + c < nc ? c0 + c : nc - 1);  \
                 if (r0 == 0) {                                                                 \
                     /* The next block's K rows: this block's loads alone keep too              \
                      * few misses in flight (B8 H32/8 D128 Sk32768, medians of 5:              \
                      * f16 71 -> 65 ms, bf16 67 -> 60 ms; 8 keys ahead gained less). */        \
                     const int nnext = (int)xattn__cpu_min(QR_CB, nc - c0 - QR_CB);             \
-                    if (nnext > 0)                                                             \
+                    if (!rows && nnext > 0)                                                    \
                         XV_FN(prefetch_rows)((const char *)(k + (c0 + QR_CB) * kstride),       \
                                              kstride * (int64_t)sizeof(T), nnext,              \
                                              n * (int)sizeof(T));                              \
-                    if (pf) /* the block's V rows, read next by the P.V */                     \
-                        XV_FN(prefetch_rows)(pf + c0 * pfstride, pfstride,                     \
+                    for (int c = 0; rows && c < nnext; c++)                                    \
+                        XV_FN(prefetch_rows)((const char *)(k + rows[c0 + QR_CB + c]), 0, 1,   \
+                                             n * (int)sizeof(T));                              \
+                    /* the block's V rows, read next by the P.V */                             \
+                    if (pf && !pfrows)                                                         \
+                        XV_FN(prefetch_rows)((const char *)(pf + c0 * pfstride),               \
+                                             pfstride * (int64_t)sizeof(T),                    \
                                              (int)xattn__cpu_min(QR_CB, nc - c0), pfbytes);    \
+                    for (int c = c0; pf && pfrows && c < c0 + QR_CB && c < nc; c++)            \
+                        XV_FN(prefetch_rows)((const char *)(pf + pfrows[c]), 0, 1, pfbytes);   \
                 }                                                                              \
                 const float *qp = qr + (int64_t)r0 * ldq;                                      \
                 int v = 0;                                                                     \
@@ -602,14 +618,14 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
      * registers (with nb a run-time count, GCC 12 kept them in memory: a load  \
      * and a store around every FMA, half the decode time). */                 \
     static inline __attribute__((always_inline)) XV_TARGET void XV_FN(pv_src4_##SFX)(         \
-        float *t, int ldt, const float *st, const T *vsrc, int64_t vstride, int r0, int v0,    \
-        int nb, int lo, int hi, int nvalid, XV *fin)                                           \
+        float *t, int ldt, const float *st, const T *vsrc, const int64_t *rows,                \
+        int64_t vstride, int r0, int v0, int nb, int lo, int hi, int nvalid, XV *fin)          \
     {                                                                                          \
         XV a[4][PV_DB];                                                                        \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
             _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) a[r][x] = xv_zero();         \
         for (int c = lo; c < hi; c++) {                                                        \
-            const T *vp = vsrc + (int64_t)c * vstride + v0 * XV_LEN;                           \
+            const T *vp = vsrc + XATTN__SRC_ROW(rows, vstride, c) + v0 * XV_LEN;               \
             const float *pp = st + c * XQ + r0;                                                \
             XV vv[PV_DB];                                                                      \
             _Pragma("GCC unroll 8") for (int x = 0; x + 2 <= nb; x += 2)                      \
@@ -635,21 +651,12 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                 xv_store(t + (int64_t)(r0 + r) * ldt + (v0 + x) * XV_LEN, a[r][x]);            \
         }                                                                                      \
     }                                                                                          \
-    /* pv_tile's contract for nr <= XATTN__CPU_FEW_ROWS padded rows (rows nr ..  \
-     * round_up(nr, 4) of acc exist, p = 0), with the inf/NaN check of V         \
-     * folded in: the tile's sums go to a local buffer first, and only when      \
-     * they are all finite into acc (returns 0); an inf or NaN in a V row the    \
-     * rows use makes a sum inf or NaN (0 * inf is NaN), and then acc is left    \
-     * as it was (returns 1) for the careful path. This replaced a separate      \
-     * pass over V. */                                                           \
-    static XV_TARGET int XV_FN(pv_rows_##SFX)(float *acc, int ldacc, const float *st,          \
-                                              const T *vsrc, int64_t vstride, int n, int nr,   \
-                                              const int *clo, const int *chi)                  \
+    /* The sums of pv_rows (below) into t, by blocks of 4 rows; used[] marks    \
+     * the blocks with keys, fin collects the inf/NaN check. */                  \
+    static inline __attribute__((always_inline)) XV_TARGET void XV_FN(pv_sums_##SFX)(         \
+        float *t, int ldt, int *used, XV *fin, const float *st, const T *vsrc,                 \
+        const int64_t *rows, int64_t vstride, int nv, int nr, const int *clo, const int *chi)  \
     {                                                                                          \
-        const int nv = n / XV_LEN, ldt = XATTN__CPU_DMAX;                                      \
-        float t[XATTN__CPU_FEW_ROWS * XATTN__CPU_DMAX];                                        \
-        int used[XATTN__CPU_FEW_ROWS / 4] = {0};                                               \
-        XV fin = xv_zero();                                                                    \
         for (int r0 = 0; r0 < nr; r0 += 4) {                                                   \
             int lo = INT32_MAX, hi = 0;                                                        \
             for (int k = r0; k < r0 + 4 && k < nr; k++)                                        \
@@ -662,12 +669,46 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
             used[r0 / 4] = 1;                                                                  \
             int v = 0;                                                                         \
             for (; v + PV_DB <= nv; v += PV_DB) /* constant width: registers */                \
-                XV_FN(pv_src4_##SFX)(t, ldt, st, vsrc, vstride, r0, v, PV_DB, lo, hi, nr - r0, \
-                                     &fin);                                                    \
+                XV_FN(pv_src4_##SFX)(t, ldt, st, vsrc, rows, vstride, r0, v, PV_DB, lo, hi,    \
+                                     nr - r0, fin);                                            \
             for (; v < nv; v++)                                                                \
-                XV_FN(pv_src4_##SFX)(t, ldt, st, vsrc, vstride, r0, v, 1, lo, hi, nr - r0,     \
-                                     &fin);                                                    \
+                XV_FN(pv_src4_##SFX)(t, ldt, st, vsrc, rows, vstride, r0, v, 1, lo, hi,        \
+                                     nr - r0, fin);                                            \
         }                                                                                      \
+    }                                                                                          \
+    static XV_TARGET void XV_FN(qk_rows_##SFX)(float *st, const float *qr, int ldq, int nr,    \
+                                               const T *k, const int64_t *rows,                \
+                                               int64_t kstride, int n, int nc, const T *pf,    \
+                                               const int64_t *pfrows, int64_t pfstride,        \
+                                               int pfbytes)                                    \
+    {                                                                                          \
+        if (rows)                                                                              \
+            XV_FN(qk_body_##SFX)(st, qr, ldq, nr, k, rows, 0, n, nc, pf, pfrows, 0, pfbytes);  \
+        else                                                                                   \
+            XV_FN(qk_body_##SFX)(st, qr, ldq, nr, k, NULL, kstride, n, nc, pf, NULL, pfstride, \
+                                 pfbytes);                                                     \
+    }                                                                                          \
+    /* pv_tile's contract for nr <= XATTN__CPU_FEW_ROWS padded rows (rows nr ..  \
+     * round_up(nr, 4) of acc exist, p = 0), with the inf/NaN check of V         \
+     * folded in: the tile's sums go to a local buffer first, and only when      \
+     * they are all finite into acc (returns 0); an inf or NaN in a V row the    \
+     * rows use makes a sum inf or NaN (0 * inf is NaN), and then acc is left    \
+     * as it was (returns 1) for the careful path. This replaced a separate      \
+     * pass over V. */                                                           \
+    static XV_TARGET int XV_FN(pv_rows_##SFX)(float *acc, int ldacc, const float *st,          \
+                                              const T *vsrc, const int64_t *rows,              \
+                                              int64_t vstride, int n, int nr, const int *clo,  \
+                                              const int *chi)                                  \
+    {                                                                                          \
+        const int nv = n / XV_LEN, ldt = XATTN__CPU_DMAX;                                      \
+        float t[XATTN__CPU_FEW_ROWS * XATTN__CPU_DMAX];                                        \
+        int used[XATTN__CPU_FEW_ROWS / 4] = {0};                                               \
+        XV fin = xv_zero();                                                                    \
+        if (rows)                                                                              \
+            XV_FN(pv_sums_##SFX)(t, ldt, used, &fin, st, vsrc, rows, 0, nv, nr, clo, chi);     \
+        else                                                                                   \
+            XV_FN(pv_sums_##SFX)(t, ldt, used, &fin, st, vsrc, NULL, vstride, nv, nr, clo,     \
+                                 chi);                                                         \
         const float f = xv_hsum(fin);                                                          \
         if (f != f)                                                                            \
             return 1;                                                                          \
@@ -685,6 +726,7 @@ XATTN__SRC_KERNELS(f32, float, xv_load, 0)
 XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16, 0)
 XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, 1)
 #undef XATTN__SRC_KERNELS
+#undef XATTN__SRC_ROW
 #undef XATTN__LOAD2_0
 #undef XATTN__LOAD2_1
 
@@ -708,34 +750,36 @@ static XV_TARGET void XV_FN(order_q_src)(float *qr, int ldq, int nr, int n, xatt
 }
 
 static XV_TARGET void XV_FN(qk_rows_src)(float *st, const float *qr, int ldq, int nr,
-                                         const void *base, int64_t idx0, int64_t stride,
-                                         xattn_dtype dt, int n, int nc, const void *pf,
+                                         const void *base, int64_t idx0, const int64_t *rows,
+                                         int64_t stride, xattn_dtype dt, int n, int nc,
+                                         const void *pf, int64_t pfidx0, const int64_t *pfrows,
                                          int64_t pfstride, int pfbytes)
 {
-    const char *p8 = pf;
     if (dt == XATTN_DTYPE_F32)
-        XV_FN(qk_rows_f32)(st, qr, ldq, nr, (const float *)base + idx0, stride, n, nc, p8,
-                           pfstride, pfbytes);
+        XV_FN(qk_rows_f32)(st, qr, ldq, nr, (const float *)base + idx0, rows, stride, n, nc,
+                           pf ? (const float *)pf + pfidx0 : NULL, pfrows, pfstride, pfbytes);
     else if (dt == XATTN_DTYPE_F16)
-        XV_FN(qk_rows_f16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc, p8,
-                           pfstride, pfbytes);
+        XV_FN(qk_rows_f16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, rows, stride, n, nc,
+                           pf ? (const uint16_t *)pf + pfidx0 : NULL, pfrows, pfstride, pfbytes);
     else
-        XV_FN(qk_rows_bf16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, stride, n, nc, p8,
-                            pfstride, pfbytes);
+        XV_FN(qk_rows_bf16)(st, qr, ldq, nr, (const uint16_t *)base + idx0, rows, stride, n, nc,
+                            pf ? (const uint16_t *)pf + pfidx0 : NULL, pfrows, pfstride,
+                            pfbytes);
 }
 
 static XV_TARGET int XV_FN(pv_rows_src)(float *acc, int ldacc, const float *st, const void *base,
-                                        int64_t idx0, int64_t stride, xattn_dtype dt, int n,
-                                        int nr, const int *clo, const int *chi)
+                                        int64_t idx0, const int64_t *rows, int64_t stride,
+                                        xattn_dtype dt, int n, int nr, const int *clo,
+                                        const int *chi)
 {
     if (dt == XATTN_DTYPE_F32)
-        return XV_FN(pv_rows_f32)(acc, ldacc, st, (const float *)base + idx0, stride, n, nr, clo,
-                                  chi);
-    if (dt == XATTN_DTYPE_F16)
-        return XV_FN(pv_rows_f16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr,
+        return XV_FN(pv_rows_f32)(acc, ldacc, st, (const float *)base + idx0, rows, stride, n, nr,
                                   clo, chi);
-    return XV_FN(pv_rows_bf16)(acc, ldacc, st, (const uint16_t *)base + idx0, stride, n, nr, clo,
-                               chi);
+    if (dt == XATTN_DTYPE_F16)
+        return XV_FN(pv_rows_f16)(acc, ldacc, st, (const uint16_t *)base + idx0, rows, stride, n,
+                                  nr, clo, chi);
+    return XV_FN(pv_rows_bf16)(acc, ldacc, st, (const uint16_t *)base + idx0, rows, stride, n, nr,
+                               clo, chi);
 }
 
 static XV_TARGET int XV_FN(nonfinite)(const float *x, int64_t n)

@@ -45,18 +45,18 @@ static void ukb_pass(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, xa
     const int64_t es = xattn__cpu_esize(dt), ldk = xattn__cpu_round_up(o->D, 16);
     for (int64_t j = 0; j + o->tile <= o->keys; j += o->tile) {
         if (what & UKB_QK) {
-            /* As the library does (xattn__cpu_attend_tile). */
-            const char *vpf =
-                xattn__cpu_v_prefetch_in_qk(dt) ? (const char *)b->v + j * o->stride * es : NULL;
-            uk->qk_rows_src(b->st, b->qr, (int)ldk, o->rows, b->k, j * o->stride, o->stride, dt,
-                            o->D, o->tile, vpf, o->stride * es, (int)(o->D * es));
+            /* As the library does (xattn__cpu_attend_tile), on contiguous K/V. */
+            const void *vpf = xattn__cpu_v_prefetch_in_qk(dt) ? b->v : NULL;
+            uk->qk_rows_src(b->st, b->qr, (int)ldk, o->rows, b->k, j * o->stride, NULL, o->stride,
+                            dt, o->D, o->tile, vpf, j * o->stride, NULL, o->stride,
+                            (int)(o->D * es));
         }
         if (what & UKB_SOFTMAX) {
             uk->softmax_tile(b->st, o->tile, o->rows, b->m, b->l, b->alpha);
             for (int r = 0; r < o->rows; r++)
                 b->m[r] = 0.0f; /* keep the next tile's rescale on the usual path */
         }
-        if ((what & UKB_PV) && uk->pv_rows_src(b->acc, (int)ldk, b->st, b->v, j * o->stride,
+        if ((what & UKB_PV) && uk->pv_rows_src(b->acc, (int)ldk, b->st, b->v, j * o->stride, NULL,
                                                o->stride, dt, o->D, o->rows, b->clo, b->chi)) {
             fprintf(stderr, "xattn_ukbench: the P.V saw a non-finite sum\n");
             exit(1);
