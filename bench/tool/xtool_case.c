@@ -222,11 +222,15 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
      * pool of pages [pages, page_size, Hkv, D] when paged. */
     int64_t kv_b = bs, kv_s = tk, max_pages = 0;
     if (c->page_size > 0 || c->append > 0) {
-        if (c->varlen || c->append < 0 || c->page_size < 0)
+        if (c->varlen || c->append < 0 || c->page_size < 0) {
+            xtool_case_teardown(r);
             return XATTN_STATUS_UNSUPPORTED;
+        }
         r->cache_lens = malloc((size_t)(c->batch ? c->batch : 1) * sizeof *r->cache_lens);
-        if (!r->cache_lens)
+        if (!r->cache_lens) {
+            xtool_case_teardown(r);
             return XATTN_STATUS_OUT_OF_MEMORY;
+        }
         int64_t pages = 0;
         for (int64_t b = 0; b < c->batch; b++) {
             int64_t len = c->seqlens_k ? c->seqlens_k[b] : c->sk;

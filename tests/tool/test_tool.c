@@ -1088,6 +1088,13 @@ static void test_case_paged(void)
         EXPECT(0, "paged: host copies");
     }
 done:
+    /* A packed batch with a page size is refused (the library takes paged
+     * caches with padded batches only), freeing what setup had allocated. */
+    xtool_case_run rv;
+    xtool_case cv2 = c;
+    cv2.varlen = 1;
+    EXPECT(xtool_case_setup(ctx, &cv2, &rv) == XATTN_STATUS_UNSUPPORTED && !rv.cu_q && !rv.cu_k,
+           "paged varlen setup");
     xtool_case_ref_free(&paged);
     xtool_case_ref_free(&flat);
     xtool_case_ref_free(&sub);
