@@ -86,6 +86,11 @@ static void xattn__json_record(FILE *f, const xattn_record *r)
     XATTN__JS("kernel", r->kernel);
     XATTN__JB("matrix_units", r->matrix_units);
     XATTN__JB("work_counted", r->work_counted);
+    XATTN__JB("has_sinks", r->has_sinks);
+    XATTN__JI("page_size", r->page_size);
+    XATTN__JI("append_tokens", r->append_tokens);
+    XATTN__JN("append_ms", r->append_ms);
+    XATTN__JU("append_bytes", r->append_bytes);
     XATTN__JS("range", r->range);
     XATTN__JN("host_submit_us", r->host_submit_us);
     XATTN__JN("host_return_us", r->host_return_us);
@@ -184,7 +189,8 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
     fputs(",build_ms,workspace_bytes,mem_current_bytes,mem_peak_bytes,device_mem_total,"
           "device_mem_free,flops_dense,flops_useful,flops_executed,bytes_min,bytes_actual,"
           "gflops_useful,gflops_executed,gbytes_per_s,padding_waste,pct_fma_ceiling,"
-          "pct_bw_ceiling,kernel,matrix_units,work_counted\n",
+          "pct_bw_ceiling,kernel,matrix_units,work_counted,has_sinks,page_size,append_tokens,"
+          "append_ms,append_bytes\n",
           f);
     for (size_t n = 0; n < ctx->prof.nrecs; n++) {
         const xattn_record *r = &ctx->prof.recs[n].rec;
@@ -238,7 +244,10 @@ static void xattn__export_csv(FILE *f, const struct xattn_ctx *ctx)
         }
         fputc(',', f);
         xattn__csv_str(f, r->kernel);
-        fprintf(f, ",%d,%d\n", r->matrix_units, r->work_counted);
+        fprintf(f, ",%d,%d,%d,%lld,%lld,", r->matrix_units, r->work_counted, r->has_sinks,
+                (long long)r->page_size, (long long)r->append_tokens);
+        xattn__csv_num(f, r->append_ms);
+        fprintf(f, ",%llu\n", (unsigned long long)r->append_bytes);
     }
 }
 

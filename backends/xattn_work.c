@@ -189,8 +189,17 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, const
             bias_min = (double)max_lq * (double)max_lk;
     }
     const double bias_bytes_min = bias_min * bias_heads * bias_es;
-    w->bytes_min =
-        rows_read * Hq * D * qs + keys_read * Hkv * (D + Dv) * ks + out_bytes + bias_bytes_min;
+    /* Sinks: one f32 per query head. A paged cache: the block table's entries
+     * of the pages each sequence uses. An append: k_new/v_new read and
+     * written into the cache, before the kernels read the cache. */
+    double cache_bytes = p->has_sinks ? Hq * 4.0 : 0.0;
+    if (p->paged && p->page_size > 0)
+        for (int64_t b = 0; b < p->B; b++)
+            cache_bytes += 4.0 * (double)((p->len_k[b] + p->page_size - 1) / p->page_size);
+    if (p->s_new > 0)
+        cache_bytes += 2.0 * (double)p->B * (double)p->s_new * Hkv * (D + Dv) * ks;
+    w->bytes_min = rows_read * Hq * D * qs + keys_read * Hkv * (D + Dv) * ks + out_bytes +
+                   bias_bytes_min + cache_bytes;
     /* Every kernel reads the bias of the pairs it does not mask, once. */
     const double bias_bytes = p->has_bias ? w->pairs_useful * bias_es : 0.0;
     const double q_bytes = rows_read * Hq * D * qs;
@@ -200,7 +209,8 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, const
         w->bytes_actual = w->bytes_min - bias_bytes_min + bias_bytes + 4.0 * scores;
     } else {
         /* K and V tiles are loaded once per query tile and K/V load (above). */
-        double actual = q_bytes + w->kv_tile_keys * (D + Dv) * ks + out_bytes + bias_bytes;
+        double actual =
+            q_bytes + w->kv_tile_keys * (D + Dv) * ks + out_bytes + bias_bytes + cache_bytes;
         if (p->algo == XATTN_ALGO_SPLITKV) {
             /* Partial O and LSE of every chunk: written, then read by combine. */
             double splits = ri->num_splits > 0 ? (double)ri->num_splits : 1.0;

@@ -860,6 +860,86 @@ static void test_bytes_hand(xattn_ctx *ctx)
         EXPECT(0, "%s", xattn_last_error());
 }
 
+/* Sinks, an append and a paged cache in bytes_min: the case of
+ * test_bytes_hand (576 bytes) plus what each one moves. */
+static xattn_status bytes_extra_run(xattn_ctx *ctx, trun *r, xattn_record *rec)
+{
+    xattn_profiler_enable(ctx, 1);
+    xattn_status st = xattn_attention(ctx, &r->d, NULL);
+    size_t n = 0;
+    if (!st)
+        st = xattn_profiler_count(ctx, &n);
+    if (!st && n == 0)
+        st = XATTN_STATUS_INTERNAL;
+    return st ? st : xattn_profiler_get(ctx, n - 1, rec);
+}
+
+static void test_bytes_serving(xattn_ctx *ctx)
+{
+    tcase c;
+    tcase_init(&c, 4, 4);
+    c.Hq = 2;
+    c.Dv = 4;
+    c.algo = XATTN_ALGO_NAIVE;
+    trun r;
+    xattn_record rec;
+    xattn_buffer *sinks = NULL, *kn = NULL, *vn = NULL, *kp = NULL, *vp = NULL;
+    if (trun_setup(ctx, &c, &r) || xattn_buffer_alloc(ctx, 8, &sinks) ||
+        xattn_buffer_alloc(ctx, 32, &kn) || xattn_buffer_alloc(ctx, 16, &vn) ||
+        xattn_buffer_alloc(ctx, 128, &kp) || xattn_buffer_alloc(ctx, 64, &vp) ||
+        fill(sinks, 2, XATTN_DTYPE_F32) || fill(kn, 8, XATTN_DTYPE_F32) ||
+        fill(vn, 4, XATTN_DTYPE_F32) || fill(kp, 32, XATTN_DTYPE_F32) ||
+        fill(vp, 16, XATTN_DTYPE_F32)) {
+        EXPECT(0, "serving bytes setup: %s", xattn_last_error());
+        goto out;
+    }
+    /* Sinks: one f32 per query head, 2 * 4 = 8 bytes. */
+    r.d.sinks = xattn_tensor_bshd(sinks, 0, XATTN_DTYPE_F32, 1, 1, 2, 1);
+    if (bytes_extra_run(ctx, &r, &rec) == XATTN_STATUS_OK)
+        EXPECT(rec.bytes_min == 576 + 8 && rec.has_sinks, "sinks bytes_min %.0f, expected 584",
+               rec.bytes_min);
+    else
+        EXPECT(0, "sinks: %s", xattn_last_error());
+    memset(&r.d.sinks, 0, sizeof r.d.sinks);
+    /* An append of 1 token to a cache of 3: the same 4 keys are read, and
+     * k_new/v_new (1 x (8 + 4) x 4 = 48 bytes) are read and written: + 96. */
+    static const int32_t cache3[1] = {3}, len4[1] = {4};
+    r.d.seqlens_k = cache3;
+    r.d.k_new = xattn_tensor_bshd(kn, 0, XATTN_DTYPE_F32, 1, 1, 1, 8);
+    r.d.v_new = xattn_tensor_bshd(vn, 0, XATTN_DTYPE_F32, 1, 1, 1, 4);
+    if (bytes_extra_run(ctx, &r, &rec) == XATTN_STATUS_OK)
+        EXPECT(rec.bytes_min == 576 + 96 && rec.append_tokens == 1 && rec.append_bytes == 48,
+               "append bytes_min %.0f (expected 672), append_bytes %llu (expected 48)",
+               rec.bytes_min, (unsigned long long)rec.append_bytes);
+    else
+        EXPECT(0, "append: %s", xattn_last_error());
+    memset(&r.d.k_new, 0, sizeof r.d.k_new);
+    memset(&r.d.v_new, 0, sizeof r.d.v_new);
+    /* A paged cache of 2-token pages, table {1, 0}: + 2 entries of 4 bytes. */
+    static const int32_t table[2] = {1, 0};
+    r.d.seqlens_k = len4;
+    r.d.block_table = table;
+    r.d.max_pages_per_seq = 2;
+    r.d.k = xattn_tensor_bshd(kp, 0, XATTN_DTYPE_F32, 2, 2, 1, 8);
+    r.d.v = xattn_tensor_bshd(vp, 0, XATTN_DTYPE_F32, 2, 2, 1, 4);
+    xattn_status st = bytes_extra_run(ctx, &r, &rec);
+    if (st == XATTN_STATUS_UNSUPPORTED)
+        SKIP("paged bytes: %s", xattn_last_error()); /* until the CPU reads pages */
+    else if (st == XATTN_STATUS_OK)
+        EXPECT(rec.bytes_min == 576 + 8 && rec.page_size == 2,
+               "paged bytes_min %.0f, expected 584 (page size %lld)", rec.bytes_min,
+               (long long)rec.page_size);
+    else
+        EXPECT(0, "paged: %s", xattn_last_error());
+out:
+    xattn_buffer_free(sinks);
+    xattn_buffer_free(kn);
+    xattn_buffer_free(vn);
+    xattn_buffer_free(kp);
+    xattn_buffer_free(vp);
+    trun_free(&r);
+}
+
 /* ---- workspace -------------------------------------------------------------- */
 
 static void test_workspace(xattn_ctx *ctx)
@@ -1467,6 +1547,7 @@ int main(void)
         test_flops_hand(ctx);
         test_flops_simd(ctx);
         test_bytes_hand(ctx);
+        test_bytes_serving(ctx);
         test_workspace(ctx);
         test_timers(ctx);
         test_records(ctx);

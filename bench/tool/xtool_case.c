@@ -68,6 +68,12 @@ static void xtool__describe_opts(const xtool_case *c, char *extra, size_t n)
         XTOOL__ADD(" bias");
     if (c->lse)
         XTOOL__ADD(" lse");
+    if (c->sinks)
+        XTOOL__ADD(" sinks");
+    if (c->page_size > 0)
+        XTOOL__ADD(" page%lld", (long long)c->page_size);
+    if (c->append > 0)
+        XTOOL__ADD(" append%lld", (long long)c->append);
     if (c->num_splits)
         XTOOL__ADD(" splits%d", c->num_splits);
     if (c->seqlens_q || c->seqlens_k) {
@@ -211,10 +217,44 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
         tq = r->cu_q[c->batch];
         tk = r->cu_k[c->batch];
     }
+    /* A paged cache and an append (padded batches only, as the library): the
+     * call's seqlens_k are the cache lengths before the append, and K/V are a
+     * pool of pages [pages, page_size, Hkv, D] when paged. */
+    int64_t kv_b = bs, kv_s = tk, max_pages = 0;
+    if (c->page_size > 0 || c->append > 0) {
+        if (c->varlen || c->append < 0 || c->page_size < 0) {
+            xtool_case_teardown(r);
+            return XATTN_STATUS_UNSUPPORTED;
+        }
+        r->cache_lens = malloc((size_t)(c->batch ? c->batch : 1) * sizeof *r->cache_lens);
+        if (!r->cache_lens) {
+            xtool_case_teardown(r);
+            return XATTN_STATUS_OUT_OF_MEMORY;
+        }
+        int64_t pages = 0;
+        for (int64_t b = 0; b < c->batch; b++) {
+            int64_t len = c->seqlens_k ? c->seqlens_k[b] : c->sk;
+            if (c->append > len) {
+                xtool_case_teardown(r);
+                return XATTN_STATUS_INVALID_LENGTHS;
+            }
+            r->cache_lens[b] = (int32_t)(len - c->append);
+            if (c->page_size > 0) {
+                int64_t n = (len + c->page_size - 1) / c->page_size;
+                pages += n;
+                max_pages = n > max_pages ? n : max_pages;
+            }
+        }
+        if (c->page_size > 0) {
+            max_pages = max_pages ? max_pages : 1;
+            kv_b = pages ? pages : 1;
+            kv_s = c->page_size;
+        }
+    }
     size_t qs = xattn_dtype_size(c->dtype), ks = xattn_dtype_size(c->kv_dtype);
     size_t nq = (size_t)(bs * tq * c->heads * c->head_dim);
-    size_t nk = (size_t)(bs * tk * c->kv_heads * c->head_dim);
-    size_t nv = (size_t)(bs * tk * c->kv_heads * c->head_dim_v);
+    size_t nk = (size_t)(kv_b * kv_s * c->kv_heads * c->head_dim);
+    size_t nv = (size_t)(kv_b * kv_s * c->kv_heads * c->head_dim_v);
     size_t no = (size_t)(bs * tq * c->heads * c->head_dim_v);
     /* Buffers of at least one byte: Sq or Sk may be 0. */
     XTOOL__TRY(xattn_buffer_alloc(ctx, nq ? nq * qs : 1, &r->q));
@@ -231,8 +271,8 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
     xattn_attn_desc *d = &r->desc;
     xattn_attn_desc_init(d);
     d->q = xtool__view(c, r->q, c->dtype, bs, tq, c->heads, c->head_dim);
-    d->k = xtool__view(c, r->k, c->kv_dtype, bs, tk, c->kv_heads, c->head_dim);
-    d->v = xtool__view(c, r->v, c->kv_dtype, bs, tk, c->kv_heads, c->head_dim_v);
+    d->k = xtool__view(c, r->k, c->kv_dtype, kv_b, kv_s, c->kv_heads, c->head_dim);
+    d->v = xtool__view(c, r->v, c->kv_dtype, kv_b, kv_s, c->kv_heads, c->head_dim_v);
     d->o = xtool__view(c, r->o, c->dtype, bs, tq, c->heads, c->head_dim_v);
     if (c->lse) {
         size_t n = (size_t)(bs * c->heads * tq);
@@ -256,6 +296,50 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
             r->alibi[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)c->heads);
         d->alibi_slopes = r->alibi;
     }
+    if (c->sinks) { /* [1, 1, Hq, 1] f32 logits, about the size of a score */
+        XTOOL__TRY(xattn_buffer_alloc(ctx, (size_t)c->heads * 4, &r->sinks));
+        XTOOL__TRY(xtool__fill(r->sinks, (size_t)c->heads, XATTN_DTYPE_F32, &rng, 2.0f));
+        d->sinks = xattn_tensor_bshd(r->sinks, 0, XATTN_DTYPE_F32, 1, 1, c->heads, 1);
+    }
+    if (c->append > 0) { /* k_new/v_new [B, N, Hkv, D/Dv] in the case's layout */
+        size_t nkn = (size_t)(bs * c->append * c->kv_heads * c->head_dim);
+        size_t nvn = (size_t)(bs * c->append * c->kv_heads * c->head_dim_v);
+        XTOOL__TRY(xattn_buffer_alloc(ctx, nkn ? nkn * ks : 1, &r->k_new));
+        XTOOL__TRY(xattn_buffer_alloc(ctx, nvn ? nvn * ks : 1, &r->v_new));
+        if (nkn)
+            XTOOL__TRY(xtool__fill(r->k_new, nkn, c->kv_dtype, &rng, 1.0f));
+        if (nvn)
+            XTOOL__TRY(xtool__fill(r->v_new, nvn, c->kv_dtype, &rng, 1.0f));
+        d->k_new = xtool__view(c, r->k_new, c->kv_dtype, bs, c->append, c->kv_heads, c->head_dim);
+        d->v_new = xtool__view(c, r->v_new, c->kv_dtype, bs, c->append, c->kv_heads, c->head_dim_v);
+    }
+    if (c->page_size > 0) { /* each sequence's pages: a shuffled share of the pool */
+        int32_t *perm = malloc((size_t)kv_b * sizeof *perm);
+        r->block_table =
+            calloc((size_t)(c->batch ? c->batch : 1) * (size_t)max_pages, sizeof *r->block_table);
+        if (!perm || !r->block_table) {
+            free(perm);
+            xtool_case_teardown(r);
+            return XATTN_STATUS_OUT_OF_MEMORY;
+        }
+        for (int64_t i = 0; i < kv_b; i++)
+            perm[i] = (int32_t)i;
+        for (int64_t i = kv_b - 1; i > 0; i--) { /* Fisher-Yates */
+            int64_t j = (int64_t)(xtool__rng_next(&rng) % (uint64_t)(i + 1));
+            int32_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        int64_t next = 0;
+        for (int64_t b = 0; b < c->batch; b++) {
+            int64_t len = (int64_t)r->cache_lens[b] + c->append;
+            for (int64_t g = 0; g < (len + c->page_size - 1) / c->page_size; g++)
+                r->block_table[b * max_pages + g] = perm[next++];
+        }
+        free(perm);
+        d->block_table = r->block_table;
+        d->max_pages_per_seq = max_pages;
+    }
     d->scale = c->scale;
     d->softcap = c->softcap;
     d->causal = c->causal;
@@ -268,7 +352,7 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
         d->num_seqs = c->batch;
     } else {
         d->seqlens_q = c->seqlens_q;
-        d->seqlens_k = c->seqlens_k;
+        d->seqlens_k = r->cache_lens ? r->cache_lens : c->seqlens_k;
     }
     d->algo = c->algo;
     d->num_splits = c->num_splits;
@@ -284,9 +368,14 @@ void xtool_case_teardown(xtool_case_run *r)
     xattn_buffer_free(r->o);
     xattn_buffer_free(r->lse);
     xattn_buffer_free(r->bias);
+    xattn_buffer_free(r->sinks);
+    xattn_buffer_free(r->k_new);
+    xattn_buffer_free(r->v_new);
     free(r->alibi);
     free(r->cu_q);
     free(r->cu_k);
+    free(r->block_table);
+    free(r->cache_lens);
     memset(r, 0, sizeof *r);
 }
 
@@ -300,6 +389,8 @@ static double xtool__pairs(const xattn_attn_desc *d, int64_t b)
                (double)(d->cu_seqlens_k[b + 1] - d->cu_seqlens_k[b]);
     double lq = d->seqlens_q ? d->seqlens_q[b] : (double)d->q.shape[1];
     double lk = d->seqlens_k ? d->seqlens_k[b] : (double)d->k.shape[1];
+    if (d->k_new.buffer) /* the cache lengths before the append */
+        lk += (double)d->k_new.shape[1];
     return lq * lk;
 }
 
@@ -311,6 +402,10 @@ static void xtool__sub_desc(const xattn_attn_desc *d, xattn_attn_desc *s)
     int64_t g = d->q.shape[2] / (d->k.shape[2] ? d->k.shape[2] : 1);
     s->q.shape[2] = s->o.shape[2] = g;
     s->k.shape[2] = s->v.shape[2] = 1;
+    s->k_new.shape[2] = s->v_new.shape[2] = 1;
+    s->k_new.shape[0] = s->v_new.shape[0] = 1;
+    if (s->sinks.buffer)
+        s->sinks.shape[2] = g;
     if (s->lse.buffer)
         s->lse.shape[1] = g;
     if (s->bias.buffer && s->bias.shape[1] != 1)
@@ -326,7 +421,9 @@ static void xtool__sub_desc(const xattn_attn_desc *d, xattn_attn_desc *s)
         if (s->lse.buffer)
             s->lse.shape[2] = tq;
     } else {
-        s->q.shape[0] = s->k.shape[0] = s->v.shape[0] = s->o.shape[0] = 1;
+        s->q.shape[0] = s->o.shape[0] = 1;
+        if (!d->block_table) /* a page pool keeps its pages; sequence 0 is row 0 of the table */
+            s->k.shape[0] = s->v.shape[0] = 1;
         if (s->lse.buffer)
             s->lse.shape[0] = 1;
     }

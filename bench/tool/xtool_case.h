@@ -19,6 +19,9 @@ typedef struct xtool_case {
     int64_t window_left, window_right;
     float softcap, scale;
     int alibi, bias, lse;
+    int sinks;         /* a random sink logit per query head (xattn_attn_desc.sinks) */
+    int64_t page_size; /* > 0: K/V in a shuffled pool of pages with a block table */
+    int64_t append;    /* > 0: the last `append` keys of each sequence are k_new/v_new */
     /* Per-sequence lengths, [batch] each, owned by the caller; NULL = full
      * length. With varlen = 1 the batch is packed (cu_seqlens) from them
      * instead of padded: both must then be set. */
@@ -48,8 +51,11 @@ typedef struct xtool_case_run {
     xattn_ctx *ctx;
     xattn_attn_desc desc;
     xattn_buffer *q, *k, *v, *o, *lse, *bias;
+    xattn_buffer *sinks, *k_new, *v_new;
     float *alibi;
     int32_t *cu_q, *cu_k; /* packed batches */
+    int32_t *block_table; /* paged: [batch, max_pages_per_seq] */
+    int32_t *cache_lens;  /* paged or append: seqlens_k of the call (before the append) */
 } xtool_case_run;
 
 /* Allocates the case's buffers on ctx and fills them with random data from

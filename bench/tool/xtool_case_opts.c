@@ -34,11 +34,27 @@ int xtool_case_from_opts(const xtool_cli_opts *o, xtool_case *c, int32_t **lq, i
     c->alibi = o->alibi;
     c->bias = o->bias;
     c->lse = o->lse;
+    c->sinks = o->sinks;
+    c->page_size = o->page_size;
+    c->append = o->append;
     c->num_splits = o->num_splits;
     c->seed = o->seed;
     c->algo = o->n_algos ? o->algos[0] : XATTN_ALGO_AUTO;
-    if (!o->lengths_path)
+    if (!o->lengths_path) {
+        if (c->append > c->sk) {
+            snprintf(err, errlen, "--append %lld: more than the %lld keys of --sk",
+                     (long long)c->append, (long long)c->sk);
+            return XTOOL_EXIT_USAGE;
+        }
         return 0;
+    }
+    if (o->varlen && (c->page_size || c->append)) {
+        snprintf(err, errlen,
+                 "--%s with --varlen: the library takes a paged cache or an append with padded "
+                 "batches only (drop --varlen)",
+                 c->page_size ? "page-size" : "append");
+        return XTOOL_EXIT_USAGE;
+    }
 
     int n = 0;
     int64_t sq_fixed = (o->given & XTOOL_GIVEN_SQ) ? c->sq : 0;
@@ -65,6 +81,13 @@ int xtool_case_from_opts(const xtool_cli_opts *o, xtool_case *c, int32_t **lq, i
                  (long long)c->sk, mk, o->lengths_path);
         goto usage;
     }
+    for (int i = 0; i < n; i++)
+        if (c->append > (*lk)[i]) {
+            snprintf(err, errlen,
+                     "--append %lld: more than the %d keys of sequence %d in --lengths %s",
+                     (long long)c->append, (*lk)[i], i, o->lengths_path);
+            goto usage;
+        }
     c->seqlens_q = *lq;
     c->seqlens_k = *lk;
     c->varlen = o->varlen;

@@ -76,8 +76,11 @@ enum {
     XTOOL_GIVEN_LEN_SCALE = 1u << 24,
     XTOOL_GIVEN_THREADS = 1u << 25,
     XTOOL_GIVEN_CHECK_LIMIT = 1u << 26,
-    /* every flag that changes the shape or the options of the case (bits 3..22) */
-    XTOOL_GIVEN_CASE_MASK = 0x7ffff8u
+    XTOOL_GIVEN_SINKS = 1u << 27,
+    XTOOL_GIVEN_PAGE_SIZE = 1u << 28,
+    XTOOL_GIVEN_APPEND = 1u << 29,
+    /* every flag that changes the shape or the options of the case (bits 3..22, 27..29) */
+    XTOOL_GIVEN_CASE_MASK = 0x387ffff8u
 };
 
 typedef enum xtool_cli_metric {
@@ -113,6 +116,9 @@ typedef struct xtool_cli_opts {
     int64_t window_left, window_right;
     float softcap, scale;
     int alibi, bias, lse, varlen;
+    int sinks;     /* --sinks: random per-head sink logits */
+    int page_size; /* --page-size: a paged K/V cache of this many tokens a page; 0 = contiguous */
+    int append;    /* --append: tokens per sequence given as k_new/v_new */
     int num_splits;
     const char *lengths_path; /* --lengths FILE: read by the command, not the parser */
     uint64_t seed;

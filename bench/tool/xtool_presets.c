@@ -49,6 +49,14 @@ static const xtool__preset xtool__presets[] = {
      0, 0, 0},
     {"vit-b16", 1, "ViT-B/16: B32 H12 D64 f16 non-causal, 197, 577, 1025 tokens (224, 384, 512 px)",
      0, 0, 0},
+    {"gpt-oss-20b-decode", 1,
+     "gpt-oss-20b decode: B4 H64/8 D64 bf16, one query token, attention sinks, sliding-window "
+     "layers (the last 128 keys) and full-attention layers, KV cache 1k..32k",
+     0, 0, 0},
+    {"llama3-8b-paged-decode", 1,
+     "Llama-3-8B paged decode: B16 H32/8 D128 f16, one query token, a KV cache in 16-token "
+     "pages (shuffled), ragged lengths (fixed seed) up to 4k and 32k",
+     0, 0, 0},
     {"cpu-targets", 0,
      "the CPU speed targets at their real sizes: flash+naive f32 H32/8 D128 S2048 (1 and all "
      "threads), flash causal, flash+naive H12 D64 S1024 (1 and all threads), splitkv decode "
@@ -277,6 +285,21 @@ static void xtool__bert_lengths(int64_t max, int64_t batch, int32_t *out)
     }
 }
 
+/* Serving-like ragged KV lengths: uniform in [max/8, max] from a fixed seed
+ * per (max, batch), the first sequence at max. */
+static void xtool__ragged_lengths(int64_t max, int64_t batch, int32_t *out)
+{
+    uint64_t s = 0x9a6edull ^ ((uint64_t)max << 20) ^ (uint64_t)batch;
+    int64_t lo = max / 8 > 1 ? max / 8 : 1;
+    for (int64_t i = 0; i < batch; i++) {
+        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        out[i] = (int32_t)(i == 0 ? max : lo + (int64_t)(z % (uint64_t)(max - lo + 1)));
+    }
+}
+
 static int xtool__preset_protos(const char *name, double s, int quick, xtool__protos *p)
 {
     xtool_case c;
@@ -333,6 +356,34 @@ static int xtool__preset_protos(const char *name, double s, int quick, xtool__pr
                 }
             }
         free(lens);
+        return 0;
+    }
+    if (!strcmp(name, "gpt-oss-20b-decode")) {
+        /* The window is the model's 128 keys at every --scale: it is not a length. */
+        static const int64_t l[] = {1024, 4096, 16384, 32768};
+        xtool__base(&c, 4, 64, 8, 64, XATTN_DTYPE_BF16, 1);
+        c.sinks = 1;
+        c.window_left = 127;
+        c.window_right = 0;
+        if (xtool__family(p, &c, "gpt-oss-20b sliding", l, 4, 1, s, quick))
+            return -1;
+        c.window_left = c.window_right = -1;
+        return xtool__family(p, &c, "gpt-oss-20b full", l, 4, 1, s, quick);
+    }
+    if (!strcmp(name, "llama3-8b-paged-decode")) {
+        static const int64_t maxes[] = {4096, 32768};
+        xtool__base(&c, 16, 32, 8, 128, XATTN_DTYPE_F16, 1);
+        c.page_size = 16;
+        c.sq = 1;
+        int32_t lq[16], lk[16];
+        for (int i = 0; i < 2 && (!quick || i < 1); i++) {
+            c.sk = xtool__scale_len(maxes[i], s);
+            xtool__ragged_lengths(c.sk, c.batch, lk);
+            for (int b = 0; b < 16; b++)
+                lq[b] = 1;
+            if (xtool__push(p, &c, "llama3-8b paged decode", lq, lk))
+                return -1;
+        }
         return 0;
     }
     if (!strcmp(name, "cpu-targets"))
@@ -419,6 +470,11 @@ static void xtool__sweep_options(const xtool_cli_opts *o, xtool_case *c)
     c->alibi |= o->alibi;
     c->bias |= o->bias;
     c->lse |= o->lse;
+    c->sinks |= o->sinks;
+    if (o->given & XTOOL_GIVEN_PAGE_SIZE)
+        c->page_size = o->page_size;
+    if (o->given & XTOOL_GIVEN_APPEND)
+        c->append = o->append;
     if (o->given & XTOOL_GIVEN_SPLITS)
         c->num_splits = o->num_splits;
     c->seed = o->seed;

@@ -27,6 +27,13 @@ void xtool_record_print(FILE *f, const xattn_record *r)
             r->causal, r->align == XATTN_ALIGN_TOP_LEFT ? "top-left" : "bottom-right",
             (long long)r->window_left, (long long)r->window_right, r->has_bias, r->has_alibi,
             r->has_lse, r->varlen, r->padded, r->num_splits, r->tile_q, r->tile_k);
+    fprintf(f, "  cache      sinks %d, page size %lld (0 = contiguous), append %lld tokens",
+            r->has_sinks, (long long)r->page_size, (long long)r->append_tokens);
+    if (r->append_tokens > 0) {
+        xtool_fmt_bytes((double)r->append_bytes, a, sizeof a);
+        fprintf(f, " (%s written in %.4f ms, not in device time)", a, r->append_ms);
+    }
+    fprintf(f, "\n");
     fprintf(
         f, "  time       host %.1f..%.1f us, device %.1f..%.1f us, device %.4f ms, build %.3f ms\n",
         r->host_submit_us, r->host_return_us, r->device_start_us, r->device_end_us, r->device_ms,

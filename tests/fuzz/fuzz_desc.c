@@ -22,7 +22,18 @@
  *    mutation of a scalar) every written element matches the double
  *    reference (xattn_reference_attention) within a per-dtype bound, NaN and
  *    -inf exactly;
- *  - the context's allocator is back at its starting byte count afterwards.
+ *  - the context's allocator is back at its starting byte count afterwards;
+ *  - serving fields (an input that ends with the serving trailer, below):
+ *    sinks, a paged cache (a block table over a shuffled page pool, with
+ *    spare pages, -1 past each sequence's pages, shared rows, corrupted or
+ *    raw entries and a raw max_pages_per_seq) and an append (k_new/v_new,
+ *    wrong heads, lengths or dtype, cache lengths that do not fit): a refused
+ *    call leaves the K/V caches untouched, an accepted append changes exactly
+ *    its slots of the caches, to k_new/v_new's values.
+ *
+ * The serving trailer: the last FZ_SV_LEN bytes of an input, when they end
+ * with FZ_SV_MAGIC, configure the serving fields and are not part of the main
+ * input; inputs without it (the corpus before these fields) decode as before.
  *
  * The same function is linked into a plain driver (fuzz_replay.c) that
  * replays tests/fuzz/corpus/ in every build, with or without clang.
@@ -48,7 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FZ_MAX_SEQS 64
 #define FZ_MAX_HEADS 512
 
-enum { T_Q, T_K, T_V, T_O, T_LSE, T_BIAS, T_COUNT };
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_BIAS, T_SINKS, T_KNEW, T_VNEW, T_COUNT };
+
+/* The serving trailer: FZ_SV_LEN bytes, the last two 0xa5 0x5a. */
+#define FZ_SV_LEN 32
+#define FZ_MAX_TABLE 65536 /* block-table entries the harness allocates at most */
 
 /* ---- failure ---------------------------------------------------------------- */
 
@@ -249,6 +264,11 @@ typedef struct fz_input {
     int32_t *seqlens_q, *seqlens_k, *cu_q, *cu_k;
     float *slopes;
     float slope_vals[FZ_MAX_HEADS];
+    int lay_kv;
+    /* serving fields */
+    int has_sinks, has_append, paged;
+    int32_t *table;
+    size_t table_len;
 } fz_input;
 
 /* Strides of a [b, s, h, d] view in one of four layouts; returns an extra
@@ -388,6 +408,7 @@ static void decode(fz_input *in, rd *r)
     d->causal = (c1 >> 2) & 1;
     d->align = (xattn_align)((c1 >> 3) & 1);
     int lay_q = (int)(c2 & 3), lay_kv = (int)((c2 >> 2) & 3);
+    in->lay_kv = lay_kv;
 
     int64_t B = 1 + rd_u8(r) % 4;
     int64_t Sq = rd_u8(r) % 33;
@@ -470,6 +491,106 @@ static void decode(fz_input *in, rd *r)
     }
 }
 
+static int64_t clamp_dim(int64_t v)
+{
+    return v >= 0 && v <= 4096 ? v : 1;
+}
+
+/* The serving fields from the trailer, over the decoded (and mutated) input:
+ * sinks [1, 1, Hq, 1], k_new/v_new [B, S_new, Hkv, D/Dv], and for a paged cache
+ * K/V re-viewed as pools [pages, page, Hkv, D] with a block table. The cache
+ * lengths (seqlens_k) leave room for the appended tokens unless told not to. */
+static void decode_serving(fz_input *in, rd *r)
+{
+    xattn_attn_desc *d = &in->d;
+    unsigned f = rd_u8(r), g = rd_u8(r);
+    in->has_sinks = f & 1;
+    in->paged = (f >> 1) & 1;
+    in->has_append = (f >> 2) & 1;
+    const int64_t B = clamp_dim(d->q.shape[0]), Hq = clamp_dim(d->q.shape[2]);
+    const int64_t Hkv = clamp_dim(d->k.shape[2]), D = clamp_dim(d->k.shape[3]);
+    const int64_t Dv = clamp_dim(d->v.shape[3]);
+    if (in->has_sinks) {
+        xattn_tensor *x = &d->sinks;
+        const int64_t h = Hq + ((f >> 3) & 1); /* one head too many */
+        x->dtype = (f >> 4) & 1 ? XATTN_DTYPE_F16 : XATTN_DTYPE_F32;
+        x->shape[0] = x->shape[1] = x->shape[3] = 1;
+        x->shape[2] = h;
+        x->strides[0] = x->strides[1] = h;
+        x->strides[2] = x->strides[3] = 1;
+    }
+    const int64_t s_new = in->has_append ? rd_u8(r) % 5 : 0;
+    if (in->has_append) {
+        const xattn_dtype dt = (f >> 5) & 1 ? (xattn_dtype)((d->k.dtype + 1) % 3) : d->k.dtype;
+        set_view(&d->k_new, (unsigned)dt < 3 ? dt : XATTN_DTYPE_F32, in->lay_kv, B, s_new,
+                 Hkv + ((g >> 1) & 1), D);
+        set_view(&d->v_new, (unsigned)dt < 3 ? dt : XATTN_DTYPE_F32, in->lay_kv, B,
+                 s_new + ((g >> 2) & 1), Hkv, Dv);
+    }
+    if (in->paged || in->has_append) {
+        in->want_seqlens_k = !((g >> 3) & 1); /* else: no cache lengths, which both need */
+        if (!((g >> 4) & 1))                  /* else: the lengths as they are, maybe no room */
+            for (int b = 0; b < FZ_MAX_SEQS; b++)
+                in->lens_k[b] = in->lens_k[b] >= s_new ? in->lens_k[b] - (int32_t)s_new : 0;
+    }
+    if (!in->paged)
+        return;
+    const int64_t page = 1 + rd_u8(r) % 17, spare = rd_u8(r) % 3;
+    const int64_t Bt = d->q.shape[0] >= 1 && d->q.shape[0] <= FZ_MAX_SEQS ? d->q.shape[0] : 1;
+    int64_t need[FZ_MAX_SEQS], pages = spare, mp = 1;
+    for (int64_t b = 0; b < Bt; b++) {
+        const int64_t len = (int64_t)in->lens_k[b] + s_new;
+        need[b] = len > 0 && len <= 4096 ? (len + page - 1) / page : 0;
+        pages += need[b];
+        mp = need[b] > mp ? need[b] : mp;
+    }
+    mp += rd_u8(r) % 2;
+    if (pages < 1)
+        pages = 1;
+    set_view(&d->k, d->k.dtype, in->lay_kv, pages, page, Hkv, D);
+    set_view(&d->v, d->v.dtype, in->lay_kv, pages, page, Hkv, Dv);
+    if ((g >> 7) & 1) { /* a raw row length: invalid ones are refused before any read */
+        int64_t raw = (int64_t)rd_u64(r);
+        if (raw >= 1 && raw <= INT32_MAX && raw * page <= INT32_MAX && Bt * raw > FZ_MAX_TABLE)
+            raw = 1 + raw % 64;
+        mp = raw;
+    }
+    const int valid_mp = mp >= 1 && mp <= INT32_MAX && mp * page <= INT32_MAX;
+    in->table_len = valid_mp ? (size_t)(Bt * mp) : 1;
+    in->table = malloc(in->table_len * sizeof *in->table);
+    for (size_t i = 0; i < in->table_len; i++)
+        in->table[i] = -1; /* past a sequence's pages: never read */
+    /* each sequence's pages: a shuffled share of the pool */
+    uint64_t seed = rd_u64(r);
+    int32_t *perm = malloc((size_t)pages * sizeof *perm);
+    for (int64_t i = 0; i < pages; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = pages - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rng_next(&seed) % (uint64_t)(i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t next = 0;
+    if (valid_mp)
+        for (int64_t b = 0; b < Bt; b++)
+            for (int64_t k = 0; k < need[b] && k < mp && next < pages; k++)
+                in->table[b * mp + k] = perm[next++];
+    free(perm);
+    if (valid_mp && ((g >> 5) & 1)) /* a shared prefix: rows read sequence 0's pages */
+        for (int64_t b = 1; b < Bt; b++)
+            for (int64_t k = 0; k < need[b] && k < need[0] && k < mp; k++)
+                in->table[b * mp + k] = in->table[k];
+    const unsigned corrupt = rd_u8(r);
+    const uint32_t at = rd_u32(r), val = rd_u32(r);
+    if (corrupt < 64) /* any entry, any value: out of range or a page another one uses */
+        in->table[at % in->table_len] =
+            (int32_t)(corrupt & 1 ? val : val % (uint32_t)(pages + 2) - 1);
+    d->max_pages_per_seq = mp;
+    if (!((g >> 6) & 1)) /* else: paged views without their table */
+        d->block_table = in->table;
+}
+
 /* Host arrays of exactly the length the validator reads (0 = detached). */
 static void attach_arrays(fz_input *in)
 {
@@ -523,6 +644,9 @@ static xattn_tensor *tensor_of(xattn_attn_desc *d, int t)
     case T_V: return &d->v;
     case T_O: return &d->o;
     case T_LSE: return &d->lse;
+    case T_SINKS: return &d->sinks;
+    case T_KNEW: return &d->k_new;
+    case T_VNEW: return &d->v_new;
     default: return &d->bias;
     }
 }
@@ -535,7 +659,8 @@ static void make_buffers(fz_input *in)
     for (int t = 0; t < T_COUNT; t++) {
         xattn_tensor *x = tensor_of(d, t);
         fz_tensor *ft = &in->t[t];
-        if ((t == T_LSE && !in->has_lse) || (t == T_BIAS && !in->has_bias))
+        if ((t == T_LSE && !in->has_lse) || (t == T_BIAS && !in->has_bias) ||
+            (t == T_SINKS && !in->has_sinks) || ((t == T_KNEW || t == T_VNEW) && !in->has_append))
             continue;
         int ok;
         uint64_t need = view_need(x, &ok);
@@ -615,6 +740,7 @@ static void free_input(fz_input *in)
     free(in->cu_q);
     free(in->cu_k);
     free(in->slopes);
+    free(in->table);
 }
 
 /* ---- oracles --------------------------------------------------------------------- */
@@ -640,6 +766,9 @@ static double work_of(const xattn_attn_desc *d)
                           d->q.shape[3] > d->v.shape[3] ? d->q.shape[3] : d->v.shape[3]};
     for (int i = 0; i < 5; i++)
         w *= f[i] > 0 ? (double)f[i] : 1.0;
+    if (d->block_table) /* a page pool: the keys are the table's, not k.shape[1] */
+        w *= (double)(d->max_pages_per_seq > 0 && d->max_pages_per_seq < 4096 ? d->max_pages_per_seq
+                                                                              : 1);
     if (d->cu_seqlens_q)
         w += (double)d->num_seqs * 64.0; /* per-sequence loops */
     else
@@ -791,12 +920,54 @@ static void fuzz_copy(rd *r, fz_input *in)
     free(tmp);
 }
 
+/* The K/V caches after an accepted append: the snapshot taken before the call
+ * with k_new/v_new's elements written at each sequence's slots seqlens_k[b] ..
+ * seqlens_k[b] + S_new - 1 (through the block table when paged) must equal the
+ * caches' memory: those slots hold the new tokens and nothing else changed. */
+static void check_append(fz_input *in, unsigned char *snap_k, unsigned char *snap_v)
+{
+    const xattn_attn_desc *d = &in->d;
+    const int64_t B = d->q.shape[0], s_new = d->k_new.shape[1], es = (int64_t)esz(d->k.dtype);
+    for (int kv = 0; kv < 2; kv++) {
+        const xattn_tensor *c = kv ? &d->v : &d->k, *n = kv ? &d->v_new : &d->k_new;
+        const fz_tensor *fc = &in->t[kv ? T_V : T_K], *fn = &in->t[kv ? T_VNEW : T_KNEW];
+        unsigned char *snap = kv ? snap_v : snap_k;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < s_new; t++) {
+                const int64_t j = (int64_t)d->seqlens_k[b] + t;
+                int64_t page = b, slot = j;
+                if (d->block_table) {
+                    page = d->block_table[b * d->max_pages_per_seq + j / c->shape[1]];
+                    slot = j % c->shape[1];
+                }
+                for (int64_t h = 0; h < c->shape[2]; h++)
+                    for (int64_t e = 0; e < c->shape[3]; e++)
+                        memcpy(snap + (size_t)es * vidx(c, page, slot, h, e),
+                               fn->mem + (size_t)es * vidx(n, b, t, h, e), (size_t)es);
+            }
+        if (memcmp(snap, fc->mem, fc->bytes)) {
+            size_t e = 0;
+            while (e < fc->bytes && snap[e] == fc->mem[e])
+                e++;
+            fz_fail("after an append, byte %zu of the %s cache is not what the append should "
+                    "leave (S_new %lld, %s)",
+                    e, kv ? "v" : "k", (long long)s_new, d->block_table ? "paged" : "contiguous");
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_setup();
     g_ran = g_compared = 0;
     g_data = data;
     g_size = size;
+    /* the serving trailer, when the input ends with it */
+    const uint8_t *sv = NULL;
+    if (size >= FZ_SV_LEN + 3 && data[size - 2] == 0xa5 && data[size - 1] == 0x5a) {
+        size -= FZ_SV_LEN;
+        sv = data + size;
+    }
     rd r = {data, size};
     xattn_mem_stats m0;
     xattn_ctx_mem_stats(g_ctx, &m0);
@@ -812,6 +983,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fz_input *in = calloc(1, sizeof *in);
     decode(in, &r);
+    if (sv) {
+        rd rs = {sv, FZ_SV_LEN - 2};
+        decode_serving(in, &rs);
+    }
     attach_arrays(in);
     make_buffers(in);
     xattn_attn_desc *d = &in->d;
@@ -845,11 +1020,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int prof = rd_u8(&r) & 1;
     if (prof && xattn_profiler_enable(g_ctx, 1) != XATTN_STATUS_OK)
         fz_fail("xattn_profiler_enable: %s", xattn_last_error());
-    const int want_info = size > 0 && (data[size - 1] & 1);
+    const int want_info = size > 0 && (data[size - 1] & 1); /* the main input's last byte */
     xattn_status st_check = xattn_attention_check(g_ctx, d);
     check_status(st_check, "xattn_attention_check");
     const double work = work_of(d);
     if (st_check != XATTN_STATUS_OK || work <= FZ_WORK_CAP) {
+        /* the caches, when an append may write them (the harness's own memory) */
+        unsigned char *snap_k = NULL, *snap_v = NULL;
+        const int watch = in->has_append && in->t[T_K].mem && in->t[T_V].mem &&
+                          in->t[T_K].sel == 0 && in->t[T_V].sel == 0;
+        if (watch) {
+            snap_k = malloc(in->t[T_K].bytes);
+            snap_v = malloc(in->t[T_V].bytes);
+            memcpy(snap_k, in->t[T_K].mem, in->t[T_K].bytes);
+            memcpy(snap_v, in->t[T_V].mem, in->t[T_V].bytes);
+        }
         /* a rejected call must not touch the output */
         unsigned char *o_before = NULL;
         if (st_check != XATTN_STATUS_OK && in->t[T_O].mem) {
@@ -866,6 +1051,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         xattn_status_name(st), xattn_status_name(st_check));
             if (o_before && memcmp(o_before, in->t[T_O].mem, in->t[T_O].bytes))
                 fz_fail("a rejected call (%s) wrote its output", xattn_status_name(st));
+            if (watch && (memcmp(snap_k, in->t[T_K].mem, in->t[T_K].bytes) ||
+                          memcmp(snap_v, in->t[T_V].mem, in->t[T_V].bytes)))
+                fz_fail("a rejected call (%s) wrote the K/V cache", xattn_status_name(st));
         } else if (st == XATTN_STATUS_OUT_OF_MEMORY) {
             if (!limited)
                 fz_fail("OUT_OF_MEMORY without a memory limit on a tiny problem: %s",
@@ -878,6 +1066,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fz_fail("a validated call failed: %s: %s", xattn_status_name(st), xattn_last_error());
         } else if (d->q.shape[1] > 0 && d->q.shape[0] > 0) {
             g_ran = 1;
+            if (watch && in->t[T_KNEW].sel == 0 && in->t[T_VNEW].sel == 0 && d->k_new.buffer &&
+                d->v_new.buffer)
+                check_append(in, snap_k, snap_v);
             /* it ran: the outputs, when they are the input's own and alias nothing */
             if (want_info && d->algo != XATTN_ALGO_AUTO && info.algo_chosen != d->algo)
                 fz_fail("run_info.algo_chosen %d, asked for %d", (int)info.algo_chosen,
@@ -908,6 +1099,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         free(o_before);
+        free(snap_k);
+        free(snap_v);
     }
     if (g_verbose)
         fprintf(stderr, "fuzz_desc: check %s%s%s, work %.0f, algo %d: %s\n",

@@ -973,6 +973,227 @@ static void test_case_check(void)
     xattn_ctx_destroy(ctx);
 }
 
+/* A paged case with an append and sinks: the pool and block table the tool
+ * builds hold every sequence's keys. The reference of the paged descriptor
+ * must equal the reference of the same keys gathered into a contiguous cache,
+ * and the sub-batch reference (sequence 0, KV head 0) must keep the pool. This
+ * runs on the reference alone, so it holds before the backends read pages. */
+static void test_case_paged(void)
+{
+    xattn_ctx *ctx = NULL;
+    if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &ctx) != XATTN_STATUS_OK) {
+        SKIP("no CPU context");
+        return;
+    }
+    static const int32_t lq[3] = {2, 2, 1}, lk[3] = {23, 9, 17};
+    xtool_case c;
+    xtool_case_defaults(&c);
+    c.batch = 3;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = c.head_dim_v = 8;
+    c.sq = 2;
+    c.sk = 23;
+    c.seqlens_q = lq;
+    c.seqlens_k = lk;
+    c.causal = 1;
+    c.sinks = 1;
+    c.page_size = 5;
+    c.append = 1;
+    xtool_case_run r;
+    EXPECT(xtool_case_setup(ctx, &c, &r) == XATTN_STATUS_OK, "paged setup: %s", xattn_last_error());
+    if (!r.block_table) {
+        xattn_ctx_destroy(ctx);
+        return;
+    }
+    /* 5 + 2 + 4 pages, each used once, max 5 a row; cache lengths before the append */
+    const int64_t pages = r.desc.k.shape[0], mp = r.desc.max_pages_per_seq;
+    EXPECT(pages == 11 && mp == 5 && r.desc.k.shape[1] == 5, "pool %lld pages, %lld a row",
+           (long long)pages, (long long)mp);
+    int seen[11] = {0}, in_order = 1;
+    for (int b = 0; b < 3; b++) {
+        EXPECT(r.desc.seqlens_k[b] == lk[b] - 1, "cache length %d of sequence %d",
+               r.desc.seqlens_k[b], b);
+        for (int g = 0; g < (lk[b] + 4) / 5; g++) {
+            int32_t pg = r.block_table[b * mp + g];
+            EXPECT(pg >= 0 && pg < 11 && !seen[pg], "page %d of sequence %d: %d", g, b, pg);
+            if (pg >= 0 && pg < 11)
+                seen[pg] = 1;
+            in_order &= b > 0 || pg == g;
+        }
+    }
+    EXPECT(!in_order, "the pages are not shuffled");
+    EXPECT(r.desc.k_new.shape[0] == 3 && r.desc.k_new.shape[1] == 1 && r.sinks, "k_new, sinks");
+
+    /* The same keys, contiguous: gather the pages through the table. */
+    const int64_t D = 8, H = 2, row = H * D;
+    float *pool_k = malloc((size_t)(pages * 5 * row) * 4),
+          *pool_v = malloc((size_t)(pages * 5 * row) * 4);
+    float *ck = calloc((size_t)(3 * 23 * row), 4), *cv = calloc((size_t)(3 * 23 * row), 4);
+    xattn_buffer *bk = NULL, *bv = NULL;
+    xtool_case_ref paged, flat, sub;
+    memset(&paged, 0, sizeof paged);
+    memset(&flat, 0, sizeof flat);
+    memset(&sub, 0, sizeof sub);
+    if (pool_k && pool_v && ck && cv &&
+        xattn_buffer_read(r.k, 0, pool_k, (size_t)(pages * 5 * row) * 4) == XATTN_STATUS_OK &&
+        xattn_buffer_read(r.v, 0, pool_v, (size_t)(pages * 5 * row) * 4) == XATTN_STATUS_OK) {
+        for (int b = 0; b < 3; b++)
+            for (int j = 0; j < lk[b] - 1; j++) {
+                int64_t src = ((int64_t)r.block_table[b * mp + j / 5] * 5 + j % 5) * row;
+                memcpy(ck + (b * 23 + j) * row, pool_k + src, (size_t)row * 4);
+                memcpy(cv + (b * 23 + j) * row, pool_v + src, (size_t)row * 4);
+            }
+        xattn_buffer_alloc(ctx, (size_t)(3 * 23 * row) * 4, &bk);
+        xattn_buffer_alloc(ctx, (size_t)(3 * 23 * row) * 4, &bv);
+        xattn_buffer_write(bk, 0, ck, (size_t)(3 * 23 * row) * 4);
+        xattn_buffer_write(bv, 0, cv, (size_t)(3 * 23 * row) * 4);
+        xattn_attn_desc paged_desc = r.desc;
+        xattn_status st = xtool_case_ref_compute(&r, 1e18, &paged);
+        if (st == XATTN_STATUS_UNSUPPORTED) {
+            /* The reference validates the call for the context's backend,
+             * which refuses paged caches until its kernels read pages. */
+            SKIP("paged reference on the CPU context: %s", xattn_last_error());
+            goto done;
+        }
+        EXPECT(st == XATTN_STATUS_OK && paged.mode == XTOOL_REF_FULL, "paged reference: %s",
+               xattn_last_error());
+        r.desc.block_table = NULL;
+        r.desc.max_pages_per_seq = 0;
+        r.desc.k = xattn_tensor_bshd(bk, 0, XATTN_DTYPE_F32, 3, 23, H, D);
+        r.desc.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, 3, 23, H, D);
+        EXPECT(xtool_case_ref_compute(&r, 1e18, &flat) == XATTN_STATUS_OK,
+               "contiguous reference: %s", xattn_last_error());
+        r.desc = paged_desc;
+        double part = 2.0 * 2 * 23 * 2 * 16; /* sequence 0, 2 query heads, D + Dv = 16 */
+        EXPECT(xtool_case_ref_compute(&r, part, &sub) == XATTN_STATUS_OK &&
+                   sub.mode == XTOOL_REF_SUB,
+               "paged sub-batch reference: mode %d: %s", sub.mode, xattn_last_error());
+        if (paged.o && flat.o) {
+            double worst = 0;
+            for (size_t i = 0; i < (size_t)(3 * 2 * 4 * D); i++)
+                worst = fmax(worst, fabs(paged.o[i] - flat.o[i]));
+            EXPECT(worst == 0, "paged and contiguous references differ by %g", worst);
+        }
+        if (paged.o && sub.o) { /* sub: [1, 2, 2, D]; full: [3, 2, 4, D] */
+            double worst = 0;
+            for (int i = 0; i < 2; i++)
+                for (int h = 0; h < 2; h++)
+                    for (int d = 0; d < D; d++)
+                        worst = fmax(
+                            worst, fabs(sub.o[(i * 2 + h) * D + d] - paged.o[(i * 4 + h) * D + d]));
+            EXPECT(worst == 0, "paged sub-batch reference differs by %g", worst);
+        }
+    } else {
+        EXPECT(0, "paged: host copies");
+    }
+done:
+    /* A packed batch with a page size is refused (the library takes paged
+     * caches with padded batches only), freeing what setup had allocated. */
+    xtool_case_run rv;
+    xtool_case cv2 = c;
+    cv2.varlen = 1;
+    EXPECT(xtool_case_setup(ctx, &cv2, &rv) == XATTN_STATUS_UNSUPPORTED && !rv.cu_q && !rv.cu_k,
+           "paged varlen setup");
+    xtool_case_ref_free(&paged);
+    xtool_case_ref_free(&flat);
+    xtool_case_ref_free(&sub);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    free(pool_k);
+    free(pool_v);
+    free(ck);
+    free(cv);
+    xtool_case_teardown(&r);
+    xattn_ctx_destroy(ctx);
+}
+
+/* ---- serving: --sinks, --append, --page-size through run, its record and exports - */
+
+/* tool_serving: runs that every backend supports now. */
+static void test_serving(void)
+{
+    char json[4096], csv[4096];
+    snprintf(json, sizeof json, "%s/serving.json", g_dir);
+    snprintf(csv, sizeof csv, "%s/serving.csv", g_dir);
+    int rc = run_tool("run", "--backend", "cpu", "--sq", "1", "--sk", "90", "--heads", "4",
+                      "--kv-heads", "2", "--sinks", "--window", "16,0", "--lse", "--reps", "2",
+                      "--json", json, "--csv", csv, NULL);
+    EXPECT(rc == 0 && strstr(g_out, "case     B1 H4/2 Sq1 Sk90 D64 f32 win16,0 lse sinks\n") &&
+               strstr(g_out, "  cache      sinks 1, page size 0") && strstr(g_out, "PASS"),
+           "run --sinks: exit %d\n%s%s", rc, g_out, g_err);
+    char *j = read_all(json), *cs = read_all(csv);
+    EXPECT(j && strstr(j, "\"has_sinks\": true") && strstr(j, "\"page_size\": 0") &&
+               strstr(j, "\"append_tokens\": 0"),
+           "run --sinks --json: %s", j ? j : "(none)");
+    EXPECT(cs && strstr(cs, ",has_sinks,page_size,append_tokens,append_ms,append_bytes\n"),
+           "run --csv header");
+    free(j);
+    free(cs);
+
+    /* An append of 2 tokens: 2 x B2 x Hkv 2 x (D + Dv) 128 x 4 bytes written */
+    rc = run_tool("run", "--backend", "cpu", "--batch", "2", "--sq", "2", "--sk", "50", "--heads",
+                  "4", "--kv-heads", "2", "--causal", "--append", "2", "--sinks", "--reps", "2",
+                  "--json", json, "--csv", csv, NULL);
+    EXPECT(rc == 0 && strstr(g_out, " causal-br sinks append2\n") &&
+               strstr(g_out, "append 2 tokens (4.0 KiB written") && strstr(g_out, "PASS"),
+           "run --append 2: exit %d\n%s%s", rc, g_out, g_err);
+    j = read_all(json);
+    cs = read_all(csv);
+    EXPECT(j && strstr(j, "\"append_tokens\": 2") && strstr(j, "\"append_bytes\": 4096"),
+           "run --append --json: %s", j ? j : "(none)");
+    EXPECT(cs && strstr(cs, ",1,0,2,"), "run --append --csv: sinks 1, page 0, append 2:\n%s",
+           cs ? cs : "(none)");
+    free(j);
+    free(cs);
+
+    /* bench says them in the case key (results.csv) */
+    char out[2048], path[4096];
+    snprintf(out, sizeof out, "%s/serving-bench", g_dir);
+    rc = run_tool("bench", "--backend", "cpu", "--sq", "2", "--sk", "40", "--heads", "2",
+                  "--append", "1", "--sinks", "--algo", "flash", "--cell-budget", "0.02",
+                  "--max-reps", "5", "--no-progress", "--out", out, NULL);
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    cs = read_all(path);
+    EXPECT(rc == 0 && cs && strstr(cs, " sinks append1") && strstr(cs, ",pass,"),
+           "bench --append 1 --sinks: exit %d\n%s%s", rc, g_out, cs ? cs : "");
+    free(cs);
+
+    /* usage errors: an append longer than the keys, or with a packed batch */
+    rc = run_tool("run", "--backend", "cpu", "--sk", "8", "--append", "9", NULL);
+    EXPECT(rc == 2 && strstr(g_err, "--append 9"), "--append 9 > --sk 8: exit %d %s", rc, g_err);
+    snprintf(path, sizeof path, "%s/serving-lengths.txt", g_dir);
+    write_text(path, "30\n12\n");
+    rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--varlen", "--page-size", "16",
+                  NULL);
+    EXPECT(rc == 2 && strstr(g_err, "--varlen"), "--page-size --varlen: exit %d %s", rc, g_err);
+}
+
+/* tool_paged: a paged KV cache through run (--page-size 16, ragged lengths,
+ * with an append). It expects a successful, checked run: it passes once the
+ * CPU backend reads paged caches, and fails (exit 1, "not implemented on this
+ * backend yet") before. */
+static void test_paged(void)
+{
+    char json[4096], path[4096];
+    snprintf(json, sizeof json, "%s/paged.json", g_dir);
+    snprintf(path, sizeof path, "%s/paged-lengths.txt", g_dir);
+    write_text(path, "1 70\n1 16\n1 33\n");
+    int rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--heads", "4", "--kv-heads",
+                      "2", "--page-size", "16", "--reps", "2", "--json", json, NULL);
+    EXPECT(rc == 0 && strstr(g_out, " page16 padded3/119#") && strstr(g_out, "page size 16") &&
+               strstr(g_out, "PASS"),
+           "run --page-size 16: exit %d\n%s%s", rc, g_out, g_err);
+    char *j = read_all(json);
+    EXPECT(j && strstr(j, "\"page_size\": 16"), "run --page-size --json: %s", j ? j : "(none)");
+    free(j);
+    rc = run_tool("run", "--backend", "cpu", "--lengths", path, "--heads", "4", "--kv-heads", "2",
+                  "--page-size", "16", "--append", "1", "--sinks", "--causal", "--algo", "splitkv",
+                  "--reps", "2", NULL);
+    EXPECT(rc == 0 && strstr(g_out, " sinks page16 append1 ") && strstr(g_out, "PASS"),
+           "run --page-size 16 --append 1: exit %d\n%s%s", rc, g_out, g_err);
+}
+
 /* ---- outputs: the subcommands on small CPU shapes ------------------------------- */
 
 #ifdef XATTN_TEST_HAVE_JANSSON
@@ -1432,9 +1653,16 @@ static void test_outputs(void)
     rc = run_tool("devices", NULL);
     EXPECT(rc == 0 && strstr(g_out, "cpu     1 device"), "devices: exit %d\n%s", rc, g_out);
     rc = run_tool("bench", "--list-presets", NULL);
-    static const char *const presets[] = {"default",        "llama3-8b-prefill", "llama3-8b-decode",
-                                          "mistral-7b-swa", "gemma2-softcap",    "bert-base-padded",
-                                          "vit-b16",        "cpu-targets"};
+    static const char *const presets[] = {"default",
+                                          "llama3-8b-prefill",
+                                          "llama3-8b-decode",
+                                          "mistral-7b-swa",
+                                          "gemma2-softcap",
+                                          "bert-base-padded",
+                                          "vit-b16",
+                                          "cpu-targets",
+                                          "gpt-oss-20b-decode",
+                                          "llama3-8b-paged-decode"};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         EXPECT(rc == 0 && strstr(g_out, presets[i]), "preset %s listed", presets[i]);
     for (int c = XTOOL_CLI_DEVICES; c < XTOOL_CLI_CMD_COUNT; c++) {
@@ -2212,6 +2440,7 @@ int main(int argc, char **argv)
         test_lengths();
         test_stats();
         test_case_check();
+        test_case_paged();
         test_mem_estimate();
         test_advice();
         test_cmp_index();
@@ -2234,7 +2463,8 @@ int main(int argc, char **argv)
         }
         test_compare(argv[4]);
     } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads") ||
-                !strcmp(what, "ab") || !strcmp(what, "tune")) &&
+                !strcmp(what, "ab") || !strcmp(what, "tune") || !strcmp(what, "serving") ||
+                !strcmp(what, "paged")) &&
                argc > 3) {
         g_bin = argv[2];
         g_dir = argv[3];
@@ -2250,13 +2480,19 @@ int main(int argc, char **argv)
             test_threads();
         else if (!strcmp(what, "tune"))
             test_tune_command();
+        else if (!strcmp(what, "serving"))
+            test_serving();
+        else if (!strcmp(what, "paged"))
+            test_paged();
         else
             test_usage();
     } else {
         fprintf(stderr,
                 "usage: test_tool unit | manual DOC [--write] | outputs XATTN_BIN DIR | usage "
                 "XATTN_BIN DIR | "
-                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | tune XATTN_BIN DIR | compare XATTN_BIN "
+                "threads XATTN_BIN DIR | ab XATTN_BIN DIR | tune XATTN_BIN DIR | serving XATTN_BIN "
+                "DIR | "
+                "paged XATTN_BIN DIR | compare XATTN_BIN "
                 "DIR DATA_DIR | "
                 "writers DIR\n");
         return 2;

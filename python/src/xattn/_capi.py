@@ -114,6 +114,11 @@ class AttnDesc(Structure):
         ("num_seqs", c_int64),
         ("algo", c_int),
         ("num_splits", c_int),
+        ("sinks", Tensor),
+        ("block_table", POINTER(c_int32)),
+        ("max_pages_per_seq", c_int64),
+        ("k_new", Tensor),
+        ("v_new", Tensor),
     ]
 
 
@@ -137,6 +142,8 @@ class RunInfo(Structure):
         ("tile_heads", c_int),
         ("kernel", c_char * 32),
         ("matrix_units", c_int),
+        ("append_ms", c_double),
+        ("append_bytes", c_uint64),
     ]
 
 
@@ -204,6 +211,11 @@ class Record(Structure):
         ("kernel", c_char * 32),
         ("matrix_units", c_int),
         ("work_counted", c_int),
+        ("has_sinks", c_int),
+        ("page_size", c_int64),
+        ("append_tokens", c_int64),
+        ("append_ms", c_double),
+        ("append_bytes", c_uint64),
     ]
 
 

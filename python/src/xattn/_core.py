@@ -453,8 +453,8 @@ def _overlap(a, b) -> bool:
 
 
 def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slopes, bias, seqlens_q,
-             seqlens_k, cu_seqlens_q, cu_seqlens_k, scale, return_lse, algo, num_splits, out,
-             need_outputs, copy):
+             seqlens_k, cu_seqlens_q, cu_seqlens_k, scale, return_lse, sinks, block_table, k_new, v_new,
+             algo, num_splits, out, need_outputs, copy):
     """Builds the descriptor; returns (prep, out_obj, lse_obj, meta). q, k, v are
     the callers' arrays or their views (_arrays.View) already made."""
     vq, vk, vv = (x if isinstance(x, _arrays.View) else _arrays.view_of(x, n)
@@ -484,12 +484,50 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
     if align is not None and align not in ("top-left", "bottom-right"):
         raise input_error("INVALID_ARGUMENT", f"align: {align!r} is not 'top-left' or 'bottom-right'")
 
+    if (k_new is None) != (v_new is None):
+        raise input_error("INVALID_ARGUMENT", f"{'v_new' if k_new is not None else 'k_new'}: None while "
+                          f"{'k_new' if k_new is not None else 'v_new'} is given (an append needs both)")
+    append = k_new is not None
+    if append and need_outputs:
+        for vx, nm in ((vk, "k"), (vv, "v")):
+            if vx.readonly:
+                raise input_error("INVALID_ARGUMENT", f"{nm}: a read-only array, but k_new/v_new are "
+                                  "written into it")
+
     prep = _Prepared()
     d = prep.desc
     try:
         _set_tensor(d.q, _wrap(ctx, prep, vq, "q", False, copy), vq, qs, qst)
-        _set_tensor(d.k, _wrap(ctx, prep, vk, "k", False, copy), vk, ks, kst)
-        _set_tensor(d.v, _wrap(ctx, prep, vv, "v", False, copy), vv, vs, vst)
+        # An append writes the caches: staged copies must come back to them.
+        _set_tensor(d.k, _wrap(ctx, prep, vk, "k", append and need_outputs, copy), vk, ks, kst)
+        _set_tensor(d.v, _wrap(ctx, prep, vv, "v", append and need_outputs, copy), vv, vs, vst)
+        if append:
+            for x, nm, t in ((k_new, "k_new", d.k_new), (v_new, "v_new", d.v_new)):
+                vx = _arrays.view_of(x, nm)
+                _dtype_code(vx, nm)
+                if (vx.device, vx.device_index) != (vq.device, vq.device_index):
+                    raise input_error("INVALID_ARGUMENT", f"{nm}: not on q's device")
+                xs, xst = _layout_4d(vx, layout, nm, False)
+                _set_tensor(t, _wrap(ctx, prep, vx, nm, False, copy), vx, xs, xst)
+        if sinks is not None:
+            vsk = _arrays.view_of(sinks, "sinks")
+            if vsk.dtype != "f32" or len(vsk.shape) != 1:
+                raise input_error("INVALID_SHAPE" if vsk.dtype == "f32" else "INVALID_DTYPE",
+                                  f"sinks: {vsk.dtype} {list(vsk.shape)}, expected float32 [Hq] ({qs[2]})")
+            if (vsk.device, vsk.device_index) != (vq.device, vq.device_index):
+                raise input_error("INVALID_ARGUMENT", "sinks: not on q's device")
+            _set_tensor(d.sinks, _wrap(ctx, prep, vsk, "sinks", False, copy), vsk,
+                        [1, 1, vsk.shape[0], 1], [0, 0, vsk.strides[0], 0])
+        if block_table is not None:
+            raw = block_table.detach().cpu().numpy() if _arrays.is_torch_tensor(block_table) else block_table
+            raw = np.asarray(raw)
+            if raw.ndim != 2 or raw.shape[0] != qs[0] or raw.shape[1] < 1:
+                raise input_error("INVALID_SHAPE", f"block_table: shape {list(raw.shape)}, expected "
+                                  f"[B, max_pages_per_seq] with B = {qs[0]}")
+            bt = _arrays.host_int32(raw.reshape(-1), "block_table").reshape(raw.shape)
+            prep.keep.append(bt)
+            d.block_table = bt.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            d.max_pages_per_seq = bt.shape[1]
 
         o_shape4 = [qs[0], qs[1], qs[2], vs[3]]
         out_obj = None
@@ -616,7 +654,8 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
 
 # The problem's options, shared by attention() and reference() (same names, same meaning).
 _OPTION_NAMES = ("layout", "causal", "align", "window", "softcap", "alibi_slopes", "bias", "seqlens_q",
-                 "seqlens_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "return_lse")
+                 "seqlens_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "return_lse", "sinks", "block_table",
+                 "k_new", "v_new")
 
 
 def _options(args: dict) -> dict:
@@ -630,7 +669,7 @@ def _arrays_itemsize(dt: str) -> int:
 def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
               scale=None, return_lse=False, algo="auto", backend="auto", device=0, out=None,
-              align=None, num_splits=0, copy=False):
+              align=None, num_splits=0, copy=False, sinks=None, block_table=None, k_new=None, v_new=None):
     """Attention over arrays, in place: numpy arrays, torch tensors (CPU or CUDA),
     or anything with __array_interface__ / __cuda_array_interface__.
 
@@ -641,7 +680,13 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     "bottom-right" (FlashAttention); window (left, right), None or negative =
     unbounded; softcap; alibi_slopes [Hq]; bias [B|1, H|1, Sq, Sk] (f32/f16,
     additive, -inf allowed); seqlens_q/k [B] for padded batches; scale (default
-    1/sqrt(D)); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
+    1/sqrt(D)); sinks [Hq] f32 (one logit per query head in each row's softmax
+    denominator, never in O); block_table [B, max_pages_per_seq] int32 (host):
+    k and v are then page pools [num_pages, page_size, Hkv, D] ("bhsd":
+    [num_pages, Hkv, page_size, D]) and seqlens_k is required; k_new/v_new
+    [B, S_new, Hkv, D] (append, then attend: written into k and v at
+    seqlens_k[b].., which stays the cache length before the append; the caller
+    advances it); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
     CUDA tensors, the CPU for host memory), "cpu", "opencl", "cuda", or a Context.
 
     out: an array to write O into (its memory is used as it is). Returns
@@ -693,7 +738,8 @@ def _last_record(ctx: Context):
 
 def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
-              scale=None, return_lse=False, backend="auto", device=0, align=None, copy=False):
+              scale=None, return_lse=False, backend="auto", device=0, align=None, copy=False,
+              sinks=None, block_table=None, k_new=None, v_new=None):
     """The library's double-precision reference (xattn_reference.h) for the same
     arguments as attention(): a plain loop, sharing no code with the kernels.
     Returns O as a float64 numpy array in the caller's layout ([B, Sq, Hq, Dv] for
