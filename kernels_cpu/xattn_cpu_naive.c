@@ -172,7 +172,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
                             xattn__cpu_max(0, xattn__cpu_min(nk, (int64_t)p->len_k[b] - ja));
                         for (int64_t c = 0; c < nl; c++) {
                             uk->load(kr, a->k, xattn__cpu_krow(&p->k, p, b, ja + c, hk), p->k.sd, D,
-                                     p->k.dtype, 1.0f);
+                                     p->k.dtype, xattn__cpu_kv_mul(&cx, &p->k, hk));
                             for (int64_t d = 0; d < D; d++)
                                 kt[d * NL + c] = kr[d];
                         }
@@ -280,10 +280,12 @@ static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int
     const xattn_problem *p = cx->p;
     const xattn_view *v = &p->v;
     const int64_t idx = xattn__cpu_krow(v, p, b, ca, hk) + dv0 * v->sd;
-    if (v->sd == 1 && cx->uk->load_rows)
-        return !cx->uk->load_rows(vt, NL, cx->a->v, idx, v->ss, nm, NL, kc, v->dtype, 1);
+    const float mul = xattn__cpu_kv_mul(cx, v, hk);
+    if (v->sd == 1)
+        return !xattn__cpu_load_rows(cx->uk, vt, NL, cx->a->v, idx, v->ss, nm, NL, kc, v->dtype, 1,
+                                     mul);
     for (int64_t c = 0; c < kc; c++) {
-        cx->uk->load(vt + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, 1.0f);
+        cx->uk->load(vt + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, mul);
         xattn__cpu_fill(vt + c * NL + nm, NL - nm, 0.0f);
     }
     return !cx->uk->nonfinite(vt, kc * NL);
