@@ -422,6 +422,8 @@ static xattn_status xattn__cpu_prepare(struct xattn_ctx *ctx, const xattn_proble
     a->lse = p->has_lse ? (float *)p->lse.buf->host : NULL;
     a->bias = p->has_bias ? p->bias.buf->host : NULL;
     a->sinks = p->has_sinks ? (const float *)p->sinks.buf->host : NULL;
+    a->k_scale = p->has_k_scale ? (const float *)p->k_scale.buf->host : NULL;
+    a->v_scale = p->has_v_scale ? (const float *)p->v_scale.buf->host : NULL;
     a->num_threads = c->num_threads > 0 ? c->num_threads : 1;
     a->simd = c->simd;
     memset(&c->work, 0, sizeof c->work);

@@ -689,6 +689,11 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
+    if (xattn__dtype_is_fp8(p->k.dtype))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "cuda: k.dtype %s: fp8 K/V caches are not implemented on this backend "
+                            "yet",
+                            xattn_dtype_name(p->k.dtype));
     if (p->paged)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "cuda: paged KV caches (block_table) are not implemented on this "

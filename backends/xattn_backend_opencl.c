@@ -729,6 +729,11 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
+    if (xattn__dtype_is_fp8(p->k.dtype))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "OpenCL: k.dtype %s: fp8 K/V caches are not implemented on this "
+                            "backend yet",
+                            xattn_dtype_name(p->k.dtype));
     /* The kernels index the per-call parameters (with a paged cache's block
      * table, xattn__cl_call_buffers) with 32-bit ints. */
     if (xattn__cl_meta_count(p) > INT32_MAX)

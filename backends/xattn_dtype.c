@@ -11,6 +11,8 @@ const char *xattn_dtype_name(xattn_dtype dtype)
     case XATTN_DTYPE_F32: return "f32";
     case XATTN_DTYPE_F16: return "f16";
     case XATTN_DTYPE_BF16: return "bf16";
+    case XATTN_DTYPE_FP8_E4M3: return "fp8e4m3";
+    case XATTN_DTYPE_FP8_E5M2: return "fp8e5m2";
     default: return "?";
     }
 }
@@ -21,6 +23,8 @@ size_t xattn_dtype_size(xattn_dtype dtype)
     case XATTN_DTYPE_F32: return 4;
     case XATTN_DTYPE_F16:
     case XATTN_DTYPE_BF16: return 2;
+    case XATTN_DTYPE_FP8_E4M3:
+    case XATTN_DTYPE_FP8_E5M2: return 1;
     default: return 0;
     }
 }
@@ -93,4 +97,41 @@ float xattn_f16_to_f32(uint16_t h)
     if (e == 31)
         return xattn__bits_f32(sign | 0x7f800000u | (m << 13));
     return xattn__bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+float xattn_fp8_to_f32(uint8_t b, xattn_dtype dtype)
+{
+    if (!xattn__dtype_is_fp8(dtype))
+        return NAN;
+    return xattn_sem_fp8_value(b, dtype == XATTN_DTYPE_FP8_E5M2);
+}
+
+uint8_t xattn_f32_to_fp8(float x, xattn_dtype dtype)
+{
+    if (!xattn__dtype_is_fp8(dtype))
+        return 0;
+    const int e5m2 = dtype == XATTN_DTYPE_FP8_E5M2;
+    const int mb = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    const float maxv = e5m2 ? 57344.0f : 448.0f;
+    const uint8_t sign = signbit(x) ? 0x80u : 0u, nan = e5m2 ? 0x7eu : 0x7fu;
+    const uint8_t over = e5m2 ? 0x7cu : nan; /* inf, or E4M3's NaN */
+    if (isnan(x))
+        return (uint8_t)(sign | nan);
+    const float a = fabsf(x);
+    int e;
+    (void)frexpf(a, &e);
+    e -= 1; /* a in [2^e, 2^(e+1)) */
+    if (e < 1 - bias)
+        e = 1 - bias;
+    /* a / 2^(e - mb) is exact in f32 (a power-of-two scaling), so rintf
+     * rounds once, to nearest even (the default rounding mode). */
+    const float r = ldexpf(rintf(ldexpf(a, mb - e)), e - mb);
+    if (!(r <= maxv))
+        return (uint8_t)(sign | over);
+    if (r < ldexpf(1.0f, 1 - bias)) /* subnormal or zero */
+        return (uint8_t)(sign | (uint8_t)ldexpf(r, bias - 1 + mb));
+    (void)frexpf(r, &e);
+    e -= 1;
+    const int m = (int)ldexpf(r, mb - e) - (1 << mb);
+    return (uint8_t)(sign | ((e + bias) << mb) | m);
 }

@@ -392,6 +392,12 @@ xattn_status xattn__backend_require(xattn_backend backend);
 /* ---- descriptor validation and resolution (xattn_validate.c) ------------- */
 
 /* Everything derived from a validated descriptor that the dispatch needs. */
+/* The 8-bit float K/V dtypes. */
+static inline int xattn__dtype_is_fp8(xattn_dtype t)
+{
+    return t == XATTN_DTYPE_FP8_E4M3 || t == XATTN_DTYPE_FP8_E5M2;
+}
+
 typedef struct xattn_desc_summary {
     int64_t B, Hq, Hkv, D, Dv, Sq, Sk; /* Sq/Sk: tensor extents, or the longest sequence (varlen) */
     int varlen;

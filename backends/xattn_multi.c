@@ -318,6 +318,10 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
                             "%s: paged KV caches and appends are not supported by "
                             "xattn_attention_multi yet (call xattn_attention on one device)",
                             d->block_table ? "block_table" : "k_new");
+    if (xattn__dtype_is_fp8(d->k.dtype))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "k.dtype: fp8 K/V caches are not supported by xattn_attention_multi "
+                            "yet (call xattn_attention on one device)");
     if (num_ctxs > 1 && d->bias.buffer && d->cu_seqlens_q)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "bias: not supported with a packed batch across several devices yet "

@@ -82,6 +82,18 @@ xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *
         p->k_new = xattn__view_of(&d->k_new, 0);
         p->v_new = xattn__view_of(&d->v_new, 0);
     }
+    xattn_view *sv[2] = {&p->k_scale, &p->v_scale};
+    const xattn_tensor *sct[2] = {&d->k_scale, &d->v_scale};
+    for (int i = 0; i < 2; i++) {
+        if (!sct[i]->buffer)
+            continue;
+        sv[i]->buf = sct[i]->buffer; /* [1, 1, Hkv, 1]: only its head stride is used */
+        sv[i]->dtype = XATTN_DTYPE_F32;
+        sv[i]->off = (int64_t)(sct[i]->offset / 4);
+        sv[i]->sh = sct[i]->shape[2] == 1 ? 0 : sct[i]->strides[2];
+    }
+    p->has_k_scale = d->k_scale.buffer != NULL;
+    p->has_v_scale = d->v_scale.buffer != NULL;
     p->alibi = d->alibi_slopes;
     p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
     p->softcap = d->softcap;

@@ -39,6 +39,24 @@ static double xattn_ref__bf16_bits_to_double(uint16_t h)
     return (double)f;
 }
 
+/* An 8-bit float from its fields: exponent bits eb, mantissa bits mb; E4M3
+ * has no infinities and one NaN pattern per sign, E5M2 is IEEE-like. */
+static double xattn_ref__fp8_to_double(uint8_t x, int eb, int mb)
+{
+    const int bias = (1 << (eb - 1)) - 1, emax = (1 << eb) - 1;
+    const int e = (x >> mb) & emax, m = x & ((1 << mb) - 1);
+    double v;
+    if (eb == 5 && e == emax)
+        v = m ? NAN : INFINITY;
+    else if (eb == 4 && e == emax && m == (1 << mb) - 1)
+        v = NAN;
+    else if (e == 0)
+        v = ldexp((double)m / (double)(1 << mb), 1 - bias);
+    else
+        v = ldexp(1.0 + (double)m / (double)(1 << mb), e - bias);
+    return (x & 0x80) ? -v : v;
+}
+
 static double xattn_ref__f32_bits_to_double(const unsigned char *p)
 {
     float f;
@@ -104,6 +122,8 @@ static xattn_status xattn_ref__view_read(const xattn_tensor *t, const char *name
             memcpy(&h, p, 2);
             out->data[e] = xattn_ref__f16_bits_to_double(h);
             break;
+        case XATTN_DTYPE_FP8_E4M3: out->data[e] = xattn_ref__fp8_to_double(*p, 4, 3); break;
+        case XATTN_DTYPE_FP8_E5M2: out->data[e] = xattn_ref__fp8_to_double(*p, 5, 2); break;
         default: /* XATTN_DTYPE_BF16; the validator rejected anything else */
             memcpy(&h, p, 2);
             out->data[e] = xattn_ref__bf16_bits_to_double(h);
@@ -162,9 +182,13 @@ static xattn_ref_seq xattn_ref__seq(const xattn_attn_desc *d, int64_t b)
  * token from k_new/v_new (read before the call writes it), a paged cache's
  * page through the block table, or the tensor itself. */
 static double xattn_ref__kv(const xattn_attn_desc *d, const xattn_ref_view *cache,
-                            const xattn_ref_view *fresh, int64_t b, int64_t start_k, int64_t j,
-                            int64_t hk, int64_t c)
+                            const xattn_ref_view *fresh, const xattn_ref_view *scale, int64_t b,
+                            int64_t start_k, int64_t j, int64_t hk, int64_t c)
 {
+    /* An fp8 cache's per-head scale (1 when absent): exact in double. */
+    if (scale->data)
+        return xattn_ref__at(scale, 0, 0, hk, 0) *
+               xattn_ref__kv(d, cache, fresh, &(xattn_ref_view){0}, b, start_k, j, hk, c);
     if (d->k_new.buffer && j >= d->seqlens_k[b])
         return xattn_ref__at(fresh, b, j - d->seqlens_k[b], hk, c);
     if (d->block_table) {
@@ -245,7 +269,9 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
         for (int64_t e = 0; e < Bp * Hq * Sp; e++)
             lse_ref[e] = -INFINITY;
 
-    xattn_ref_view q, k, v, bias, sinks, k_new, v_new;
+    xattn_ref_view q, k, v, bias, sinks, k_new, v_new, k_scale, v_scale;
+    memset(&k_scale, 0, sizeof k_scale);
+    memset(&v_scale, 0, sizeof v_scale);
     memset(&sinks, 0, sizeof sinks);
     memset(&k_new, 0, sizeof k_new);
     memset(&v_new, 0, sizeof v_new);
@@ -266,6 +292,10 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
         st = xattn_ref__view_read(&d->k_new, "k_new", &k_new);
     if (st == XATTN_STATUS_OK && d->v_new.buffer)
         st = xattn_ref__view_read(&d->v_new, "v_new", &v_new);
+    if (st == XATTN_STATUS_OK && d->k_scale.buffer)
+        st = xattn_ref__view_read(&d->k_scale, "k_scale", &k_scale);
+    if (st == XATTN_STATUS_OK && d->v_scale.buffer)
+        st = xattn_ref__view_read(&d->v_scale, "v_scale", &v_scale);
     if (st != XATTN_STATUS_OK)
         goto done;
 
@@ -309,7 +339,7 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
                     double dot = 0.0;
                     for (int64_t c = 0; c < D; c++)
                         dot += xattn_ref__at(&q, tb, tok, h, c) *
-                               xattn_ref__kv(d, &k, &k_new, b, s.start_k, j, hk, c);
+                               xattn_ref__kv(d, &k, &k_new, &k_scale, b, s.start_k, j, hk, c);
                     double sc = dot * scale;
                     if (cap > 0.0)
                         sc = cap * tanh(sc / cap);
@@ -352,7 +382,8 @@ xattn_status xattn_reference_attention(xattn_ctx *ctx, const xattn_attn_desc *ca
                     double w = exp(scores[j] - m);
                     sum += w;
                     for (int64_t c = 0; c < Dv; c++)
-                        acc[c] += w * xattn_ref__kv(d, &v, &v_new, b, s.start_k, j, hk, c);
+                        acc[c] +=
+                            w * xattn_ref__kv(d, &v, &v_new, &v_scale, b, s.start_k, j, hk, c);
                 }
                 for (int64_t c = 0; c < Dv; c++)
                     orow[c] = acc[c] / sum;
@@ -373,5 +404,7 @@ done:
     xattn_ref__view_free(&sinks);
     xattn_ref__view_free(&k_new);
     xattn_ref__view_free(&v_new);
+    xattn_ref__view_free(&k_scale);
+    xattn_ref__view_free(&v_scale);
     return st;
 }

@@ -331,6 +331,8 @@ static xattn_status xattn__check_cache(const struct xattn_ctx *ctx, const xattn_
             XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->q, "q"));
             XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->bias, "bias"));
             XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->sinks, "sinks"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->k_scale, "k_scale"));
+            XATTN_RETURN_IF_ERROR(xattn__check_disjoint(w[i], wn[i], &d->v_scale, "v_scale"));
         }
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->k_new, "k_new"));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->v_new, "v_new"));
@@ -437,6 +439,10 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
     XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->v, "v"));
     XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->o, "o"));
 
+    if (xattn__dtype_is_fp8(d->q.dtype))
+        return xattn__error(XATTN_STATUS_INVALID_DTYPE,
+                            "q.dtype: %s is a K/V cache dtype (q and o are f32, f16 or bf16)",
+                            xattn_dtype_name(d->q.dtype));
     if (d->o.dtype != d->q.dtype)
         return xattn__error(XATTN_STATUS_INVALID_DTYPE,
                             "o.dtype: %s differs from q.dtype %s (q and o share one dtype)",
@@ -581,6 +587,29 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
                                     (long long)Hq);
     }
 
+    /* The scales of an fp8 cache: f32 [1, 1, Hkv, 1], only with fp8 K/V. */
+    static const char *const scn[2] = {"k_scale", "v_scale"};
+    const xattn_tensor *sct[2] = {&d->k_scale, &d->v_scale};
+    for (int i = 0; i < 2; i++) {
+        if (!sct[i]->buffer)
+            continue;
+        if (!xattn__dtype_is_fp8(d->k.dtype))
+            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                "%s: set, but k.dtype is %s (scales are for fp8 caches)", scn[i],
+                                xattn_dtype_name(d->k.dtype));
+        XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, sct[i], scn[i]));
+        if (sct[i]->dtype != XATTN_DTYPE_F32)
+            return xattn__error(XATTN_STATUS_INVALID_DTYPE, "%s.dtype: %s, expected f32", scn[i],
+                                xattn_dtype_name(sct[i]->dtype));
+        for (int k = 0; k < 4; k++)
+            if (sct[i]->shape[k] != (k == 2 ? Hkv : 1))
+                return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                                    "%s.shape[%d]: %lld, expected %lld (%s is [1, 1, Hkv, 1] with "
+                                    "Hkv = %lld KV heads)",
+                                    scn[i], k, (long long)sct[i]->shape[k],
+                                    (long long)(k == 2 ? Hkv : 1), scn[i], (long long)Hkv);
+    }
+
     /* Outputs: each element written once, and no memory shared with inputs. */
     XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->o, "o", 4));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->q, "q"));
@@ -588,6 +617,8 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->v, "v"));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->bias, "bias"));
     XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->sinks, "sinks"));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->k_scale, "k_scale"));
+    XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->o, "o", &d->v_scale, "v_scale"));
     if (d->lse.buffer) {
         XATTN_RETURN_IF_ERROR(xattn__check_distinct(&d->lse, "lse", 3));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->o, "o"));
@@ -596,6 +627,8 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->v, "v"));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->bias, "bias"));
         XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->sinks, "sinks"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->k_scale, "k_scale"));
+        XATTN_RETURN_IF_ERROR(xattn__check_disjoint(&d->lse, "lse", &d->v_scale, "v_scale"));
     }
 
     /* Scalars and flags. */

@@ -117,12 +117,18 @@ typedef enum xattn_dtype {
     XATTN_DTYPE_F32 = 0,
     XATTN_DTYPE_F16 = 1,
     XATTN_DTYPE_BF16 = 2,
+    /* 8-bit floats for K/V caches only (q, o, bias, lse and sinks are never
+     * fp8), each with an optional per-KV-head f32 scale (xattn_attn_desc
+     * k_scale / v_scale): the value is the fp8 number times the scale. */
+    XATTN_DTYPE_FP8_E4M3 =
+        3, /* OCP E4M3 ("fn"): bias 7, max 448, no infinities, S.1111.111 = NaN */
+    XATTN_DTYPE_FP8_E5M2 = 4, /* OCP E5M2: bias 15, max 57344, infinities and NaNs as IEEE */
     XATTN_DTYPE_COUNT
 } xattn_dtype;
 
-/** "f32", "f16", "bf16", or "?" for an invalid value. */
+/** "f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", or "?" for an invalid value. */
 XATTN_API const char *xattn_dtype_name(xattn_dtype dtype);
-/** Bytes per element (4 or 2), or 0 for an invalid value. */
+/** Bytes per element (4, 2 or 1), or 0 for an invalid value. */
 XATTN_API size_t xattn_dtype_size(xattn_dtype dtype);
 
 /* ---- backends and devices ---------------------------------------------- */
@@ -408,6 +414,12 @@ typedef struct xattn_attn_desc {
      * absent (buffer NULL). Rotary embedding is not applied: rotate k_new
      * (and q) before the call. */
     xattn_tensor k_new, v_new;
+
+    /* Appended: the scales of an fp8 K/V cache (dtype FP8_E4M3 or FP8_E5M2),
+     * f32 [1, 1, Hkv, 1], one per KV head, as FlashAttention 3's descale_k /
+     * descale_v: K[.., h, d] = fp8 value * k_scale[h] (V likewise). Optional
+     * (buffer NULL = 1); only with an fp8 k. */
+    xattn_tensor k_scale, v_scale;
 } xattn_attn_desc;
 
 /** Fills d with defaults: no tensors, scale 1/sqrt(D), no masks, AUTO. */
@@ -607,6 +619,12 @@ XATTN_API uint16_t xattn_f32_to_f16(float x);
 XATTN_API uint16_t xattn_f32_to_bf16(float x);
 XATTN_API float xattn_f16_to_f32(uint16_t h);
 XATTN_API float xattn_bf16_to_f32(uint16_t h);
+/** f32 -> fp8 byte (dtype XATTN_DTYPE_FP8_E4M3 or _E5M2), round to nearest
+ * even; beyond the largest finite value: NaN for E4M3 (it has no infinity),
+ * inf for E5M2, as PyTorch's float8 casts. 0 for another dtype. */
+XATTN_API uint8_t xattn_f32_to_fp8(float x, xattn_dtype dtype);
+/** The exact f32 value of an fp8 byte; NaN for another dtype. */
+XATTN_API float xattn_fp8_to_f32(uint8_t b, xattn_dtype dtype);
 
 /* ---- ABI: structs that grow ------------------------------------------------
  *

@@ -51,6 +51,10 @@ typedef struct xattn_problem {
     int has_sinks;
     xattn_view sinks; /* f32 [Hq]: folded into each row by xattn_sem_sink_fold */
 
+    /* fp8 K/V: per-KV-head f32 scales (kv_scale.sh as for sinks); absent = 1. */
+    int has_k_scale, has_v_scale;
+    xattn_view k_scale, v_scale;
+
     const float *alibi; /* host [Hq] or NULL */
     float scale;        /* resolved (never the 0 "default") */
     float softcap;      /* 0 = off */

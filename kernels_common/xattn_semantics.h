@@ -34,6 +34,7 @@ typedef long xattn_sem_i64;
 #define XATTN_SEM_TANHF(x) tanh(x)
 #define XATTN_SEM_EXPF(x) exp(x)
 #define XATTN_SEM_LOGF(x) log(x)
+#define XATTN_SEM_LDEXPF(x, e) ldexp(x, e)
 #else
 #include <math.h>
 #include <stdint.h>
@@ -46,6 +47,7 @@ typedef int64_t xattn_sem_i64;
 #define XATTN_SEM_TANHF(x) tanhf(x)
 #define XATTN_SEM_EXPF(x) expf(x)
 #define XATTN_SEM_LOGF(x) logf(x)
+#define XATTN_SEM_LDEXPF(x, e) ldexpf(x, e)
 #endif
 #define XATTN_SEM_ISNAN(x) isnan(x)
 #define XATTN_SEM_INF INFINITY
@@ -263,6 +265,32 @@ XATTN_SEM_FN float xattn_sem_sink_fold(float *m, float *l, float sink)
     *l = *l * c + XATTN_SEM_EXPF(sink - m_new);
     *m = m_new;
     return c;
+}
+
+/* ---- K/V dtypes: an 8-bit float's value ------------------------------------ */
+
+/*
+ * The exact f32 value of an fp8 byte (every fp8 number is an f32 number):
+ * E4M3 (e5m2 = 0), the OCP "fn" form: sign, 4 exponent bits (bias 7), 3
+ * mantissa bits, subnormals m * 2^-9, no infinities, S.1111.111 is NaN (max
+ * 448); E5M2 (e5m2 = 1): sign, 5 exponent bits (bias 15), 2 mantissa bits,
+ * subnormals m * 2^-16, exponent 31 is inf (m = 0) or NaN (max 57344). The
+ * per-head scale of a cache multiplies this value (docs/semantics.md).
+ */
+XATTN_SEM_FN float xattn_sem_fp8_value(unsigned int byte, int e5m2)
+{
+    const unsigned int mb = e5m2 ? 2u : 3u, top = e5m2 ? 31u : 15u;
+    const unsigned int e = (byte & 0x7fu) >> mb, m = byte & ((1u << mb) - 1u);
+    float v;
+    if (e5m2 && e == top)
+        v = m ? XATTN_SEM_NAN : XATTN_SEM_INF;
+    else if (!e5m2 && e == top && m == 7u)
+        v = XATTN_SEM_NAN;
+    else if (e == 0u) /* subnormal: m * 2^(1 - bias - mb) */
+        v = XATTN_SEM_LDEXPF((float)m, e5m2 ? -16 : -9);
+    else /* (2^mb + m) * 2^(e - bias - mb) */
+        v = XATTN_SEM_LDEXPF((float)((1u << mb) + m), (int)e - (e5m2 ? 17 : 10));
+    return (byte & 0x80u) ? -v : v;
 }
 
 #endif /* XATTN_SEMANTICS_H */

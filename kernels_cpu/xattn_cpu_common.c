@@ -187,7 +187,7 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
     cx->uk->load(qv, cx->a->q, xattn__cpu_qrow(&p->q, p, b, rw->i, rw->h), p->q.sd, p->D,
                  p->q.dtype, cx->qscale);
     cx->uk->load(kv, cx->a->k, xattn__cpu_krow(&p->k, p, b, j, rw->h / p->group), p->k.sd, p->D,
-                 p->k.dtype, 1.0f);
+                 p->k.dtype, xattn__cpu_kv_mul(cx, &p->k, rw->h / p->group));
     float s = 0.0f;
     for (int64_t d = 0; d < p->D; d++)
         s += qv[d] * kv[d];
@@ -211,6 +211,16 @@ void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, 
         xattn__cpu_store1(cx->a->o, idx + d * p->o.sd, p->o.dtype, 0.0f);
     if (p->has_lse)
         cx->a->lse[xattn__cpu_lse_idx(p, b, h, i)] = -INFINITY;
+}
+
+float xattn__cpu_kv_mul(const xattn__cpu_ctx *cx, const xattn_view *v, int64_t hk)
+{
+    const xattn_problem *p = cx->p;
+    if (v == &p->k && p->has_k_scale)
+        return cx->a->k_scale[p->k_scale.off + hk * p->k_scale.sh];
+    if (v == &p->v && p->has_v_scale)
+        return cx->a->v_scale[p->v_scale.off + hk * p->v_scale.sh];
+    return 1.0f;
 }
 
 float xattn__cpu_sink(const xattn__cpu_ctx *cx, int64_t h)
@@ -370,8 +380,27 @@ uint64_t xattn__cpu_pv_pairs(const int *clo, const int *chi, int nr, int block, 
 
 int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const void *base,
                          int64_t idx0, int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
-                         xattn_dtype dt, int check)
+                         xattn_dtype dt, int check, float mul)
 {
+    if (xattn__cpu_is_fp8(dt)) {
+        /* Every byte's value times the head's scale, once per tile (the
+         * portable path of fp8; SIMD conversions are not written yet). */
+        float lut[256];
+        for (int x = 0; x < 256; x++)
+            lut[x] = mul * xattn_sem_fp8_value((unsigned)x, dt == XATTN_DTYPE_FP8_E5M2);
+        float bad = 0.0f; /* x*0: NaN iff an element is inf or NaN */
+        for (int64_t c = 0; c < nc; c++) {
+            const uint8_t *s = (const uint8_t *)base + idx0 + c * rstride;
+            float *row = tile + c * ld;
+            for (int64_t d = 0; d < n; d++) {
+                row[d] = lut[s[d]];
+                bad += row[d] * 0.0f;
+            }
+            for (int64_t d = n; d < zero_to; d++)
+                row[d] = 0.0f;
+        }
+        return check && bad != bad;
+    }
     if (uk->load_rows)
         return uk->load_rows(tile, ld, base, idx0, rstride, n, zero_to, nc, dt, check);
     int bad = 0;
@@ -401,13 +430,14 @@ static int xattn__cpu_load_tile(const xattn__cpu_ctx *cx, const xattn_view *v, c
             run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
             bad |= xattn__cpu_load_rows(cx->uk, tile + c * ld, ld, base,
                                         xattn__cpu_krow(v, p, b, ja + c, hk), v->ss, n, zero_to,
-                                        run, v->dtype, check);
+                                        run, v->dtype, check, xattn__cpu_kv_mul(cx, v, hk));
         }
         return bad;
     }
     for (int64_t c = 0; c < nc; c++) {
         float *row = tile + c * ld;
-        cx->uk->load(row, base, xattn__cpu_krow(v, p, b, ja + c, hk), v->sd, n, v->dtype, 1.0f);
+        cx->uk->load(row, base, xattn__cpu_krow(v, p, b, ja + c, hk), v->sd, n, v->dtype,
+                     xattn__cpu_kv_mul(cx, v, hk));
         for (int64_t d = n; d < zero_to; d++)
             row[d] = 0.0f;
     }
@@ -633,7 +663,7 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
         for (int c = 0; c < nc; c++)
             xattn__cpu_load_rows(uk, sc->vt + c * Dvp, Dvp, cx->a->v,
                                  vidx + (vrows ? vrows[c] : c * src->vstride), 0, Dv, Dvp, 1,
-                                 p->v.dtype, 0);
+                                 p->v.dtype, 0, 1.0f); /* in place: never fp8, no scale */
         vt = sc->vt;
         vpitch = Dvp;
         vbad = 1;

@@ -112,9 +112,14 @@ static inline void xattn__cpu_work_add(xattn_cpu_work *a, const xattn_cpu_work *
 #endif
 
 /* Bytes of one element of a K/V/Q array (the kernels' dtypes). */
+static inline int xattn__cpu_is_fp8(xattn_dtype t)
+{
+    return t == XATTN_DTYPE_FP8_E4M3 || t == XATTN_DTYPE_FP8_E5M2;
+}
+
 static inline int64_t xattn__cpu_esize(xattn_dtype t)
 {
-    return t == XATTN_DTYPE_F32 ? 4 : 2;
+    return t == XATTN_DTYPE_F32 ? 4 : xattn__cpu_is_fp8(t) ? 1 : 2;
 }
 
 /* Whether the in-place QK^T asks L1 for the V rows that the P.V reads next
@@ -199,6 +204,8 @@ static inline float xattn__cpu_load1(const void *base, int64_t idx, xattn_dtype 
 {
     if (dt == XATTN_DTYPE_F32)
         return ((const float *)base)[idx];
+    if (xattn__cpu_is_fp8(dt))
+        return xattn_sem_fp8_value(((const uint8_t *)base)[idx], dt == XATTN_DTYPE_FP8_E5M2);
     uint16_t h = ((const uint16_t *)base)[idx];
     return dt == XATTN_DTYPE_F16 ? xattn__cpu_f16_to_f32(h) : xattn__cpu_bf16_to_f32(h);
 }
@@ -316,10 +323,11 @@ extern const xattn__cpu_uk xattn__cpu_uk_avx512;
 #endif
 
 /* uk->load_rows, or its loop over uk->load (and nonfinite) where the table has
- * none. */
+ * none; fp8 rows through a 256-entry table of their values times `mul` (1
+ * for every other dtype). */
 int xattn__cpu_load_rows(const struct xattn__cpu_uk *uk, float *tile, int64_t ld, const void *base,
                          int64_t idx0, int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
-                         xattn_dtype dt, int check);
+                         xattn_dtype dt, int check, float mul);
 
 /* The table for a SIMD path (the portable one for anything this build lacks). */
 const xattn__cpu_uk *xattn__cpu_uk_get(xattn_cpu_simd simd);
@@ -420,6 +428,10 @@ void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const
 
 /* Writes O = 0 (and LSE = -inf) for row i of (b, h): padding and fully masked rows. */
 void xattn__cpu_write_empty_row(const xattn__cpu_ctx *cx, int64_t b, int64_t h, int64_t i);
+
+/* What converted elements of view v (p->k or p->v) at KV head hk are
+ * multiplied by: an fp8 cache's per-head scale, else 1. */
+float xattn__cpu_kv_mul(const xattn__cpu_ctx *cx, const xattn_view *v, int64_t hk);
 
 /* Head h's sink logit; -inf (no sink) without sinks. */
 float xattn__cpu_sink(const xattn__cpu_ctx *cx, int64_t h);

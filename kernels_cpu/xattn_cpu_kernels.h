@@ -33,10 +33,11 @@ typedef struct xattn_cpu_args {
     /* Buffer base addresses (byte 0 of each view's buffer); add p->x.off elements. */
     const void *q, *k, *v;
     void *o;
-    float *lse;         /* NULL when !p->has_lse */
-    const void *bias;   /* NULL when !p->has_bias */
-    const float *sinks; /* NULL when !p->has_sinks */
-    int num_threads;    /* >= 1 */
+    float *lse;                     /* NULL when !p->has_lse */
+    const void *bias;               /* NULL when !p->has_bias */
+    const float *sinks;             /* NULL when !p->has_sinks */
+    const float *k_scale, *v_scale; /* fp8 caches' per-head scales; NULL = absent */
+    int num_threads;                /* >= 1 */
     xattn_cpu_simd simd;
 } xattn_cpu_args;
 

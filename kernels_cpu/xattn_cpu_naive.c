@@ -172,7 +172,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
                             xattn__cpu_max(0, xattn__cpu_min(nk, (int64_t)p->len_k[b] - ja));
                         for (int64_t c = 0; c < nl; c++) {
                             uk->load(kr, a->k, xattn__cpu_krow(&p->k, p, b, ja + c, hk), p->k.sd, D,
-                                     p->k.dtype, 1.0f);
+                                     p->k.dtype, xattn__cpu_kv_mul(&cx, &p->k, hk));
                             for (int64_t d = 0; d < D; d++)
                                 kt[d * NL + c] = kr[d];
                         }
@@ -281,17 +281,19 @@ static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int
     const xattn_problem *p = cx->p;
     const xattn_view *v = &p->v;
     const int rows = v->sd == 1 && cx->uk->load_rows;
+    const float mul = xattn__cpu_kv_mul(cx, v, hk); /* an fp8 cache's scale, else 1 */
     int bad = 0;
     for (int64_t c0 = 0, run; c0 < kc; c0 += run) {
         run = xattn__cpu_krun(p, v, b, ca + c0, kc - c0);
         const int64_t idx = xattn__cpu_krow(v, p, b, ca + c0, hk) + dv0 * v->sd;
         float *dst = vt + c0 * NL;
         if (rows) {
-            bad |= cx->uk->load_rows(dst, NL, cx->a->v, idx, v->ss, nm, NL, run, v->dtype, 1);
+            bad |= xattn__cpu_load_rows(cx->uk, dst, NL, cx->a->v, idx, v->ss, nm, NL, run,
+                                        v->dtype, 1, mul);
             continue;
         }
         for (int64_t c = 0; c < run; c++) {
-            cx->uk->load(dst + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, 1.0f);
+            cx->uk->load(dst + c * NL, cx->a->v, idx + c * v->ss, v->sd, nm, v->dtype, mul);
             xattn__cpu_fill(dst + c * NL + nm, NL - nm, 0.0f);
         }
     }

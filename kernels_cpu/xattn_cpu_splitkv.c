@@ -35,7 +35,9 @@
 static int xattn__cpu_skv_streams(const xattn_problem *p)
 {
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-    return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1;
+    /* (fp8 caches scale each KV head: they take the per-head path) */
+    return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1 &&
+           !xattn__cpu_is_fp8(p->k.dtype);
 }
 
 static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)
@@ -75,7 +77,7 @@ static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
 static int xattn__cpu_skv_direct(const xattn__cpu_uk *uk, const xattn_problem *p)
 {
     return uk->qk_rows_src && uk->qk_rows && p->D % 16 == 0 && p->Dv % 16 == 0 &&
-           p->group * p->Sq <= XATTN__CPU_FEW_ROWS;
+           p->group * p->Sq <= XATTN__CPU_FEW_ROWS && !xattn__cpu_is_fp8(p->k.dtype);
 }
 
 /* The keys per step of the streaming path, the same for every group of KV
@@ -323,10 +325,10 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
                     continue;
                 xattn__cpu_load_rows(cx->uk, L->kb + c * nk * ldk, ldk, cx->a->k,
                                      xattn__cpu_krow(&p->k, p, b, j, hk0), p->k.sh, p->D, ldk, nk,
-                                     p->k.dtype, 0);
+                                     p->k.dtype, 0, 1.0f);
                 L->vbad |= xattn__cpu_load_rows(cx->uk, L->vb + c * nk * Dvp, Dvp, cx->a->v,
                                                 xattn__cpu_krow(&p->v, p, b, j, hk0), p->v.sh,
-                                                p->Dv, Dvp, nk, p->v.dtype, 1);
+                                                p->Dv, Dvp, nk, p->v.dtype, 1, 1.0f);
             }
         for (int l = 0; l < nl; l++) {
             xattn__cpu_skv_lane *L = &ln[l];

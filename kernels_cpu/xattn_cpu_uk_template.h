@@ -45,11 +45,11 @@ static XV_TARGET void XV_FN(load)(float *dst, const void *base, int64_t idx, int
             const uint16_t *s = (const uint16_t *)base + idx;
             for (; t + XV_LEN <= n; t += XV_LEN)
                 xv_store(dst + t, xv_mul(xv_load_f16(s + t), mv));
-        } else {
+        } else if (dt == XATTN_DTYPE_BF16) {
             const uint16_t *s = (const uint16_t *)base + idx;
             for (; t + XV_LEN <= n; t += XV_LEN)
                 xv_store(dst + t, xv_mul(xv_load_bf16(s + t), mv));
-        }
+        } /* fp8: element by element below */
     }
     for (; t < n; t++)
         dst[t] = mul * xattn__cpu_load1(base, idx + t * stride, dt);
@@ -113,7 +113,7 @@ static XV_TARGET int XV_FN(load_rows)(float *tile, int64_t ld, const void *base,
             XATTN__LOAD_ROW(float, xv_load)
         else if (dt == XATTN_DTYPE_F16)
             XATTN__LOAD_ROW(uint16_t, xv_load_f16)
-        else
+        else if (dt == XATTN_DTYPE_BF16)
             XATTN__LOAD_ROW(uint16_t, xv_load_bf16)
         for (; t < n; t++) {
             dst[t] = xattn__cpu_load1(base, idx + t, dt);

@@ -64,10 +64,46 @@ static void test_status_strings(void)
     EXPECT(un != NULL && *un, "unknown status name");
 }
 
+/* The fp8 helpers: every byte's value decodes and encodes back to itself (NaNs to the
+ * format's NaN), the largest values, round to nearest even, and overflow. */
+static void test_fp8(void)
+{
+    const xattn_dtype ts[2] = {XATTN_DTYPE_FP8_E4M3, XATTN_DTYPE_FP8_E5M2};
+    for (int t = 0; t < 2; t++)
+        for (int b = 0; b < 256; b++) {
+            const float x = xattn_fp8_to_f32((uint8_t)b, ts[t]);
+            const uint8_t back = xattn_f32_to_fp8(x, ts[t]);
+            if (isnan(x))
+                EXPECT(isnan(xattn_fp8_to_f32(back, ts[t])), "%s 0x%02x: NaN encodes to 0x%02x",
+                       xattn_dtype_name(ts[t]), b, back);
+            else
+                EXPECT(back == b || (x == 0 && (back & 0x7f) == 0),
+                       "%s 0x%02x = %g encodes to 0x%02x", xattn_dtype_name(ts[t]), b, (double)x,
+                       back);
+        }
+    EXPECT(xattn_fp8_to_f32(0x7e, XATTN_DTYPE_FP8_E4M3) == 448.0f, "e4m3 max");
+    EXPECT(isnan(xattn_fp8_to_f32(0x7f, XATTN_DTYPE_FP8_E4M3)), "e4m3 NaN");
+    EXPECT(xattn_fp8_to_f32(0x01, XATTN_DTYPE_FP8_E4M3) == ldexpf(1.0f, -9), "e4m3 min subnormal");
+    EXPECT(xattn_fp8_to_f32(0x7b, XATTN_DTYPE_FP8_E5M2) == 57344.0f, "e5m2 max");
+    EXPECT(isinf(xattn_fp8_to_f32(0xfc, XATTN_DTYPE_FP8_E5M2)), "e5m2 -inf");
+    EXPECT(xattn_fp8_to_f32(0x01, XATTN_DTYPE_FP8_E5M2) == ldexpf(1.0f, -16), "e5m2 min subnormal");
+    /* 464 lies halfway between 448 (even mantissa) and 480 (past the E4M3 maximum). */
+    EXPECT(xattn_f32_to_fp8(464.0f, XATTN_DTYPE_FP8_E4M3) == 0x7e, "e4m3 tie to even");
+    EXPECT(isnan(xattn_fp8_to_f32(xattn_f32_to_fp8(470.0f, XATTN_DTYPE_FP8_E4M3),
+                                  XATTN_DTYPE_FP8_E4M3)),
+           "e4m3 overflow is NaN");
+    EXPECT(
+        isinf(xattn_fp8_to_f32(xattn_f32_to_fp8(1e6f, XATTN_DTYPE_FP8_E5M2), XATTN_DTYPE_FP8_E5M2)),
+        "e5m2 overflow is inf");
+    EXPECT(xattn_f32_to_fp8(1.0625f, XATTN_DTYPE_FP8_E4M3) == 0x38, "1.0625 ties to 1.0");
+    EXPECT(xattn_f32_to_fp8(1.1875f, XATTN_DTYPE_FP8_E4M3) == 0x3a, "1.1875 ties to 1.25");
+    EXPECT(isnan(xattn_fp8_to_f32(0x00, XATTN_DTYPE_F16)), "not an fp8 dtype");
+}
+
 static void test_names(void)
 {
-    static const char *const dn[] = {"f32", "f16", "bf16"};
-    static const size_t ds[] = {4, 2, 2};
+    static const char *const dn[] = {"f32", "f16", "bf16", "fp8e4m3", "fp8e5m2"};
+    static const size_t ds[] = {4, 2, 2, 1, 1};
     for (int i = 0; i < XATTN_DTYPE_COUNT; i++) {
         EXPECT(!strcmp(xattn_dtype_name((xattn_dtype)i), dn[i]), "dtype %d: %s", i,
                xattn_dtype_name((xattn_dtype)i));
@@ -917,6 +953,7 @@ int main(void)
     test_version();
     test_status_strings();
     test_names();
+    test_fp8();
     test_devices();
     test_contexts();
     test_options();

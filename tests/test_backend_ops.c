@@ -139,6 +139,8 @@ typedef struct tcase {
     int page;     /* paged KV cache: tokens per page (0 = contiguous K/V) */
     int pagelay;  /* page layout: 0 = [pages, page, Hkv, D], 1 = [pages, Hkv, page, D] */
     int append;   /* tokens per sequence given as k_new/v_new (append, then attend) */
+    int kvscale;  /* fp8 K/V: 1 = per-head k_scale/v_scale, 2 = also values over the format's
+                   * whole range (subnormals to the largest) under small scales */
     int quick;    /* part of the --quick matrix */
     char name[240];
 } tcase;
@@ -146,6 +148,8 @@ typedef struct tcase {
 #define F32 XATTN_DTYPE_F32
 #define F16 XATTN_DTYPE_F16
 #define BF16 XATTN_DTYPE_BF16
+#define FP8E4 XATTN_DTYPE_FP8_E4M3
+#define FP8E5 XATTN_DTYPE_FP8_E5M2
 #define TL XATTN_ALIGN_TOP_LEFT
 #define BR XATTN_ALIGN_BOTTOM_RIGHT
 
@@ -201,6 +205,8 @@ static void case_name(tcase *c)
         APPEND("_paged%d%s", c->page, c->pagelay ? "-hsd" : "");
     if (c->append)
         APPEND("_append%d", c->append);
+    if (c->kvscale)
+        APPEND("_kvscale%s", c->kvscale == 2 ? "-range" : "");
 #undef APPEND
 }
 
@@ -512,6 +518,22 @@ static void build_cases(void)
     CASE(.page = 32, .Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 64, .B = 2, .wl = 256,
          .causal = 1, .splits = 4);
     CASE(.page = 16, .nan_in = NAN_PAD, .lens = LENS_PADDED, .B = 3, .causal = 1);
+    /* fp8 K/V caches (E4M3 and E5M2), with and without per-head scales, values over each
+     * format's whole range, NaN in K, decode with splits, paged and appended caches, and the
+     * usual masks and modifiers. */
+    CASE(.dkv = FP8E4, .causal = 1, .lse = 1, .quick = 1);
+    CASE(.dkv = FP8E5, .dq = F16, .Hq = 8, .Hkv = 2, .kvscale = 1, .lse = 1, .quick = 1);
+    CASE(.dkv = FP8E4, .dq = BF16, .kvscale = 1, .Sq = 1, .Sk = 700, .Hq = 8, .Hkv = 2, .D = 128,
+         .splits = 5, .lens = LENS_PADDED, .B = 3, .lse = 1);
+    CASE(.dkv = FP8E5, .kvscale = 2, .Sq = 5, .Sk = 90, .wl = 20, .softcap = 5.0f, .alibi = 1,
+         .lse = 1);
+    CASE(.dkv = FP8E4, .kvscale = 2, .D = 80, .Dv = 48, .bias = BIAS_BH, .sinks = 1,
+         .layout = L_STRIDED);
+    CASE(.dkv = FP8E4, .nan_in = NAN_K, .Sq = 4, .Sk = 260, .Hq = 8, .Hkv = 2, .causal = 1);
+    CASE(.dkv = FP8E4, .page = 16, .kvscale = 1, .Sq = 1, .Sk = 300, .lens = LENS_PADDED, .B = 3,
+         .splits = 3, .quick = 1);
+    CASE(.dkv = FP8E5, .append = 2, .Sq = 2, .Sk = 64, .causal = 1, .kvscale = 1);
+
     /* Append, then attend (flash_attn_with_kvcache): into contiguous and paged caches,
      * decode and a few speculative positions, padded lengths; the harness also checks that
      * exactly the appended slots of the caches changed. */
@@ -589,11 +611,52 @@ static void add_random_cases(int n)
 
 static size_t esz(xattn_dtype t)
 {
-    return t == F32 ? 4 : 2;
+    return t == F32 ? 4 : (t == FP8E4 || t == FP8E5) ? 1 : 2;
+}
+
+/* The fp8 formats' fields: mantissa bits, exponent bias, largest finite value. */
+static void fp8_format(xattn_dtype t, int *mb, int *bias, double *maxv)
+{
+    *mb = t == FP8E5 ? 2 : 3;
+    *bias = t == FP8E5 ? 15 : 7;
+    *maxv = t == FP8E5 ? 57344.0 : 448.0;
+}
+
+/* v rounded to nearest-even in an fp8 format, as its byte (the harness's own encoder): too
+ * large is inf (E5M2) or NaN (E4M3, which has no infinities). */
+static uint8_t fp8_encode(double v, xattn_dtype t)
+{
+    int mb, bias;
+    double maxv;
+    fp8_format(t, &mb, &bias, &maxv);
+    const uint8_t sign = (v < 0 || (v == 0 && signbit(v))) ? 0x80 : 0;
+    const uint8_t nan = t == FP8E5 ? 0x7e : 0x7f, inf = t == FP8E5 ? 0x7c : nan;
+    double a = fabs(v);
+    if (isnan(v))
+        return nan;
+    int e;
+    frexp(a, &e);
+    e -= 1; /* a in [2^e, 2^(e+1)) */
+    if (e < 1 - bias)
+        e = 1 - bias;
+    const double q = ldexp(1.0, e - mb);
+    const double r = nearbyint(a / q) * q; /* ties to even */
+    if (r > maxv)
+        return (uint8_t)(sign | inf);
+    if (r < ldexp(1.0, 1 - bias)) /* subnormal (or 0) */
+        return (uint8_t)(sign | (int)(r / ldexp(1.0, 1 - bias - mb)));
+    frexp(r, &e);
+    e -= 1;
+    const int m = (int)(r / ldexp(1.0, e - mb)) - (1 << mb);
+    return (uint8_t)(sign | ((e + bias) << mb) | m);
 }
 
 static void put_elem(unsigned char *base, xattn_dtype t, int64_t idx, double v)
 {
+    if (t == FP8E4 || t == FP8E5) {
+        base[idx] = fp8_encode(v, t);
+        return;
+    }
     if (t == F32) {
         float f = (float)v;
         memcpy(base + 4 * idx, &f, 4);
@@ -666,6 +729,10 @@ static const uint16_t POISON_BF16 = 0x7fe5u;
 static void fill_poison(unsigned char *p, xattn_dtype t, size_t bytes)
 {
     size_t es = esz(t);
+    if (es == 1) { /* fp8 inputs: a NaN */
+        memset(p, t == FP8E5 ? 0x7e : 0x7f, bytes);
+        return;
+    }
     for (size_t i = 0; i + es <= bytes; i += es) {
         if (t == F32)
             memcpy(p + i, &POISON_F32, 4);
@@ -705,6 +772,7 @@ typedef struct inst {
     int32_t *table; /* block table [B, max_pages] */
     int64_t max_pages;
     hview kn, vn;           /* k_new, v_new */
+    hview ks, vs;           /* k_scale, v_scale */
     unsigned char *kx, *vx; /* the caches' bytes expected after the append */
 } inst;
 
@@ -747,9 +815,9 @@ static void view_alloc_host(hview *h)
 
 static void inst_free(inst *in)
 {
-    hview *vs[9] = {&in->q,    &in->k,     &in->v,  &in->o, &in->lse,
-                    &in->bias, &in->sinks, &in->kn, &in->vn};
-    for (int i = 0; i < 9; i++) {
+    hview *vs[11] = {&in->q,     &in->k,  &in->v,  &in->o,  &in->lse, &in->bias,
+                     &in->sinks, &in->kn, &in->vn, &in->ks, &in->vs};
+    for (int i = 0; i < 11; i++) {
         free(vs[i]->host);
         xattn_buffer_free(vs[i]->buf);
         vs[i]->host = NULL;
@@ -953,6 +1021,22 @@ static void inst_build(inst *in, const tcase *c, uint64_t seed)
             }
     if (c->big)
         fill_big(in, c, &r);
+    if (c->kvscale == 2) { /* fp8 values from the subnormals to the largest, both signs */
+        int mb, bias;
+        double maxv;
+        fp8_format(c->dkv, &mb, &bias, &maxv);
+        hview *kv[2] = {&in->k, &in->v};
+        const int dims[2] = {c->D, c->Dv};
+        for (int t = 0; t < 2; t++)
+            for (int64_t b = 0; b < in->Bp; b++)
+                for (int64_t s = 0; s < Skp; s++)
+                    for (int64_t h = 0; h < c->Hkv; h++)
+                        for (int64_t d = 0; d < dims[t]; d++) {
+                            double x = ldexp(1.0 + rng_unif(&r), rng_int(&r, -bias - mb, bias + 1));
+                            x = fmin(x, maxv) * (rng_unif(&r) < 0.5 ? -1.0 : 1.0);
+                            put_elem(kv[t]->host, c->dkv, view_index(kv[t], b, s, h, d), x);
+                        }
+    }
     if (c->nan_in == NAN_PAD) {
         /* Padding rows of q and padding keys of k/v hold NaN: never to be read. */
         for (int b = 0; b < B; b++) {
@@ -1042,6 +1126,26 @@ static void inst_build(inst *in, const tcase *c, uint64_t seed)
             if (c->sinks == 1 && h % 4 == 3)
                 x = -INFINITY; /* a head without a sink */
             put_elem(sv->host, F32, view_index(sv, 0, 0, h, 0), x);
+        }
+    }
+    if (c->kvscale) { /* [1, 1, Hkv, 1] f32 per cache; small under the whole range */
+        hview *sv[2] = {&in->ks, &in->vs};
+        int mb, bias;
+        double maxv;
+        fp8_format(c->dkv, &mb, &bias, &maxv);
+        for (int t = 0; t < 2; t++) {
+            memset(sv[t], 0, sizeof *sv[t]);
+            sv[t]->dt = F32;
+            sv[t]->shape[0] = sv[t]->shape[1] = sv[t]->shape[3] = 1, sv[t]->shape[2] = c->Hkv;
+            sv[t]->strides[2] = 1 + t, sv[t]->strides[0] = sv[t]->strides[1] = 2 * c->Hkv;
+            sv[t]->strides[3] = 1;
+            view_alloc_host(sv[t]);
+            for (int64_t h = 0; h < c->Hkv; h++) {
+                double x = 0.5 + 1.5 * rng_unif(&r);
+                if (c->kvscale == 2)
+                    x *= (t ? 1.0 : 4.0) / maxv;
+                put_elem(sv[t]->host, F32, view_index(sv[t], 0, 0, h, 0), x);
+            }
         }
     }
     if (c->alibi) {
@@ -1164,10 +1268,11 @@ static void inst_cache(inst *in, const tcase *c, rng *r)
 
 static int inst_upload(inst *in, xattn_ctx *ctx, char *err, size_t errn)
 {
-    hview *vs[9] = {&in->q,    &in->k,     &in->v,  &in->o, &in->lse,
-                    &in->bias, &in->sinks, &in->kn, &in->vn};
-    static const char *const nm[9] = {"q", "k", "v", "o", "lse", "bias", "sinks", "k_new", "v_new"};
-    for (int i = 0; i < 9; i++) {
+    hview *vs[11] = {&in->q,     &in->k,  &in->v,  &in->o,  &in->lse, &in->bias,
+                     &in->sinks, &in->kn, &in->vn, &in->ks, &in->vs};
+    static const char *const nm[11] = {"q",     "k",     "v",     "o",       "lse",    "bias",
+                                       "sinks", "k_new", "v_new", "k_scale", "v_scale"};
+    for (int i = 0; i < 11; i++) {
         if (!vs[i]->host)
             continue;
         xattn_status st = xattn_buffer_alloc(ctx, vs[i]->bytes, &vs[i]->buf);
@@ -1230,6 +1335,10 @@ static void inst_desc(const inst *in, xattn_attn_desc *d)
     if (c->append) {
         d->k_new = tensor_of(&in->kn);
         d->v_new = tensor_of(&in->vn);
+    }
+    if (c->kvscale) {
+        d->k_scale = tensor_of(&in->ks);
+        d->v_scale = tensor_of(&in->vs);
     }
     if (c->lens == LENS_VARLEN) {
         d->cu_seqlens_q = in->cuq;

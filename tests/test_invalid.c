@@ -105,6 +105,13 @@ static void with_append(fixture *f, xattn_attn_desc *d, int64_t n)
     d->seqlens_k = f->cache_len;
 }
 
+/* An fp8 cache's scales: f32 [1, 1, Hkv, 1] in the bias buffer from byte `off`. */
+static xattn_tensor scale_view(fixture *f, size_t off)
+{
+    xattn_tensor t = {f->bias, off, XATTN_DTYPE_F32, {1, 1, HKV, 1}, {HKV, HKV, 1, 1}};
+    return t;
+}
+
 /* A valid call must work on the context and clear the error message. */
 static void expect_usable(fixture *f, const char *after)
 {
@@ -451,6 +458,27 @@ int main(void)
     GOOD("append", with_append(&f, &d, 2));
     GOOD("append of 0 tokens", with_append(&f, &d, 0));
     GOOD("paged append", with_paged(&f, &d); with_append(&f, &d, 2));
+
+    /* ---- fp8 K/V caches and their scales ---- */
+#define FP8KV(dt) (d.k.dtype = d.v.dtype = (dt))
+#define SCALE(field, off) (d.field = scale_view(&f, (off)))
+    BAD("q fp8", INVALID_DTYPE, "q.dtype", d.q.dtype = d.o.dtype = XATTN_DTYPE_FP8_E4M3);
+    BAD("k fp8, v f32", INVALID_DTYPE, "v.dtype", d.k.dtype = XATTN_DTYPE_FP8_E5M2);
+    BAD("k_scale without fp8", INVALID_ARGUMENT, "k_scale", SCALE(k_scale, 0));
+    BAD("k_scale f16", INVALID_DTYPE, "k_scale.dtype", FP8KV(XATTN_DTYPE_FP8_E4M3);
+        SCALE(k_scale, 0); d.k_scale.dtype = XATTN_DTYPE_F16);
+    BAD("v_scale per query head", INVALID_SHAPE, "v_scale.shape[2]", FP8KV(XATTN_DTYPE_FP8_E4M3);
+        SCALE(v_scale, 0); d.v_scale.shape[2] = HQ);
+    BAD("v_scale overruns buffer", OUT_OF_BOUNDS, "v_scale", FP8KV(XATTN_DTYPE_FP8_E4M3);
+        SCALE(v_scale, BUF_BYTES - 4));
+    BAD("k_scale overlaps o", INVALID_ARGUMENT, "k_scale", FP8KV(XATTN_DTYPE_FP8_E5M2);
+        SCALE(k_scale, 0); d.k_scale.buffer = f.o);
+    BAD("k_scale overlaps lse", INVALID_ARGUMENT, "k_scale", FP8KV(XATTN_DTYPE_FP8_E5M2);
+        SCALE(k_scale, 0); d.k_scale.buffer = f.lse);
+    GOOD("fp8e4m3 with scales", FP8KV(XATTN_DTYPE_FP8_E4M3); SCALE(k_scale, 0); SCALE(v_scale, 64));
+    GOOD("fp8e5m2 without scales", FP8KV(XATTN_DTYPE_FP8_E5M2));
+#undef FP8KV
+#undef SCALE
 
     /* ---- valid edge cases (must not be rejected) ---- */
     GOOD("Sq = 0", d.q.shape[1] = 0; d.o.shape[1] = 0; d.lse.shape[2] = 0);

@@ -162,8 +162,10 @@ static xattn_status xtool__fill(xattn_buffer *buf, size_t n, xattn_dtype dt, uin
             ((float *)h)[i] = x;
         else if (dt == XATTN_DTYPE_F16)
             ((uint16_t *)h)[i] = xattn_f32_to_f16(x);
-        else
+        else if (dt == XATTN_DTYPE_BF16)
             ((uint16_t *)h)[i] = xattn_f32_to_bf16(x);
+        else /* an fp8 K/V cache */
+            ((uint8_t *)h)[i] = xattn_f32_to_fp8(x, dt);
     }
     xattn_status st = xattn_buffer_write(buf, 0, h, n * es);
     free(h);

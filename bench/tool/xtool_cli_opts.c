@@ -184,7 +184,19 @@ static int xtool__one_algo(const char *s, int *v)
     return -1;
 }
 
+/* q's dtypes (f32, f16, bf16: the fp8 ones are for K/V only). */
 static int xtool__one_dtype(const char *s, int *v)
+{
+    for (int i = 0; i < XATTN_DTYPE_FP8_E4M3; i++)
+        if (!strcmp(s, xattn_dtype_name((xattn_dtype)i))) {
+            *v = i;
+            return 0;
+        }
+    return -1;
+}
+
+/* K/V's dtypes: every dtype. */
+static int xtool__one_kv_dtype(const char *s, int *v)
 {
     for (int i = 0; i < XATTN_DTYPE_COUNT; i++)
         if (!strcmp(s, xattn_dtype_name((xattn_dtype)i))) {
@@ -277,8 +289,11 @@ int xtool_opt_parse_kv_dtype(xtool_cli_opts *o, const xtool_opt_def *d, const ch
                              size_t errlen)
 {
     int v;
-    if (xtool__one_dtype(arg, &v))
-        return xtool_cli_fail(err, errlen, "--%s: '%s' is not f32, f16 or bf16", d->name, arg);
+    if (xtool__one_kv_dtype(arg, &v))
+        return xtool_cli_fail(err, errlen,
+                              "--%s: '%s' is not f32, f16, bf16, fp8e4m3 or fp8e5m2 (q8_0 is not "
+                              "implemented)",
+                              d->name, arg);
     o->kv_dtype = v;
     return 0;
 }
