@@ -245,6 +245,13 @@ int main(void)
                   strstr(xattn_last_error(), "k_new"),
               "append across devices: %s", xattn_last_error());
     }
+    {
+        xattn_attn_desc fd = d; /* an fp8 cache: its scales are per KV head, not cut yet */
+        fd.k.dtype = fd.v.dtype = XATTN_DTYPE_FP8_E5M2;
+        CHECK(xattn_attention_multi(two, 2, NULL, &fd, NULL) == XATTN_STATUS_UNSUPPORTED &&
+                  strstr(xattn_last_error(), "fp8"),
+              "fp8 across devices: %s", xattn_last_error());
+    }
     d.o.shape[3] = 7; /* the library's own check names the field */
     CHECK(xattn_attention_multi(two, 2, NULL, &d, NULL) == XATTN_STATUS_INVALID_SHAPE &&
               strstr(xattn_last_error(), "o."),

@@ -120,7 +120,8 @@ enum {
     INJ_DISAGREE,
     INJ_OOM_MID,
     INJ_PAGED, /* a block table on one rank: refused, every rank returns the error */
-    INJ_ENV /* set by the caller */
+    INJ_FP8,   /* an fp8 cache on one rank: likewise */
+    INJ_ENV    /* set by the caller */
 };
 
 /* Runs one case with one layout; returns the status of the ring call. */
@@ -237,6 +238,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
             d.o.dtype = XATTN_DTYPE_F16; /* q is f32: every backend rejects this */
         if (inject == INJ_DISAGREE)
             d.causal = !d.causal;
+        if (inject == INJ_FP8)
+            d.k.dtype = d.v.dtype = XATTN_DTYPE_FP8_E4M3;
         if (inject == INJ_PAGED) {
             static const int32_t table[64] = {0};
             d.block_table = table;
@@ -483,6 +486,10 @@ int main(int argc, char **argv)
     CHECK(st == XATTN_STATUS_UNSUPPORTED &&
               (g_rank != last || strstr(xattn_mpi_last_error(), "block_table")),
           "a paged cache on rank %d: %s (%s)", last, xattn_status_name(st), xattn_mpi_last_error());
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_FP8, last);
+    CHECK(st == XATTN_STATUS_UNSUPPORTED &&
+              (g_rank != last || strstr(xattn_mpi_last_error(), "fp8")),
+          "an fp8 cache on rank %d: %s (%s)", last, xattn_status_name(st), xattn_mpi_last_error());
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_OOM, 0);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure on rank 0: %s (%s)",
           xattn_status_name(st), xattn_mpi_last_error());
