@@ -25,6 +25,7 @@
 
 #include "xattn_cuda.h"
 #include "xattn_cuda_kernels.h"
+#include "xattn_cuda_tune.h"
 #include "xattn_internal.h"
 
 #define XATTN__CUDA_MAX_DEVICES 64
@@ -48,7 +49,10 @@ typedef struct xattn_cuda_ctx {
     size_t smem_optin;
     int pools;      /* cudaMallocAsync usable */
     int force_simt; /* XATTN_CUDA_FORCE_SIMT set */
-    int ready;      /* fully initialized */
+    /* XATTN_CUDA_CONFIG and the stored winners of `xattn tune` (a pointer:
+     * plan's c is const, and it reads the winners on first use). */
+    xattn__cuda_tune *tune;
+    int ready; /* fully initialized */
     /* Per-call arrays (len_q, len_k, start_q, start_k, alibi, a paged cache's
      * block table): a pinned host staging copy and a device copy, both grown
      * on demand and accounted. The
@@ -268,6 +272,10 @@ static void xattn__cuda_state_free(struct xattn_ctx *ctx, xattn_cuda_ctx *c)
     if (c->own_stream && c->stream)
         (void)cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();
+    if (c->tune) {
+        xattn__cuda_tune_free(c->tune);
+        free(c->tune);
+    }
     xattn__host_free(ctx, c, sizeof *c);
 }
 
@@ -325,6 +333,18 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
     }
     const char *env = getenv("XATTN_CUDA_FORCE_SIMT");
     c->force_simt = env && *env && strcmp(env, "0") != 0;
+    int drv = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess)
+        (void)cudaGetLastError();
+    c->tune = calloc(1, sizeof *c->tune);
+    st = c->tune ? xattn__cuda_tune_init(c->tune, ctx, prop.name, c->cc, drv)
+                 : xattn__error(XATTN_STATUS_OUT_OF_MEMORY, "CUDA context: out of host memory");
+    if (st != XATTN_STATUS_OK) {
+        const int ordinal = c->ordinal;
+        xattn__cuda_state_free(ctx, c);
+        xattn__cuda_dev_leave(ordinal, prev);
+        return st;
+    }
     c->ready = 1;
     xattn__cuda_dev_leave(c->ordinal, prev);
     ctx->bctx = c;
@@ -634,7 +654,8 @@ static int xattn__cuda_counters(struct xattn_ctx *ctx, xattn_cuda_ctx *c, long l
 
 /* The kernel arguments of p on c's device (the per-sequence arrays and the
  * counters are set by prepare). */
-static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p, xattn_cuda_args *a)
+static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
+                                const xattn__cuda_cfg *cfg, xattn_cuda_args *a)
 {
     memset(a, 0, sizeof *a);
     a->p = p;
@@ -649,11 +670,27 @@ static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
     a->cc = c->cc;
     a->sm_count = c->sm_count;
     a->smem_optin = c->smem_optin;
-    a->force_simt = c->force_simt;
+    a->force_simt = c->force_simt || cfg->simt;
     a->device = c->ordinal;
     /* A paged cache's table is uploaded by prepare (xattn__cuda_upload_meta). */
     a->page_size = p->paged ? (int)p->page_size : 0; /* validated: fits with max_pages */
     a->max_pages = p->paged ? (long long)p->max_pages : 0;
+}
+
+/* SPLITKV's split count under cfg: the kernels' rule (two waves of blocks
+ * over the SMs, or the caller's num_splits) unless cfg asks for other waves. */
+static int xattn__cuda_splits(const xattn_cuda_args *a, const xattn__cuda_cfg *cfg)
+{
+    const xattn_problem *p = a->p;
+    if (p->num_splits > 0 || cfg->waves == XATTN__CUDA_WAVES_DEFAULT)
+        return xattn_cuda_splitkv_num_splits(a);
+    /* xattn_cuda_count_slots with no split: the blocks of one split. */
+    const int s = xattn__cuda_waves_splits(xattn_cuda_count_slots(a, 0), a->sm_count, cfg->waves);
+    xattn_problem q = *p; /* the kernels' clamps (chunks, most splits) still apply */
+    q.num_splits = s < XATTN_CUDA_MAX_SPLITS ? s : XATTN_CUDA_MAX_SPLITS;
+    xattn_cuda_args b = *a;
+    b.p = &q;
+    return xattn_cuda_splitkv_num_splits(&b);
 }
 
 /*
@@ -666,9 +703,12 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
+    int tuned = 0;
+    const xattn__cuda_cfg cfg =
+        xattn__cuda_tune_cfg(c->tune, (int)p->algo, (int)p->q.dtype, p->D, p->Dv, &tuned);
     xattn_cuda_args a;
-    xattn__cuda_args_of(c, p, &a);
-    const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
+    xattn__cuda_args_of(c, p, &cfg, &a);
+    const int splits = p->algo == XATTN_ALGO_SPLITKV ? xattn__cuda_splits(&a, &cfg) : 0;
     char why[256];
     if (xattn_cuda_check_limits(&a, splits, why, sizeof why))
         return xattn__error(XATTN_STATUS_UNSUPPORTED, "cuda: %s", why);
@@ -678,7 +718,9 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
         xattn_cuda_flash_tiles(&a, &plan->tile_q, &plan->tile_k, &plan->tile_heads);
     const char *path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(&a);
     plan->matrix_units = !strncmp(path, "mma", 3);
-    snprintf(plan->kernel, sizeof plan->kernel, "%s", plan->matrix_units ? "mma" : "simt");
+    /* "-tuned": a stored winner of `xattn tune` chose the path or splits. */
+    snprintf(plan->kernel, sizeof plan->kernel, "%s%s", plan->matrix_units ? "mma" : "simt",
+             tuned ? "-tuned" : "");
     return XATTN_STATUS_OK;
 }
 
@@ -688,7 +730,10 @@ static xattn_status xattn__cuda_prepare(struct xattn_ctx *ctx, const xattn_probl
     xattn_cuda_ctx *c = ctx->bctx;
     XATTN_RETURN_IF_ERROR(xattn__cuda_dev_enter(c->ordinal, &c->prev_device));
     xattn_cuda_args *a = &c->call;
-    xattn__cuda_args_of(c, p, a);
+    int tuned = 0; /* plan's configuration (the winner is read once, by plan) */
+    const xattn__cuda_cfg cfg =
+        xattn__cuda_tune_cfg(c->tune, (int)p->algo, (int)p->q.dtype, p->D, p->Dv, &tuned);
+    xattn__cuda_args_of(c, p, &cfg, a);
     c->path = p->algo == XATTN_ALGO_NAIVE ? "simt" : xattn_cuda_flash_path(a);
     c->nev = 0;
     xattn_status st = xattn__cuda_upload_meta(ctx, c, p, a);
@@ -1121,4 +1166,75 @@ void *xattn_cuda_buffer_device_ptr(const xattn_buffer *buf)
     if (!buf || !xattn__cuda_is_ctx(buf->ctx))
         return NULL;
     return buf->native;
+}
+
+/* ---- include/xattn_cuda.h: tuned configurations ----------------------------- */
+
+static xattn_status xattn__cuda_text_out(const char *text, char *out, size_t n)
+{
+    if (strlen(text) >= n)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "n: %zu bytes, the configuration "
+                            "needs %zu",
+                            n, strlen(text) + 1);
+    memcpy(out, text, strlen(text) + 1);
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_cuda_config_default(xattn_ctx *ctx, char *config, size_t n)
+{
+    xattn__clear_error();
+    if (!config || n == 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "config: NULL or empty buffer");
+    if (!xattn__cuda_is_ctx(ctx))
+        return xattn__error(XATTN_STATUS_WRONG_CONTEXT, "ctx: not a CUDA context");
+    char text[128];
+    const xattn__cuda_cfg d = xattn__cuda_cfg_default();
+    xattn__cuda_cfg_format(&d, text, sizeof text);
+    return xattn__cuda_text_out(text, config, n);
+}
+
+xattn_status xattn_cuda_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                   int64_t head_dim, int64_t head_dim_v, const char *config)
+{
+    xattn__clear_error();
+    if (!xattn__cuda_is_ctx(ctx))
+        return xattn__error(XATTN_STATUS_WRONG_CONTEXT, "ctx: not a CUDA context");
+    XATTN_RETURN_IF_ERROR(xattn__cuda_tune_args((int)algo, (int)dtype, head_dim, head_dim_v));
+    xattn__cuda_cfg cfg = xattn__cuda_cfg_default();
+    XATTN_RETURN_IF_ERROR(xattn__cuda_cfg_parse(config, "config", &cfg));
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx)); /* the memo of stored winners is the call's */
+    xattn_cuda_ctx *c = ctx->bctx;
+    xattn_status st =
+        xattn__cuda_tune_store(c->tune, (int)algo, (int)dtype, head_dim, head_dim_v, &cfg);
+    xattn__ctx_leave(ctx);
+    return st;
+}
+
+xattn_status xattn_cuda_tune_lookup(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                    int64_t head_dim, int64_t head_dim_v, char *config, size_t n,
+                                    int *found)
+{
+    xattn__clear_error();
+    if (!config || n == 0 || !found)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL or empty",
+                            !found ? "found" : "config");
+    *found = 0;
+    config[0] = '\0';
+    if (!xattn__cuda_is_ctx(ctx))
+        return xattn__error(XATTN_STATUS_WRONG_CONTEXT, "ctx: not a CUDA context");
+    XATTN_RETURN_IF_ERROR(xattn__cuda_tune_args((int)algo, (int)dtype, head_dim, head_dim_v));
+    xattn_cuda_ctx *c = ctx->bctx;
+    xattn__cuda_cfg cfg;
+    XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx)); /* the file is read into the context's memory */
+    const int got =
+        xattn__cuda_tune_read(c->tune, (int)algo, (int)dtype, head_dim, head_dim_v, &cfg);
+    xattn__ctx_leave(ctx);
+    if (!got)
+        return XATTN_STATUS_OK;
+    char text[128];
+    xattn__cuda_cfg_format(&cfg, text, sizeof text);
+    XATTN_RETURN_IF_ERROR(xattn__cuda_text_out(text, config, n));
+    *found = 1;
+    return XATTN_STATUS_OK;
 }

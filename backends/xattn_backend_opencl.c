@@ -293,6 +293,14 @@ static xattn_status xattn__cl_sync(struct xattn_ctx *ctx)
 
 /* ---- buffers ------------------------------------------------------------- */
 
+/* Frees the host memory of a CL_MEM_USE_HOST_PTR buffer once the runtime
+ * has destroyed the buffer (after its last enqueued use). */
+static void CL_CALLBACK xattn__cl_free_host(cl_mem m, void *host)
+{
+    (void)m;
+    free(host);
+}
+
 static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_buffer *buf,
                                            size_t bytes)
 {
@@ -303,9 +311,35 @@ static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_b
                             "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)",
                             bytes, (unsigned long long)c->max_alloc);
     cl_int e;
-    cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
-    if (e != CL_SUCCESS)
-        return xattn__cl_fail(e, "clCreateBuffer");
+    cl_mem m = NULL;
+    /* CPU-class devices: from 4 MiB on, the buffer is host memory of ours,
+     * 2 MiB aligned and advised for transparent huge pages (as the CPU
+     * backend's), handed over with CL_MEM_USE_HOST_PTR. The runtime's own
+     * allocations get 4 KiB pages, and SPLITKV decode's K/V rows (256 bytes,
+     * KiBs apart in BSHD) then miss the TLB: measured in docs/backends.md.
+     * Anything refused falls back to the runtime's allocation. */
+    if ((c->type & CL_DEVICE_TYPE_CPU) && bytes >= ((size_t)4 << 20)) {
+        void *host = xattn__aligned_alloc(bytes);
+        if (host) {
+            m = clCreateBuffer(c->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, host,
+                               &e);
+            if (e == CL_SUCCESS &&
+                clSetMemObjectDestructorCallback(m, xattn__cl_free_host, host) != CL_SUCCESS) {
+                clReleaseMemObject(m);
+                m = NULL;
+                e = CL_OUT_OF_HOST_MEMORY;
+            }
+            if (e != CL_SUCCESS) {
+                m = NULL;
+                free(host);
+            }
+        }
+    }
+    if (!m) {
+        m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
+        if (e != CL_SUCCESS)
+            return xattn__cl_fail(e, "clCreateBuffer");
+    }
     buf->native = m;
     buf->host = NULL;
     return XATTN_STATUS_OK;
@@ -683,14 +717,25 @@ static void xattn__cl_plan_tile(const xattn_cl_ctx *c, const xattn_problem *p,
         plan->splits = xattn__cl_num_splits(c, p, t);
 }
 
+/* Elements of the per-call parameters (kernels_cl/xattn_cl_common.cl,
+ * XATTN_KARGS): lengths and starts, the page header, the ALiBi slopes, and a
+ * paged cache's block table. */
+static int64_t xattn__cl_meta_count(const xattn_problem *p)
+{
+    return 4 * p->B + 3 + p->Hq + (p->paged ? p->B * p->max_pages : 0);
+}
+
 static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_problem *p,
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
-    if (p->paged)
+    /* The kernels index the per-call parameters (with a paged cache's block
+     * table, xattn__cl_call_buffers) with 32-bit ints. */
+    if (xattn__cl_meta_count(p) > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: paged KV caches (block_table) are not implemented on this "
-                            "backend yet");
+                            "OpenCL: B*max_pages_per_seq = %lld*%lld block-table entries exceed "
+                            "the kernels' 32-bit index",
+                            (long long)p->B, (long long)p->max_pages);
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
@@ -734,9 +779,10 @@ static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_pr
 {
     xattn_cl_ctx *c = ctx->bctx;
     xattn_cl_call *call = &c->call;
-    /* Per-call parameters: lengths, starts and ALiBi slopes, copied at
-     * creation so that the host arrays may go as soon as the call returns. */
-    const size_t nmeta = (size_t)(4 * p->B + p->Hq);
+    /* Per-call parameters: lengths, starts, the page header, ALiBi slopes and
+     * a paged cache's block table, copied at creation so that the host arrays
+     * may go as soon as the call returns (the plan checked the size). */
+    const size_t nmeta = (size_t)xattn__cl_meta_count(p);
     int32_t *meta_host = malloc(nmeta * sizeof(int32_t));
     if (!meta_host)
         return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
@@ -747,10 +793,19 @@ static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_pr
         meta_host[2 * p->B + b] = p->start_q[b];
         meta_host[3 * p->B + b] = p->start_k[b];
     }
+    /* The page header: page size (0 = contiguous K/V), the table's row
+     * length, and where the table starts (after the slopes). */
+    const int64_t table_at = 4 * p->B + 3 + p->Hq;
+    meta_host[4 * p->B] = p->paged ? (int32_t)p->page_size : 0;
+    meta_host[4 * p->B + 1] = p->paged ? (int32_t)p->max_pages : 0;
+    meta_host[4 * p->B + 2] = (int32_t)table_at;
     for (int64_t h = 0; h < p->Hq; h++) {
         float slope = p->alibi ? p->alibi[h] : 0.0f;
-        memcpy(&meta_host[4 * p->B + h], &slope, sizeof slope);
+        memcpy(&meta_host[4 * p->B + 3 + h], &slope, sizeof slope);
     }
+    if (p->paged)
+        memcpy(&meta_host[table_at], p->block_table,
+               (size_t)(p->B * p->max_pages) * sizeof(int32_t));
     xattn_status st = xattn__cl_scratch_new(ctx, &call->held, nmeta * sizeof(int32_t), meta_host,
                                             "OpenCL per-call parameters", &call->meta);
     free(meta_host);
@@ -972,6 +1027,37 @@ static xattn_status xattn__cl_time_kernel(xattn_cl_ctx *c, cl_kernel k, size_t g
     return XATTN_STATUS_OK;
 }
 
+/* One shape of the FMA micro-benchmark: grows the loop until one launch takes
+ * >= 20 ms (5 ms quick), so that launch overhead does not count, then the
+ * best of `reps` launches in GFLOP/s. */
+static xattn_status xattn__cl_fma_shape(xattn_cl_ctx *c, cl_kernel k, cl_mem sink, size_t global,
+                                        size_t local, double flops_per, int quick, int reps,
+                                        double *gflops)
+{
+    int iters = 64;
+    float a = 0.999f, b = 0.001f;
+    double secs = 0;
+    xattn_status st = XATTN_STATUS_OK;
+    *gflops = 0;
+    for (;;) {
+        cl_int e;
+        if ((e = clSetKernelArg(k, 0, sizeof sink, &sink)) != CL_SUCCESS ||
+            (e = clSetKernelArg(k, 1, sizeof iters, &iters)) != CL_SUCCESS ||
+            (e = clSetKernelArg(k, 2, sizeof a, &a)) != CL_SUCCESS ||
+            (e = clSetKernelArg(k, 3, sizeof b, &b)) != CL_SUCCESS)
+            return xattn__cl_fail(e, "clSetKernelArg (ceilings)");
+        st = xattn__cl_time_kernel(c, k, global, local, 1, &secs);
+        if (st != XATTN_STATUS_OK || secs >= (quick ? 0.005 : 0.02) || iters >= (1 << 24))
+            break;
+        iters *= 4;
+    }
+    if (st == XATTN_STATUS_OK)
+        st = xattn__cl_time_kernel(c, k, global, local, reps, &secs);
+    if (st == XATTN_STATUS_OK && secs > 0)
+        *gflops = (double)global * (double)iters * flops_per / secs * 1e-9;
+    return st;
+}
+
 static xattn_status xattn__cl_measure_ceilings(struct xattn_ctx *ctx, xattn_ceilings *out)
 {
     xattn_cl_ctx *c = ctx->bctx;
@@ -992,6 +1078,7 @@ static xattn_status xattn__cl_measure_ceilings(struct xattn_ctx *ctx, xattn_ceil
         return st;
     }
     cl_kernel kf = clCreateKernel(prog, "xattn_ceil_fma", &e);
+    cl_kernel kf8 = e == CL_SUCCESS ? clCreateKernel(prog, "xattn_ceil_fma8", &e) : NULL;
     cl_kernel kr = e == CL_SUCCESS ? clCreateKernel(prog, "xattn_ceil_read", &e) : NULL;
     cl_kernel kc = e == CL_SUCCESS ? clCreateKernel(prog, "xattn_ceil_copy", &e) : NULL;
     xattn_status st = e == CL_SUCCESS ? XATTN_STATUS_OK : xattn__cl_fail(e, "clCreateKernel");
@@ -1025,30 +1112,32 @@ static xattn_status xattn__cl_measure_ceilings(struct xattn_ctx *ctx, xattn_ceil
             st = xattn__cl_fail(e, "clEnqueueFillBuffer (ceilings)");
     }
     int reps = quick ? 2 : 5;
-    if (st == XATTN_STATUS_OK) {
-        /* Grow the loop until one launch takes >= 20 ms (5 ms quick), so that
-         * launch overhead does not count. */
-        int iters = 256;
-        float a = 0.999f, b = 0.001f;
-        double secs = 0;
-        for (;;) {
-            if ((e = clSetKernelArg(kf, 0, sizeof bsink, &bsink)) != CL_SUCCESS ||
-                (e = clSetKernelArg(kf, 1, sizeof iters, &iters)) != CL_SUCCESS ||
-                (e = clSetKernelArg(kf, 2, sizeof a, &a)) != CL_SUCCESS ||
-                (e = clSetKernelArg(kf, 3, sizeof b, &b)) != CL_SUCCESS) {
-                st = xattn__cl_fail(e, "clSetKernelArg (ceilings)");
-                break;
-            }
-            st = xattn__cl_time_kernel(c, kf, global, wg, 1, &secs);
-            if (st != XATTN_STATUS_OK || secs >= (quick ? 0.005 : 0.02) || iters >= (1 << 24))
-                break;
-            iters *= 4;
+    /* The FMA ceiling must bound what the attention kernels reach, so it is
+     * the best of a few shapes (the GPU's: float4 chains over large
+     * work-groups; the CPU row form's: float8 chains, one or a few work-items
+     * a group) and of a few rounds over them, each the best of its launches:
+     * on a shared machine one round may meet a busy minute. */
+    static const struct {
+        int fma8;         /* 0: xattn_ceil_fma, 1: xattn_ceil_fma8 */
+        size_t local;     /* 0: wg */
+        double flops_per; /* a work-item's FLOPs an iteration */
+    } shapes[] = {{0, 0, 64.0}, {1, 1, 192.0}, {1, 8, 192.0}};
+    const int rounds = quick ? 1 : 3;
+    for (int r = 0; r < rounds && st == XATTN_STATUS_OK; r++)
+        for (size_t v = 0; v < sizeof shapes / sizeof shapes[0] && st == XATTN_STATUS_OK; v++) {
+            size_t local = shapes[v].local ? shapes[v].local : wg;
+            if (local > c->max_wg)
+                continue;
+            double gf = 0;
+            st = xattn__cl_fma_shape(c, shapes[v].fma8 ? kf8 : kf, bsink, global, local,
+                                     shapes[v].flops_per, quick, quick ? reps : 3, &gf);
+            xattn__log(XATTN_LOG_INFO,
+                       "OpenCL: FMA ceiling, %s, %zu work-items a group: %.1f "
+                       "GFLOP/s",
+                       shapes[v].fma8 ? "float8 x 12 chains" : "float4 x 8 chains", local, gf);
+            if (st == XATTN_STATUS_OK && gf > out->fma_f32_gflops)
+                out->fma_f32_gflops = gf;
         }
-        if (st == XATTN_STATUS_OK)
-            st = xattn__cl_time_kernel(c, kf, global, wg, reps, &secs);
-        if (st == XATTN_STATUS_OK && secs > 0)
-            out->fma_f32_gflops = (double)global * (double)iters * 64.0 / secs * 1e-9;
-    }
     if (st == XATTN_STATUS_OK) {
         cl_ulong n4 = bytes / 16u;
         cl_int per_item = (c->type & CL_DEVICE_TYPE_CPU) ? 1 : 0;
@@ -1077,6 +1166,8 @@ static xattn_status xattn__cl_measure_ceilings(struct xattn_ctx *ctx, xattn_ceil
     xattn__cl_scratch_free(ctx, &scratch);
     if (kf)
         clReleaseKernel(kf);
+    if (kf8)
+        clReleaseKernel(kf8);
     if (kr)
         clReleaseKernel(kr);
     if (kc)

@@ -258,6 +258,13 @@ xattn_status xattn__drive(struct xattn_ctx *ctx, const xattn_problem *p, xattn_r
     info->tile_k = plan.tile_k;
     info->tile_heads = plan.tile_heads;
     snprintf(info->kernel, sizeof info->kernel, "%s", plan.kernel);
+    /* A stored winner of `xattn tune` ran ("cl-cpu-tuned-rows", "mma-tuned"):
+     * the reason says so beside the algorithm's. */
+    if (strstr(plan.kernel, "tuned")) {
+        const size_t n = strlen(info->reason);
+        snprintf(info->reason + n, sizeof info->reason - n, "%stiles: tuned (xattn tune)",
+                 n ? "; " : "");
+    }
     info->matrix_units = plan.matrix_units;
     info->device_mem_total = plan.device_mem_total;
     info->device_mem_free = plan.device_mem_free;

@@ -310,6 +310,14 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "sinks: attention sinks are not supported across several devices yet "
                             "(run the call on one)");
+    /* A page pool and its table, or an append into a cache, are one device's
+     * memory: the rectangles' slicing of k/v by batch does not apply. */
+    if (d->struct_size >= offsetof(xattn_attn_desc, v_new) + sizeof d->v_new &&
+        (d->block_table || d->k_new.buffer))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "%s: paged KV caches and appends are not supported by "
+                            "xattn_attention_multi yet (call xattn_attention on one device)",
+                            d->block_table ? "block_table" : "k_new");
     if (num_ctxs > 1 && d->bias.buffer && d->cu_seqlens_q)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "bias: not supported with a packed batch across several devices yet "

@@ -282,11 +282,6 @@ static xattn_status xattn__check_cache(const struct xattn_ctx *ctx, const xattn_
     const int paged = d->block_table != NULL;
     const int append = d->k_new.buffer || d->v_new.buffer;
     int64_t s_new = 0;
-    if ((paged || append) && (d->cu_seqlens_q || d->cu_seqlens_k))
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "%s: not supported with packed batches (cu_seqlens_q/cu_seqlens_k); "
-                            "give q as [B, Sq, Hq, D] with seqlens_q",
-                            paged ? "block_table" : "k_new");
     if ((paged || append) && !d->seqlens_k)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
                             "seqlens_k: NULL, but %s needs each sequence's cache length",
@@ -469,6 +464,11 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
 
     /* Batch and lengths. */
     int varlen = d->cu_seqlens_q || d->cu_seqlens_k;
+    if (varlen && (d->block_table || d->k_new.buffer || d->v_new.buffer))
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "%s: not supported with packed batches (cu_seqlens_q/cu_seqlens_k); "
+                            "give q as [B, Sq, Hq, D] with seqlens_q",
+                            d->block_table ? "block_table" : "k_new");
     int64_t B, Sq, Sk;
     if (varlen) {
         if (!d->cu_seqlens_q || !d->cu_seqlens_k)

@@ -17,10 +17,14 @@ foreach(f include/xattn.h bin/xattn)
   endif()
 endforeach()
 run(${CMAKE_COMMAND} -S ${XATTN_SOURCE_DIR}/cmake/consumer -B ${cbuild} -G ${XATTN_GENERATOR}
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_RPATH=${prefix}/lib)
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_RPATH=${prefix}/lib
+    -DXATTN_EXPECT_MPI=${XATTN_HAVE_MPI})
 run(${CMAKE_COMMAND} --build ${cbuild})
 run(${cbuild}/consumer)
 run(${cbuild}/consumer_static)
+if(XATTN_HAVE_MPI)
+  run(${cbuild}/consumer_mpi)
+endif()
 # pkg-config: compile and link the same program with the flags the .pc gives.
 find_program(PKG_CONFIG pkg-config)
 find_program(CC NAMES cc gcc clang)

@@ -61,6 +61,49 @@ XATTN_API xattn_status xattn_cuda_buffer_wrap(xattn_ctx *ctx, void *device_ptr, 
  * the wrapped pointer); NULL for NULL or a buffer of another backend. */
 XATTN_API void *xattn_cuda_buffer_device_ptr(const xattn_buffer *buf);
 
+/*
+ * Tuned configurations (`xattn tune --backend cuda`). What a CUDA run can
+ * choose without recompiling is a configuration, text of the form
+ * "path=auto,waves=2" (keys not given keep the default):
+ *   path   auto: FLASH and the SPLITKV partial on the tensor-core (mma) kernels
+ *          where they apply (f16/bf16 on sm_80+), else SIMT; simt: SIMT always.
+ *   waves  SPLITKV without an explicit split count: split the keys so that the
+ *          grid reaches waves x SMs blocks (1..64; default 2).
+ * XATTN_CUDA_CONFIG (read when a context is created; a bad value makes context
+ * creation fail with INVALID_ARGUMENT naming it) sets one for every case. A
+ * stored winner is a file under the cache folder (<XATTN_CACHE_DIR>/cuda),
+ * kept per device name, compute capability, driver version, algorithm, q
+ * dtype and head dims (D, Dv); every CUDA context of that device then runs
+ * that case with it, unless XATTN_CUDA_CONFIG is set, and says so in the run
+ * info's kernel ("mma-tuned", "simt-tuned"). A stale or corrupt entry is
+ * ignored with a warning through the log callback. XATTN_CUDA_FORCE_SIMT=1
+ * still forces SIMT.
+ */
+
+/** The default configuration, every key, into config (n bytes). Errors:
+ * WRONG_CONTEXT for a non-CUDA context, INVALID_ARGUMENT for a NULL or short buffer. */
+XATTN_API xattn_status xattn_cuda_config_default(xattn_ctx *ctx, char *config, size_t n);
+
+/**
+ * Stores `config` as the winner of (this context's device, compute capability
+ * and driver, algo, dtype, head_dim, head_dim_v); replaces an earlier one.
+ * algo: FLASH or SPLITKV (NAIVE has no run-time choice). INVALID_ARGUMENT for
+ * a config that does not parse (naming the key), IO when there is no cache
+ * folder or the file cannot be written; BUSY while another thread uses ctx.
+ */
+XATTN_API xattn_status xattn_cuda_tune_store(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                             int64_t head_dim, int64_t head_dim_v,
+                                             const char *config);
+
+/**
+ * The stored winner of a case: *found = 1 and the configuration (every key)
+ * in config (n bytes), or *found = 0 when there is none or it is ignored (a
+ * warning through the log callback says why).
+ */
+XATTN_API xattn_status xattn_cuda_tune_lookup(xattn_ctx *ctx, xattn_algo algo, xattn_dtype dtype,
+                                              int64_t head_dim, int64_t head_dim_v, char *config,
+                                              size_t n, int *found);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,6 +88,12 @@ typedef struct xattn_mpi_stats {
     xattn_mpi_step_stats sum; /* all steps added up */
     xattn_mpi_step_stats step[XATTN_MPI_MAX_STEPS]; /* the first XATTN_MPI_MAX_STEPS steps */
     double flops_useful; /* 2*(D+Dv) per visible (query, key) pair, all heads */
+    /* Appended: how the ring's K/V blocks travelled on this rank. 1: the
+     * backend's device buffers went to MPI directly (CUDA-aware MPI); 0:
+     * through host memory, `staging` saying why (e.g. "not a CUDA context";
+     * the environment variable XATTN_MPI_STAGING=host forces it). */
+    int staging_device;
+    char staging[96];
 } xattn_mpi_stats;
 
 /**
@@ -96,7 +102,8 @@ typedef struct xattn_mpi_stats {
  * `d` describes this rank's shards, in the order xattn_mpi_shard gives:
  *   q [B, sq_local, Hq, D], o [B, sq_local, Hq, Dv], lse (optional) [B, Hq, sq_local, 1],
  *   k [B, sk_local, Hkv, D], v [B, sk_local, Hkv, Dv],
- * in buffers of `ctx` (any backend; K/V blocks are staged through host memory).
+ * in buffers of `ctx` (any backend; K/V blocks travel through host memory, or
+ * as the CUDA buffers themselves with a CUDA-aware MPI: stats->staging_device).
  * A rank whose shard is empty gives shape[1] = 0 (its buffer may then be NULL)
  * but the other extents, dtypes and options like every rank. seqlens_q and
  * seqlens_k, when given, are the GLOBAL lengths [B] (every rank the same);
@@ -105,8 +112,10 @@ typedef struct xattn_mpi_stats {
  * query rows (shard order) against every global key: [Bb, Hb, >= sq_local,
  * >= sk_global]. Packed batches: cu_seqlens_q/k are the GLOBAL offsets into
  * one token stream of sq_global / sk_global tokens (tensors of batch 1), and
- * the stream is sharded like a sequence. Not supported yet
- * (XATTN_STATUS_UNSUPPORTED): ALiBi, and a bias with a packed batch.
+ * the stream is sharded like a sequence. ALiBi slopes: [Hq], every rank
+ * the same (docs/scale.md, "ALiBi across blocks"). Not supported
+ * (XATTN_STATUS_UNSUPPORTED): a bias with a packed batch, and ALiBi with a
+ * bias in the ring.
  *
  * Every rank returns the same status: a failure on one rank (a bad descriptor,
  * an allocation or device error, ranks that disagree on the problem) makes
@@ -128,7 +137,9 @@ XATTN_API xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx,
  * with the caller's semantics unchanged, and a second all-to-all returns each
  * rank its rows of O (and LSE). Needs Hq and Hkv to be multiples of the number
  * of ranks (else XATTN_STATUS_UNSUPPORTED on every rank), and memory on each
- * device for the whole sequence of its heads. The stats hold one step.
+ * device for the whole sequence of its heads. A bias (the ring's layout)
+ * travels with Q, K and V, by heads; every rank gives its shape and dtype
+ * (no buffer where it holds no query rows). The stats hold one step.
  */
 XATTN_API xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx,
                                                     const xattn_attn_desc *d,

@@ -25,6 +25,38 @@ __kernel void xattn_ceil_fma(__global float *out, int iters, float a, float b)
     out[gid] = s.x + s.y + s.z + s.w;
 }
 
+/* The shape the FLASH row form (xattn_cl_rows.cl) proves a CPU-class device
+ * vectorizes: explicit float8 (one 256-bit register), 12 independent chains
+ * per work-item (two FMA pipes x a latency of 4-6 cycles need 8-12 in flight;
+ * 12 chains plus a and b stay within AVX2's 16 registers), no barrier, run
+ * with one work-item a work-group like the row form, where PoCL's work-item
+ * loops and vectorizer have nothing to do. 192 FLOPs an iteration. */
+__kernel void xattn_ceil_fma8(__global float *out, int iters, float a, float b)
+{
+    const size_t gid = get_global_id(0);
+    const float8 va = (float8)a, vb = (float8)b;
+    float8 x0 = (float8)((float)gid * 1e-7f), x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    float8 x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    float8 x8 = x0 + 0.8f, x9 = x0 + 0.9f, x10 = x0 + 1.0f, x11 = x0 + 1.1f;
+    for (int i = 0; i < iters; i++) {
+        x0 = fma(x0, va, vb);
+        x1 = fma(x1, va, vb);
+        x2 = fma(x2, va, vb);
+        x3 = fma(x3, va, vb);
+        x4 = fma(x4, va, vb);
+        x5 = fma(x5, va, vb);
+        x6 = fma(x6, va, vb);
+        x7 = fma(x7, va, vb);
+        x8 = fma(x8, va, vb);
+        x9 = fma(x9, va, vb);
+        x10 = fma(x10, va, vb);
+        x11 = fma(x11, va, vb);
+    }
+    float8 s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) + ((x8 + x9) + (x10 + x11));
+    float4 t = s.lo + s.hi;
+    out[gid] = (t.x + t.y) + (t.z + t.w);
+}
+
 /* The access pattern suits the device: on GPUs (per_item = 0) each
  * work-group streams one contiguous chunk with its work-items reading
  * neighbouring float4s (coalesced); on CPU devices (per_item = 1) each

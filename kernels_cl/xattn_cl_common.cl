@@ -227,8 +227,11 @@ inline float xattn_hsum8(float8 x)
 
 /*
  * Views are element offsets and element strides (xattn_problem.h). meta holds
- * [len_q B][len_k B][start_q B][start_k B][alibi slopes Hq, as float bits].
- * lse, bias and sinks point at a dummy buffer when absent (flags say so).
+ * [len_q B][len_k B][start_q B][start_k B][page_size][max_pages][table_at]
+ * [alibi slopes Hq, as float bits][block table B x max_pages from table_at]:
+ * page_size 0 = contiguous K/V (no table); a paged cache's k_sb and v_sb are
+ * the strides between pages (xattn_kv_tok). lse, bias and sinks point at a
+ * dummy buffer when absent (flags say so).
  */
 #define XATTN_KARGS                                                                     \
     __global const QT *q, __global const KT *k, __global const KT *v, __global QT *o,   \
@@ -253,10 +256,9 @@ inline float xattn_hsum8(float8 x)
         B, Hq, group, D_arg,                                                               \
         Dv_arg, Sq, Sk, flags, scale, softcap
 
-/* Element indices of the views (xattn_problem.h, "Addressing"). */
+/* Element indices of the views (xattn_problem.h, "Addressing"); K and V
+ * through xattn_kv_tok below, which knows paged caches. */
 #define XATTN_Q_AT(b, tok, h, d) (q_off + (long)(b)*q_sb + (long)(tok)*q_ss + (long)(h)*q_sh + (long)(d)*q_sd)
-#define XATTN_K_AT(b, tok, h, d) (k_off + (long)(b)*k_sb + (long)(tok)*k_ss + (long)(h)*k_sh + (long)(d)*k_sd)
-#define XATTN_V_AT(b, tok, h, d) (v_off + (long)(b)*v_sb + (long)(tok)*v_ss + (long)(h)*v_sh + (long)(d)*v_sd)
 #define XATTN_O_AT(b, tok, h, d) (o_off + (long)(b)*o_sb + (long)(tok)*o_ss + (long)(h)*o_sh + (long)(d)*o_sd)
 #define XATTN_LSE_AT(b, h, tok) (l_off + (long)(b)*l_sb + (long)(h)*l_sh + (long)(tok)*l_ss)
 #define XATTN_BIAS_AT(b, h, i, j) (b_off + (long)(b)*b_sb + (long)(h)*b_sh + (long)(i)*b_ss + (long)(j)*b_sd)
@@ -268,6 +270,8 @@ typedef struct xattn_seq {
     int sq, sk;   /* first token (packed batches; 0 when padded) */
     int rows;     /* rows written: lq when packed, Sq when padded */
     long poff;    /* p = i + poff (bottom-right: lk - lq) */
+    int ps;       /* paged K/V: tokens a page; 0 = contiguous */
+    long pt;      /* paged K/V: meta index of this sequence's block-table row */
 } xattn_seq;
 
 inline xattn_seq xattn_seq_of(__global const int *meta, int B, int b, int flags, int Sq)
@@ -279,12 +283,48 @@ inline xattn_seq xattn_seq_of(__global const int *meta, int B, int b, int flags,
     s.sk = meta[3 * B + b];
     s.rows = (flags & XATTN_F_VARLEN) ? s.lq : Sq;
     s.poff = (flags & XATTN_F_BOTTOM_RIGHT) ? (long)s.lk - (long)s.lq : 0;
+    s.ps = meta[4 * B];
+    s.pt = (long)meta[4 * B + 2] + (long)b * meta[4 * B + 1];
     return s;
 }
 
 inline float xattn_alibi_slope(__global const int *meta, int B, int h, int flags)
 {
-    return (flags & XATTN_F_ALIBI) ? as_float(meta[4 * B + h]) : 0.0f;
+    return (flags & XATTN_F_ALIBI) ? as_float(meta[4 * B + 3 + h]) : 0.0f;
+}
+
+/* ---- K and V rows, contiguous or paged ------------------------------------ */
+
+/*
+ * The element offset of key j (0 <= j < s.lk) of sequence b, head 0, dim 0,
+ * in K or V (the view's offset and batch and token strides): a paged cache's
+ * key j is slot j % ps of page table[j / ps], whose entries past the
+ * sequence's pages are never read (xattn_problem_kv_token). Add kh * sh +
+ * d * sd for a head and a dim. Keys j .. j + n - 1 share a page when
+ * xattn_kv_one_page says so: the kernels then look the page up once and step
+ * by the token stride, as they always do for contiguous K/V.
+ */
+inline long xattn_kv_tok(__global const int *meta, xattn_seq s, int b, long j, long off, long sb,
+                         long ss)
+{
+    /* j < lk fits an int: 32-bit division, several times cheaper on CPUs */
+    if (s.ps > 0)
+        return off + (long)meta[s.pt + (int)j / s.ps] * sb + (long)((int)j % s.ps) * ss;
+    return off + (long)b * sb + ((long)s.sk + j) * ss;
+}
+#define XATTN_K_TOK(b, s, j) xattn_kv_tok(meta, (s), (b), (j), k_off, k_sb, k_ss)
+#define XATTN_V_TOK(b, s, j) xattn_kv_tok(meta, (s), (b), (j), v_off, v_sb, v_ss)
+
+inline int xattn_kv_one_page(xattn_seq s, long j, long n)
+{
+    return s.ps == 0 || (int)j % s.ps + n <= s.ps;
+}
+
+/* The end of the run of keys from j on that share j's page, at most hi (hi
+ * itself for contiguous K/V). */
+inline long xattn_kv_run_end(xattn_seq s, long j, long hi)
+{
+    return s.ps > 0 ? min(hi, ((long)((int)j / s.ps) + 1) * s.ps) : hi;
 }
 
 /* Folds head h's sink into a finished row's (*m, *l) (xattn_sem_sink_fold of

@@ -70,13 +70,14 @@ xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long c
     const int active = i0 < s.lq && j0 < s.lk;
     const int dend = active ? XATTN_HD : 0;
     const long jl = j0 + ti; /* the key this work-item loads */
+    const long ka = jl < s.lk ? XATTN_K_TOK(b, s, jl) + (long)kh * k_sh : 0;
     float dot = 0.0f;
     for (int d0 = 0; d0 < dend; d0 += XATTN_NT) {
         const int d = d0 + tj;
         qs[ti][tj] = (i < s.lq && d < XATTN_HD)
                          ? XATTN_LOAD_Q(q, XATTN_Q_AT(b, s.sq + i, h, d)) : 0.0f;
         ks[ti][tj] = (jl < s.lk && d < XATTN_HD)
-                         ? XATTN_LOAD_KV(k, XATTN_K_AT(b, s.sk + jl, kh, d)) : 0.0f;
+                         ? XATTN_LOAD_KV(k, ka + (long)d * k_sd) : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int dd = 0; dd < XATTN_NT; dd++)
             dot += qs[ti][dd] * ks[tj][dd];
@@ -96,7 +97,8 @@ xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long c
                                         (ulong)clamp(s.lk - j0, 0L, (long)XATTN_NT);
     if (i >= s.lq || j >= s.lk)
         return;
-    const long qa = XATTN_Q_AT(b, s.sq + i, h, 0), ka = XATTN_K_AT(b, s.sk + j, kh, 0);
+    const long qa = XATTN_Q_AT(b, s.sq + i, h, 0);
+    const long ka = XATTN_K_TOK(b, s, j) + (long)kh * k_sh;
     float dot = 0.0f;
     int d = 0;
     if (q_sd == 1 && k_sd == 1) { /* contiguous rows: eight elements a load */
@@ -220,7 +222,9 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
     for (long j0 = 0; j0 < jend; j0 += XATTN_NT) {
         ps[ti][tc] = (i < s.lq && j0 + tc < s.lk) ? P[XATTN_S_AT(bh, i, j0 + tc)] : 0.0f;
         vs[ti][tc] = (j0 + ti < s.lk && c < XATTN_HDV)
-                         ? XATTN_LOAD_KV(v, XATTN_V_AT(b, s.sk + j0 + ti, kh, c)) : 0.0f;
+                         ? XATTN_LOAD_KV(v, XATTN_V_TOK(b, s, j0 + ti) + (long)kh * v_sh +
+                                                (long)c * v_sd)
+                         : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int jj = 0; jj < XATTN_NT; jj++) {
             const float pj = ps[ti][jj];
@@ -240,24 +244,34 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
         const xattn_sem_rule rule = xattn_rule_of(s, flags, win_l, win_r);
         xattn_row_range(&rule, i, 0, s.lk, &lo, &hi);
         __global const float *pr = P + XATTN_S_AT(bh, i, 0);
-        const long va = XATTN_V_AT(b, s.sk, kh, c);
+        /* Keys in runs that share a page (one run for contiguous V): va is
+         * the run's V address less j * v_ss, so that key j is va + j * v_ss. */
         if (v_sd == 1 && c + 8 <= XATTN_HDV) {
-            for (long j = lo; j < hi; j++) {
-                const float pj = pr[j];
-                if (pj != 0.0f) {
-                    acc8 += pj * XATTN_LOAD8_KV(v, va + j * v_ss);
-                    keys++;
+            for (long j = lo; j < hi;) {
+                const long je = xattn_kv_run_end(s, j, hi);
+                const long va = XATTN_V_TOK(b, s, j) + (long)kh * v_sh + c - j * v_ss;
+                for (; j < je; j++) {
+                    const float pj = pr[j];
+                    if (pj != 0.0f) {
+                        acc8 += pj * XATTN_LOAD8_KV(v, va + j * v_ss);
+                        keys++;
+                    }
                 }
             }
         } else {
             float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
             const int nc8 = min(8, XATTN_HDV - c);
-            for (long j = lo; j < hi; j++) {
-                const float pj = pr[j];
-                if (pj != 0.0f) {
-                    for (int e = 0; e < nc8; e++)
-                        a[e] += pj * XATTN_LOAD_KV(v, va + j * v_ss + e * v_sd);
-                    keys++;
+            for (long j = lo; j < hi;) {
+                const long je = xattn_kv_run_end(s, j, hi);
+                const long va =
+                    XATTN_V_TOK(b, s, j) + (long)kh * v_sh + (long)c * v_sd - j * v_ss;
+                for (; j < je; j++) {
+                    const float pj = pr[j];
+                    if (pj != 0.0f) {
+                        for (int e = 0; e < nc8; e++)
+                            a[e] += pj * XATTN_LOAD_KV(v, va + j * v_ss + e * v_sd);
+                        keys++;
+                    }
                 }
             }
             acc8 = vload8(0, a);

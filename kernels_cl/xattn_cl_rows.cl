@@ -142,12 +142,23 @@ inline void xattn_rows_attend(XATTN_KARGS, int b, int kh, xattn_seq s, long v0, 
     for (long t0 = ulo / XATTN_BK * XATTN_BK; t0 < uhi; t0 += XATTN_BK) {
         const long j0 = max(t0, ulo);
         const int nk = (int)(min(t0 + XATTN_BK, uhi) - j0);
+        /* The rows step by the token stride within a page (the whole tile
+         * for contiguous K/V); a paged tile looks a page up where it enters
+         * one (`left`: the keys left in the current page). */
+        long ka = XATTN_K_TOK(b, s, j0) + (long)kh * k_sh;
+        long va = XATTN_V_TOK(b, s, j0) + (long)kh * v_sh;
+        int left = s.ps > 0 ? s.ps - (int)j0 % s.ps : nk;
         for (int jj = 0; jj < nk; jj++) {
-            const long tok = s.sk + j0 + jj;
-            XATTN_ROWS_LOAD(XATTN_LOAD_KV, XATTN_LOAD8_KV, k, XATTN_K_AT(b, tok, kh, 0), k_sd,
-                            XATTN_HD, kt[jj]);
-            XATTN_ROWS_LOAD(XATTN_LOAD_KV, XATTN_LOAD8_KV, v, XATTN_V_AT(b, tok, kh, 0), v_sd,
-                            XATTN_HDV, vt[jj]);
+            if (left == 0) {
+                ka = XATTN_K_TOK(b, s, j0 + jj) + (long)kh * k_sh;
+                va = XATTN_V_TOK(b, s, j0 + jj) + (long)kh * v_sh;
+                left = s.ps;
+            }
+            XATTN_ROWS_LOAD(XATTN_LOAD_KV, XATTN_LOAD8_KV, k, ka, k_sd, XATTN_HD, kt[jj]);
+            XATTN_ROWS_LOAD(XATTN_LOAD_KV, XATTN_LOAD8_KV, v, va, v_sd, XATTN_HDV, vt[jj]);
+            ka += k_ss;
+            va += v_ss;
+            left--;
         }
         n_kv += nk;
         for (int r = 0; r < XATTN_ROWS; r++) {

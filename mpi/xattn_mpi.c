@@ -18,6 +18,28 @@
 
 #include "xattn_host_io.h"
 
+/* CUDA-aware MPI: the ring hands its device buffers to MPI when the library
+ * says, at compile time (mpi-ext.h) and at run time, that it takes CUDA
+ * memory, and the context is a CUDA one. XATTN_MPI_WITH_CUDA: libxattn has
+ * the CUDA backend (xattn_cuda.h's functions exist). */
+#if defined(XATTN_MPI_WITH_CUDA) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#if defined(XATTN_MPI_WITH_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+#define XATTN_MPI_DEVICE_PATH 1
+#include "xattn_cuda.h"
+#else
+#define XATTN_MPI_DEVICE_PATH 0
+#if !defined(XATTN_MPI_WITH_CUDA)
+#define XATTN_MPI_NO_DEVICE "xattn was built without the CUDA backend"
+#else
+#define XATTN_MPI_NO_DEVICE                                                                        \
+    "the MPI library is not CUDA-aware (MPIX_CUDA_AWARE_SUPPORT at build time)"
+#endif
+#endif
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,6 +174,7 @@ typedef struct block_plan {
     int64_t lq, lk; /* valid rows / keys after i0 / k0 */
     int64_t wl, wr; /* the block call's window (top-left aligned), -1 = unbounded */
     int full;       /* every valid (row, key) pair is visible: no mask at all */
+    int64_t s;      /* row i's aligned position minus key j's is i - j + s (ALiBi) */
 } block_plan;
 
 /*
@@ -178,6 +201,7 @@ static block_plan plan_block(int64_t Lq, int64_t Lk, int bottom_right, int causa
         return p;
     }
     int64_t s = (bottom_right ? Lk - Lq : 0) + qo - ko;
+    p.s = s;
     int64_t hi = UNB, lo = -UNB;
     if (causal)
         hi = s;
@@ -238,7 +262,32 @@ typedef struct ring {
     float *acc_o, *acc_l; /* merged result [B, sq_loc, Hq, Dv], [B, Hq, sq_loc] */
     int32_t *sl_q, *sl_k;
     block_plan *plans;
+    /* ALiBi (docs/scale.md, "ALiBi across blocks"): tables of the per-key
+     * terms, [Hq, 2*kmax] slope*(x - (kmax-1)) then [Hq, kmax] -slope*x */
+    xattn_buffer *atab;
+    int64_t kmax; /* the longest key segment of any rank */
+    int alltoall; /* the all-to-all strategy, not the ring */
+    /* CUDA-aware MPI: the blocks travel between kvdev[0] and kvdev[1] */
+    int devstage;
+    char stage_why[96];
+    xattn_buffer *kvdev[2];
+    xattn_buffer *blk; /* the block in hand on the device (kvbuf or kvdev[cur]) */
 } ring;
+
+/* How a block call applies ALiBi. LIB: the library's own (the block's local
+ * positions give the global distances, s = 0); BEFORE / AFTER: every key of
+ * the block lies before (after) every row's position, so ALiBi is a per-key
+ * term (a bias from r->atab) plus a per-row constant added to the LSE. */
+enum { AL_NONE, AL_LIB, AL_BEFORE, AL_AFTER };
+
+/* One (query range, key range) pair of a block: rows of this rank's Q/O/LSE,
+ * keys of the block in hand, and their offsets within the sequence. */
+typedef struct pair {
+    int64_t qls, nq; /* local rows */
+    int64_t kls, nk; /* keys of the block in hand */
+    int64_t kg;      /* global key column of the first key (a caller's bias) */
+    int64_t qo, ko;  /* positions within the sequence (the mask plan) */
+} pair;
 
 #define RING_TAG 7100 /* pairs of ranks exchange in order: one tag suffices */
 
@@ -247,8 +296,12 @@ static size_t block_bytes(const ring *r, int64_t sk)
     return (size_t)(r->B * sk * r->Hkv * (r->D + r->Dv)) * r->kves;
 }
 
-/* Merges the partial rows of one call into the accumulators. */
-static void merge(ring *r, int64_t qls, int64_t nq, const block_plan *pl, int64_t b0, int64_t nb)
+/* Merges the partial rows of one call into the accumulators. With ALiBi as a
+ * per-key bias (mode BEFORE / AFTER) the call's scores lack the per-row
+ * constant c(h, i) of the true ALiBi term: O is unchanged and LSE moves by c.
+ * `ref` is the key (of the call) whose bias is 0. */
+static void merge(ring *r, int64_t qls, int64_t nq, const block_plan *pl, int64_t b0, int64_t nb,
+                  int mode, int64_t ref)
 {
     for (int64_t bb = 0; bb < nb; bb++) {
         int64_t b = b0 + bb;
@@ -271,6 +324,12 @@ static void merge(ring *r, int64_t qls, int64_t nq, const block_plan *pl, int64_
                 }
                 if (lb == -INFINITY)
                     continue;
+                if (mode == AL_BEFORE) /* -slope * (distance to the call's key ref) */
+                    lb = (float)((double)lb -
+                                 (double)r->d->alibi_slopes[h] * (double)(i + p->s - p->k0 - ref));
+                else if (mode == AL_AFTER) /* -slope * (distance to the call's first key) */
+                    lb = (float)((double)lb +
+                                 (double)r->d->alibi_slopes[h] * (double)(i + p->s - p->k0));
                 if (*la == -INFINITY) {
                     *la = lb;
                     memcpy(oa, ob, (size_t)r->Dv * sizeof(float));
@@ -287,11 +346,11 @@ static void merge(ring *r, int64_t qls, int64_t nq, const block_plan *pl, int64_
 }
 
 /* One block call over batch entries [b0, b0+nb), all with the plan of entry pb. */
-static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, int64_t ko,
-                               int64_t nk, int64_t sk_blk, int64_t b0, int64_t nb,
-                               const block_plan *pb, xattn_mpi_step_stats *ss)
+static xattn_status block_call(ring *r, const pair *pr, int64_t sk_blk, int64_t b0, int64_t nb,
+                               const block_plan *pb, int mode, xattn_mpi_step_stats *ss)
 {
     const xattn_attn_desc *d = r->d;
+    int64_t qls = pr->qls, nq = pr->nq, kls = pr->kls, ko = pr->kg, nk = pr->nk;
     xattn_attn_desc c;
     xattn_attn_desc_init(&c);
     int64_t i0 = pb->i0, k0 = pb->k0, rq = nq - i0, rk = nk - k0;
@@ -302,10 +361,10 @@ static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, in
     int64_t kst[4] = {sk_blk * r->Hkv * r->D, r->Hkv * r->D, r->D, 1};
     int64_t vst[4] = {sk_blk * r->Hkv * r->Dv, r->Hkv * r->Dv, r->Dv, 1};
     size_t vbase = (size_t)(r->B * sk_blk * r->Hkv * r->D) * r->kves;
-    c.k = xattn_tensor_bshd(r->kvbuf, 0, r->kvdt, nb, rk, r->Hkv, r->D);
+    c.k = xattn_tensor_bshd(r->blk, 0, r->kvdt, nb, rk, r->Hkv, r->D);
     memcpy(c.k.strides, kst, sizeof kst);
     c.k.offset = (size_t)(b0 * kst[0] + (kls + k0) * kst[1]) * r->kves;
-    c.v = xattn_tensor_bshd(r->kvbuf, 0, r->kvdt, nb, rk, r->Hkv, r->Dv);
+    c.v = xattn_tensor_bshd(r->blk, 0, r->kvdt, nb, rk, r->Hkv, r->Dv);
     memcpy(c.v.strides, vst, sizeof vst);
     c.v.offset = vbase + (size_t)(b0 * vst[0] + (kls + k0) * vst[1]) * r->kves;
     /* partials: obuf [nb, nq, Hq, Dv], lbuf [nb, Hq, nq, 1]; rows from i0 */
@@ -327,6 +386,23 @@ static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, in
         c.bias.shape[2] = rq;
         c.bias.shape[3] = rk;
     }
+    int64_t ref = 0;
+    if (mode == AL_BEFORE || mode == AL_AFTER) {
+        /* the per-key ALiBi term as a bias [1, Hq, rq, rk] that repeats along
+         * the rows (stride 0); BEFORE is 0 at key `ref`, the last valid key,
+         * AFTER at key 0: the keys nearest the rows, so that the terms that
+         * weigh most are the smallest (f32 rounding as on one device) */
+        for (int64_t bb = 0; bb < nb; bb++)
+            if (!r->plans[b0 + bb].skip && r->plans[b0 + bb].lk - 1 > ref)
+                ref = r->plans[b0 + bb].lk - 1;
+        int64_t w = mode == AL_BEFORE ? 2 * r->kmax : r->kmax;
+        size_t at = mode == AL_BEFORE ? (size_t)(r->kmax - 1 - ref) : (size_t)(r->Hq * 2 * r->kmax);
+        c.bias = xattn_tensor_bshd(r->atab, at * 4, XATTN_DTYPE_F32, 1, 1, 1, 1);
+        int64_t shp[4] = {1, r->Hq, rq, rk}, str[4] = {0, w, 0, 1};
+        memcpy(c.bias.shape, shp, sizeof shp);
+        memcpy(c.bias.strides, str, sizeof str);
+    }
+    c.alibi_slopes = mode == AL_LIB ? d->alibi_slopes : NULL;
     c.scale = d->scale;
     c.softcap = d->softcap;
     c.algo = d->algo;
@@ -359,7 +435,7 @@ static xattn_status block_call(ring *r, int64_t qls, int64_t nq, int64_t kls, in
     if (st != XATTN_STATUS_OK)
         return st;
     double t2 = MPI_Wtime();
-    merge(r, qls, nq, r->plans, b0, nb);
+    merge(r, qls, nq, r->plans, b0, nb, mode, ref);
     double t3 = MPI_Wtime();
     ss->compute_ms += ((t1 - t0) + (t3 - t2)) * 1e3;
     ss->stage_ms += (t2 - t1) * 1e3;
@@ -399,12 +475,112 @@ static void poll(MPI_Request *req, int nreq, xattn_mpi_step_stats *ss)
     }
 }
 
+/* The calls of one pair for batch entries [b0, b0+nb), or for sequence `seq`
+ * of a packed batch (seq >= 0; its plan in plans[0]). */
+static xattn_status run_pair(ring *r, const pair *pr, int64_t sk_blk, int64_t b0, int64_t nb,
+                             int64_t seq, int mode, xattn_mpi_step_stats *ss)
+{
+    int bottom_right = r->d->align == XATTN_ALIGN_BOTTOM_RIGHT;
+    if (seq >= 0) {
+        r->plans[0] =
+            plan_block(r->Lq[seq], r->Lk[seq], bottom_right, r->d->causal, r->d->window_left,
+                       r->d->window_right, pr->qo, pr->nq, pr->ko, pr->nk);
+        if (r->plans[0].skip) {
+            ss->skipped++;
+            return XATTN_STATUS_OK;
+        }
+        return block_call(r, pr, sk_blk, 0, 1, &r->plans[0], mode, ss);
+    }
+    int any = 0, same = 1;
+    const block_plan *first = NULL;
+    for (int64_t b = b0; b < b0 + nb; b++) {
+        block_plan *p = &r->plans[b];
+        *p = plan_block(r->Lq[b], r->Lk[b], bottom_right, r->d->causal, r->d->window_left,
+                        r->d->window_right, pr->qo, pr->nq, pr->ko, pr->nk);
+        if (p->skip)
+            continue;
+        any = 1;
+        if (!first)
+            first = p;
+        else if (p->i0 != first->i0 || p->k0 != first->k0 || p->wl != first->wl ||
+                 p->wr != first->wr)
+            same = 0;
+    }
+    if (!any) {
+        ss->skipped++;
+        return XATTN_STATUS_OK;
+    }
+    if (same)
+        return block_call(r, pr, sk_blk, b0, nb, first, mode, ss);
+    /* batch entries need different shifts (bottom-right with unequal
+     * Lk - Lq): one call each */
+    for (int64_t b = b0; b < b0 + nb; b++) {
+        if (r->plans[b].skip)
+            continue;
+        xattn_status st = block_call(r, pr, sk_blk, b, 1, &r->plans[b], mode, ss);
+        if (st != XATTN_STATUS_OK)
+            return st;
+    }
+    return XATTN_STATUS_OK;
+}
+
+/* One pair, with ALiBi made exact across blocks: where row i's aligned
+ * position minus key j's is i - j + s with s != 0, the library's ALiBi on the
+ * block's local positions would use |i - j|. The s leading keys (s > 0) lie
+ * before every row's position, and the -s leading rows (s < 0) see every key
+ * after theirs: those parts take ALiBi as a per-key bias plus a per-row LSE
+ * shift (AL_BEFORE / AL_AFTER); the rest has s = 0 and takes the library's. */
+static xattn_status alibi_pair(ring *r, const pair *pr, int64_t sk_blk, int64_t b0, int64_t nb,
+                               int64_t seq, xattn_mpi_step_stats *ss)
+{
+    if (!r->d->alibi_slopes)
+        return run_pair(r, pr, sk_blk, b0, nb, seq, AL_NONE, ss);
+    int bottom_right = r->d->align == XATTN_ALIGN_BOTTOM_RIGHT;
+    int64_t e = seq >= 0 ? seq : b0;
+    int64_t s = (bottom_right ? r->Lk[e] - r->Lq[e] : 0) + pr->qo - pr->ko;
+    if (seq < 0)
+        for (int64_t b = b0 + 1; b < b0 + nb; b++)
+            if ((bottom_right ? r->Lk[b] - r->Lq[b] : 0) != s - pr->qo + pr->ko) {
+                /* entries with different shifts split differently: one by one */
+                for (int64_t b1 = b0; b1 < b0 + nb; b1++) {
+                    xattn_status st = alibi_pair(r, pr, sk_blk, b1, 1, -1, ss);
+                    if (st != XATTN_STATUS_OK)
+                        return st;
+                }
+                return XATTN_STATUS_OK;
+            }
+    pair a = *pr, rest = *pr;
+    int mode;
+    int64_t m;
+    if (s > 0) { /* keys [0, m) lie before every row's position */
+        m = s < pr->nk ? s : pr->nk;
+        a.nk = m;
+        rest.kls += m;
+        rest.kg += m;
+        rest.ko += m;
+        rest.nk -= m;
+        mode = AL_BEFORE;
+    } else if (s < 0) { /* rows [0, m) lie before every key */
+        m = -s < pr->nq ? -s : pr->nq;
+        a.nq = m;
+        rest.qls += m;
+        rest.qo += m;
+        rest.nq -= m;
+        mode = AL_AFTER;
+    } else {
+        return run_pair(r, pr, sk_blk, b0, nb, seq, AL_LIB, ss);
+    }
+    xattn_status st = run_pair(r, &a, sk_blk, b0, nb, seq, mode, ss);
+    if (st == XATTN_STATUS_OK && rest.nk > 0 && rest.nq > 0)
+        st = run_pair(r, &rest, sk_blk, b0, nb, seq, AL_LIB, ss);
+    return st;
+}
+
 /* All (query segment, key segment) pairs of one block. */
 static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
                                   xattn_mpi_step_stats *ss)
 {
     int64_t sk_blk = r->sk_of[src];
-    int bottom_right = r->d->align == XATTN_ALIGN_BOTTOM_RIGHT;
     int64_t qls = 0;
     for (int qs = 0; qs < 2; qs++) {
         int64_t qo = r->qseg[qs].start, nq = r->qseg[qs].length, kls = 0;
@@ -423,15 +599,9 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
                     int64_t kb = ko + nk < r->ck[q + 1] ? ko + nk : r->ck[q + 1];
                     if (qa >= qb || ka >= kb)
                         continue;
-                    r->plans[0] = plan_block(r->Lq[q], r->Lk[q], bottom_right, r->d->causal,
-                                             r->d->window_left, r->d->window_right, qa - r->cq[q],
-                                             qb - qa, ka - r->ck[q], kb - ka);
-                    if (r->plans[0].skip) {
-                        ss->skipped++;
-                        continue;
-                    }
-                    xattn_status st = block_call(r, qls + (qa - qo), qb - qa, kls + (ka - ko), ka,
-                                                 kb - ka, sk_blk, 0, 1, &r->plans[0], ss);
+                    pair pr = {qls + (qa - qo), qb - qa,      kls + (ka - ko), kb - ka, ka,
+                               qa - r->cq[q],   ka - r->ck[q]};
+                    xattn_status st = alibi_pair(r, &pr, sk_blk, 0, 1, q, ss);
                     if (st != XATTN_STATUS_OK)
                         return st;
                     poll(req, nreq, ss);
@@ -439,39 +609,10 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
                 kls += nk;
                 continue;
             }
-            int any = 0, same = 1;
-            const block_plan *first = NULL;
-            for (int64_t b = 0; b < r->B; b++) {
-                block_plan *p = &r->plans[b];
-                *p = plan_block(r->Lq[b], r->Lk[b], bottom_right, r->d->causal, r->d->window_left,
-                                r->d->window_right, qo, nq, ko, nk);
-                if (p->skip)
-                    continue;
-                any = 1;
-                if (!first)
-                    first = p;
-                else if (p->i0 != first->i0 || p->k0 != first->k0 || p->wl != first->wl ||
-                         p->wr != first->wr)
-                    same = 0;
-            }
-            if (!any) {
-                ss->skipped++;
-            } else if (same) {
-                xattn_status st = block_call(r, qls, nq, kls, ko, nk, sk_blk, 0, r->B, first, ss);
-                if (st != XATTN_STATUS_OK)
-                    return st;
-            } else {
-                /* batch entries need different shifts (bottom-right with unequal
-                 * Lk - Lq): one call each */
-                for (int64_t b = 0; b < r->B; b++) {
-                    if (r->plans[b].skip)
-                        continue;
-                    xattn_status st =
-                        block_call(r, qls, nq, kls, ko, nk, sk_blk, b, 1, &r->plans[b], ss);
-                    if (st != XATTN_STATUS_OK)
-                        return st;
-                }
-            }
+            pair pr = {qls, nq, kls, nk, ko, qo, ko};
+            xattn_status st = alibi_pair(r, &pr, sk_blk, 0, r->B, -1, ss);
+            if (st != XATTN_STATUS_OK)
+                return st;
             poll(req, nreq, ss);
             kls += nk;
         }
@@ -491,6 +632,8 @@ static void ring_free(ring *r)
     free(r->host[0]);
     free(r->host[1]);
     xattn_buffer_free(r->kvbuf);
+    xattn_buffer_free(r->kvdev[0]);
+    xattn_buffer_free(r->kvdev[1]);
     xattn_buffer_free(r->obuf);
     xattn_buffer_free(r->lbuf);
     free(r->opart);
@@ -500,6 +643,7 @@ static void ring_free(ring *r)
     free(r->sl_q);
     free(r->sl_k);
     free(r->plans);
+    xattn_buffer_free(r->atab);
 }
 
 /* This rank's own checks of its descriptor, before any agreement. */
@@ -513,6 +657,13 @@ static xattn_status check_local(ring *r)
     if (!d->cu_seqlens_q != !d->cu_seqlens_k)
         return fail(XATTN_STATUS_INVALID_ARGUMENT,
                     "cu_seqlens_q and cu_seqlens_k: both set (a packed batch) or both NULL");
+    /* The shards are rows of ordinary k/v views: a page pool, or an append
+     * into a cache, is one rank's memory layout the ring does not cut. */
+    if (d->struct_size >= offsetof(xattn_attn_desc, v_new) + sizeof d->v_new &&
+        (d->block_table || d->k_new.buffer))
+        return fail(XATTN_STATUS_UNSUPPORTED,
+                    "%s: paged KV caches and appends are not supported across ranks yet",
+                    d->block_table ? "block_table" : "k_new");
     r->packed = d->cu_seqlens_q != NULL;
     if (r->packed && (d->seqlens_q || d->seqlens_k || d->bias.buffer))
         return fail(d->bias.buffer ? XATTN_STATUS_UNSUPPORTED : XATTN_STATUS_INVALID_ARGUMENT,
@@ -521,8 +672,10 @@ static xattn_status check_local(ring *r)
     if (r->packed && (d->num_seqs < 1 || d->num_seqs > (1 << 24)))
         return fail(XATTN_STATUS_INVALID_LENGTHS, "num_seqs: %lld, expected 1..2^24",
                     (long long)d->num_seqs);
-    if (d->alibi_slopes)
-        return fail(XATTN_STATUS_UNSUPPORTED, "alibi_slopes: not supported by the MPI ring yet");
+    if (!r->alltoall && d->alibi_slopes && (d->bias.buffer || d->bias.shape[0]))
+        return fail(XATTN_STATUS_UNSUPPORTED,
+                    "alibi_slopes with a bias: not supported across ranks (the ring applies "
+                    "ALiBi of some blocks as a bias of its own); add the ALiBi terms to the bias");
     if (r->o.sq_global < 1 || r->o.sk_global < 1 || r->o.sq_global > INT32_MAX ||
         r->o.sk_global > INT32_MAX)
         return fail(XATTN_STATUS_INVALID_SHAPE,
@@ -669,10 +822,17 @@ static xattn_status check_local(ring *r)
 static xattn_status check_same(ring *r, int *bad_field)
 {
     static const char *names[] = {
-        "batch",       "Hq",           "Hkv",       "D",       "Dv",        "q dtype",
-        "k/v dtype",   "sq_global",    "sk_global", "layout",  "causal",    "align",
-        "window_left", "window_right", "scale",     "softcap", "seqlens_q", "seqlens_k"};
-    enum { N = 18 };
+        "batch",        "Hq",
+        "Hkv",          "D",
+        "Dv",           "q dtype",
+        "k/v dtype",    "sq_global",
+        "sk_global",    "layout",
+        "causal",       "align",
+        "window_left",  "window_right",
+        "scale",        "softcap",
+        "seqlens_q",    "seqlens_k",
+        "alibi_slopes", "bias (the all-to-all: given, shape[0..1], dtype)"};
+    enum { N = 20 };
     const xattn_attn_desc *d = r->d;
     int64_t sig[N], both[2 * N], out[2 * N];
     uint64_t hq = 1469598103934665603ull, hk = hq;
@@ -681,6 +841,21 @@ static xattn_status check_same(ring *r, int *bad_field)
         hq = (hq ^ (uint64_t)r->Lq[b]) * 1099511628211ull;
         hk = (hk ^ (uint64_t)r->Lk[b]) * 1099511628211ull;
     }
+    uint64_t ha = 0; /* the slopes, 0 without */
+    if (d->alibi_slopes) {
+        ha = 1469598103934665603ull;
+        for (int64_t h = 0; h < r->Hq; h++) {
+            uint32_t bits;
+            memcpy(&bits, &d->alibi_slopes[h], 4);
+            ha = (ha ^ bits) * 1099511628211ull;
+        }
+        ha |= 2;
+    }
+    /* the all-to-all sends bias rows: every rank must know its shape */
+    int given = d->bias.buffer || d->bias.shape[0];
+    int64_t hb = r->alltoall && given
+                     ? ((d->bias.shape[0] * 65536 + d->bias.shape[1]) * 16 + d->bias.dtype + 1)
+                     : 0;
     float sc = d->scale, cap = d->softcap;
     int32_t sci, capi;
     memcpy(&sci, &sc, 4);
@@ -702,7 +877,9 @@ static xattn_status check_same(ring *r, int *bad_field)
                     sci,
                     capi,
                     (int64_t)(hq >> 1),
-                    (int64_t)(hk >> 1)};
+                    (int64_t)(hk >> 1),
+                    (int64_t)(ha >> 1),
+                    hb};
     memcpy(sig, v, sizeof sig);
     for (int i = 0; i < N; i++) {
         both[i] = sig[i];
@@ -725,8 +902,84 @@ static xattn_status check_same(ring *r, int *bad_field)
     return XATTN_STATUS_OK;
 }
 
+/* The per-key ALiBi terms (AL_BEFORE / AL_AFTER) for every head, on the
+ * device: [Hq, 2*kmax] slope*(x - (kmax-1)), then [Hq, kmax] -slope*x. */
+static xattn_status alibi_tables(ring *r)
+{
+    int64_t k = r->kmax, w = 3 * k;
+    float *t = malloc((size_t)(r->Hq * w) * sizeof(float));
+    if (!t)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "ALiBi tables");
+    float *a = t, *b = t + r->Hq * 2 * k;
+    for (int64_t h = 0; h < r->Hq; h++) {
+        double sl = r->d->alibi_slopes[h];
+        for (int64_t x = 0; x < 2 * k; x++)
+            a[h * 2 * k + x] = (float)(sl * (double)(x - (k - 1)));
+        for (int64_t x = 0; x < k; x++)
+            b[h * k + x] = (float)(-sl * (double)x);
+    }
+    size_t bytes = (size_t)(r->Hq * w) * sizeof(float);
+    xattn_status st = xattn_buffer_alloc(r->ctx, bytes, &r->atab);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(r->atab, 0, t, bytes);
+    free(t);
+    return st;
+}
+
+/* How this rank's K/V blocks travel (docs/scale.md, "CUDA-aware MPI"):
+ * r->devstage = 1 hands the device buffers to MPI_Isend / MPI_Irecv. The
+ * environment variable XATTN_MPI_STAGING = host | device | auto (default)
+ * forces host staging, or demands the device path (an error where it cannot
+ * be had, with the reason). */
+static xattn_status choose_staging(ring *r)
+{
+    const char *env = getenv("XATTN_MPI_STAGING");
+    int want = 0; /* 0 auto, 1 host, 2 device */
+    if (env && *env) {
+        if (!strcmp(env, "host"))
+            want = 1;
+        else if (!strcmp(env, "device"))
+            want = 2;
+        else if (strcmp(env, "auto"))
+            return fail(XATTN_STATUS_INVALID_ARGUMENT,
+                        "XATTN_MPI_STAGING: '%.64s', expected host, device or auto", env);
+    }
+    const char *no = NULL;
+    if (want == 1)
+        no = "XATTN_MPI_STAGING=host";
+    else if (xattn_ctx_backend(r->ctx) != XATTN_BACKEND_CUDA)
+        no = "not a CUDA context";
+#if XATTN_MPI_DEVICE_PATH
+    else if (MPIX_Query_cuda_support() != 1)
+        no = "MPIX_Query_cuda_support() says the MPI library takes no CUDA memory";
+#else
+    else
+        no = XATTN_MPI_NO_DEVICE;
+#endif
+    if (no && want == 2)
+        return fail(XATTN_STATUS_UNSUPPORTED, "XATTN_MPI_STAGING=device: %s", no);
+    r->devstage = no == NULL;
+    snprintf(r->stage_why, sizeof r->stage_why, "%s", no ? no : "CUDA-aware MPI");
+    return XATTN_STATUS_OK;
+}
+
+/* The device address MPI gets for a buffer (the device path only). */
+static void *mpi_ptr(ring *r, int which)
+{
+#if XATTN_MPI_DEVICE_PATH
+    return xattn_cuda_buffer_device_ptr(r->kvdev[which]);
+#else
+    (void)r;
+    (void)which;
+    return NULL;
+#endif
+}
+
 static xattn_status setup(ring *r)
 {
+    xattn_status cs = choose_staging(r);
+    if (cs != XATTN_STATUS_OK)
+        return cs;
     r->kseg = calloc((size_t)r->n, sizeof *r->kseg);
     r->sk_of = calloc((size_t)r->n, sizeof *r->sk_of);
     if (!r->kseg || !r->sk_of)
@@ -736,6 +989,9 @@ static xattn_status setup(ring *r)
         r->sk_of[p] = xattn_mpi_shard(r->o.layout, r->o.sk_global, r->n, p, r->kseg[p]);
         if (block_bytes(r, r->sk_of[p]) > r->max_block)
             r->max_block = block_bytes(r, r->sk_of[p]);
+        for (int k = 0; k < 2; k++)
+            if (r->kseg[p][k].length > r->kmax)
+                r->kmax = r->kseg[p][k].length;
     }
     for (int s = 0; s < 2; s++)
         if (r->qseg[s].length > max_nq)
@@ -763,6 +1019,8 @@ static xattn_status setup(ring *r)
             st = xattn_buffer_alloc(r->ctx, npart * (size_t)r->Dv * r->qes, &r->obuf);
         if (st == XATTN_STATUS_OK)
             st = xattn_buffer_alloc(r->ctx, npart * sizeof(float), &r->lbuf);
+        if (st == XATTN_STATUS_OK && r->d->alibi_slopes && r->kmax > 0)
+            st = alibi_tables(r);
         if (st != XATTN_STATUS_OK)
             return fail_lib(st, "ring device buffers");
     }
@@ -772,6 +1030,61 @@ static xattn_status setup(ring *r)
     if (st == XATTN_STATUS_OK)
         st = tensor_io(&r->d->v, 1, 0, sk,
                        r->host[0] + (size_t)(r->B * sk * r->Hkv * r->D) * r->kves, 0, 0, "v");
+    if (st == XATTN_STATUS_OK && r->devstage) {
+        /* every rank relays blocks, also one without query rows: both device
+         * buffers everywhere, this rank's own block in the first */
+        size_t bytes = r->max_block ? r->max_block : 1;
+        st = xattn_buffer_alloc(r->ctx, bytes, &r->kvdev[0]);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_alloc(r->ctx, bytes, &r->kvdev[1]);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_buffer_write(r->kvdev[0], 0, r->host[0], block_bytes(r, sk));
+        if (st == XATTN_STATUS_OK) /* MPI reads it from the device: the copy must be done */
+            st = xattn_ctx_sync(r->ctx);
+        if (st != XATTN_STATUS_OK)
+            return fail_lib(st, "the ring's device buffers for CUDA-aware MPI");
+        if (!mpi_ptr(r, 0) || !mpi_ptr(r, 1))
+            return fail(XATTN_STATUS_BACKEND, "no device address for the ring's buffers");
+    }
+    return st;
+}
+
+/* Attention sinks (docs/semantics.md, step 8) join each row's denominator
+ * once: folded into the merged rows, never into a block's partial (the block
+ * calls run without them). Padding rows, and tokens of a packed stream past
+ * its last sequence, keep O = 0 and LSE = -inf. */
+static xattn_status fold_sinks(ring *r)
+{
+    int64_t Hq = r->Hq, start[4] = {0, 0, 0, 0}, count[4] = {1, 1, Hq, 1};
+    float *sink = malloc((size_t)Hq * sizeof(float));
+    if (!sink)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "sinks");
+    xattn_status st =
+        xattn_host_box_io(&r->d->sinks, start, count, sink, 1, 0, "sinks", mpi_err, sizeof mpi_err);
+    for (int64_t b = 0; b < r->B && st == XATTN_STATUS_OK; b++)
+        for (int s = 0, at = 0; s < 2; at += (int)r->qseg[s].length, s++)
+            for (int64_t i = 0; i < r->qseg[s].length; i++) {
+                int64_t gi = r->qseg[s].start + i, li = at + i;
+                if (gi >= (r->packed ? r->cq[r->nlen] : r->Lq[b]))
+                    continue; /* not a real row */
+                for (int64_t h = 0; h < Hq; h++) {
+                    float *la = &r->acc_l[(b * Hq + h) * r->sq_loc + li];
+                    float *oa = &r->acc_o[((b * r->sq_loc + li) * Hq + h) * r->Dv];
+                    double L = *la, k = sink[h];
+                    if (isnan(L) || k == -INFINITY)
+                        continue;
+                    if (L == -INFINITY) { /* no key: only the sink, O stays 0 */
+                        *la = sink[h];
+                        continue;
+                    }
+                    double m = isnan(k) ? k : (L > k ? L : k), l = exp(L - m) + exp(k - m);
+                    double w = exp(L - m) / l; /* NaN for a NaN or +inf sink */
+                    for (int64_t e = 0; e < r->Dv; e++)
+                        oa[e] = (float)(oa[e] * w);
+                    *la = (float)(m + log(l));
+                }
+            }
+    free(sink);
     return st;
 }
 
@@ -779,6 +1092,11 @@ static xattn_status finish(ring *r)
 {
     if (r->sq_loc == 0)
         return XATTN_STATUS_OK;
+    if (r->d->sinks.buffer) {
+        xattn_status ss = fold_sinks(r);
+        if (ss != XATTN_STATUS_OK)
+            return ss;
+    }
     xattn_status st = tensor_io(&r->d->o, 1, 0, r->sq_loc, r->acc_o, 1, 1, "o");
     if (st == XATTN_STATUS_OK && r->d->lse.buffer)
         st = tensor_io(&r->d->lse, 2, 0, r->sq_loc, r->acc_l, 1, 1, "lse");
@@ -817,6 +1135,7 @@ static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_
     *dup_ok = 0;
     r->ctx = ctx;
     r->d = d;
+    r->alltoall = alltoall;
     if (opts)
         r->o = *opts;
     else
@@ -838,9 +1157,6 @@ static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_
         return st;
     *dup_ok = 1;
     st = check_local(r);
-    if (st == XATTN_STATUS_OK && alltoall && d->bias.buffer)
-        st = fail(XATTN_STATUS_UNSUPPORTED,
-                  "bias: not supported by the all-to-all yet (the ring takes it)");
     if (st == XATTN_STATUS_OK && alltoall && (r->Hq % r->n || r->Hkv % r->n))
         st = fail(XATTN_STATUS_UNSUPPORTED,
                   "the all-to-all splits heads over the ranks: Hq %lld and Hkv %lld must be "
@@ -867,6 +1183,8 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
         return st;
     }
     S->flops_useful = r->rank == 0 ? pair_flops(r) : 0;
+    S->staging_device = r->devstage;
+    snprintf(S->staging, sizeof S->staging, "%s", r->stage_why);
 
     int right = (r->rank + 1) % r->n, left = (r->rank - 1 + r->n) % r->n;
     int cur = 0;
@@ -888,15 +1206,23 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
                             "one MPI message (2^31-1 bytes); use more ranks",
                             out > in ? out : in);
             else {
-                MPI_Isend(r->host[cur], (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
-                MPI_Irecv(r->host[cur ^ 1], (int)in, MPI_BYTE, left, RING_TAG, r->comm,
-                          &req[nreq++]);
+                /* CUDA-aware MPI: the device buffers themselves. The block
+                 * calls are synchronous, so the buffer received into is no
+                 * longer read by the previous step's compute. */
+                void *sp = r->devstage ? mpi_ptr(r, cur) : r->host[cur];
+                void *rp = r->devstage ? mpi_ptr(r, cur ^ 1) : r->host[cur ^ 1];
+                MPI_Isend(sp, (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
+                MPI_Irecv(rp, (int)in, MPI_BYTE, left, RING_TAG, r->comm, &req[nreq++]);
                 ss.bytes_sent = out;
             }
         }
         ss.comm_ms += (MPI_Wtime() - t0) * 1e3;
-        if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0) {
+        if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0 && r->devstage) {
+            r->blk = r->kvdev[cur]; /* already on the device: no staging */
+            mine = compute_block(r, src, req, nreq, &ss);
+        } else if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0) {
             double s0 = MPI_Wtime();
+            r->blk = r->kvbuf;
             mine = xattn_buffer_write(r->kvbuf, 0, r->host[cur], block_bytes(r, r->sk_of[src]));
             if (mine != XATTN_STATUS_OK)
                 mine = fail_lib(mine, "staging a K/V block");
@@ -1029,6 +1355,16 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
            vrow = (size_t)(hk * Dv) * kes, orow = (size_t)(hq * Dv) * qes;
     size_t fq = (size_t)(B * Sq) * qrow, fk = (size_t)(B * Sk) * krow, fv = (size_t)(B * Sk) * vrow;
     size_t fo = (size_t)(B * Sq) * orow, fl = (size_t)(B * hq * Sq) * 4;
+    /* a bias: this rank's rows [Bb, Hb, sq, Sk] go out by heads; each rank
+     * gets whole sequences [Bb, hb, Sq, Sk] of its heads (of the one head
+     * when Hb = 1, which every rank then receives whole) */
+    const xattn_tensor *bt = &r->d->bias;
+    int has_bias = bt->buffer || bt->shape[0];
+    int64_t Bb = has_bias ? bt->shape[0] : 0, Hb = has_bias ? bt->shape[1] : 0;
+    int64_t hb = Hb == 1 ? 1 : hq;
+    size_t bes = has_bias ? xattn_dtype_size(bt->dtype) : 0, brow = (size_t)Sk * bes;
+    size_t fb = (size_t)(Bb * hb * Sq) * brow, mb = (size_t)(Bb * Hb * sq) * brow;
+    size_t sb_out = (size_t)(n * Bb * hb * sq) * brow; /* my bias rows, to every rank */
     if (st == XATTN_STATUS_OK) {
         qsg = calloc((size_t)n, sizeof *qsg);
         ksg = calloc((size_t)n, sizeof *ksg);
@@ -1042,20 +1378,20 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
         sk = ksg ? ksg[r->rank][0].length + ksg[r->rank][1].length : 0;
         size_t mq = (size_t)(B * sq * r->Hq * D) * qes, mk = (size_t)(B * sk * r->Hkv * D) * kes;
         size_t mv = (size_t)(B * sk * r->Hkv * Dv) * kes;
-        mine = malloc(mq + mk + mv + 1);
+        mine = malloc(mq + mk + mv + mb + 1);
         /* sbuf: my rows for every rank out, then my rows of O/LSE in; rbuf: every
          * rank's rows of my heads in, then O/LSE rows out */
         size_t back_in =
             (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes + (size_t)(B * r->Hq * sq) * 4;
-        sbuf = malloc((mq + mk + mv > back_in ? mq + mk + mv : back_in) + 1);
-        rbuf = malloc((fq + fk + fv > fo + fl ? fq + fk + fv : fo + fl) + 1);
-        full = malloc(fq + fk + fv + fo + fl + 1);
+        sbuf = malloc((mq + mk + mv + sb_out > back_in ? mq + mk + mv + sb_out : back_in) + 1);
+        rbuf = malloc((fq + fk + fv + fb > fo + fl ? fq + fk + fv + fb : fo + fl) + 1);
+        full = malloc(fq + fk + fv + fo + fl + fb + 1);
         back = malloc(back_in + 1);
         if (!qsg || !ksg || !sc || !mine || !sbuf || !rbuf || !full || !back)
             mst = fail(XATTN_STATUS_OUT_OF_MEMORY, "all-to-all host buffers (%zu bytes)",
-                       fq + fk + fv + fo + fl);
+                       fq + fk + fv + fo + fl + fb);
         if (mst == XATTN_STATUS_OK) {
-            mst = xattn_buffer_alloc(r->ctx, fq + fk + fv + fo + fl, &dev);
+            mst = xattn_buffer_alloc(r->ctx, fq + fk + fv + fo + fl + fb, &dev);
             if (mst != XATTN_STATUS_OK)
                 mst = fail_lib(mst, "all-to-all device buffer");
         }
@@ -1065,7 +1401,12 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
             mst = tensor_io(&r->d->k, 1, 0, sk, mine + mq, 0, 0, "k");
         if (mst == XATTN_STATUS_OK)
             mst = tensor_io(&r->d->v, 1, 0, sk, mine + mq + mk, 0, 0, "v");
-        if (mst == XATTN_STATUS_OK) { /* to rank j: my rows of its heads, q | k | v */
+        if (mst == XATTN_STATUS_OK && mb) {
+            int64_t b0[4] = {0, 0, 0, 0}, bc[4] = {Bb, Hb, sq, Sk};
+            mst = xattn_host_box_io(bt, b0, bc, mine + mq + mk + mv, 0, 0, "bias", mpi_err,
+                                    sizeof mpi_err);
+        }
+        if (mst == XATTN_STATUS_OK) { /* to rank j: my rows of its heads, q | k | v | bias */
             unsigned char *p = sbuf;
             for (int j = 0; j < n; j++) {
                 take_heads(p, mine, B * sq, r->Hq, j * hq, hq, D, qes, 0);
@@ -1074,10 +1415,20 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
                 p += (size_t)(B * sk) * krow;
                 take_heads(p, mine + mq + mk, B * sk, r->Hkv, j * hk, hk, Dv, kes, 0);
                 p += (size_t)(B * sk) * vrow;
-                sc[j] = (int64_t)(B * (sq * (int64_t)qrow + sk * (int64_t)(krow + vrow)));
+                for (int64_t b = 0; b < Bb; b++) { /* [Bb, Hb, sq, Sk]: heads of rank j */
+                    size_t part = (size_t)(hb * sq) * brow;
+                    memcpy(p,
+                           mine + mq + mk + mv +
+                               (size_t)(b * Hb + (Hb == 1 ? 0 : j * hq)) * (size_t)sq * brow,
+                           part);
+                    p += part;
+                }
+                sc[j] = (int64_t)(B * (sq * (int64_t)qrow + sk * (int64_t)(krow + vrow))) +
+                        (int64_t)((size_t)(Bb * hb * sq) * brow);
                 int64_t iq = qsg[j][0].length + qsg[j][1].length;
                 int64_t ik = ksg[j][0].length + ksg[j][1].length;
-                rc[j] = (int64_t)(B * (iq * (int64_t)qrow + ik * (int64_t)(krow + vrow)));
+                rc[j] = (int64_t)(B * (iq * (int64_t)qrow + ik * (int64_t)(krow + vrow))) +
+                        (int64_t)((size_t)(Bb * hb * iq) * brow);
                 if (j != r->rank)
                     ss->bytes_sent += (uint64_t)sc[j];
             }
@@ -1100,13 +1451,30 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
             p += (size_t)(B * ik) * krow;
             scatter_rows(full + fq + fk, Sk, p, ksg[i], B, vrow, 0);
             p += (size_t)(B * ik) * vrow;
+            scatter_rows(full + fq + fk + fv + fo + fl, Sq, p, qsg[i], Bb * hb, brow, 0);
+            p += (size_t)(Bb * hb * iq) * brow;
         }
         double t0 = MPI_Wtime();
         mst = xattn_buffer_write(dev, 0, full, fq + fk + fv);
+        if (mst == XATTN_STATUS_OK && fb)
+            mst =
+                xattn_buffer_write(dev, fq + fk + fv + fo + fl, full + fq + fk + fv + fo + fl, fb);
         if (mst != XATTN_STATUS_OK)
             mst = fail_lib(mst, "staging the gathered Q, K, V");
         double t1 = MPI_Wtime();
         xattn_attn_desc c = *r->d; /* the whole sequences: the caller's semantics unchanged */
+        if (c.alibi_slopes)        /* this rank's query heads */
+            c.alibi_slopes += r->rank * hq;
+        if (c.sinks.buffer) { /* [1, 1, Hq, 1]: this rank's heads */
+            c.sinks.offset += (size_t)(r->rank * hq * c.sinks.strides[2]) * sizeof(float);
+            c.sinks.shape[2] = hq;
+        }
+        if (has_bias) {
+            c.bias = xattn_tensor_bshd(dev, fq + fk + fv + fo + fl, bt->dtype, 1, 1, 1, 1);
+            int64_t shp[4] = {Bb, hb, Sq, Sk}, str[4] = {hb * Sq * Sk, Sq * Sk, Sk, 1};
+            memcpy(c.bias.shape, shp, sizeof shp);
+            memcpy(c.bias.strides, str, sizeof str);
+        }
         c.q = xattn_tensor_bshd(dev, 0, r->qdt, B, Sq, hq, D);
         c.k = xattn_tensor_bshd(dev, fq, r->kvdt, B, Sk, hk, D);
         c.v = xattn_tensor_bshd(dev, fq + fk, r->kvdt, B, Sk, hk, Dv);
@@ -1169,6 +1537,7 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
     }
     S->steps = 1;
     S->sum = *ss;
+    snprintf(S->staging, sizeof S->staging, "the all-to-all stages through host memory");
     S->flops_useful = r->rank == 0 && r->Lq ? pair_flops(r) : 0;
     xattn_buffer_free(dev);
     free(qsg);

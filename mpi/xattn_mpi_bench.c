@@ -19,7 +19,7 @@ static void usage(void)
             "usage: xattn_mpi_bench [--sq N] [--sk N] [--batch B] [--heads H] [--kv-heads H]\n"
             "         [--dim D] [--causal] [--layout zigzag|contiguous] [--iters N]\n"
             "         [--threads T] [--backend cpu|opencl|cuda] [--strategy ring|alltoall|both]\n"
-            "         [--single] [--trace FILE]\n");
+            "         [--single] [--trace FILE] [--dtype f32|f16|bf16]\n");
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -43,6 +43,7 @@ int main(int argc, char **argv)
     const char *trace = NULL;
     xattn_mpi_layout layout = XATTN_MPI_ZIGZAG;
     xattn_backend backend = XATTN_BACKEND_CPU;
+    xattn_dtype dtype = XATTN_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         int ok = 1;
@@ -75,6 +76,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--layout")) {
             ok = !strcmp(v, "zigzag") || !strcmp(v, "contiguous");
             layout = !strcmp(v, "contiguous") ? XATTN_MPI_CONTIGUOUS : XATTN_MPI_ZIGZAG;
+            i++;
+        } else if (!strcmp(a, "--dtype")) {
+            ok = !strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "bf16");
+            dtype = !strcmp(v, "f16")    ? XATTN_DTYPE_F16
+                    : !strcmp(v, "bf16") ? XATTN_DTYPE_BF16
+                                         : XATTN_DTYPE_F32;
             i++;
         } else if (!strcmp(a, "--backend")) {
             ok = xattn_backend_from_name(v, &backend) == XATTN_STATUS_OK;
@@ -127,6 +134,7 @@ int main(int argc, char **argv)
                    : strategy == 1 ? XATTN_MPI_BENCH_ALLTOALL
                                    : XATTN_MPI_BENCH_RING | XATTN_MPI_BENCH_ALLTOALL;
     a.single = single;
+    a.dtype = a.kv_dtype = dtype;
     xattn_mpi_bench_result res;
     char err[512];
     if (xattn_mpi_bench_measure(MPI_COMM_WORLD, ctx, &a, &res, err, sizeof err) !=

@@ -10,20 +10,27 @@
 
 const char *const xattn_mpi_bench_strategy_names[2] = {"ring", "alltoall"};
 
-static xattn_buffer *rand_buffer(xattn_ctx *ctx, size_t n, uint32_t seed)
+/* n random values in [-1, 1) of dtype dt (f16 / bf16 rounded from f32). */
+static xattn_buffer *rand_buffer(xattn_ctx *ctx, size_t n, uint32_t seed, xattn_dtype dt)
 {
     if (n == 0)
         return NULL;
-    float *a = malloc(n * sizeof(float));
+    size_t es = xattn_dtype_size(dt);
+    unsigned char *a = malloc(n * es);
     xattn_buffer *b = NULL;
     if (!a)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         seed = seed * 1664525u + 1013904223u;
-        a[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+        float x = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+        uint16_t h = dt == XATTN_DTYPE_F16 ? xattn_f32_to_f16(x) : xattn_f32_to_bf16(x);
+        if (es == 2)
+            memcpy(a + i * 2, &h, 2);
+        else
+            memcpy(a + i * 4, &x, 4);
     }
-    if (xattn_buffer_alloc(ctx, n * sizeof(float), &b) == XATTN_STATUS_OK)
-        xattn_buffer_write(b, 0, a, n * sizeof(float));
+    if (xattn_buffer_alloc(ctx, n * es, &b) == XATTN_STATUS_OK)
+        xattn_buffer_write(b, 0, a, n * es);
     free(a);
     return b;
 }
@@ -34,17 +41,17 @@ static void make_problem(xattn_ctx *ctx, const xattn_mpi_bench_args *a, int64_t 
                          uint32_t seed, xattn_attn_desc *d, xattn_buffer *buf[4])
 {
     int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, D = a->head_dim, Dv = a->head_dim_v;
-    buf[0] = rand_buffer(ctx, (size_t)(B * sq * H * D), seed);
-    buf[1] = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), seed + 6u);
-    buf[2] = rand_buffer(ctx, (size_t)(B * sk * Hkv * Dv), seed + 12u);
+    buf[0] = rand_buffer(ctx, (size_t)(B * sq * H * D), seed, a->dtype);
+    buf[1] = rand_buffer(ctx, (size_t)(B * sk * Hkv * D), seed + 6u, a->kv_dtype);
+    buf[2] = rand_buffer(ctx, (size_t)(B * sk * Hkv * Dv), seed + 12u, a->kv_dtype);
     buf[3] = NULL;
     if (sq > 0)
-        xattn_buffer_alloc(ctx, (size_t)(B * sq * H * Dv) * sizeof(float), &buf[3]);
+        xattn_buffer_alloc(ctx, (size_t)(B * sq * H * Dv) * xattn_dtype_size(a->dtype), &buf[3]);
     xattn_attn_desc_init(d);
-    d->q = xattn_tensor_bshd(buf[0], 0, XATTN_DTYPE_F32, B, sq, H, D);
-    d->k = xattn_tensor_bshd(buf[1], 0, XATTN_DTYPE_F32, B, sk, Hkv, D);
-    d->v = xattn_tensor_bshd(buf[2], 0, XATTN_DTYPE_F32, B, sk, Hkv, Dv);
-    d->o = xattn_tensor_bshd(buf[3], 0, XATTN_DTYPE_F32, B, sq, H, Dv);
+    d->q = xattn_tensor_bshd(buf[0], 0, a->dtype, B, sq, H, D);
+    d->k = xattn_tensor_bshd(buf[1], 0, a->kv_dtype, B, sk, Hkv, D);
+    d->v = xattn_tensor_bshd(buf[2], 0, a->kv_dtype, B, sk, Hkv, Dv);
+    d->o = xattn_tensor_bshd(buf[3], 0, a->dtype, B, sq, H, Dv);
     d->causal = a->causal;
     d->align = a->align;
     d->window_left = a->window_left;
@@ -94,14 +101,14 @@ static void summarize(const xattn_mpi_bench_args *a, int strat, xattn_mpi_bench_
     /* the model's bytes per rank (docs/scale.md): the ring moves n-1 blocks of K/V, the
      * all-to-all (n-1)/n of this rank's Q, K, V in and O out */
     double B = (double)a->batch, D = (double)a->head_dim, Dv = (double)a->head_dim_v;
+    double qes = (double)xattn_dtype_size(a->dtype), kves = (double)xattn_dtype_size(a->kv_dtype);
     if (strat == 0)
         s->model_bytes_per_rank =
-            (double)(n - 1) * B * (double)a->sk / n * (double)a->kv_heads * (D + Dv) * 4;
+            (double)(n - 1) * B * (double)a->sk / n * (double)a->kv_heads * (D + Dv) * kves;
     else
         s->model_bytes_per_rank = (double)(n - 1) / n * B / n *
-                                  ((double)a->sq * (double)a->heads * (D + Dv) +
-                                   (double)a->sk * (double)a->kv_heads * (D + Dv)) *
-                                  4;
+                                  ((double)a->sq * (double)a->heads * (D + Dv) * qes +
+                                   (double)a->sk * (double)a->kv_heads * (D + Dv) * kves);
 }
 
 /* One strategy: a warm-up, a->iters timed calls, the fastest job's stats
@@ -235,11 +242,13 @@ void xattn_mpi_bench_print(FILE *f, const xattn_mpi_bench_args *a, const char *w
         int n = s->nranks;
         fprintf(f,
                 "%s: %d ranks, %s layout, %s, B %lld, Sq %lld, Sk %lld, Hq %lld, Hkv %lld, "
-                "D %lld, Dv %lld, f32, %s; best of %d\n",
+                "D %lld, Dv %lld, %s%s%s, %s; best of %d\n",
                 long_names[strat], n, a->layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous",
                 a->causal ? "causal" : "full", (long long)a->batch, (long long)a->sq,
                 (long long)a->sk, (long long)a->heads, (long long)a->kv_heads,
-                (long long)a->head_dim, (long long)a->head_dim_v, what, a->iters);
+                (long long)a->head_dim, (long long)a->head_dim_v, xattn_dtype_name(a->dtype),
+                a->kv_dtype != a->dtype ? ", k/v " : "",
+                a->kv_dtype != a->dtype ? xattn_dtype_name(a->kv_dtype) : "", what, a->iters);
         fprintf(f, "%4s %4s %10s %10s %10s %10s %10s %12s %5s %5s\n", "rank", "step", "compute_ms",
                 "stage_ms", "comm_ms", "wait_ms", "agree_ms", "bytes_sent", "calls", "skip");
         for (int r = 0; r < n; r++) {
@@ -266,6 +275,19 @@ void xattn_mpi_bench_print(FILE *f, const xattn_mpi_bench_args *a, const char *w
                 s->compute_max_ms,
                 s->compute_min_ms > 0 ? s->compute_max_ms / s->compute_min_ms : 0.0);
         fprintf(f, "model bytes sent per rank: %.1f MB\n", s->model_bytes_per_rank / 1e6);
+        /* how the blocks travelled: one line when every rank did the same */
+        int same = 1;
+        for (int r = 1; r < n; r++)
+            same &= s->all[r].staging_device == s->all[0].staging_device &&
+                    !strcmp(s->all[r].staging, s->all[0].staging);
+        for (int r = 0; r < (same ? 1 : n); r++) {
+            fprintf(f, "staging: %s (%s)", s->all[r].staging_device ? "device" : "host",
+                    s->all[r].staging);
+            if (same)
+                fprintf(f, " on every rank\n");
+            else
+                fprintf(f, " on rank %d\n", r);
+        }
     }
     if (res->single_ms > 0) {
         fprintf(f, "single: rank 0 alone, the whole problem in one call: %.2f ms\n",

@@ -14,7 +14,7 @@
 
 enum { XATTN_MPI_BENCH_RING = 1, XATTN_MPI_BENCH_ALLTOALL = 2 }; /* strategy bits */
 
-/* One problem, the same on every rank (f32, BSHD; random data per rank). */
+/* One problem, the same on every rank (BSHD; random data per rank). */
 typedef struct xattn_mpi_bench_args {
     int64_t batch, sq, sk, heads, kv_heads, head_dim, head_dim_v;
     int causal;
@@ -26,6 +26,8 @@ typedef struct xattn_mpi_bench_args {
     int strategies; /* XATTN_MPI_BENCH_RING | XATTN_MPI_BENCH_ALLTOALL */
     int single;     /* also rank 0 alone with the whole problem, for the ratio */
     uint32_t seed;
+    xattn_dtype dtype;    /* q and o; 0 = f32 */
+    xattn_dtype kv_dtype; /* k and v */
 } xattn_mpi_bench_args;
 
 /* One strategy's figures (rank 0 holds them all; other ranks only `state`). */

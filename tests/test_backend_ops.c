@@ -136,6 +136,9 @@ typedef struct tcase {
     int bigexp;   /* BIG_CANCEL: the q entries are +-2^bigexp */
     int sinks;    /* attention sinks: 1 = a few logits near the scores' (one head -inf),
                    * 2 = large ones (30 and up) that dominate the denominator */
+    int page;     /* paged KV cache: tokens per page (0 = contiguous K/V) */
+    int pagelay;  /* page layout: 0 = [pages, page, Hkv, D], 1 = [pages, Hkv, page, D] */
+    int append;   /* tokens per sequence given as k_new/v_new (append, then attend) */
     int quick;    /* part of the --quick matrix */
     char name[240];
 } tcase;
@@ -194,6 +197,10 @@ static void case_name(tcase *c)
         APPEND("-qexp%d", c->bigexp);
     if (c->sinks)
         APPEND("_sinks%d", c->sinks);
+    if (c->page)
+        APPEND("_paged%d%s", c->page, c->pagelay ? "-hsd" : "");
+    if (c->append)
+        APPEND("_append%d", c->append);
 #undef APPEND
 }
 
@@ -486,6 +493,37 @@ static void build_cases(void)
          .lens = LENS_PADDED, .B = 3, .causal = 1, .splits = 4, .lse = 1);
     CASE(.sinks = 1, .Sq = 16, .Sk = 0, .lse = 1); /* no keys at all: LSE = the sink */
 
+    /* Paged KV caches (shuffled page tables over a pool with spare NaN pages; the table's
+     * unused entries name a NaN page): page sizes 1, 3 (not a power of two), 16 and 64, both
+     * page layouts, padded batches with a sequence of no keys, causal both alignments, a
+     * window, GQA, ALiBi, softcap, bias, sinks, Dv != D, f16/bf16, and decode with splits. */
+    CASE(.page = 16, .causal = 1, .lse = 1, .quick = 1);
+    CASE(.page = 1, .Sq = 5, .Sk = 40, .causal = 1, .align = TL, .lse = 1);
+    CASE(.page = 3, .pagelay = 1, .lens = LENS_PADDED, .B = 4, .Hq = 8, .Hkv = 2, .wl = 9, .lse = 1,
+         .quick = 1);
+    CASE(.page = 16, .pagelay = 1, .dq = F16, .dkv = F16, .D = 80, .Dv = 48, .alibi = 1,
+         .softcap = 4.0f, .bias = BIAS_BH, .bias_ninf = 1);
+    CASE(.page = 64, .Sq = 70, .Sk = 200, .dq = BF16, .dkv = BF16, .causal = 1, .sinks = 1,
+         .lens = LENS_PADDED, .B = 3);
+    CASE(.page = 16, .Sq = 1, .Sk = 700, .Hq = 8, .Hkv = 2, .D = 128, .dq = F16, .dkv = F16,
+         .lens = LENS_PADDED, .B = 4, .splits = 5, .lse = 1, .quick = 1);
+    CASE(.page = 5, .Sq = 4, .Sk = 333, .Hq = 16, .Hkv = 4, .D = 64, .dq = BF16, .dkv = BF16,
+         .causal = 1, .splits = 3, .sinks = 2, .lse = 1);
+    CASE(.page = 32, .Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 64, .B = 2, .wl = 256,
+         .causal = 1, .splits = 4);
+    CASE(.page = 16, .nan_in = NAN_PAD, .lens = LENS_PADDED, .B = 3, .causal = 1);
+    /* Append, then attend (flash_attn_with_kvcache): into contiguous and paged caches,
+     * decode and a few speculative positions, padded lengths; the harness also checks that
+     * exactly the appended slots of the caches changed. */
+    CASE(.append = 1, .Sq = 1, .Sk = 300, .Hq = 8, .Hkv = 2, .lens = LENS_PADDED, .B = 3,
+         .splits = 3, .lse = 1, .quick = 1);
+    CASE(.append = 4, .Sq = 4, .Sk = 90, .causal = 1, .dq = F16, .dkv = F16, .layout = L_BHSD);
+    CASE(.append = 3, .page = 16, .Sq = 3, .Sk = 120, .Hq = 8, .Hkv = 2, .causal = 1,
+         .lens = LENS_PADDED, .B = 4, .lse = 1, .quick = 1);
+    CASE(.append = 1, .page = 1, .Sq = 1, .Sk = 50, .sinks = 1, .splits = 2);
+    CASE(.append = 2, .page = 7, .pagelay = 1, .Sq = 2, .Sk = 64, .dq = BF16, .dkv = BF16,
+         .causal = 1, .layout = L_STRIDED);
+
     /* Medium shapes. */
     CASE(.Sq = 256, .Sk = 256, .Hq = 4, .Hkv = 2, .D = 128, .B = 1, .dq = F16, .dkv = F16,
          .causal = 1, .quick = 1);
@@ -662,6 +700,12 @@ typedef struct inst {
     float *slopes;
     hview q, k, v, o, lse, bias, sinks;
     int has_lse, has_bias, has_sinks;
+    /* Paged caches and appends (inst_cache): */
+    int32_t *lkc;   /* seqlens_k as given: the cache's length before an append */
+    int32_t *table; /* block table [B, max_pages] */
+    int64_t max_pages;
+    hview kn, vn;           /* k_new, v_new */
+    unsigned char *kx, *vx; /* the caches' bytes expected after the append */
 } inst;
 
 static int64_t view_index(const hview *h, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
@@ -703,8 +747,9 @@ static void view_alloc_host(hview *h)
 
 static void inst_free(inst *in)
 {
-    hview *vs[7] = {&in->q, &in->k, &in->v, &in->o, &in->lse, &in->bias, &in->sinks};
-    for (int i = 0; i < 7; i++) {
+    hview *vs[9] = {&in->q,    &in->k,     &in->v,  &in->o, &in->lse,
+                    &in->bias, &in->sinks, &in->kn, &in->vn};
+    for (int i = 0; i < 9; i++) {
         free(vs[i]->host);
         xattn_buffer_free(vs[i]->buf);
         vs[i]->host = NULL;
@@ -715,6 +760,10 @@ static void inst_free(inst *in)
     free(in->cuq);
     free(in->cuk);
     free(in->slopes);
+    free(in->lkc);
+    free(in->table);
+    free(in->kx);
+    free(in->vx);
     memset(in, 0, sizeof *in);
 }
 
@@ -823,6 +872,8 @@ static void fill_big(inst *in, const tcase *c, rng *r)
     free(w);
 }
 
+static void inst_cache(inst *in, const tcase *c, rng *r);
+
 /* Lengths, views and random contents of case c, from seed. */
 static void inst_build(inst *in, const tcase *c, uint64_t seed)
 {
@@ -848,6 +899,8 @@ static void inst_build(inst *in, const tcase *c, uint64_t seed)
             if (b == 2)
                 in->lk[b] = 0;
         }
+        if (in->lk[b] < c->append) /* room for the appended tokens */
+            in->lk[b] = c->append;
         in->cuq[b + 1] = in->cuq[b] + in->lq[b];
         in->cuk[b + 1] = in->cuk[b] + in->lk[b];
     }
@@ -996,13 +1049,125 @@ static void inst_build(inst *in, const tcase *c, uint64_t seed)
         for (int h = 0; h < c->Hq; h++)
             in->slopes[h] = (float)pow(2.0, -8.0 * (h + 1) / c->Hq);
     }
+    inst_cache(in, c, &r);
+}
+
+/* Element e of a view's dtype copied between host images. */
+static void copy_elem(unsigned char *dst, int64_t di, const unsigned char *src, int64_t si,
+                      xattn_dtype t)
+{
+    memcpy(dst + (size_t)di * esz(t), src + (size_t)si * esz(t), esz(t));
+}
+
+/*
+ * Paged caches and appends, made from the contiguous K/V that inst_build filled:
+ * - append: the last `append` keys of each sequence move to k_new/v_new, their slots in the
+ *   cache become NaN (the call must overwrite them), and seqlens_k is the shorter length;
+ * - page: K and V move into a pool of pages [pages, page, Hkv, D] (or [pages, Hkv, page,
+ *   D]) in a shuffled order, with two spare pages of NaN; a table entry past a sequence's
+ *   keys names a spare page (never to be read).
+ * kx/vx then hold the caches' bytes as they must be after the call.
+ */
+static void inst_cache(inst *in, const tcase *c, rng *r)
+{
+    if (!c->page && !c->append)
+        return;
+    const int B = c->B;
+    const int64_t Hkv = c->Hkv;
+    in->lkc = calloc((size_t)(B > 0 ? B : 1), sizeof(int32_t));
+    for (int b = 0; b < B; b++)
+        in->lkc[b] = in->lk[b] - c->append;
+    if (c->append) {
+        layout_view(&in->kn, c->layout, c->dkv, B, c->append, Hkv, c->D);
+        layout_view(&in->vn, c->layout, c->dkv, B, c->append, Hkv, c->Dv);
+        view_alloc_host(&in->kn);
+        view_alloc_host(&in->vn);
+        for (int b = 0; b < B; b++)
+            for (int64_t t = 0; t < c->append; t++)
+                for (int64_t h = 0; h < Hkv; h++) {
+                    const int64_t j = in->lkc[b] + t;
+                    for (int64_t d = 0; d < c->D; d++) {
+                        copy_elem(in->kn.host, view_index(&in->kn, b, t, h, d), in->k.host,
+                                  view_index(&in->k, b, j, h, d), c->dkv);
+                        put_elem(in->k.host, c->dkv, view_index(&in->k, b, j, h, d), NAN);
+                    }
+                    for (int64_t d = 0; d < c->Dv; d++) {
+                        copy_elem(in->vn.host, view_index(&in->vn, b, t, h, d), in->v.host,
+                                  view_index(&in->v, b, j, h, d), c->dkv);
+                        put_elem(in->v.host, c->dkv, view_index(&in->v, b, j, h, d), NAN);
+                    }
+                }
+    }
+    if (c->page) {
+        const int64_t ps = c->page, used = (c->Sk + ps - 1) / ps;
+        const int64_t mp = used + 1, npages = (int64_t)B * used + 2;
+        int64_t *perm = malloc((size_t)npages * sizeof *perm);
+        in->table = malloc((size_t)(B > 0 ? B : 1) * (size_t)mp * sizeof(int32_t));
+        in->max_pages = mp;
+        for (int64_t i = 0; i < npages; i++)
+            perm[i] = i;
+        for (int64_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
+            const int64_t e = rng_int(r, 0, (int)i), t = perm[i];
+            perm[i] = perm[e];
+            perm[e] = t;
+        }
+        for (int b = 0; b < B; b++)
+            for (int64_t g = 0; g < mp; g++)
+                in->table[b * mp + g] =
+                    (int32_t)(g < used ? perm[b * used + g] : perm[npages - 1 - (b & 1)]);
+        hview *src[2] = {&in->k, &in->v};
+        const int64_t dim[2] = {c->D, c->Dv};
+        for (int t = 0; t < 2; t++) {
+            hview pool;
+            memset(&pool, 0, sizeof pool);
+            pool.dt = c->dkv;
+            pool.shape[0] = npages, pool.shape[1] = ps, pool.shape[2] = Hkv, pool.shape[3] = dim[t];
+            int64_t *st = pool.strides;
+            if (c->pagelay)
+                st[3] = 1, st[1] = dim[t], st[2] = ps * dim[t], st[0] = Hkv * ps * dim[t] + 2;
+            else
+                st[3] = 1, st[2] = dim[t], st[1] = Hkv * dim[t], st[0] = ps * Hkv * dim[t];
+            pool.off = c->pagelay ? 1 : 0;
+            view_alloc_host(&pool);
+            for (int b = 0; b < B; b++)
+                for (int64_t j = 0; j < c->Sk; j++)
+                    for (int64_t h = 0; h < Hkv; h++)
+                        for (int64_t d = 0; d < dim[t]; d++)
+                            copy_elem(pool.host,
+                                      view_index(&pool, in->table[b * mp + j / ps], j % ps, h, d),
+                                      src[t]->host, view_index(src[t], b, j, h, d), c->dkv);
+            free(src[t]->host);
+            *src[t] = pool;
+        }
+        free(perm);
+    }
+    if (c->append) { /* the bytes after the call: the new tokens in their slots */
+        in->kx = malloc(in->k.bytes);
+        in->vx = malloc(in->v.bytes);
+        memcpy(in->kx, in->k.host, in->k.bytes);
+        memcpy(in->vx, in->v.host, in->v.bytes);
+        for (int b = 0; b < B; b++)
+            for (int64_t t = 0; t < c->append; t++)
+                for (int64_t h = 0; h < Hkv; h++) {
+                    const int64_t j = in->lkc[b] + t;
+                    const int64_t pb = c->page ? in->table[b * in->max_pages + j / c->page] : b;
+                    const int64_t ps = c->page ? j % c->page : j;
+                    for (int64_t d = 0; d < c->D; d++)
+                        copy_elem(in->kx, view_index(&in->k, pb, ps, h, d), in->kn.host,
+                                  view_index(&in->kn, b, t, h, d), c->dkv);
+                    for (int64_t d = 0; d < c->Dv; d++)
+                        copy_elem(in->vx, view_index(&in->v, pb, ps, h, d), in->vn.host,
+                                  view_index(&in->vn, b, t, h, d), c->dkv);
+                }
+    }
 }
 
 static int inst_upload(inst *in, xattn_ctx *ctx, char *err, size_t errn)
 {
-    hview *vs[7] = {&in->q, &in->k, &in->v, &in->o, &in->lse, &in->bias, &in->sinks};
-    static const char *const nm[7] = {"q", "k", "v", "o", "lse", "bias", "sinks"};
-    for (int i = 0; i < 7; i++) {
+    hview *vs[9] = {&in->q,    &in->k,     &in->v,  &in->o, &in->lse,
+                    &in->bias, &in->sinks, &in->kn, &in->vn};
+    static const char *const nm[9] = {"q", "k", "v", "o", "lse", "bias", "sinks", "k_new", "v_new"};
+    for (int i = 0; i < 9; i++) {
         if (!vs[i]->host)
             continue;
         xattn_status st = xattn_buffer_alloc(ctx, vs[i]->bytes, &vs[i]->buf);
@@ -1055,7 +1220,18 @@ static void inst_desc(const inst *in, xattn_attn_desc *d)
     if (c->lens == LENS_PADDED) {
         d->seqlens_q = in->lq;
         d->seqlens_k = in->lk;
-    } else if (c->lens == LENS_VARLEN) {
+    }
+    if (c->page || c->append) /* a cache's lengths: always given */
+        d->seqlens_k = in->lkc;
+    if (c->page) {
+        d->block_table = in->table;
+        d->max_pages_per_seq = in->max_pages;
+    }
+    if (c->append) {
+        d->k_new = tensor_of(&in->kn);
+        d->v_new = tensor_of(&in->vn);
+    }
+    if (c->lens == LENS_VARLEN) {
         d->cu_seqlens_q = in->cuq;
         d->cu_seqlens_k = in->cuk;
         d->num_seqs = c->B;
@@ -1063,6 +1239,30 @@ static void inst_desc(const inst *in, xattn_attn_desc *d)
 }
 
 /* ---- comparison ------------------------------------------------------------ */
+
+typedef struct cmp cmp;
+static void why(cmp *r, const char *fmt, ...);
+
+/* After an append: the caches hold the new tokens in their slots, and every other byte as
+ * it was (bytes, so that NaN payloads compare too). */
+static void check_append(const inst *in, cmp *r)
+{
+    const hview *cache[2] = {&in->k, &in->v};
+    const unsigned char *want[2] = {in->kx, in->vx};
+    for (int t = 0; t < 2; t++) {
+        unsigned char *got = malloc(cache[t]->bytes);
+        xattn_status st = xattn_buffer_read(cache[t]->buf, 0, got, cache[t]->bytes);
+        size_t e = 0;
+        while (st == XATTN_STATUS_OK && e < cache[t]->bytes && got[e] == want[t][e])
+            e++;
+        if (st != XATTN_STATUS_OK)
+            why(r, "append: reading %s back: %s", t ? "v" : "k", xattn_last_error());
+        else if (e < cache[t]->bytes)
+            why(r, "append: %s cache byte %zu is %02x, expected %02x (element %zu)", t ? "v" : "k",
+                e, got[e], want[t][e], e / esz(cache[t]->dt));
+        free(got);
+    }
+}
 
 typedef struct cmp {
     int fail;
@@ -1357,6 +1557,8 @@ static void run_case(xattn_ctx *ctx, target *tg, const tcase *c, uint64_t seed, 
                 why(&r, "reading back: %s: %s", xattn_status_name(st), xattn_last_error());
             else
                 compare(&in, out_o, out_lse, o_ref, lse_ref, written, &r);
+            if (!r.fail && c->append)
+                check_append(&in, &r);
             if (g_algos[a] != XATTN_ALGO_AUTO && info.algo_chosen != g_algos[a])
                 why(&r, "run_info.algo_chosen = %s, asked for %s",
                     xattn_algo_name(info.algo_chosen), an);

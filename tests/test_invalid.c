@@ -29,6 +29,8 @@ typedef struct fixture {
     int32_t seqlens_q[B], seqlens_k[B];
     int32_t cu_q[B + 1], cu_k[B + 1];
     float slopes[HQ];
+    int32_t table[B * 4]; /* a paged cache's block table: 4 pages per sequence */
+    int32_t cache_len[B]; /* seqlens_k before an append */
 } fixture;
 
 static xattn_tensor bshd(xattn_buffer *buf, xattn_dtype dt, int64_t b, int64_t s, int64_t h,
@@ -75,6 +77,32 @@ static void with_sinks(fixture *f, xattn_attn_desc *d, xattn_dtype dt, int64_t h
 {
     xattn_tensor t = {f->bias, off, dt, {1, 1, h, 1}, {h, h, 1, 1}};
     d->sinks = t;
+}
+
+/* A paged cache: k/v pools of NP pages of PS tokens in the k and v buffers,
+ * seqlens_k = {12, 10} (3 pages each); the table's last column is unused and
+ * holds a page index no check may read. */
+enum { NP = 6, PS = 4, MP = 4 };
+static void with_paged(fixture *f, xattn_attn_desc *d)
+{
+    static const int32_t t[B * MP] = {0, 1, 2, 999, 5, 3, 4, -7};
+    memcpy(f->table, t, sizeof t);
+    d->k = bshd(f->k, XATTN_DTYPE_F32, NP, PS, HKV, D);
+    d->v = bshd(f->v, XATTN_DTYPE_F32, NP, PS, HKV, DV);
+    d->block_table = f->table;
+    d->max_pages_per_seq = MP;
+    d->seqlens_k = f->seqlens_k;
+}
+
+/* An append of n tokens per sequence: k_new/v_new in the bias buffer, the
+ * caches holding seqlens_k = {12 - n, 10 - n}. */
+static void with_append(fixture *f, xattn_attn_desc *d, int64_t n)
+{
+    for (int b = 0; b < B; b++)
+        f->cache_len[b] = f->seqlens_k[b] - (int32_t)n;
+    d->k_new = xattn_tensor_bshd(f->bias, 0, XATTN_DTYPE_F32, B, n, HKV, D);
+    d->v_new = xattn_tensor_bshd(f->bias, 1u << 16, XATTN_DTYPE_F32, B, n, HKV, DV);
+    d->seqlens_k = f->cache_len;
 }
 
 /* A valid call must work on the context and clear the error message. */
@@ -369,6 +397,60 @@ int main(void)
         d.sinks.buffer = f.lse);
     GOOD("sinks", with_sinks(&f, &d, XATTN_DTYPE_F32, HQ, 0); d.seqlens_q = f.seqlens_q;
          d.seqlens_k = f.seqlens_k);
+
+    /* ---- paged KV caches ---- */
+    BAD("paged page out of range", OUT_OF_BOUNDS, "block_table[1][2]", with_paged(&f, &d);
+        f.table[MP + 2] = NP);
+    BAD("paged negative page", OUT_OF_BOUNDS, "block_table[0][0]", with_paged(&f, &d);
+        f.table[0] = -1);
+    BAD("paged table too short", INVALID_LENGTHS, "seqlens_k[0]", with_paged(&f, &d);
+        d.max_pages_per_seq = 2);
+    BAD("paged max_pages_per_seq 0", INVALID_ARGUMENT, "max_pages_per_seq", with_paged(&f, &d);
+        d.max_pages_per_seq = 0);
+    BAD("paged without seqlens_k", INVALID_ARGUMENT, "seqlens_k", with_paged(&f, &d);
+        d.seqlens_k = NULL);
+    BAD("paged negative length", INVALID_LENGTHS, "seqlens_k[1]", with_paged(&f, &d);
+        f.cache_len[0] = 4; f.cache_len[1] = -1; d.seqlens_k = f.cache_len);
+    BAD("paged v pool of other pages", INVALID_SHAPE, "v.shape[0]", with_paged(&f, &d);
+        d.v.shape[0] = NP - 1);
+    BAD("paged v page size", INVALID_SHAPE, "v.shape[1]", with_paged(&f, &d); d.v.shape[1] = 2);
+    BAD("paged pool overruns buffer", OUT_OF_BOUNDS, "k", with_paged(&f, &d);
+        d.k.shape[0] = BUF_BYTES / (PS * HKV * D * 4) + 1);
+    BAD_VARLEN("paged packed batch", UNSUPPORTED, "block_table", with_paged(&f, &d);
+               d.seqlens_k = NULL);
+    GOOD("paged (unused table entries are not read)", with_paged(&f, &d));
+
+    /* ---- append (k_new / v_new) ---- */
+    BAD("append past the cache", INVALID_LENGTHS, "seqlens_k[0]", with_append(&f, &d, 2);
+        f.cache_len[0] = SK - 1);
+    BAD("append without seqlens_k", INVALID_ARGUMENT, "seqlens_k", with_append(&f, &d, 2);
+        d.seqlens_k = NULL);
+    BAD("append k_new only", INVALID_ARGUMENT, "v_new.buffer", with_append(&f, &d, 2);
+        d.v_new.buffer = NULL);
+    BAD("append dtype", INVALID_DTYPE, "k_new.dtype", with_append(&f, &d, 2);
+        d.k_new.dtype = XATTN_DTYPE_F16);
+    BAD("append heads", INVALID_SHAPE, "k_new.shape[2]", with_append(&f, &d, 2);
+        d.k_new.shape[2] = HQ);
+    BAD("append v_new length", INVALID_SHAPE, "v_new.shape[1]", with_append(&f, &d, 2);
+        d.v_new.shape[1] = 3);
+    BAD("append v_new batch", INVALID_SHAPE, "v_new.shape[0]", with_append(&f, &d, 2);
+        d.v_new.shape[0] = 1);
+    BAD("append k_new in the cache", INVALID_ARGUMENT, "k_new", with_append(&f, &d, 2);
+        d.k_new.buffer = f.k);
+    BAD("append k and v one memory", INVALID_ARGUMENT, "v", with_append(&f, &d, 2);
+        d.v.buffer = f.k);
+    BAD("append cache batch stride 0", INVALID_STRIDE, "k.strides[0]", with_append(&f, &d, 2);
+        d.k.strides[0] = 0);
+    BAD("append k_new overlaps o", INVALID_ARGUMENT, "k_new", with_append(&f, &d, 2);
+        d.k_new.buffer = f.o);
+    BAD_VARLEN("append packed batch", UNSUPPORTED, "k_new",
+               d.k_new = xattn_tensor_bshd(f.bias, 0, XATTN_DTYPE_F32, 1, 2, HKV, D);
+               d.v_new = xattn_tensor_bshd(f.bias, 1u << 16, XATTN_DTYPE_F32, 1, 2, HKV, DV));
+    BAD("paged append into a shared slot", INVALID_ARGUMENT, "block_table", with_paged(&f, &d);
+        with_append(&f, &d, 2); f.cache_len[0] = f.cache_len[1] = 6; f.table[MP + 1] = 1);
+    GOOD("append", with_append(&f, &d, 2));
+    GOOD("append of 0 tokens", with_append(&f, &d, 0));
+    GOOD("paged append", with_paged(&f, &d); with_append(&f, &d, 2));
 
     /* ---- valid edge cases (must not be rejected) ---- */
     GOOD("Sq = 0", d.q.shape[1] = 0; d.o.shape[1] = 0; d.lse.shape[2] = 0);

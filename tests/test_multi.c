@@ -234,6 +234,17 @@ int main(void)
                   strstr(xattn_last_error(), "sinks"),
               "sinks across devices: %s", xattn_last_error());
     }
+    {
+        /* An append into the cache [1, 4, 2, 8] holding 3 tokens: one device's memory. */
+        static int32_t held[1] = {3};
+        xattn_attn_desc ad = d;
+        ad.seqlens_k = held;
+        ad.k_new = xattn_tensor_bshd(b, 1536, XATTN_DTYPE_F32, 1, 1, 2, 8);
+        ad.v_new = xattn_tensor_bshd(b, 1600, XATTN_DTYPE_F32, 1, 1, 2, 8);
+        CHECK(xattn_attention_multi(two, 2, NULL, &ad, NULL) == XATTN_STATUS_UNSUPPORTED &&
+                  strstr(xattn_last_error(), "k_new"),
+              "append across devices: %s", xattn_last_error());
+    }
     d.o.shape[3] = 7; /* the library's own check names the field */
     CHECK(xattn_attention_multi(two, 2, NULL, &d, NULL) == XATTN_STATUS_INVALID_SHAPE &&
               strstr(xattn_last_error(), "o."),

@@ -24,7 +24,10 @@
 #      work was counted by the kernels;
 #   6. the benchmark's configurations against the reference, at sizes the CPU
 #      reference affords;
-#   7. the cross-backend harness `test_backend_ops -b cuda` (every case x
+#   7. `xattn tune --backend cuda` on a FLASH prefill and a SPLITKV decode
+#      case (f16, D 128): the table of what it tried (path mma/simt, split
+#      waves) and the stored winner, which the harness below then runs with;
+#      then the cross-backend harness `test_backend_ops -b cuda` (every case x
 #      NAIVE/FLASH/SPLITKV/AUTO against the double reference), then again with
 #      XATTN_CUDA_FORCE_SIMT=1 (--quick);
 #   8. with NVIDIA's OpenCL driver: the harness on -b opencl (--quick) and a
@@ -354,7 +357,32 @@ check "prefill-1k-f32-simt" cuda --algo flash --dtype f32 --batch 1 --heads 4 --
 check "naive-1k-f16" cuda --algo naive --dtype f16 --batch 1 --heads 4 --kv-heads 1 --sq 1024 \
     --sk 1024 --head-dim 128 --causal
 
-# ---- 7. the harness -----------------------------------------------------------
+# ---- 7. the tuner, then the harness ----------------------------------------------
+# The tuner stores its winners in this run's cache: the harness's cases of the
+# same dtype and head dims then run with them.
+say "tune"
+TUNE="$OUT_DIR/tune.txt"
+: >"$TUNE"
+tune() { # label options...
+    local label=$1 t
+    shift
+    t=$(budget 45)
+    if [ "$t" = 0 ]; then
+        echo "  $label: not run (deadline)" >>"$TUNE"
+        not_run "tune $label"
+        return
+    fi
+    timeout -k 5 "$t" "$XATTN" tune --backend cuda --reps 5 "$@" >"$OUT_DIR/tune-$label.log" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && failed "tune $label (exit $rc, tune-$label.log)"
+    { echo "  $label (exit $rc):"; sed -n '/^flash\|^splitkv/,$p' "$OUT_DIR/tune-$label.log" |
+        sed 's/^/    /'; } >>"$TUNE"
+}
+tune flash-1k-hd128-f16-causal --algo flash --dtype f16 --batch 1 --heads 8 --kv-heads 2 \
+    --sq 1024 --sk 1024 --head-dim 128 --causal
+tune splitkv-decode-b8-kv32768-f16 --algo splitkv --dtype f16 --batch 8 --heads 32 --kv-heads 8 \
+    --sq 1 --sk 32768 --head-dim 128
+
 # One process per algorithm, side by side: the CPU reference is most of the
 # time, and the machine has the cores (the benchmark is done by now).
 say "harness"
@@ -409,6 +437,9 @@ fi
     echo "checks (xattn run against the fp64 reference; [kernel]; in brackets after the error: the"
     echo "reference rounded to the dtype):"
     cat "$CHECKS"
+    echo "xattn tune --backend cuda (median ms of 5 alternating rounds; the winner is checked"
+    echo "against the reference and stored; the harness ran with it):"
+    cat "$TUNE"
     echo "OpenCL: $ocl_line"
     if [ -s "$SKIPPED" ]; then
         echo "not run or cut (deadline):"

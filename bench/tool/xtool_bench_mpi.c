@@ -76,13 +76,11 @@ static int xtool__mpi_options(const xtool_cli_opts *o, int rank, xtool_mpi_run *
     return 0;
 }
 
-/* What the MPI path does not run (f32 BSHD problems with dense masks); "" when it does. */
+/* What the MPI path does not run (BSHD problems with dense masks, any dtypes); "" when it does. */
 static void xtool__mpi_case_check(const xtool_case *c, char *why, size_t n)
 {
     why[0] = '\0';
-    if (c->dtype != XATTN_DTYPE_F32 || (c->kv_dtype != c->dtype))
-        snprintf(why, n, "--mpi runs f32 only (not done: other dtypes)");
-    else if (c->bhsd)
+    if (c->bhsd)
         snprintf(why, n, "--mpi runs BSHD only");
     else if (c->alibi || c->bias)
         snprintf(why, n, "ALiBi and bias are not supported by xattn_mpi's bench");
@@ -115,6 +113,8 @@ static void xtool__mpi_args(const xtool_cli_opts *o, const xtool_case *c, xattn_
                                            : XATTN_MPI_BENCH_RING | XATTN_MPI_BENCH_ALLTOALL;
     a->single = 1;
     a->seed = (uint32_t)c->seed;
+    a->dtype = c->dtype;
+    a->kv_dtype = c->kv_dtype;
 }
 
 /* ---- the files ----------------------------------------------------------------------- */
@@ -176,6 +176,10 @@ static void xtool__json_strategy(FILE *f, const xtool_mpi_case *mc, int strat)
         xattn__json_num(f, st->setup_ms);
         xattn__json_key(f, "finish_ms");
         xattn__json_num(f, st->finish_ms);
+        xattn__json_key(f, "staging");
+        xattn__json_str(f, st->staging_device ? "device" : "host");
+        xattn__json_key(f, "staging_note");
+        xattn__json_str(f, st->staging);
         fputs(", \"sum\": {", f);
         xtool__json_step(f, &st->sum);
         fputs("}, \"step\": [", f);
@@ -211,10 +215,12 @@ static int xtool__mpi_write_json(const xtool_mpi_run *m, const char *path)
         xattn__json_str(f, mc->bc->key);
         fprintf(f,
                 ", \"batch\": %lld, \"sq\": %lld, \"sk\": %lld, \"heads\": %lld, "
-                "\"kv_heads\": %lld, \"head_dim\": %lld, \"head_dim_v\": %lld, \"causal\": %s",
+                "\"kv_heads\": %lld, \"head_dim\": %lld, \"head_dim_v\": %lld, \"causal\": %s, "
+                "\"dtype\": \"%s\", \"kv_dtype\": \"%s\"",
                 (long long)a->batch, (long long)a->sq, (long long)a->sk, (long long)a->heads,
                 (long long)a->kv_heads, (long long)a->head_dim, (long long)a->head_dim_v,
-                a->causal ? "true" : "false");
+                a->causal ? "true" : "false", xattn_dtype_name(a->dtype),
+                xattn_dtype_name(a->kv_dtype));
         if (mc->unsupported[0]) {
             fprintf(f, ", \"status\": \"%s\", \"note\": ", mc->failed ? "failed" : "unsupported");
             xattn__json_str(f, mc->unsupported);

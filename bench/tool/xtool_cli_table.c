@@ -64,7 +64,7 @@ const xtool_opt_def xtool_opt_defs[] = {
      .one_value = TUNE,
      .parse = xtool_opt_parse_backend,
      .dflt_note = "opencl",
-     .help = "the backend whose tiles to tune (cuda: not supported yet)"},
+     .help = "the backend to tune: opencl (its tiles) or cuda (its path and split waves)"},
     {.name = "device",
      .cmds = RUN | TUNE,
      .section = XTOOL_SEC_WHERE,
@@ -738,7 +738,7 @@ const xtool_cmd_def xtool_cmd_defs[XTOOL_CLI_CMD_COUNT] = {
      "--lengths the padding waste of the padded batch vs a packed (varlen) one, measured\n"
      "both ways; then recommends.",
      "exit status: 0 ok, 1 no device could be used or a measurement failed, 2 bad command line"},
-    {"tune", "[--backend opencl] [options]",
+    {"tune", "[--backend opencl|cuda] [options]",
      "times the candidate tiles of each algorithm for one case; stores the winners",
      "For one case (the case options; default a small f32 case) on one OpenCL device: times\n"
      "each algorithm's candidate tiles (a table in the tool, the device's tile table row\n"
@@ -746,7 +746,9 @@ const xtool_cmd_def xtool_cmd_defs[XTOOL_CLI_CMD_COUNT] = {
      "the reference, prints what it tried, and stores the winner per device, driver,\n"
      "algorithm, dtype and head dims in the cache folder (XATTN_CACHE_DIR/opencl), where\n"
      "every later OpenCL context of that device uses it unless XATTN_CL_TILE is set.\n"
-     "CUDA: not supported yet.",
+     "--backend cuda: the same for the CUDA configuration (FLASH's and SPLITKV's path,\n"
+     "mma or simt, and SPLITKV's split waves; XATTN_CUDA_CONFIG overrides). Never yet run\n"
+     "on a GPU.",
      "exit status: 0 ok, 1 a candidate failed, the winner disagreed with the reference or\n"
      "could not be stored, 2 bad command line"},
 };

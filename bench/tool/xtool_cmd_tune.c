@@ -1,13 +1,14 @@
 /*
- * xattn tune: the OpenCL tile autotuner. For one case on one device, each
- * algorithm's candidate tiles (xtool_tune_candidates: data, the device's tile
- * table row first) are timed (the median of --reps calls after --warmup, the
- * candidates' calls taken in turn, round by round), the
- * fastest is checked against the reference and stored with
- * xattn_opencl_tune_store, which every later OpenCL context of that device
- * then uses for that case (algorithm, dtype, head dims) unless XATTN_CL_TILE
- * is set. A candidate runs through XATTN_CL_TILE on a context of its own (the
- * variable is read when a context is created), over the device's table row.
+ * xattn tune: the autotuner of the OpenCL tiles and of the CUDA run-time
+ * configuration. For one case on one device, each algorithm's candidates
+ * (xtool_tune_candidates / xtool_tune_cuda_candidates: data, the device's
+ * default first) are timed (the median of --reps calls after --warmup, the
+ * candidates' calls taken in turn, round by round), the fastest is checked
+ * against the reference and stored with xattn_opencl_tune_store /
+ * xattn_cuda_tune_store, which every later context of that device then uses
+ * for that case (algorithm, dtype, head dims) unless XATTN_CL_TILE /
+ * XATTN_CUDA_CONFIG is set. A candidate runs through that variable on a
+ * context of its own (it is read when a context is created).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,22 @@
 #ifdef XATTN_HAVE_OPENCL
 #include "xattn_opencl.h"
 #endif
+#ifdef XATTN_HAVE_CUDA
+#include "xattn_cuda.h"
+#endif
 
-#ifdef XATTN_HAVE_OPENCL
+#if defined(XATTN_HAVE_OPENCL) || defined(XATTN_HAVE_CUDA)
+
+/* What differs between the backends tune tunes. */
+typedef struct xtool__tuner {
+    xattn_backend be;
+    const char *env;  /* the variable a candidate runs through */
+    const char *what; /* "tile", "config" */
+    xattn_status (*dflt)(xattn_ctx *, char *, size_t);
+    xattn_status (*store)(xattn_ctx *, xattn_algo, xattn_dtype, int64_t, int64_t, const char *);
+    xattn_status (*lookup)(xattn_ctx *, xattn_algo, xattn_dtype, int64_t, int64_t, char *, size_t,
+                           int *);
+} xtool__tuner;
 
 /* One candidate: its context (XATTN_CL_TILE is read when a context is
  * created), its case, its times; or why it did not run. */
@@ -43,12 +58,12 @@ static void xtool__fail(xtool__tried *t, xattn_status st)
 
 /* Opens the candidate's context with XATTN_CL_TILE=tile, sets the case up and
  * makes its warm-up calls (the first with the outputs poisoned). */
-static void xtool__open(const xtool_cli_opts *o, int device, const xtool_case *c, xattn_algo algo,
-                        xtool__tried *t)
+static void xtool__open(const xtool__tuner *tu, const xtool_cli_opts *o, int device,
+                        const xtool_case *c, xattn_algo algo, xtool__tried *t)
 {
-    setenv("XATTN_CL_TILE", t->tile, 1);
-    xattn_status st = xtool_ctx_open(o, XATTN_BACKEND_OPENCL, device, &t->ctx);
-    unsetenv("XATTN_CL_TILE");
+    setenv(tu->env, t->tile, 1);
+    xattn_status st = xtool_ctx_open(o, tu->be, device, &t->ctx);
+    unsetenv(tu->env);
     if (st == XATTN_STATUS_OK)
         st = xtool_case_setup(t->ctx, c, &t->run);
     t->run.desc.algo = algo;
@@ -76,11 +91,11 @@ static void xtool__close(xtool__tried *t)
 /* Every candidate open at once, then --reps rounds of one timed call each,
  * in turn: a machine that drifts (load, clocks) drifts for all of them alike,
  * as bench --ab alternates its builds. */
-static void xtool__time_all(const xtool_cli_opts *o, int device, const xtool_case *c,
-                            xattn_algo algo, xtool__tried *t, int n)
+static void xtool__time_all(const xtool__tuner *tu, const xtool_cli_opts *o, int device,
+                            const xtool_case *c, xattn_algo algo, xtool__tried *t, int n)
 {
     for (int i = 0; i < n; i++)
-        xtool__open(o, device, c, algo, &t[i]);
+        xtool__open(tu, o, device, c, algo, &t[i]);
     for (int r = 0; r < o->reps; r++)
         for (int i = 0; i < n; i++) {
             if (!t[i].ok)
@@ -103,8 +118,9 @@ static void xtool__time_all(const xtool_cli_opts *o, int device, const xtool_cas
 }
 
 /* The winner's output against the reference; 0 when it agrees. */
-static int xtool__verify(const xtool_cli_opts *o, int device, const xtool_case *c, xattn_algo algo,
-                         const char *tile, char *why, size_t whyn)
+static int xtool__verify(const xtool__tuner *tu, const xtool_cli_opts *o, int device,
+                         const xtool_case *c, xattn_algo algo, const char *tile, char *why,
+                         size_t whyn)
 {
     xattn_ctx *ctx = NULL;
     xtool_case_run run;
@@ -113,9 +129,9 @@ static int xtool__verify(const xtool_cli_opts *o, int device, const xtool_case *
     memset(&ref, 0, sizeof ref);
     xtool_case_error e;
     memset(&e, 0, sizeof e);
-    setenv("XATTN_CL_TILE", tile, 1);
-    xattn_status st = xtool_ctx_open(o, XATTN_BACKEND_OPENCL, device, &ctx);
-    unsetenv("XATTN_CL_TILE");
+    setenv(tu->env, tile, 1);
+    xattn_status st = xtool_ctx_open(o, tu->be, device, &ctx);
+    unsetenv(tu->env);
     if (st == XATTN_STATUS_OK)
         st = xtool_case_setup(ctx, c, &run);
     if (st == XATTN_STATUS_OK) {
@@ -146,11 +162,17 @@ static int xtool__verify(const xtool_cli_opts *o, int device, const xtool_case *
 
 /* One algorithm: every candidate, the table, the winner checked and stored.
  * Returns the failures. */
-static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_case *c,
-                            xattn_algo algo, const char *dflt, int cpu_class)
+static int xtool__tune_algo(const xtool__tuner *tu, const xtool_cli_opts *o, int device,
+                            const xtool_case *c, xattn_algo algo, const char *dflt, int cpu_class)
 {
     const char *cand[32];
-    int nc = xtool_tune_candidates(algo, cpu_class, cand, 32);
+    int nc = tu->be == XATTN_BACKEND_CUDA ? xtool_tune_cuda_candidates(algo, cand, 32)
+                                          : xtool_tune_candidates(algo, cpu_class, cand, 32);
+    if (nc == 0) {
+        printf("\n%s: nothing to tune on %s (no run-time choice)\n", xattn_algo_name(algo),
+               xattn_backend_name(tu->be));
+        return 0;
+    }
     xtool__tried *t = calloc((size_t)nc + 1, sizeof *t);
     if (!t)
         return 1;
@@ -158,10 +180,11 @@ static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_cas
     for (int i = 0; i < nc; i++)
         snprintf(t[i + 1].tile, sizeof t[i + 1].tile, "%s", cand[i]);
     const int n = nc + 1;
-    printf("\n%s (table row: %s)\n  %-28s %10s %10s %10s %8s %7s  %s\n", xattn_algo_name(algo),
-           dflt, "tile", "median ms", "min", "p90", "spread", "vs row", "verdict");
+    printf("\n%s (%s: %s)\n  %-28s %10s %10s %10s %8s %7s  %s\n", xattn_algo_name(algo),
+           tu->be == XATTN_BACKEND_CUDA ? "default" : "table row", dflt, tu->what, "median ms",
+           "min", "p90", "spread", "vs row", "verdict");
     int best = -1, failures = 0;
-    xtool__time_all(o, device, c, algo, t, n);
+    xtool__time_all(tu, o, device, c, algo, t, n);
     /* The winner: the fastest candidate that is faster than the table row
      * beyond both runs' noise (compare's rule); else the row itself. */
     xtool_verdict v[64] = {XTOOL_VERDICT_NOISE};
@@ -178,7 +201,9 @@ static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_cas
             best = i;
     }
     for (int i = 0; i < n; i++) {
-        const char *label = i == 0 ? "table row" : t[i].tile;
+        const char *label = i > 0                          ? t[i].tile
+                            : tu->be == XATTN_BACKEND_CUDA ? "default"
+                                                           : "table row";
         if (!t[i].ok) {
             printf("  %-28s not run: %s\n", label, t[i].error);
             /* A tile the device cannot take is refused before anything runs. */
@@ -199,21 +224,21 @@ static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_cas
         return failures + 1;
     }
     char why[512];
-    if (xtool__verify(o, device, c, algo, t[best].tile, why, sizeof why)) {
+    if (xtool__verify(tu, o, device, c, algo, t[best].tile, why, sizeof why)) {
         printf("  the fastest, %s, disagrees with the reference (%s): not stored\n", t[best].tile,
                why);
         free(t);
         return failures + 1;
     }
     xattn_ctx *ctx = NULL;
-    xattn_status st = xtool_ctx_open(o, XATTN_BACKEND_OPENCL, device, &ctx);
+    xattn_status st = xtool_ctx_open(o, tu->be, device, &ctx);
     char stored[256] = "";
     int found = 0;
     if (st == XATTN_STATUS_OK)
-        st = xattn_opencl_tune_store(ctx, algo, c->dtype, c->head_dim, c->head_dim_v, t[best].tile);
+        st = tu->store(ctx, algo, c->dtype, c->head_dim, c->head_dim_v, t[best].tile);
     if (st == XATTN_STATUS_OK)
-        st = xattn_opencl_tune_lookup(ctx, algo, c->dtype, c->head_dim, c->head_dim_v, stored,
-                                      sizeof stored, &found);
+        st = tu->lookup(ctx, algo, c->dtype, c->head_dim, c->head_dim_v, stored, sizeof stored,
+                        &found);
     if (st == XATTN_STATUS_OK && found)
         printf("  stored for %s %s D %lld Dv %lld (%s): %s\n", xattn_algo_name(algo),
                xattn_dtype_name(c->dtype), (long long)c->head_dim, (long long)c->head_dim_v, why,
@@ -231,12 +256,38 @@ static int xtool__tune_algo(const xtool_cli_opts *o, int device, const xtool_cas
 int xtool_cmd_tune(const xtool_cli_opts *o)
 {
     xattn_backend be = o->n_backends > 0 ? o->backends[0] : XATTN_BACKEND_OPENCL;
-    if (be != XATTN_BACKEND_OPENCL) {
+    xtool__tuner tu;
+    memset(&tu, 0, sizeof tu);
+    tu.be = be;
+#ifdef XATTN_HAVE_OPENCL
+    if (be == XATTN_BACKEND_OPENCL) {
+        tu.env = "XATTN_CL_TILE";
+        tu.what = "tile";
+        tu.dflt = xattn_opencl_tile_default;
+        tu.store = xattn_opencl_tune_store;
+        tu.lookup = xattn_opencl_tune_lookup;
+    }
+#endif
+#ifdef XATTN_HAVE_CUDA
+    if (be == XATTN_BACKEND_CUDA) {
+        tu.env = "XATTN_CUDA_CONFIG";
+        tu.what = "config";
+        tu.dflt = xattn_cuda_config_default;
+        tu.store = xattn_cuda_tune_store;
+        tu.lookup = xattn_cuda_tune_lookup;
+    }
+#endif
+    if (be != XATTN_BACKEND_OPENCL && be != XATTN_BACKEND_CUDA) {
         fprintf(stderr,
-                "%s: tune: --backend %s: not supported yet; tune tunes the OpenCL backend's "
-                "tiles (--backend opencl)\n",
+                "%s: tune: --backend %s: not supported; tune tunes the OpenCL tiles "
+                "(--backend opencl) and the CUDA configuration (--backend cuda)\n",
                 xtool_prog, xattn_backend_name(be));
         return XTOOL_EXIT_USAGE;
+    }
+    if (!tu.env) {
+        fprintf(stderr, "%s: tune: --backend %s: this build has no %s backend\n", xtool_prog,
+                xattn_backend_name(be), xattn_backend_name(be));
+        return XTOOL_EXIT_FAIL;
     }
     for (int i = 0; i < o->n_algos; i++)
         if (o->algos[i] == XATTN_ALGO_AUTO) {
@@ -251,8 +302,9 @@ int xtool_cmd_tune(const xtool_cli_opts *o)
         fprintf(stderr, "%s: tune: %s\n", xtool_prog, err);
         return rc;
     }
-    if (xattn_backend_available(XATTN_BACKEND_OPENCL) != XATTN_STATUS_OK) {
-        fprintf(stderr, "%s: tune: OpenCL unavailable: %s\n", xtool_prog, xattn_last_error());
+    if (xattn_backend_available(be) != XATTN_STATUS_OK) {
+        fprintf(stderr, "%s: tune: %s unavailable: %s\n", xtool_prog, xattn_backend_name(be),
+                xattn_last_error());
         free(lq);
         free(lk);
         return XTOOL_EXIT_FAIL;
@@ -261,44 +313,47 @@ int xtool_cmd_tune(const xtool_cli_opts *o)
     xattn_device_info info;
     xattn_ctx *ctx = NULL;
     char dflt[256] = "";
-    xattn_status st = xattn_device_get_info(XATTN_BACKEND_OPENCL, device, &info);
-    /* XATTN_CL_TILE of the caller's environment: set aside while tuning. */
-    const char *env = getenv("XATTN_CL_TILE");
+    xattn_status st = xattn_device_get_info(be, device, &info);
+    /* The variable of the caller's environment: set aside while tuning. */
+    const char *env = getenv(tu.env);
     char *saved = env ? strdup(env) : NULL;
-    unsetenv("XATTN_CL_TILE");
+    unsetenv(tu.env);
     if (st == XATTN_STATUS_OK)
-        st = xtool_ctx_open(o, XATTN_BACKEND_OPENCL, device, &ctx);
+        st = xtool_ctx_open(o, be, device, &ctx);
     if (st == XATTN_STATUS_OK)
-        st = xattn_opencl_tile_default(ctx, dflt, sizeof dflt);
+        st = tu.dflt(ctx, dflt, sizeof dflt);
     xattn_ctx_destroy(ctx);
     int failures = 0;
     int usage = 0;
     if (st != XATTN_STATUS_OK) {
         /* --device N beyond the backend's devices is a bad command line. */
         usage = st == XATTN_STATUS_DEVICE_NOT_FOUND;
-        fprintf(stderr, "%s: tune: %sopencl:%d: %s\n", xtool_prog, usage ? "--device: " : "",
-                device, xattn_last_error());
+        fprintf(stderr, "%s: tune: %s%s:%d: %s\n", xtool_prog, usage ? "--device: " : "",
+                xattn_backend_name(be), device, xattn_last_error());
         failures = 1;
     } else {
         char key[512];
         xtool_case_describe(&c, key, sizeof key);
         const int cpu_class = info.device_type != XATTN_DEVICE_TYPE_GPU;
-        printf("xattn tune: opencl:%d %s (%s, driver %s)\ncase: %s; median of %d calls after %d "
+        printf("xattn tune: %s:%d %s (%s, driver %s)\ncase: %s; median of %d calls after %d "
                "warm-up\n",
-               device, info.name, cpu_class ? "CPU-class candidates" : "GPU candidates",
+               xattn_backend_name(be), device, info.name,
+               be == XATTN_BACKEND_CUDA ? "path and split candidates"
+               : cpu_class              ? "CPU-class candidates"
+                                        : "GPU candidates",
                info.driver_version, key, o->reps, o->warmup);
         if (saved)
-            printf("(XATTN_CL_TILE=%s is set aside while tuning; it still overrides the stored "
+            printf("(%s=%s is set aside while tuning; it still overrides the stored "
                    "winners)\n",
-                   saved);
+                   tu.env, saved);
         static const xattn_algo all[3] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
         const int na = o->n_algos > 0 ? o->n_algos : 3;
         for (int i = 0; i < na; i++)
-            failures += xtool__tune_algo(o, device, &c, o->n_algos > 0 ? o->algos[i] : all[i], dflt,
-                                         cpu_class);
+            failures += xtool__tune_algo(&tu, o, device, &c, o->n_algos > 0 ? o->algos[i] : all[i],
+                                         dflt, cpu_class);
     }
     if (saved) {
-        setenv("XATTN_CL_TILE", saved, 1);
+        setenv(tu.env, saved, 1);
         free(saved);
     }
     free(lq);
@@ -306,12 +361,14 @@ int xtool_cmd_tune(const xtool_cli_opts *o)
     return usage ? XTOOL_EXIT_USAGE : failures ? XTOOL_EXIT_FAIL : XTOOL_EXIT_OK;
 }
 
-#else /* no OpenCL */
+#else /* neither OpenCL nor CUDA */
 
 int xtool_cmd_tune(const xtool_cli_opts *o)
 {
     (void)o;
-    fprintf(stderr, "%s: tune: this build has no OpenCL backend (the only one tune can tune)\n",
+    fprintf(stderr,
+            "%s: tune: this build has neither an OpenCL nor a CUDA backend (the ones "
+            "tune can tune)\n",
             xtool_prog);
     return XTOOL_EXIT_FAIL;
 }

@@ -54,3 +54,28 @@ int xtool_tune_candidates(xattn_algo algo, int cpu_class, const char **out, int 
 #undef XTOOL__ADD
     return n;
 }
+
+/* CUDA: what a run can choose without recompiling (xattn_cuda.h): the SIMT
+ * kernels instead of the tensor-core ones (FLASH and the SPLITKV partial;
+ * the same kernels where mma does not apply: f32, sm_75), and for SPLITKV
+ * the waves of blocks over the SMs its split count aims at (the default 2). */
+static const char *const xtool__cuda_flash[] = {"path=simt"};
+static const char *const xtool__cuda_splitkv[] = {"waves=1",  "waves=4",   "waves=8",
+                                                  "waves=16", "path=simt", "path=simt,waves=4"};
+
+int xtool_tune_cuda_candidates(xattn_algo algo, const char **out, int cap)
+{
+    int n = 0;
+    const char *const *list = NULL;
+    int len = 0;
+    if (algo == XATTN_ALGO_FLASH) {
+        list = xtool__cuda_flash;
+        len = XTOOL__N(xtool__cuda_flash);
+    } else if (algo == XATTN_ALGO_SPLITKV) {
+        list = xtool__cuda_splitkv;
+        len = XTOOL__N(xtool__cuda_splitkv);
+    }
+    for (int i = 0; i < len && n < cap; i++)
+        out[n++] = list[i];
+    return n;
+}

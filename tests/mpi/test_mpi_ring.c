@@ -6,6 +6,7 @@
  * descriptor on one rank, an allocation failure on one rank and ranks that
  * disagree make every rank return an error, and the ring still works after.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "xattn_mpi.h"
 
 static int g_rank, g_n, g_fail, g_pass;
+static xattn_mpi_stats g_stats; /* the last call's */
 static xattn_ctx *g_ctx;
 
 #define CHECK(cond, ...)                                                                           \
@@ -35,10 +37,17 @@ typedef struct tcase {
     int wl, wr;
     const int32_t *lq, *lk; /* global lengths or NULL */
     int bhsd;               /* q and o in BHSD layout (strided shards) */
-    int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf */
+    int bias;               /* an f32 bias [1, Hq, Sq, Sk] with some -inf (2: [1, 1, Sq, Sk]) */
     int packed;             /* lq/lk: the B sequences' lengths in one token stream of
                              * sq / sk tokens (tensors with batch 1) */
+    int alibi;              /* ALiBi slopes (gentle: far blocks still weigh) */
+    int sinks;              /* attention sinks, one logit per query head */
 } tcase;
+
+static const float g_sinks[8] = {0.5f, -1.0f, 2.0f, -INFINITY, 1.0f, 0.0f, -2.0f, 3.0f};
+
+static const float g_slopes[16] = {0.3f, 0.1f, 0.05f, 0.02f, 0.25f, 0.15f, 0.07f, 0.01f,
+                                   0.3f, 0.1f, 0.05f, 0.02f, 0.25f, 0.15f, 0.07f, 0.01f};
 
 static uint32_t g_seed;
 static float rnd(void)
@@ -94,6 +103,7 @@ static void desc_common(const tcase *c, xattn_attn_desc *d)
     }
     d->causal = c->causal;
     d->align = c->align;
+    d->alibi_slopes = c->alibi ? g_slopes : NULL;
     d->window_left = c->wl;
     d->window_right = c->wr;
     if (!c->packed) {
@@ -103,7 +113,15 @@ static void desc_common(const tcase *c, xattn_attn_desc *d)
 }
 
 /* Failure injections for the error cases. */
-enum { INJ_NONE, INJ_BAD_DTYPE, INJ_OOM, INJ_DISAGREE, INJ_OOM_MID };
+enum {
+    INJ_NONE,
+    INJ_BAD_DTYPE,
+    INJ_OOM,
+    INJ_DISAGREE,
+    INJ_OOM_MID,
+    INJ_PAGED, /* a block table on one rank: refused, every rank returns the error */
+    INJ_ENV /* set by the caller */
+};
 
 /* Runs one case with one layout; returns the status of the ring call. */
 static int g_alltoall; /* run the all-to-all instead of the ring */
@@ -117,7 +135,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     size_t nl = (size_t)Bt * c->Hq * c->sq;
     float *q = rand_array(nq), *k = rand_array(nk), *v = rand_array(nv);
     float *oref = calloc(no, sizeof(float)), *lref = calloc(nl, sizeof(float));
-    size_t nb_ = c->bias ? (size_t)c->Hq * c->sq * c->sk : 0;
+    int Hb = c->bias == 2 ? 1 : c->Hq; /* the bias's heads */
+    size_t nb_ = c->bias ? (size_t)Hb * c->sq * c->sk : 0;
     float *bias = c->bias ? rand_array(nb_) : NULL;
     for (size_t i = 0; i < nb_; i += 7)
         bias[i] = -INFINITY; /* masked pairs, and whole rows of a block now and then */
@@ -133,9 +152,12 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.v = xattn_tensor_bshd(bv, 0, XATTN_DTYPE_F32, Bt, c->sk, c->Hkv, c->Dv);
     d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, Bt, c->sq, c->Hq, c->Dv);
     d.lse = xattn_tensor_bshd(bl, 0, XATTN_DTYPE_F32, Bt, c->Hq, c->sq, 1);
+    xattn_buffer *bsk = c->sinks ? upload(g_sinks, (size_t)c->Hq) : NULL;
+    if (bsk)
+        d.sinks = xattn_tensor_bshd(bsk, 0, XATTN_DTYPE_F32, 1, 1, c->Hq, 1);
     xattn_buffer *bb = c->bias ? upload(bias, nb_) : NULL;
     if (bb)
-        d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, c->Hq, c->sq, c->sk);
+        d.bias = xattn_tensor_bshd(bb, 0, XATTN_DTYPE_F32, 1, Hb, c->sq, c->sk);
     xattn_status st = xattn_attention(g_ctx, &d, NULL);
     xattn_buffer_free(bb);
     if (st != XATTN_STATUS_OK) {
@@ -184,13 +206,13 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     }
     xattn_buffer *sk_b = upload(lk_, nlk * c->D), *sv_b = upload(lv_, nlk * c->Dv), *sb_b = NULL;
     if (c->bias && sql > 0) { /* this rank's query rows, every key */
-        float *lb = malloc((size_t)c->Hq * sql * c->sk * sizeof(float));
-        for (int h = 0; h < c->Hq; h++)
+        float *lb = malloc((size_t)Hb * sql * c->sk * sizeof(float));
+        for (int h = 0; h < Hb; h++)
             for (int s_ = 0, at = 0; s_ < 2; at += (int)qs[s_].length, s_++)
                 memcpy(lb + ((size_t)h * sql + at) * c->sk,
                        bias + ((size_t)h * c->sq + qs[s_].start) * c->sk,
                        (size_t)qs[s_].length * c->sk * sizeof(float));
-        sb_b = upload(lb, (size_t)c->Hq * sql * c->sk);
+        sb_b = upload(lb, (size_t)Hb * sql * c->sk);
         free(lb);
     }
     desc_common(c, &d);
@@ -199,10 +221,12 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     d.q = view(sq_b, 0, XATTN_DTYPE_F32, Bt, sql, c->Hq, c->D);
     d.o = view(so_b, 0, XATTN_DTYPE_F32, Bt, sql, c->Hq, c->Dv);
     d.lse = xattn_tensor_bshd(sl_b, 0, XATTN_DTYPE_F32, Bt, c->Hq, sql, 1);
+    if (bsk)
+        d.sinks = xattn_tensor_bshd(bsk, 0, XATTN_DTYPE_F32, 1, 1, c->Hq, 1);
     d.k = xattn_tensor_bshd(sk_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->D);
     d.v = xattn_tensor_bshd(sv_b, 0, XATTN_DTYPE_F32, Bt, skl, c->Hkv, c->Dv);
-    if (sb_b)
-        d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, c->Hq, sql, c->sk);
+    if (c->bias) /* a rank without query rows gives the shape and no buffer */
+        d.bias = xattn_tensor_bshd(sb_b, 0, XATTN_DTYPE_F32, 1, Hb, sql, c->sk);
     xattn_mpi_ring_opts o;
     xattn_mpi_ring_opts_init(&o);
     o.layout = layout;
@@ -213,6 +237,11 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
             d.o.dtype = XATTN_DTYPE_F16; /* q is f32: every backend rejects this */
         if (inject == INJ_DISAGREE)
             d.causal = !d.causal;
+        if (inject == INJ_PAGED) {
+            static const int32_t table[64] = {0};
+            d.block_table = table;
+            d.max_pages_per_seq = 1;
+        }
         if (inject == INJ_OOM_MID) {
             /* room for the ring's buffers (a K/V block, partial O and LSE of
              * one segment), four times over; NAIVE's scores need far more */
@@ -234,14 +263,18 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     st = g_alltoall ? xattn_mpi_alltoall_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats)
                     : xattn_mpi_ring_attention(MPI_COMM_WORLD, g_ctx, &d, &o, &stats);
     xattn_ctx_set_option(g_ctx, XATTN_OPT_MEMORY_LIMIT, 0);
+    g_stats = stats;
     const char *lay =
         g_alltoall ? (layout == XATTN_MPI_ZIGZAG ? "all-to-all zigzag" : "all-to-all contiguous")
                    : (layout == XATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
-    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n || c->bias)) {
-        CHECK(st == XATTN_STATUS_UNSUPPORTED && (strstr(xattn_mpi_last_error(), "multiples") ||
-                                                 strstr(xattn_mpi_last_error(), "bias")),
+    if (inject == INJ_NONE && g_alltoall && (c->Hq % g_n || c->Hkv % g_n)) {
+        CHECK(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_mpi_last_error(), "multiples"),
               "%s/%s: heads not divisible by %d ranks: %s", c->name, lay, g_n,
               xattn_status_name(st));
+    } else if (inject == INJ_NONE && !g_alltoall && c->alibi && c->bias) {
+        CHECK(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_mpi_last_error(), "alibi_slopes"),
+              "%s/%s: ALiBi with a bias in the ring: %s (%s)", c->name, lay, xattn_status_name(st),
+              xattn_mpi_last_error());
     } else if (inject == INJ_NONE && g_alltoall) {
         CHECK(st == XATTN_STATUS_OK, "%s/%s: %s: %s", c->name, lay, xattn_status_name(st),
               xattn_mpi_last_error());
@@ -264,8 +297,12 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
                         int64_t gi = qs[s].start + i, li = at + i;
                         float lr = lref[((size_t)b * c->Hq + h) * c->sq + gi];
                         float lg = l_[((size_t)b * c->Hq + h) * sql + li];
-                        int same_inf = isinf(lr) && isinf(lg) && lr == lg;
-                        if (!same_inf && !(fabsf(lr - lg) <= 1e-4f * (1.0f + fabsf(lr)))) {
+                        /* an infinite LSE must match exactly (the tolerance
+                         * below would be infinite too) */
+                        int ok = isinf(lr) || isinf(lg)
+                                     ? lr == lg
+                                     : fabsf(lr - lg) <= 1e-4f * (1.0f + fabsf(lr));
+                        if (!ok) {
                             CHECK(0, "%s/%s: lse b%d h%d row %lld: %g, reference %g", c->name, lay,
                                   b, h, (long long)gi, lg, lr);
                             bad++;
@@ -292,6 +329,7 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
     xattn_buffer_free(sk_b);
     xattn_buffer_free(sv_b);
     xattn_buffer_free(sb_b);
+    xattn_buffer_free(bsk);
     free(bias);
     free(q);
     free(k);
@@ -328,36 +366,71 @@ int main(int argc, char **argv)
     static const int32_t pk_q[3] = {9, 0, 12}, pk_k[3] = {4, 7, 15}; /* 21 and 26 tokens */
     const tcase cases[] = {
         {"full GQA", 2, 4, 2, 16, 8, 37, 37, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,
-         0},
+         0, 0, 0},
         {"causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL, NULL, 0,
-         0, 0},
+         0, 0, 0, 0},
         {"causal bottom-right Sq<Sk", 1, 2, 1, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         NULL, NULL, 0, 0, 0},
+         NULL, NULL, 0, 0, 0, 0, 0},
         {"causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 0, 0},
+         NULL, 0, 0, 0, 0, 0},
         {"causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         lq2, lk2, 0, 0, 0},
+         lq2, lk2, 0, 0, 0, 0, 0},
         {"causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
-         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0},
-        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0, 0},
-        {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
-         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0},
-        {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
-         NULL, 0, 0, 0},
-        {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
-         NULL, 1, 0, 0},
-        {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
-         -1, NULL, NULL, 0, 0, 0},
-        {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0,
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0, 0, 0},
+        {"window 5/3", 2, 4, 4, 16, 16, 41, 41, 0, XATTN_ALIGN_TOP_LEFT, 5, 3, NULL, NULL, 0, 0, 0,
          0, 0},
+        {"causal window 4 bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1,
+         XATTN_ALIGN_BOTTOM_RIGHT, 4, -1, lq2, lk2, 0, 0, 0, 0, 0},
+        {"window 0/6 bottom-right", 1, 2, 1, 8, 8, 17, 33, 0, XATTN_ALIGN_BOTTOM_RIGHT, 0, 6, NULL,
+         NULL, 0, 0, 0, 0, 0},
+        {"causal BHSD shards", 2, 4, 2, 16, 16, 27, 27, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
+         NULL, 1, 0, 0, 0, 0},
+        {"sequence shorter than the ranks", 1, 2, 1, 8, 8, 3, 3, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
+         -1, NULL, NULL, 0, 0, 0, 0, 0},
+        {"one query row", 1, 2, 1, 8, 8, 1, 5, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0,
+         0, 0, 0, 0},
         {"causal window bias padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT, 6, -1,
-         lq2, lk2, 0, 1, 0},
+         lq2, lk2, 0, 1, 0, 0, 0},
         {"packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
-         pk_q, pk_k, 0, 0, 1},
+         pk_q, pk_k, 0, 0, 1, 0, 0},
         {"packed window top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, 3, 2, pk_q, pk_k,
-         0, 0, 1},
+         0, 0, 1, 0, 0},
         {"bias shorter than the ranks", 1, 2, 2, 8, 8, 3, 5, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
-         NULL, 0, 1, 0},
+         NULL, 0, 1, 0, 0, 0},
+        {"bias of one head causal", 2, 4, 2, 8, 8, 19, 27, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 2, 0, 0, 0},
+        {"bias GQA bottom-right", 2, 4, 4, 8, 8, 19, 27, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL,
+         NULL, 0, 1, 0, 0, 0},
+        /* ALiBi across blocks: blocks whose keys lie wholly before or after
+         * their rows, and diagonal blocks with s != 0 (Sq != Sk, ragged) */
+        {"alibi causal top-left", 2, 4, 2, 16, 16, 29, 29, 1, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 0, 0, 1, 0},
+        {"alibi causal bottom-right Sq<Sk", 1, 4, 2, 16, 16, 13, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
+         -1, -1, NULL, NULL, 0, 0, 0, 1, 0},
+        {"alibi causal top-left Sq>Sk", 1, 2, 2, 8, 8, 29, 13, 1, XATTN_ALIGN_TOP_LEFT, -1, -1,
+         NULL, NULL, 0, 0, 0, 1, 0},
+        {"alibi full bottom-right Sq>Sk", 2, 4, 4, 8, 8, 37, 23, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1,
+         -1, NULL, NULL, 0, 0, 0, 1, 0},
+        {"alibi full top-left GQA", 1, 4, 1, 8, 8, 31, 31, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, NULL,
+         NULL, 0, 0, 0, 1, 0},
+        {"alibi causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
+         -1, -1, lq2, lk2, 0, 0, 0, 1, 0},
+        {"alibi window 5/3 top-left Sq<Sk", 1, 2, 2, 8, 8, 21, 33, 0, XATTN_ALIGN_TOP_LEFT, 5, 3,
+         NULL, NULL, 0, 0, 0, 1, 0},
+        {"alibi packed causal bottom-right", 3, 4, 2, 8, 8, 21, 26, 1, XATTN_ALIGN_BOTTOM_RIGHT, -1,
+         -1, pk_q, pk_k, 0, 0, 1, 1, 0},
+        {"alibi packed full top-left", 3, 2, 1, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, -1, -1, pk_q,
+         pk_k, 0, 0, 1, 1, 0},
+        {"alibi and bias (all-to-all only)", 1, 4, 4, 8, 8, 17, 17, 1, XATTN_ALIGN_TOP_LEFT, -1, -1,
+         NULL, NULL, 0, 1, 0, 1, 0},
+        /* sinks join each row's denominator once, after the merge; rows that
+         * see no key get LSE = sink, padding rows -inf */
+        {"sinks causal bottom-right padded", 2, 4, 2, 16, 16, 23, 29, 1, XATTN_ALIGN_BOTTOM_RIGHT,
+         -1, -1, lq2, lk2, 0, 0, 0, 0, 1},
+        {"sinks causal top-left ragged (rows see nothing)", 2, 2, 1, 8, 8, 31, 29, 1,
+         XATTN_ALIGN_TOP_LEFT, -1, -1, lq3, lk3, 0, 0, 0, 0, 1},
+        {"sinks packed window alibi", 3, 4, 2, 8, 8, 21, 26, 0, XATTN_ALIGN_TOP_LEFT, 3, 2, pk_q,
+         pk_k, 0, 0, 1, 1, 1},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (g_alltoall = 0; g_alltoall < 2; g_alltoall++)
@@ -371,8 +444,25 @@ int main(int argc, char **argv)
     /* the all-to-all's failures: one rank's bad descriptor */
     g_alltoall = 1;
     {
-        const tcase h4 = {"all-to-all failure",     1,  12, 12,   8,    8, 13, 13, 1,
-                          XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,  0};
+        const tcase h4 = {"all-to-all failure",
+                          1,
+                          12,
+                          12,
+                          8,
+                          8,
+                          13,
+                          13,
+                          1,
+                          XATTN_ALIGN_BOTTOM_RIGHT,
+                          -1,
+                          -1,
+                          NULL,
+                          NULL,
+                          0,
+                          0,
+                          0,
+                          0,
+                          0};
         xattn_status fs = run_case(&h4, XATTN_MPI_ZIGZAG, INJ_BAD_DTYPE, g_n - 1);
         CHECK(fs == XATTN_STATUS_INVALID_DTYPE, "all-to-all, bad dtype on rank %d: %s (%s)",
               g_n - 1, xattn_status_name(fs), xattn_mpi_last_error());
@@ -389,6 +479,10 @@ int main(int argc, char **argv)
     if (g_rank != last)
         CHECK(strstr(xattn_mpi_last_error(), "rank") != NULL, "message names no rank: %s",
               xattn_mpi_last_error());
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_PAGED, last);
+    CHECK(st == XATTN_STATUS_UNSUPPORTED &&
+              (g_rank != last || strstr(xattn_mpi_last_error(), "block_table")),
+          "a paged cache on rank %d: %s (%s)", last, xattn_status_name(st), xattn_mpi_last_error());
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_OOM, 0);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure on rank 0: %s (%s)",
           xattn_status_name(st), xattn_mpi_last_error());
@@ -400,8 +494,9 @@ int main(int argc, char **argv)
     }
     /* a rank holding queries but no keys is checked like the others (Sq 8,
      * Sk 3, zigzag: with 4 ranks, rank 3 holds 2 query rows and no key) */
-    const tcase qonly = {"queries only",           1,  2,  1,    8,    8, 8, 3, 0,
-                         XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0, 0};
+    const tcase qonly = {
+        "queries only", 1,    2, 1, 8, 8, 8, 3, 0, XATTN_ALIGN_BOTTOM_RIGHT, -1, -1,
+        NULL,           NULL, 0, 0, 0, 0, 0};
     for (int r = 0; r < g_n; r++) {
         xattn_mpi_segment a[2], b[2];
         if (xattn_mpi_shard(XATTN_MPI_ZIGZAG, qonly.sq, g_n, r, a) > 0 &&
@@ -415,8 +510,25 @@ int main(int argc, char **argv)
     /* a device failure in the middle of the ring: rank `last` runs NAIVE,
      * whose score workspace exceeds its memory limit; the ring's own buffers
      * fit in it */
-    const tcase big = {"mid-ring failure",       1,  4,  1,    4,    4, 1024, 1024, 0,
-                       XATTN_ALIGN_BOTTOM_RIGHT, -1, -1, NULL, NULL, 0, 0,    0};
+    const tcase big = {"mid-ring failure",
+                       1,
+                       4,
+                       1,
+                       4,
+                       4,
+                       1024,
+                       1024,
+                       0,
+                       XATTN_ALIGN_BOTTOM_RIGHT,
+                       -1,
+                       -1,
+                       NULL,
+                       NULL,
+                       0,
+                       0,
+                       0,
+                       0,
+                       0};
     st = run_case(&big, XATTN_MPI_ZIGZAG, INJ_OOM_MID, last);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure mid-ring on rank %d: %s (%s)", last,
           xattn_status_name(st), xattn_mpi_last_error());
@@ -425,6 +537,35 @@ int main(int argc, char **argv)
               xattn_mpi_last_error());
     /* and the ring works after the failures */
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+
+    /* how the blocks travel (CUDA-aware MPI or host staging): on a CPU
+     * context always through host memory, and the record says why */
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+    CHECK(st == XATTN_STATUS_OK && g_stats.staging_device == 0 &&
+              !strcmp(g_stats.staging, "not a CUDA context"),
+          "staging: %s: device %d (%s)", xattn_status_name(st), g_stats.staging_device,
+          g_stats.staging);
+    setenv("XATTN_MPI_STAGING", "host", 1);
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_NONE, -1);
+    CHECK(st == XATTN_STATUS_OK && g_stats.staging_device == 0 &&
+              !strcmp(g_stats.staging, "XATTN_MPI_STAGING=host"),
+          "XATTN_MPI_STAGING=host: %s: device %d (%s)", xattn_status_name(st),
+          g_stats.staging_device, g_stats.staging);
+    /* the device path demanded where it cannot be had: every rank fails,
+     * the rank that asked with the reason */
+    if (g_rank == last)
+        setenv("XATTN_MPI_STAGING", "device", 1);
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_ENV, -1);
+    CHECK(st == XATTN_STATUS_UNSUPPORTED &&
+              (g_rank != last ||
+               strstr(xattn_mpi_last_error(), "XATTN_MPI_STAGING=device: not a CUDA context")),
+          "XATTN_MPI_STAGING=device on rank %d: %s (%s)", last, xattn_status_name(st),
+          xattn_mpi_last_error());
+    setenv("XATTN_MPI_STAGING", "sometimes", 1);
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_ENV, -1);
+    CHECK(st == XATTN_STATUS_INVALID_ARGUMENT && strstr(xattn_mpi_last_error(), "'sometimes'"),
+          "XATTN_MPI_STAGING=sometimes: %s (%s)", xattn_status_name(st), xattn_mpi_last_error());
+    unsetenv("XATTN_MPI_STAGING");
 
     /* a rank that never takes part: the others return a timeout error instead
      * of hanging. The absent rank joins the pending collective (the

@@ -21,17 +21,28 @@
  *   tune          stored winners (xattn_opencl_tune_store): used by a new context
  *                 and said in the kernel name; XATTN_CL_TILE overrides; a corrupt,
  *                 stale or unfit entry is ignored with a warning
+ *   paged         a paged KV cache (shuffled pages, both pool orders, page sizes
+ *                 that do and do not divide the key tiles) gives bit for bit the
+ *                 output of the same keys stored contiguously, in every
+ *                 algorithm and kernel form, and agrees with the reference; a
+ *                 table too large for the kernels' 32-bit index is refused
+ *   big_buffers   buffers from 4 MiB on (on CPU devices: our own huge-page host
+ *                 memory under CL_MEM_USE_HOST_PTR) keep what is written at every
+ *                 offset, and FLASH and SPLITKV over K/V of that size agree with
+ *                 the CPU backend on the same inputs
  *
  * Usage: test_opencl [test-name]   (no name: all). Exit 77 when no OpenCL
  * device is available (ctest: skipped).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* mmap MAP_ANONYMOUS, MAP_NORESERVE */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1147,6 +1158,11 @@ static int tune_run(xattn_algo algo, char *kernel, size_t n)
             EXPECT(err < 1e-5, "%s: error %g", info.kernel, err);
             EXPECT(!strcmp(info.kernel, r.kernel), "run info '%s', record '%s'", info.kernel,
                    r.kernel);
+            /* The reason says "tuned" exactly when a stored winner ran. */
+            EXPECT(!strstr(info.kernel, "-tuned") == !strstr(info.reason, "tiles: tuned") &&
+                       !strcmp(info.reason, r.reason),
+                   "kernel '%s', reason '%s', record's reason '%s'", info.kernel, info.reason,
+                   r.reason);
             snprintf(kernel, n, "%s", info.kernel);
             rc = 0;
         } else {
@@ -1288,10 +1304,326 @@ static void test_tune(void)
     unsetenv("XATTN_CACHE_DIR");
 }
 
+/* ---- paged KV caches ------------------------------------------------------ */
+
+/* Three sequences (one without keys), GQA, Dv != D, padded q: the same keys
+ * once contiguous [PB, PSK, PHKV, D] and once in shuffled pages of a pool.
+ * Key slots past a sequence's length and the pages no sequence uses hold NaN,
+ * the block table's unused entries an index far outside the pool: a kernel
+ * that reads any of them spoils the comparison or faults. */
+enum { PB = 3, PSQ = 3, PHQ = 4, PHKV = 2, PD = 16, PDV = 12, PSK = 37, PMAXP = 40 };
+static const int32_t g_plq[PB] = {3, 2, 3}, g_plk[PB] = {37, 0, 21};
+
+typedef struct paged_bufs {
+    xattn_buffer *q, *kc, *vc, *kp, *vp, *o, *lse;
+    int32_t table[PB * PMAXP];
+    int64_t pages;
+} paged_bufs;
+
+/* The pool for page size ps in order `bhsd` (0: [pages, ps, Hkv, D], 1:
+ * [pages, Hkv, ps, D]): returns the tensor of a pool buffer with n dims. */
+static xattn_tensor pool_tensor(xattn_buffer *buf, int64_t pages, int64_t ps, int bhsd, int64_t n)
+{
+    xattn_tensor t = {buf, 0, XATTN_DTYPE_F32, {pages, ps, PHKV, n}, {0, 0, 0, 1}};
+    t.strides[0] = ps * PHKV * n;
+    t.strides[1] = bhsd ? n : PHKV * n;
+    t.strides[2] = bhsd ? ps * n : n;
+    return t;
+}
+
+/* Fills the contiguous and paged K (n = PD) or V (n = PDV) for page size ps. */
+static int paged_fill(xattn_ctx *ctx, paged_bufs *pb, int64_t ps, int bhsd, int64_t n,
+                      unsigned seed, xattn_buffer **contig, xattn_buffer **pool)
+{
+    const size_t cn = (size_t)PB * PSK * PHKV * (size_t)n, pn = (size_t)pb->pages * ps * PHKV * n;
+    float *c = malloc(cn * 4), *p = malloc(pn * 4);
+    int rc = -1;
+    if (c && p) {
+        fill(c, cn, seed);
+        for (size_t e = 0; e < pn; e++)
+            p[e] = NAN;
+        const xattn_tensor pt = pool_tensor(NULL, pb->pages, ps, bhsd, n);
+        for (int b = 0; b < PB; b++)
+            for (int64_t j = 0; j < PSK; j++)
+                for (int h = 0; h < PHKV; h++)
+                    for (int64_t d = 0; d < n; d++) {
+                        float *src = &c[(((size_t)b * PSK + j) * PHKV + h) * n + d];
+                        if (j >= g_plk[b]) {
+                            *src = NAN; /* past the length: never read */
+                            continue;
+                        }
+                        const int64_t page = pb->table[b * PMAXP + j / ps];
+                        p[page * pt.strides[0] + (j % ps) * pt.strides[1] + h * pt.strides[2] + d] =
+                            *src;
+                    }
+        if (xattn_buffer_alloc(ctx, cn * 4, contig) == XATTN_STATUS_OK &&
+            xattn_buffer_alloc(ctx, pn * 4, pool) == XATTN_STATUS_OK &&
+            xattn_buffer_write(*contig, 0, c, cn * 4) == XATTN_STATUS_OK &&
+            xattn_buffer_write(*pool, 0, p, pn * 4) == XATTN_STATUS_OK)
+            rc = 0;
+    }
+    free(c);
+    free(p);
+    return rc;
+}
+
+static void paged_free(paged_bufs *pb)
+{
+    xattn_buffer *all[] = {pb->q, pb->kc, pb->vc, pb->kp, pb->vp, pb->o, pb->lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        xattn_buffer_free(all[i]);
+    memset(pb, 0, sizeof *pb);
+}
+
+/* Runs d and reads O and LSE back; 0 on success. */
+static int paged_run(xattn_ctx *ctx, const xattn_attn_desc *d, const paged_bufs *pb, float *o,
+                     float *lse, const char *what)
+{
+    xattn_status st = xattn_attention(ctx, d, NULL);
+    EXPECT(st == XATTN_STATUS_OK, "%s: %s: %s", what, xattn_status_name(st), xattn_last_error());
+    if (st != XATTN_STATUS_OK ||
+        xattn_buffer_read(pb->o, 0, o, sizeof(float) * PB * PSQ * PHQ * PDV) ||
+        xattn_buffer_read(pb->lse, 0, lse, sizeof(float) * PB * PHQ * PSQ))
+        return -1;
+    return 0;
+}
+
+static void paged_case(xattn_ctx *ctx, const char *tile, int64_t ps, int bhsd)
+{
+    paged_bufs pb;
+    memset(&pb, 0, sizeof pb);
+    /* Pages of every sequence from a shuffled pool with two spare pages. */
+    int64_t used = 0;
+    for (int b = 0; b < PB; b++)
+        used += (g_plk[b] + ps - 1) / ps;
+    pb.pages = used + 2;
+    int32_t *perm = malloc((size_t)pb.pages * sizeof(int32_t));
+    if (!perm) {
+        EXPECT(0, "out of host memory");
+        return;
+    }
+    for (int64_t i = 0; i < pb.pages; i++)
+        perm[i] = (int32_t)i;
+    uint32_t r = (uint32_t)(ps * 7 + bhsd);
+    for (int64_t i = pb.pages - 1; i > 0; i--) {
+        r = r * 1664525u + 1013904223u;
+        const int64_t k = (int64_t)(r >> 8) % (i + 1);
+        const int32_t t = perm[i];
+        perm[i] = perm[k];
+        perm[k] = t;
+    }
+    int64_t next = 0;
+    for (int b = 0; b < PB; b++)
+        for (int64_t g = 0; g < PMAXP; g++)
+            pb.table[b * PMAXP + g] =
+                g < (g_plk[b] + ps - 1) / ps ? perm[next++] : 1000000007 /* never read */;
+    free(perm);
+
+    static float hq[PB * PSQ * PHQ * PD];
+    fill(hq, sizeof hq / 4, 21);
+    if (xattn_buffer_alloc(ctx, sizeof hq, &pb.q) || xattn_buffer_write(pb.q, 0, hq, sizeof hq) ||
+        xattn_buffer_alloc(ctx, sizeof(float) * PB * PSQ * PHQ * PDV, &pb.o) ||
+        xattn_buffer_alloc(ctx, sizeof(float) * PB * PHQ * PSQ, &pb.lse) ||
+        paged_fill(ctx, &pb, ps, bhsd, PD, 22, &pb.kc, &pb.kp) ||
+        paged_fill(ctx, &pb, ps, bhsd, PDV, 23, &pb.vc, &pb.vp)) {
+        EXPECT(0, "paged setup: %s", xattn_last_error());
+        paged_free(&pb);
+        return;
+    }
+    static const float slopes[PHQ] = {0.5f, 0.25f, 0.125f, 0.0625f};
+    xattn_attn_desc c;
+    xattn_attn_desc_init(&c);
+    c.q = xattn_tensor_bshd(pb.q, 0, XATTN_DTYPE_F32, PB, PSQ, PHQ, PD);
+    c.k = xattn_tensor_bshd(pb.kc, 0, XATTN_DTYPE_F32, PB, PSK, PHKV, PD);
+    c.v = xattn_tensor_bshd(pb.vc, 0, XATTN_DTYPE_F32, PB, PSK, PHKV, PDV);
+    c.o = xattn_tensor_bshd(pb.o, 0, XATTN_DTYPE_F32, PB, PSQ, PHQ, PDV);
+    xattn_tensor l = {pb.lse, 0, XATTN_DTYPE_F32, {PB, PHQ, PSQ, 1}, {PHQ * PSQ, PSQ, 1, 1}};
+    c.lse = l;
+    c.seqlens_q = g_plq;
+    c.seqlens_k = g_plk;
+    static float o_c[PB * PSQ * PHQ * PDV], o_p[PB * PSQ * PHQ * PDV];
+    static float l_c[PB * PHQ * PSQ], l_p[PB * PHQ * PSQ];
+    static double ref[PB * PSQ * PHQ * PDV];
+    for (int opt = 0; opt < 2; opt++) {
+        /* 0: causal (bottom-right) with ALiBi; 1: a two-sided window, softcap. */
+        c.causal = opt == 0;
+        c.alibi_slopes = opt == 0 ? slopes : NULL;
+        c.window_left = opt == 0 ? -1 : 9;
+        c.window_right = opt == 0 ? -1 : 2;
+        c.softcap = opt == 0 ? 0.0f : 2.5f;
+        for (int a = XATTN_ALGO_NAIVE; a <= XATTN_ALGO_SPLITKV; a++) {
+            c.algo = (xattn_algo)a;
+            c.num_splits = a == XATTN_ALGO_SPLITKV ? 3 : 0;
+            xattn_attn_desc p = c;
+            p.k = pool_tensor(pb.kp, pb.pages, ps, bhsd, PD);
+            p.v = pool_tensor(pb.vp, pb.pages, ps, bhsd, PDV);
+            p.block_table = pb.table;
+            p.max_pages_per_seq = PMAXP;
+            char what[160];
+            snprintf(what, sizeof what, "tile '%s', page size %lld%s, options %d, %s", tile,
+                     (long long)ps, bhsd ? " (pages [Hkv, ps, D])" : "", opt,
+                     xattn_algo_name(c.algo));
+            if (paged_run(ctx, &c, &pb, o_c, l_c, what) || paged_run(ctx, &p, &pb, o_p, l_p, what))
+                continue;
+            EXPECT(!memcmp(o_c, o_p, sizeof o_c) && !memcmp(l_c, l_p, sizeof l_c),
+                   "%s: paged output differs from contiguous", what);
+            double err = 1e30;
+            if (xattn_reference_attention(ctx, &p, ref, NULL) == XATTN_STATUS_OK) {
+                err = 0.0;
+                for (size_t i = 0; i < sizeof o_p / 4; i++) {
+                    const double e = fabs((double)o_p[i] - ref[i]);
+                    if (!(e <= err))
+                        err = e;
+                }
+            }
+            EXPECT(err < 1e-5, "%s: paged error %g against the reference", what, err);
+        }
+    }
+    paged_free(&pb);
+}
+
+/* A block table too large for the kernels' 32-bit index of their parameters
+ * is refused by the plan, naming it; the table's 8 GiB are reserved address
+ * space of which only the two entries the sequences use are touched. */
+static void paged_too_large(xattn_ctx *ctx)
+{
+    const int64_t mp = ((int64_t)1 << 30) + 1;
+    const size_t bytes = (size_t)(2 * mp) * sizeof(int32_t);
+    int32_t *table = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (table == MAP_FAILED) {
+        printf("SKIP paged table too large: mmap of %zu bytes failed\n", bytes);
+        return;
+    }
+    table[0] = 0;
+    table[mp] = 1;
+    static const int32_t lq[2] = {1, 1}, lk[2] = {1, 1};
+    xattn_buffer *q = NULL, *kv = NULL, *o = NULL;
+    if (xattn_buffer_alloc(ctx, 2 * PD * 4, &q) || xattn_buffer_alloc(ctx, 2 * PD * 4, &kv) ||
+        xattn_buffer_alloc(ctx, 2 * PD * 4, &o)) {
+        EXPECT(0, "setup: %s", xattn_last_error());
+    } else {
+        xattn_attn_desc d;
+        xattn_attn_desc_init(&d);
+        d.q = xattn_tensor_bshd(q, 0, XATTN_DTYPE_F32, 2, 1, 1, PD);
+        d.k = xattn_tensor_bshd(kv, 0, XATTN_DTYPE_F32, 2, 1, 1, PD);
+        d.v = d.k;
+        d.o = xattn_tensor_bshd(o, 0, XATTN_DTYPE_F32, 2, 1, 1, PD);
+        d.seqlens_q = lq;
+        d.seqlens_k = lk;
+        d.block_table = table;
+        d.max_pages_per_seq = mp;
+        const xattn_status st = xattn_attention(ctx, &d, NULL);
+        EXPECT(st == XATTN_STATUS_UNSUPPORTED && strstr(xattn_last_error(), "max_pages_per_seq"),
+               "a table of 2 x (2^30 + 1) entries: %s: %s", xattn_status_name(st),
+               xattn_last_error());
+    }
+    xattn_buffer_free(q);
+    xattn_buffer_free(kv);
+    xattn_buffer_free(o);
+    munmap(table, bytes);
+}
+
+static void test_paged(void)
+{
+    /* The default tile (the row form on CPU devices), then small tiles of
+     * both forms: key tiles of 8 that pages of 1 and 3 cross and pages of 8,
+     * 16 and 64 do not (the one-page fast path), and both NAIVE forms. */
+    const char *tiles[] = {"", "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=0,naive_local=1",
+                           "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=3,naive_local=0"};
+    const int64_t sizes[] = {1, 3, 8, 16, 64};
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        if (*tiles[t])
+            setenv("XATTN_CL_TILE", tiles[t], 1);
+        else
+            unsetenv("XATTN_CL_TILE");
+        xattn_ctx *ctx = cl_ctx();
+        for (size_t i = 0; ctx && i < sizeof sizes / sizeof sizes[0]; i++)
+            for (int bhsd = 0; bhsd < 2; bhsd++)
+                paged_case(ctx, tiles[t], sizes[i], bhsd);
+        if (ctx && t == 0)
+            paged_too_large(ctx);
+        xattn_ctx_destroy(ctx);
+    }
+    unsetenv("XATTN_CL_TILE");
+}
+
+static void test_big_buffers(void)
+{
+    xattn_ctx *ctx = cl_ctx();
+    if (!ctx)
+        return;
+    /* An odd size past 4 MiB: the host allocation is rounded up to 2 MiB. */
+    const size_t n = ((size_t)6 << 20) / sizeof(float) + 3;
+    float *w = malloc(n * sizeof *w), *r = malloc(n * sizeof *r);
+    xattn_buffer *b = NULL;
+    if (w && r && xattn_buffer_alloc(ctx, n * sizeof(float), &b) == XATTN_STATUS_OK) {
+        for (size_t i = 0; i < n; i++)
+            w[i] = (float)i;
+        EXPECT_OK(xattn_buffer_write(b, 0, w, n * sizeof(float)));
+        const size_t tail = ((size_t)5 << 20) / sizeof(float);
+        for (size_t i = tail; i < n; i++)
+            w[i] = -(float)i;
+        EXPECT_OK(
+            xattn_buffer_write(b, tail * sizeof(float), w + tail, (n - tail) * sizeof(float)));
+        memset(r, 0, n * sizeof *r);
+        EXPECT_OK(xattn_buffer_read(b, 0, r, n * sizeof(float)));
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (r[i] != w[i])
+                bad = i;
+        EXPECT(bad == n, "element %zu of %zu: %g, wrote %g", bad, n, bad < n ? r[bad] : 0.0,
+               bad < n ? w[bad] : 0.0);
+    } else {
+        EXPECT(0, "6 MiB buffer: %s", xattn_last_error());
+    }
+    xattn_buffer_free(b);
+    free(w);
+    free(r);
+
+    /* K and V of 4.4 MiB each (Sk 9000, 2 KV heads, D 64, f32). */
+    xattn_ctx *cpu = NULL;
+    EXPECT_OK(xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu));
+    xattn_test_problem pc, pg;
+    if (cpu &&
+        xattn_test_problem_make(&pc, cpu, 1, 3, 9000, 4, 2, 64, 64, 0, 7) == XATTN_STATUS_OK) {
+        if (xattn_test_problem_make(&pg, ctx, 1, 3, 9000, 4, 2, 64, 64, 0, 7) == XATTN_STATUS_OK) {
+            float *oc = malloc(pc.no * sizeof *oc), *og = malloc(pc.no * sizeof *og);
+            for (int a = XATTN_ALGO_FLASH; a <= XATTN_ALGO_SPLITKV && oc && og; a++) {
+                pc.desc.algo = pg.desc.algo = (xattn_algo)a;
+                EXPECT_OK(xattn_attention(cpu, &pc.desc, NULL));
+                EXPECT_OK(xattn_attention(ctx, &pg.desc, NULL));
+                EXPECT_OK(xattn_buffer_read(pc.o, 0, oc, pc.no * sizeof(float)));
+                EXPECT_OK(xattn_buffer_read(pg.o, 0, og, pc.no * sizeof(float)));
+                double num = 0, den = 0;
+                for (size_t i = 0; i < pc.no; i++) {
+                    num += ((double)og[i] - oc[i]) * ((double)og[i] - oc[i]);
+                    den += (double)oc[i] * oc[i];
+                }
+                EXPECT(den > 0 && sqrt(num / den) < 1e-5, "%s: rel. L2 %g from the CPU backend",
+                       xattn_algo_name((xattn_algo)a), den > 0 ? sqrt(num / den) : -1.0);
+            }
+            free(oc);
+            free(og);
+            xattn_test_problem_free(&pg);
+        } else {
+            EXPECT(0, "OpenCL problem: %s", xattn_last_error());
+        }
+        xattn_test_problem_free(&pc);
+    } else {
+        EXPECT(0, "CPU problem: %s", xattn_last_error());
+    }
+    xattn_ctx_destroy(cpu);
+    xattn_ctx_destroy(ctx);
+}
+
 static const test_entry tests[] = {
-    {"devices", test_devices},       {"build_fail", test_build_fail}, {"mem_cache", test_mem_cache},
-    {"disk_cache", test_disk_cache}, {"interop", test_interop},       {"tiles", test_tiles},
-    {"run_info", test_run_info},     {"counts", test_counts},         {"tune", test_tune},
+    {"devices", test_devices},     {"build_fail", test_build_fail},
+    {"mem_cache", test_mem_cache}, {"disk_cache", test_disk_cache},
+    {"interop", test_interop},     {"tiles", test_tiles},
+    {"run_info", test_run_info},   {"counts", test_counts},
+    {"tune", test_tune},           {"big_buffers", test_big_buffers},
+    {"paged", test_paged},
 };
 
 /* XATTN_TEST_POCL_CPU=haswell: this run is one of the reruns with PoCL

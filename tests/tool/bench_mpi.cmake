@@ -35,7 +35,8 @@ foreach(re "xattn bench [^\n]* --mpi: 2 ranks, cpu device 0, 1 thread per rank, 
            "\njob: [^\n]*slowest rank" "\nbalance: compute per rank"
            "\nall-to-all: 2 ranks" "\nsingle: rank 0 alone" "ring attention: job / single = "
            "cheaper at this shape, measured: "
-           "all-to-all: not run at this shape: [^\n]*multiple")
+           "all-to-all: not run at this shape: [^\n]*multiple"
+           "\nstaging: host \\(not a CUDA context\\) on every rank\n")
   if(NOT out MATCHES "${re}")
     message(FATAL_ERROR "bench --mpi's output lacks /${re}/")
   endif()
@@ -73,6 +74,8 @@ foreach(r 0 1)
   expect_json(8192 cases 0 strategies 0 ranks ${r} sum bytes_sent)
   expect_json(8192 cases 0 strategies 0 ranks ${r} step 0 bytes_sent)
   expect_json(0 cases 0 strategies 0 ranks ${r} step 1 bytes_sent)
+  expect_json(host cases 0 strategies 0 ranks ${r} staging)
+  expect_json("not a CUDA context" cases 0 strategies 0 ranks ${r} staging_note)
   string(JSON calls GET "${js}" cases 0 strategies 0 ranks ${r} sum calls)
   string(JSON skipped GET "${js}" cases 0 strategies 0 ranks ${r} sum skipped)
   math(EXPR pairs "${calls} + ${skipped}")
@@ -122,6 +125,33 @@ list(REMOVE_DUPLICATES named)
 list(SORT named)
 if(NOT named STREQUAL "0;1")
   message(FATAL_ERROR "trace.json: processes '${named}', expected one per rank (0;1)")
+endif()
+
+# f16 through --dtype: the ring's K/V block
+# is half the f32 one (32 positions x 2 heads x (16 + 16) x 2 bytes = 4096).
+execute_process(
+  COMMAND ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi --backend cpu --sq 64 --heads 2 --head-dim 16
+          --causal --dtype f16 --min-reps 1 --out ${WORK}/f16
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "ring attention: 2 ranks, [^\n]*, Dv 16, f16, cpu")
+  message(FATAL_ERROR "bench --mpi --dtype f16: exit ${rc}, or no f16 ring table")
+endif()
+file(READ ${WORK}/f16/results.json js)
+expect_json(ok cases 0 status)
+expect_json(f16 cases 0 dtype)
+expect_json(f16 cases 0 kv_dtype)
+expect_json(4096 cases 0 strategies 0 ranks 0 sum bytes_sent)
+expect_json(4096 cases 0 strategies 0 model_bytes_per_rank)
+
+# XATTN_MPI_STAGING=host forces host staging, and the report says why.
+execute_process(
+  COMMAND ${CMAKE_COMMAND} -E env XATTN_MPI_STAGING=host ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi
+          --backend cpu --sq 32 --heads 1 --head-dim 8 --min-reps 1 --out ${WORK}/staging
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\nstaging: host \\(XATTN_MPI_STAGING=host\\) on every rank")
+  message(FATAL_ERROR "XATTN_MPI_STAGING=host: exit ${rc}, or no such staging line")
 endif()
 
 # What --mpi cannot honour is refused on every rank with exit 2.

@@ -2056,6 +2056,58 @@ static void test_tune_candidates(void)
     }
 }
 
+/* The CUDA candidates: FLASH and SPLITKV have some, in XATTN_CUDA_CONFIG's
+ * form (path auto or simt, waves 1..64), none twice and none the default;
+ * SPLITKV tries other waves and the SIMT path; NAIVE and AUTO have none. */
+static void test_tune_cuda_candidates(void)
+{
+    for (int a = XATTN_ALGO_AUTO; a <= XATTN_ALGO_SPLITKV; a++) {
+        const char *c[32];
+        const int n = xtool_tune_cuda_candidates((xattn_algo)a, c, 32);
+        const char *an = xattn_algo_name((xattn_algo)a);
+        if (a == XATTN_ALGO_AUTO || a == XATTN_ALGO_NAIVE) {
+            EXPECT(n == 0, "%s: %d cuda candidates", an, n);
+            continue;
+        }
+        EXPECT(n >= 1 && n < 32, "%s: %d cuda candidates", an, n);
+        int simt = 0, waves = 0;
+        for (int i = 0; i < n; i++) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", c[i]);
+            int ok = buf[0] != '\0', set_waves = 0, set_simt = 0;
+            for (char *tok = strtok(buf, ","); tok && ok; tok = strtok(NULL, ",")) {
+                char *eq = strchr(tok, '=');
+                ok = eq && eq[1];
+                if (!ok)
+                    break;
+                *eq = '\0';
+                if (!strcmp(tok, "path")) {
+                    ok = !strcmp(eq + 1, "auto") || !strcmp(eq + 1, "simt");
+                    set_simt = !strcmp(eq + 1, "simt");
+                } else if (!strcmp(tok, "waves")) {
+                    char *end;
+                    long v = strtol(eq + 1, &end, 10);
+                    ok = !*end && v >= 1 && v <= 64;
+                    set_waves = v != 2;
+                } else {
+                    ok = 0;
+                }
+            }
+            EXPECT(ok && (set_simt || set_waves), "%s: cuda candidate '%s' (or the default)", an,
+                   c[i]);
+            simt += set_simt;
+            waves += set_waves;
+            for (int j = 0; j < i; j++)
+                EXPECT(strcmp(c[i], c[j]), "%s: '%s' twice", an, c[i]);
+        }
+        EXPECT(simt > 0, "%s: no SIMT candidate", an);
+        if (a == XATTN_ALGO_SPLITKV)
+            EXPECT(waves >= 2, "splitkv: %d candidates with other waves", waves);
+    }
+    const char *two[2];
+    EXPECT(xtool_tune_cuda_candidates(XATTN_ALGO_SPLITKV, two, 2) == 2, "cap not kept");
+}
+
 /* ---- tune: the command on a tiny case ------------------------------------------- */
 
 /* xattn tune on a tiny FLASH case writes an entry; xattn run of that case then
@@ -2079,15 +2131,23 @@ static void test_tune_command(void)
     }
     if (old)
         closedir(old);
-    EXPECT(run_tool("tune", "--backend", "cuda", NULL) == 2 && strstr(g_err, "not supported yet"),
-           "tune --backend cuda: %s", g_err);
+    int rc;
+    /* CUDA: NAIVE has nothing to tune; without a driver or a CUDA build the
+     * command says so and fails, it does not crash or pretend. */
+    rc = run_tool("tune", "--backend", "cuda", "--algo", "naive", "--sq", "8", "--heads", "2",
+                  "--head-dim", "16", NULL);
+    EXPECT((rc == 1 && (strstr(g_err, "cuda unavailable") || strstr(g_err, "no cuda backend"))) ||
+               (rc == 0 && strstr(g_out, "nothing to tune on cuda")),
+           "tune --backend cuda: exit %d: %s %s", rc, g_out, g_err);
+    EXPECT(run_tool("tune", "--backend", "cpu", NULL) == 2 && strstr(g_err, "not supported"),
+           "tune --backend cpu: %s", g_err);
     EXPECT(run_tool("tune", "--algo", "auto", NULL) == 2 && strstr(g_err, "--algo auto"),
            "tune --algo auto: %s", g_err);
     const char *shape[] = {"--sq", "8",          "--sk", "24",         "--heads",
                            "2",    "--kv-heads", "1",    "--head-dim", "16"};
-    int rc = run_tool("tune", "--algo", "flash", shape[0], shape[1], shape[2], shape[3], shape[4],
-                      shape[5], shape[6], shape[7], shape[8], shape[9], "--reps", "1", "--warmup",
-                      "0", NULL);
+    rc = run_tool("tune", "--algo", "flash", shape[0], shape[1], shape[2], shape[3], shape[4],
+                  shape[5], shape[6], shape[7], shape[8], shape[9], "--reps", "1", "--warmup", "0",
+                  NULL);
     if (rc == 1 && (strstr(g_err, "OpenCL unavailable") || strstr(g_err, "no OpenCL backend"))) {
         SKIP("tune: %s", g_err);
         return;
@@ -2156,6 +2216,7 @@ int main(int argc, char **argv)
         test_advice();
         test_cmp_index();
         test_tune_candidates();
+        test_tune_cuda_candidates();
     } else if (!strcmp(what, "manual") && argc > 2) {
         test_manual(argv[2], argc > 3 && !strcmp(argv[3], "--write"));
     } else if (!strcmp(what, "writers") && argc > 2) {
