@@ -53,8 +53,9 @@ typedef struct xattn_cuda_ctx {
      * plan's c is const, and it reads the winners on first use). */
     xattn__cuda_tune *tune;
     int ready; /* fully initialized */
-    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi): a pinned host
-     * staging copy and a device copy, both grown on demand and accounted. The
+    /* Per-call arrays (len_q, len_k, start_q, start_k, alibi, a paged cache's
+     * block table): a pinned host staging copy and a device copy, both grown
+     * on demand and accounted. The
      * staging copy holds what was last uploaded (meta_bytes, 0 = nothing
      * valid): a call with the same arrays uploads nothing, and meta_ev (set
      * when meta_pending) marks the end of the last upload, before which the
@@ -477,22 +478,29 @@ static int xattn__cuda_meta_same(const xattn_cuda_ctx *c, const xattn_problem *p
         return 0;
     const size_t B = (size_t)p->B;
     const int32_t *h = c->meta_host;
+    const size_t n_alibi = p->alibi ? (size_t)p->Hq : 0;
     return !memcmp(h, p->len_q, B * 4) && !memcmp(h + B, p->len_k, B * 4) &&
            !memcmp(h + 2 * B, p->start_q, B * 4) && !memcmp(h + 3 * B, p->start_k, B * 4) &&
-           (!p->alibi || !memcmp(h + 4 * B, p->alibi, (size_t)p->Hq * 4));
+           (!p->alibi || !memcmp(h + 4 * B, p->alibi, n_alibi * 4)) &&
+           (!p->paged ||
+            !memcmp(h + 4 * B + n_alibi, p->block_table, B * (size_t)p->max_pages * 4));
 }
 
-/* Uploads the per-sequence arrays (and ALiBi slopes) of p on the stream and
- * points a's device arrays at them. From pinned memory, so the copy is truly
- * asynchronous (a pageable one stages through the driver on the host); and
- * not at all when they equal the last upload, whose device copy later kernels
- * on the stream still see. */
+/* Uploads the per-sequence arrays, ALiBi slopes and a paged cache's block
+ * table (whole: the kernels never read the entries past a sequence's pages)
+ * of p on the stream and points a's device arrays at them. From pinned
+ * memory, so the copy is truly asynchronous (a pageable one stages through
+ * the driver on the host); and not at all when they equal the last upload,
+ * whose device copy later kernels on the stream still see. */
 static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ctx *c,
                                             const xattn_problem *p, xattn_cuda_args *a)
 {
     const uint64_t B = (uint64_t)p->B;
     const uint64_t n_int = 4 * B, n_alibi = p->alibi ? (uint64_t)p->Hq : 0;
-    const uint64_t bytes = (n_int + n_alibi) * 4u; /* B and Hq are bounded by the views */
+    /* B and Hq are bounded by the views; the table is a host array of
+     * n_table entries. */
+    const uint64_t n_table = p->paged ? B * (uint64_t)p->max_pages : 0;
+    const uint64_t bytes = (n_int + n_alibi + n_table) * 4u;
     if (bytes == 0)
         return XATTN_STATUS_OK;
     if (!xattn__cuda_meta_same(c, p, bytes)) {
@@ -541,6 +549,8 @@ static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ct
         memcpy(h + 3 * B, p->start_k, B * 4);
         if (p->alibi)
             memcpy(h + 4 * B, p->alibi, n_alibi * 4);
+        if (p->paged)
+            memcpy(h + 4 * B + n_alibi, p->block_table, n_table * 4);
         XATTN__CUDA_CALL(cudaMemcpyAsync(c->meta_dev, h, bytes, cudaMemcpyHostToDevice, c->stream),
                          "cudaMemcpyAsync");
         cudaError_t e = cudaEventRecord(c->meta_ev, c->stream);
@@ -557,6 +567,7 @@ static xattn_status xattn__cuda_upload_meta(struct xattn_ctx *ctx, xattn_cuda_ct
     a->start_q = d + 2 * B;
     a->start_k = d + 3 * B;
     a->alibi = p->alibi ? (const float *)(d + 4 * B) : NULL;
+    a->block_table = p->paged ? d + 4 * B + n_alibi : NULL;
     return XATTN_STATUS_OK;
 }
 
@@ -661,6 +672,9 @@ static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
     a->smem_optin = c->smem_optin;
     a->force_simt = c->force_simt || cfg->simt;
     a->device = c->ordinal;
+    /* A paged cache's table is uploaded by prepare (xattn__cuda_upload_meta). */
+    a->page_size = p->paged ? (int)p->page_size : 0; /* validated: fits with max_pages */
+    a->max_pages = p->paged ? (long long)p->max_pages : 0;
 }
 
 /* SPLITKV's split count under cfg: the kernels' rule (two waves of blocks
@@ -694,10 +708,6 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                             "cuda: k.dtype %s: fp8 K/V caches are not implemented on this backend "
                             "yet",
                             xattn_dtype_name(p->k.dtype));
-    if (p->paged)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "cuda: paged KV caches (block_table) are not implemented on this "
-                            "backend yet");
     int tuned = 0;
     const xattn__cuda_cfg cfg =
         xattn__cuda_tune_cfg(c->tune, (int)p->algo, (int)p->q.dtype, p->D, p->Dv, &tuned);

@@ -60,6 +60,12 @@ struct xattn_cuda_kparams {
     const float *alibi;                               /* device [Hq] or NULL */
     const float *sinks; /* device: head h's sink at sinks[h * sinks_sh]; NULL = none */
     long long sinks_sh;
+    /* Paged K/V (xattn_cuda_kv_index): device table [B * max_pages]; NULL =
+     * contiguous (token start_k[b] + j of batch entry b). */
+    const int32_t *pages;
+    long long max_pages;
+    int page_size;
+    int page_shift; /* log2(page_size) for a power of two (no division), else -1 */
     int B, Hq, Hkv, group, D, Dv, Sq, Sk;
     int varlen, has_lse, has_bias, has_alibi, causal, bottom_right, has_mods;
     long long wl, wr; /* < 0 = unbounded; clamped so that p +- w never overflows */
@@ -117,6 +123,13 @@ static inline xattn_cuda_kparams xattn_cuda_make_params(const xattn_cuda_args *a
     P.alibi = p->alibi ? a->alibi : NULL;
     P.sinks = p->has_sinks && a->sinks ? a->sinks + p->sinks.off : NULL;
     P.sinks_sh = p->sinks.sh;
+    P.pages = a->block_table && a->page_size > 0 ? a->block_table : NULL;
+    P.max_pages = P.pages ? a->max_pages : 0;
+    P.page_size = P.pages ? a->page_size : 0;
+    P.page_shift = -1;
+    for (int sh = 0; P.pages && sh < 31; sh++)
+        if (P.page_size == 1 << sh)
+            P.page_shift = sh;
     P.B = (int)p->B;
     P.Hq = (int)p->Hq;
     P.Hkv = (int)p->Hkv;
@@ -349,6 +362,39 @@ __device__ __forceinline__ long long xattn_cuda_row_index(const xattn_cuda_kview
                                                           int h)
 {
     return (long long)b * v.sb + (long long)t * v.ss + (long long)h * v.sh;
+}
+
+/* Element index of key j of sequence b (KV head 0, dim 0) in K or V (view v
+ * is P.k or P.v; k0: the sequence's first token, contiguous K/V only). A
+ * paged cache looks the key's page up in the table; the callers only ask for
+ * keys below the sequence's length, whose table entries the host validated. */
+__device__ __forceinline__ long long
+xattn_cuda_kv_index(const xattn_cuda_kparams &P, const xattn_cuda_kview &v, int b, int k0, int j)
+{
+    if (P.pages) {
+        const int n = P.page_shift >= 0 ? j >> P.page_shift : j / P.page_size;
+        const int pg = P.pages[(long long)b * P.max_pages + n];
+        return (long long)pg * v.sb + (long long)(j - n * P.page_size) * v.ss;
+    }
+    return (long long)b * v.sb + (long long)(k0 + j) * v.ss;
+}
+
+/* A tile of keys [t, t + n) with t below the sequence's length: the element
+ * index of key t when every key of the tile lies in t's page (always for
+ * contiguous K/V; then key t + c is at the result + c * v.ss: one table
+ * look-up a tile), or -1 when the tile crosses a page boundary (each key then
+ * looks its own page up, xattn_cuda_kv_index). Tiles start at multiples of
+ * their size, so a page size that is a multiple of the tile never crosses. */
+__device__ __forceinline__ long long xattn_cuda_kv_tile(const xattn_cuda_kparams &P,
+                                                        const xattn_cuda_kview &v, int b, int k0,
+                                                        int t, int n)
+{
+    if (P.pages) {
+        const int slot = P.page_shift >= 0 ? t & (P.page_size - 1) : t % P.page_size;
+        if (slot + n > P.page_size)
+            return -1;
+    }
+    return xattn_cuda_kv_index(P, v, b, k0, t);
 }
 
 /* Element index of LSE[b, h, token t]. */

@@ -78,12 +78,14 @@ static int xattn_cuda_vec_ok(const xattn_cuda_args *a)
     const xattn_problem *p = a->p;
     if (p->D % 8 != 0 || p->Dv % 8 != 0)
         return 0;
-    /* Packed batches: rows are tokens of one tensor; any token may be a start. */
+    /* Packed batches: rows are tokens of one tensor; any token may be a start.
+     * A paged cache: K/V rows are slots of pages (sb: the page stride). */
     const int64_t nb = p->varlen ? 1 : p->B;
     const int64_t nsq = p->varlen ? 2 : p->Sq, nsk = p->varlen ? 2 : p->Sk;
+    const int64_t nbk = p->paged ? p->num_pages : nb, nsp = p->paged ? p->page_size : nsk;
     return xattn_cuda_view_vec_ok(a->q, &p->q, nb, nsq, p->Hq) &&
-           xattn_cuda_view_vec_ok(a->k, &p->k, nb, nsk, p->Hkv) &&
-           xattn_cuda_view_vec_ok(a->v, &p->v, nb, nsk, p->Hkv);
+           xattn_cuda_view_vec_ok(a->k, &p->k, nbk, nsp, p->Hkv) &&
+           xattn_cuda_view_vec_ok(a->v, &p->v, nbk, nsp, p->Hkv);
 }
 
 extern "C" const char *xattn_cuda_flash_path(const xattn_cuda_args *a)

@@ -325,21 +325,31 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         }
     }
 
-    const long long kbase = (long long)blk.b * P.k.sb + (long long)blk.hk * P.k.sh;
-    const long long vbase = (long long)blk.b * P.v.sb + (long long)blk.hk * P.v.sh;
+    const long long kh = (long long)blk.hk * P.k.sh, vh = (long long)blk.hk * P.v.sh;
     const int k0 = s.k0;
     auto qrow = [&](int rr) -> long long { return qidx[rr]; };
+    /* Tile t's K / V rows (t < hi_u): key t + cc at base + cc * ss when the
+     * tile lies in one page (contiguous K/V, or a page size that is a
+     * multiple of BN: one table look-up a tile), else a look-up per key. */
     auto load_k = [&](int t) {
+        const long long kt = xattn_cuda_kv_tile(P, P.k, blk.b, k0, t, BN);
         xattn_cuda_mma_stage<DP, NT>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec, [&](int cc) -> long long {
             const int j = t + cc;
-            return (j >= lo_u && j < hi_u) ? kbase + (long long)(k0 + j) * P.k.ss : -1;
+            if (j < lo_u || j >= hi_u)
+                return -1;
+            return kh + (kt >= 0 ? kt + (long long)cc * P.k.ss
+                                 : xattn_cuda_kv_index(P, P.k, blk.b, k0, j));
         });
     };
     auto load_v = [&](int t) {
+        const long long vt = xattn_cuda_kv_tile(P, P.v, blk.b, k0, t, BN);
         xattn_cuda_mma_stage<DP, NT>(
             vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec, [&](int cc) -> long long {
                 const int j = t + cc;
-                return (j >= lo_u && j < hi_u) ? vbase + (long long)(k0 + j) * P.v.ss : -1;
+                if (j < lo_u || j >= hi_u)
+                    return -1;
+                return vh + (vt >= 0 ? vt + (long long)cc * P.v.ss
+                                     : xattn_cuda_kv_index(P, P.v, blk.b, k0, j));
             });
     };
 

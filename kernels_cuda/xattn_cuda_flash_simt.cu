@@ -64,8 +64,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     }
     __syncthreads();
 
-    const long long kbase = (long long)blk.b * P.k.sb + (long long)blk.hk * P.k.sh;
-    const long long vbase = (long long)blk.b * P.v.sb + (long long)blk.hk * P.v.sh;
+    const long long vh = (long long)blk.hk * P.v.sh;
     const int ncv = (P.Dv + 15) / 16;
     float acc[4][XATTN_CUDA_SIMT_NC];
 #pragma unroll
@@ -77,7 +76,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     for (int t0 = lo_u / BN * BN; t0 < hi_u; t0 += BN) {
         /* S = Q K^T, then scale, score mods and masks. */
         float sc[4][4];
-        xattn_cuda_simt_qk(P, qidx, kbase, s.k0, t0, lo_u, hi_u, qs, ks, sc);
+        xattn_cuda_simt_qk(P, qidx, blk.b, blk.hk, s.k0, t0, lo_u, hi_u, qs, ks, sc);
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const xattn_cuda_row rw = rows[ty + 16 * a];
@@ -128,13 +127,19 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         for (int kc = 0; kc < BN; kc += XATTN_CUDA_SIMT_VK) {
             __syncthreads(); /* tiles free: QK^T or the previous chunk is done */
             int bad = 0;
+            /* The chunk's V rows: one page look-up when it lies in one page
+             * (a chunk at or past hi_u reads nothing: no look-up). */
+            const long long vt = t0 + kc < hi_u ? xattn_cuda_kv_tile(P, P.v, blk.b, s.k0, t0 + kc,
+                                                                     XATTN_CUDA_SIMT_VK)
+                                                : -1;
             for (int e = tid; e < XATTN_CUDA_SIMT_VK * P.Dv; e += XATTN_CUDA_SIMT_THREADS) {
                 const int jj = e / P.Dv, d = e - jj * P.Dv, j = t0 + kc + jj;
-                const float x = (j >= lo_u && j < hi_u)
-                                    ? xattn_cuda_load(P.v.ptr, P.v.dt,
-                                                      vbase + (long long)(s.k0 + j) * P.v.ss +
-                                                          (long long)d * P.v.sd)
-                                    : 0.0f;
+                float x = 0.0f;
+                if (j >= lo_u && j < hi_u) {
+                    const long long vi = vt >= 0 ? vt + (long long)jj * P.v.ss
+                                                 : xattn_cuda_kv_index(P, P.v, blk.b, s.k0, j);
+                    x = xattn_cuda_load(P.v.ptr, P.v.dt, vh + vi + (long long)d * P.v.sd);
+                }
                 bad |= !isfinite(x);
                 vs[e] = x;
             }

@@ -56,6 +56,15 @@ typedef struct xattn_cuda_args {
     /* Device address of byte 0 of the sinks buffer (add p->sinks.off
      * elements); NULL when !p->has_sinks. */
     const float *sinks;
+    /* Paged KV cache (p->paged): the device copy of p->block_table [B *
+     * max_pages], the tokens per page and the table's row length; NULL / 0
+     * for contiguous K/V. Key j of sequence b is slot j % page_size of page
+     * block_table[b * max_pages + j / page_size] (k/v views: sb = the page
+     * stride). Only the entries of pages below ceil(len_k[b] / page_size)
+     * are read. */
+    const int32_t *block_table;
+    int page_size;
+    long long max_pages;
     cudaStream_t stream;
     int cc;             /* compute capability, major*10 + minor */
     int sm_count;       /* streaming multiprocessors */

@@ -57,9 +57,8 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     xattn_cuda_simt_rows(P, s, b, hk, r0, R, 0, s.Lk, rows, qidx);
     /* (xattn_cuda_simt_qk starts with a barrier: rows/qidx are visible) */
 
-    const long long kbase = (long long)b * P.k.sb + (long long)hk * P.k.sh;
     float sc[4][4];
-    xattn_cuda_simt_qk(P, qidx, kbase, s.k0, t0, 0, s.Lk, qs, ks, sc);
+    xattn_cuda_simt_qk(P, qidx, b, hk, s.k0, t0, 0, s.Lk, qs, ks, sc);
 
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
 #pragma unroll
@@ -179,7 +178,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
         prow[tid] = pr;
     }
     const int d0 = db * XATTN_CUDA_SIMT_TILE;
-    const long long vbase = (long long)b * P.v.sb + (long long)hk * P.v.sh;
+    const long long vh = (long long)hk * P.v.sh;
 
     float acc[4][4];
 #pragma unroll
@@ -198,15 +197,18 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
             ps[rr][jj] = (pr >= 0 && j < s.Lk) ? S[pr + j] : 0.0f;
         }
         int bad = 0;
+        /* The chunk's V rows: one page look-up when it lies in one page. */
+        const long long vt = xattn_cuda_kv_tile(P, P.v, b, s.k0, j0, XATTN_CUDA_PV_KC);
         for (int e = tid; e < XATTN_CUDA_PV_KC * XATTN_CUDA_SIMT_TILE;
              e += XATTN_CUDA_SIMT_THREADS) {
             const int jj = e / XATTN_CUDA_SIMT_TILE, dd = e % XATTN_CUDA_SIMT_TILE;
             const int j = j0 + jj, d = d0 + dd;
-            const float x = (j < s.Lk && d < P.Dv)
-                                ? xattn_cuda_load(P.v.ptr, P.v.dt,
-                                                  vbase + (long long)(s.k0 + j) * P.v.ss +
-                                                      (long long)d * P.v.sd)
-                                : 0.0f;
+            float x = 0.0f;
+            if (j < s.Lk && d < P.Dv) {
+                const long long vi =
+                    vt >= 0 ? vt + (long long)jj * P.v.ss : xattn_cuda_kv_index(P, P.v, b, s.k0, j);
+                x = xattn_cuda_load(P.v.ptr, P.v.dt, vh + vi + (long long)d * P.v.sd);
+            }
             bad |= !isfinite(x);
             vs[jj][dd] = x;
         }

@@ -19,17 +19,23 @@
  * sc[a][b] = sum_{d < D} Q[row ty+16a][d] * K[key t0+tx+16b][d], unscaled.
  * qidx[r]: element index of row r's Q (d = 0), or -1 for a row that reads
  * nothing (zeros). Keys outside [klo, khi) read nothing (zeros): no padding
- * key or other sequence's token is ever touched. kbase: element index of the
- * block's (sequence, KV head) with token 0; k0: the sequence's first token.
- * qs and ks: shared [64][XATTN_CUDA_SIMT_LD] each. Starts with a barrier, so
- * the shared tiles may still be in use by the caller on entry.
+ * key or other sequence's token is ever touched (khi <= the sequence's
+ * length). Keys are those of sequence b, KV head hk (xattn_cuda_kv_index;
+ * k0: the sequence's first token). qs and ks: shared [64][XATTN_CUDA_SIMT_LD]
+ * each. Starts with a barrier, so the shared tiles may still be in use by the
+ * caller on entry.
  */
 __device__ __forceinline__ void xattn_cuda_simt_qk(const xattn_cuda_kparams &P,
-                                                   const long long *qidx, long long kbase, int k0,
+                                                   const long long *qidx, int b, int hk, int k0,
                                                    int t0, int klo, int khi, float *qs, float *ks,
                                                    float (&sc)[4][4])
 {
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const long long kh = (long long)hk * P.k.sh;
+    /* Key t0 + c at kt + c * ss when the tile lies in one page (or K is
+     * contiguous); else each key looks its page up. */
+    const long long kt =
+        t0 < khi ? xattn_cuda_kv_tile(P, P.k, b, k0, t0, XATTN_CUDA_SIMT_TILE) : -1;
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
@@ -48,11 +54,13 @@ __device__ __forceinline__ void xattn_cuda_simt_qk(const xattn_cuda_kparams &P,
         for (int e = tid; e < XATTN_CUDA_SIMT_TILE * XATTN_CUDA_SIMT_DK;
              e += XATTN_CUDA_SIMT_THREADS) {
             int cc = e / XATTN_CUDA_SIMT_DK, dd = e % XATTN_CUDA_SIMT_DK, d = d0 + dd, j = t0 + cc;
-            ks[cc * XATTN_CUDA_SIMT_LD + dd] =
-                (j >= klo && j < khi && d < P.D)
-                    ? xattn_cuda_load(P.k.ptr, P.k.dt,
-                                      kbase + (long long)(k0 + j) * P.k.ss + (long long)d * P.k.sd)
-                    : 0.0f;
+            float x = 0.0f;
+            if (j >= klo && j < khi && d < P.D) {
+                const long long ki =
+                    kt >= 0 ? kt + (long long)cc * P.k.ss : xattn_cuda_kv_index(P, P.k, b, k0, j);
+                x = xattn_cuda_load(P.k.ptr, P.k.dt, kh + ki + (long long)d * P.k.sd);
+            }
+            ks[cc * XATTN_CUDA_SIMT_LD + dd] = x;
         }
         __syncthreads();
         const int dn = min(XATTN_CUDA_SIMT_DK, P.D - d0);

@@ -18,6 +18,11 @@
  *                shapes against the CPU backend, on the mma and simt paths;
  *                each call's record names the kernel that ran (mma where
  *                the path applies) and carries the work its kernels counted.
+ *   paged        paged KV caches (block_table) against the same keys in
+ *                contiguous K/V on the same device, every algorithm, mma and
+ *                simt, page sizes 3, 16 and 64, a sequence of length 0; each
+ *                case runs twice with two shuffled tables of the same size
+ *                (the second must be uploaded, not taken for the first).
  *
  * Usage: test_cuda <test>. Without a CUDA device every test but `available`
  * prints "skipped: no CUDA device" and exits 0 (ctest shows it as skipped).
@@ -580,10 +585,170 @@ static int test_algos(void)
     return finish();
 }
 
+/* ---- paged KV cache ---------------------------------------------------------- */
+
+/* Runs c on ctx with K/V from the host arrays k and v, [n0, n1, Hkv, D / Dv]
+ * BSHD: contiguous (table NULL, n0 = B, n1 = Sk) or page pools (n0 pages of n1
+ * tokens, table [B, maxp]); lens: the sequences' key counts. */
+static xattn_status run_kv(xattn_ctx *ctx, const host_case *c, const void *k, const void *v,
+                           int64_t n0, int64_t n1, const int32_t *lens, const int32_t *table,
+                           int64_t maxp, void *o, float *lse)
+{
+    const shape *s = &c->s;
+    const size_t nk = (size_t)(n0 * n1 * s->Hkv * s->D), nv = (size_t)(n0 * n1 * s->Hkv * s->Dv);
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL;
+    xattn_status st = xattn_buffer_alloc(ctx, c->nq * dsize(s->dq), &bq);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_alloc(ctx, nk * dsize(s->dkv), &bk);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_alloc(ctx, nv * dsize(s->dkv), &bv);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_alloc(ctx, c->no * dsize(s->dq), &bo);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_alloc(ctx, c->nl * 4, &bl);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(bq, 0, c->q, c->nq * dsize(s->dq));
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(bk, 0, k, nk * dsize(s->dkv));
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(bv, 0, v, nv * dsize(s->dkv));
+    if (st == XATTN_STATUS_OK) {
+        xattn_attn_desc d;
+        desc_fill(&d, s, bq, bk, bv, bo, bl);
+        d.k = xattn_tensor_bshd(bk, 0, s->dkv, n0, n1, s->Hkv, s->D);
+        d.v = xattn_tensor_bshd(bv, 0, s->dkv, n0, n1, s->Hkv, s->Dv);
+        d.seqlens_k = lens;
+        d.block_table = table;
+        d.max_pages_per_seq = table ? maxp : 0;
+        st = xattn_attention(ctx, &d, NULL);
+    }
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_read(bo, 0, o, c->no * dsize(s->dq));
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_read(bl, 0, lse, c->nl * 4);
+    xattn_buffer_free(bq);
+    xattn_buffer_free(bk);
+    xattn_buffer_free(bv);
+    xattn_buffer_free(bo);
+    xattn_buffer_free(bl);
+    return st;
+}
+
+/* table [B, maxp] for pages of ps tokens: each sequence's pages from a
+ * shuffled pool of npages, the entries past them naming the last (spare)
+ * page; kp / vp: the pools, c's keys moved in, NaN in every other slot. */
+static void paginate(const host_case *c, const int32_t *lens, int64_t ps, int64_t maxp,
+                     int64_t npages, int32_t *table, void *kp, void *vp)
+{
+    const shape *s = &c->s;
+    const size_t es = dsize(s->dkv);
+    int32_t *perm = malloc((size_t)npages * sizeof *perm);
+    for (int64_t i = 0; i < npages; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = npages - 2; i > 0; i--) { /* the spare page stays last */
+        const int64_t j = (int64_t)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        const int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < (size_t)(npages * ps * s->Hkv * s->D); i++)
+        put(kp, s->dkv, i, NAN);
+    for (size_t i = 0; i < (size_t)(npages * ps * s->Hkv * s->Dv); i++)
+        put(vp, s->dkv, i, NAN);
+    int64_t n = 0;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t g = 0; g < maxp; g++)
+            table[b * maxp + g] = g * ps < lens[b] ? perm[n++] : (int32_t)(npages - 1);
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t j = 0; j < lens[b]; j++) {
+            const int64_t pg = table[b * maxp + j / ps], slot = j % ps;
+            for (int64_t h = 0; h < s->Hkv; h++) {
+                const int64_t src = (b * s->Sk + j) * s->Hkv + h,
+                              dst = (pg * ps + slot) * s->Hkv + h;
+                memcpy((char *)kp + (size_t)(dst * s->D) * es,
+                       (const char *)c->k + (size_t)(src * s->D) * es, (size_t)s->D * es);
+                memcpy((char *)vp + (size_t)(dst * s->Dv) * es,
+                       (const char *)c->v + (size_t)(src * s->Dv) * es, (size_t)s->Dv * es);
+            }
+        }
+    free(perm);
+}
+
+static int test_paged(void)
+{
+    if (!have_device(1)) {
+        n_skip++;
+        return finish();
+    }
+    static const struct {
+        xattn_dtype dt;
+        int64_t D;
+    } kinds[] = {{XATTN_DTYPE_F16, 128}, {XATTN_DTYPE_BF16, 256}, {XATTN_DTYPE_F32, 64}};
+    static const xattn_algo algos[] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
+    static const int64_t page_sizes[] = {3, 16, 64};
+    const int32_t lens[3] = {300, 0, 137};
+    for (int simt = 0; simt < 2; simt++) {
+        setenv("XATTN_CUDA_FORCE_SIMT", simt ? "1" : "0", 1);
+        xattn_ctx *ctx = NULL;
+        CHECK_OK(xattn_ctx_create(XATTN_BACKEND_CUDA, 0, &ctx));
+        if (!ctx)
+            break;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
+                for (int causal = 0; causal < 2; causal++) {
+                    const xattn_dtype dt = kinds[k].dt;
+                    shape s = {3,  causal ? 5 : 1, 300,     8, 2, kinds[k].D, kinds[k].D, dt,
+                               dt, causal,         algos[a]};
+                    host_case c;
+                    case_init(&c, &s);
+                    void *o = malloc(c.no * dsize(dt)), *ro = malloc(c.no * dsize(dt));
+                    float *l = malloc(c.nl * 4), *rl = malloc(c.nl * 4);
+                    xattn_status rst = run_kv(ctx, &c, c.k, c.v, s.B, s.Sk, lens, NULL, 0, ro, rl);
+                    check(rst == XATTN_STATUS_OK, "contiguous %s %s: %s", xattn_dtype_name(dt),
+                          xattn_algo_name(s.algo), xattn_last_error());
+                    for (size_t pi = 0; rst == XATTN_STATUS_OK && pi < 3; pi++) {
+                        const int64_t ps = page_sizes[pi], maxp = (s.Sk + ps - 1) / ps + 1;
+                        int64_t npages = 1;
+                        for (int64_t b = 0; b < s.B; b++)
+                            npages += (lens[b] + ps - 1) / ps;
+                        int32_t *table = malloc((size_t)(s.B * maxp) * sizeof *table);
+                        void *kp = malloc((size_t)(npages * ps * s.Hkv * s.D) * dsize(dt));
+                        void *vp = malloc((size_t)(npages * ps * s.Hkv * s.Dv) * dsize(dt));
+                        for (int again = 0; again < 2; again++) {
+                            paginate(&c, lens, ps, maxp, npages, table, kp, vp);
+                            xattn_status st =
+                                run_kv(ctx, &c, kp, vp, npages, ps, lens, table, maxp, o, l);
+                            const double e =
+                                st == XATTN_STATUS_OK ? rel_l2(o, ro, dt, c.no) : INFINITY;
+                            const double le =
+                                st == XATTN_STATUS_OK ? lse_err(l, rl, c.nl) : INFINITY;
+                            check(e <= tol(dt) && le <= 1e-4,
+                                  "%s %s %s Sq=%lld page %lld table %d: %s, rel L2 vs "
+                                  "contiguous %.2e, LSE %.2e",
+                                  simt ? "simt" : "auto-path", xattn_dtype_name(dt),
+                                  xattn_algo_name(s.algo), (long long)s.Sq, (long long)ps,
+                                  again + 1, xattn_status_name(st), e, le);
+                        }
+                        free(table);
+                        free(kp);
+                        free(vp);
+                    }
+                    free(o);
+                    free(ro);
+                    free(l);
+                    free(rl);
+                    case_free(&c);
+                }
+        xattn_ctx_destroy(ctx);
+    }
+    unsetenv("XATTN_CUDA_FORCE_SIMT");
+    return finish();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s available|interop|launch_fail|algos\n", argv[0]);
+        fprintf(stderr, "usage: %s available|interop|launch_fail|algos|paged\n", argv[0]);
         return 2;
     }
     if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu_ctx) != XATTN_STATUS_OK) {
@@ -599,6 +764,8 @@ int main(int argc, char **argv)
         rc = test_launch_fail();
     else if (!strcmp(argv[1], "algos"))
         rc = test_algos();
+    else if (!strcmp(argv[1], "paged"))
+        rc = test_paged();
     else {
         fprintf(stderr, "unknown test '%s'\n", argv[1]);
         rc = 2;

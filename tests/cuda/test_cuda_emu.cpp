@@ -151,6 +151,12 @@ struct Case {
      * sink), 2 = large ones (6 + h) that dominate the denominator (and
      * still leave f16 outputs well above f16's underflow). */
     int sinks = 0;
+    /* Paged K/V (0: contiguous): the keys move to page pools of `page`
+     * tokens in c.layout's order ([pages, page, H, D], or [pages, H, page, D]
+     * with L_BHSD), pages shuffled, a NaN page in every unused table entry and
+     * NaN in a page's unused slots; the reference reads the contiguous copy.
+     * Padded or full lengths only (a paged cache has no packed mode). */
+    int page = 0;
 };
 
 #define XATTN_EMU_VBAD_KEYS 3
@@ -207,8 +213,58 @@ struct Prob {
     std::vector<float> alibi;
     std::vector<float> sinks; /* head h at 1 + 2h, NaN between: a wrong index shows */
     Tensor q, k, v, o, lse, bias;
+    Tensor kc, vc;              /* paged: the contiguous K/V the reference reads */
+    std::vector<int32_t> table; /* paged: [B, maxp] */
+    int64_t maxp = 0, npages = 0;
     xattn_problem p;
 };
+
+/* Moves K/V into shuffled page pools (Case::page): sequence b's pages are
+ * table[b * maxp + 0 ..], the entries past them (there is always one more)
+ * name a spare page that holds only NaN, as the unused slots of a sequence's
+ * last page do: a read of a key the sequence does not have shows. */
+static void paginate(Prob *P)
+{
+    const Case &c = P->c;
+    const int64_t ps = c.page, B = P->B;
+    int64_t used = 0, longest = 0;
+    for (int64_t b = 0; b < B; b++) {
+        used += (P->lk[(size_t)b] + ps - 1) / ps;
+        longest = std::max<int64_t>(longest, P->lk[(size_t)b]);
+    }
+    P->maxp = (longest + ps - 1) / ps + 1;
+    P->npages = used + 2;
+    std::vector<int32_t> perm((size_t)P->npages);
+    for (int64_t i = 0; i < P->npages; i++)
+        perm[(size_t)i] = (int32_t)i;
+    for (int64_t i = P->npages - 1; i > 0; i--)
+        std::swap(perm[(size_t)i], perm[(size_t)rint_(0, (int)i)]);
+    P->table.assign((size_t)(B * P->maxp), perm[(size_t)used]);
+    P->kc = std::move(P->k);
+    P->vc = std::move(P->v);
+    view_make(&P->k, c.dkv, P->npages, ps, c.Hkv, c.D, c.layout, true);
+    view_make(&P->v, c.dkv, P->npages, ps, c.Hkv, c.Dv, c.layout, true);
+    const size_t es = dsz(c.dkv);
+    int64_t n = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t g = 0; g * ps < P->lk[(size_t)b]; g++)
+            P->table[(size_t)(b * P->maxp + g)] = perm[(size_t)n++];
+        for (int64_t j = 0; j < P->lk[(size_t)b]; j++) {
+            const int64_t pg = P->table[(size_t)(b * P->maxp + j / ps)], slot = j % ps;
+            for (int64_t h = 0; h < c.Hkv; h++) {
+                for (int64_t d = 0; d < c.D; d++)
+                    memcpy(&P->k.mem[(size_t)vidx(P->k.v, pg, slot, h, d) * es],
+                           &P->kc.mem[(size_t)vidx(P->kc.v, b, P->k0[(size_t)b] + j, h, d) * es],
+                           es);
+                for (int64_t d = 0; d < c.Dv; d++)
+                    memcpy(&P->v.mem[(size_t)vidx(P->v.v, pg, slot, h, d) * es],
+                           &P->vc.mem[(size_t)vidx(P->vc.v, b, P->k0[(size_t)b] + j, h, d) * es],
+                           es);
+            }
+        }
+    }
+    P->Sk = longest; /* as the library's validation sets it */
+}
 
 static void prob_build(Prob *P, const Case &c)
 {
@@ -319,6 +375,8 @@ static void prob_build(Prob *P, const Case &c)
             }
         }
     }
+    if (c.page)
+        paginate(P);
     /* LSE [B, Hq, Sq] (varlen: [1, Hq, Tq]), f32, with a gap between heads. */
     {
         xattn_view &l = P->lse.v;
@@ -424,6 +482,13 @@ static void prob_build(Prob *P, const Case &c)
     p.len_k = P->lk.data();
     p.start_q = P->q0.data();
     p.start_k = P->k0.data();
+    if (c.page) {
+        p.paged = 1;
+        p.page_size = c.page;
+        p.max_pages = P->maxp;
+        p.num_pages = P->npages;
+        p.block_table = P->table.data();
+    }
     p.algo = c.algo;
     p.num_splits = c.splits;
     p.poison = 1;
@@ -435,6 +500,7 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
 {
     const Case &c = P.c;
     const xattn_problem &p = P.p;
+    const Tensor &K = c.page ? P.kc : P.k, &V = c.page ? P.vc : P.v;
     O.assign((size_t)(P.B * P.Sq * c.Hq * c.Dv), 0.0);
     L.assign((size_t)(P.B * P.Sq * c.Hq), -INFINITY);
     std::vector<double> s(P.Sk > 0 ? P.Sk : 1);
@@ -460,8 +526,7 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
                     for (int64_t d = 0; d < c.D; d++)
                         dot +=
                             (double)to_f32(P.q.mem.data(), c.dq, vidx(p.q, tb, P.q0[b] + i, h, d)) *
-                            (double)to_f32(P.k.mem.data(), c.dkv,
-                                           vidx(p.k, tb, P.k0[b] + j, hk, d));
+                            (double)to_f32(K.mem.data(), c.dkv, vidx(K.v, tb, P.k0[b] + j, hk, d));
                     double x = dot * p.scale;
                     if (c.softcap > 0)
                         x = c.softcap * tanh(x / c.softcap);
@@ -499,7 +564,7 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
                     sum += w;
                     for (int64_t d = 0; d < c.Dv; d++)
                         orow[d] +=
-                            w * to_f32(P.v.mem.data(), c.dkv, vidx(p.v, tb, P.k0[b] + j, hk, d));
+                            w * to_f32(V.mem.data(), c.dkv, vidx(V.v, tb, P.k0[b] + j, hk, d));
                 }
                 for (int64_t d = 0; d < c.Dv; d++)
                     orow[d] /= sum;
@@ -560,6 +625,9 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt
     a.start_k = P.k0.data();
     a.alibi = c.alibi ? P.alibi.data() : NULL;
     a.sinks = c.sinks ? P.sinks.data() : NULL;
+    a.block_table = c.page ? P.table.data() : NULL;
+    a.page_size = c.page;
+    a.max_pages = c.page ? P.maxp : 0;
     a.stream = 0;
     a.cc = c.cc;
     a.sm_count = c.sms;
@@ -955,6 +1023,57 @@ static std::vector<Case> cases(void)
                                   : "onehot_bf16_s1e4_causal");
             }
         }
+    }
+    /* Paged K/V on every path: page sizes 1, 3 (not a power of two) and 16,
+     * shuffled tables, both stride orders, GQA, a sequence of length 0 and
+     * padded ones, causal bottom-right with sinks. */
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            for (int ps : {1, 3, 16}) {
+                Case c;
+                c.algo = al, c.simt = simt, c.page = ps, c.sinks = 1;
+                c.B = 4, c.Sq = 5, c.Sk = 70, c.Hq = 4, c.Hkv = 2, c.causal = 1;
+                c.lens = LENS_PADDED, c.layout = ps == 3 ? L_BHSD : L_BSHD;
+                add(c, ps == 1   ? "paged1_gqa_padded"
+                       : ps == 3 ? "paged3_gqa_padded_hsd"
+                                 : "paged16_gqa_padded");
+                /* Top-left causal, a window, ALiBi, softcap, a bias, D != Dv. */
+                Case d;
+                d.algo = al, d.simt = simt, d.page = ps;
+                d.B = 3, d.Sq = 20, d.Sk = 90, d.Hq = 2, d.Hkv = 1, d.D = 96, d.Dv = 64;
+                d.causal = 1, d.bottom_right = 0, d.wl = 30, d.alibi = 1, d.softcap = 4.0f;
+                d.bias = BIAS_BH, d.lens = LENS_PADDED, d.layout = ps == 16 ? L_BHSD : L_BSHD;
+                add(d, ps == 1 ? "paged1_mods" : ps == 3 ? "paged3_mods" : "paged16_mods_hsd");
+            }
+            /* Decode: pages a KV tile fits in (one look-up a tile: 64 and 128
+             * for the 64-key tiles, 32 for mma-d256's 32-key tiles), vector
+             * loads, split-KV with explicit splits, f32 and misaligned
+             * (plain loads) pools. */
+            for (int ps : {16, 64, 128}) {
+                Case f;
+                f.algo = al, f.simt = simt, f.page = ps,
+                f.splits = al == XATTN_ALGO_SPLITKV ? 5 : 0;
+                f.B = 3, f.Sq = 1, f.Sk = 300, f.Hq = 8, f.Hkv = 2, f.D = f.Dv = 128;
+                f.lens = LENS_PADDED, f.layout = L_PADDED, f.dq = f.dkv = XATTN_DTYPE_BF16;
+                f.sms = 8;
+                add(f, ps == 16   ? "paged16_decode"
+                       : ps == 64 ? "paged64_decode"
+                                  : "paged128_decode");
+            }
+            Case g;
+            g.algo = al, g.simt = simt, g.page = 32, g.D = g.Dv = 256, g.Sq = 3, g.Sk = 150;
+            g.B = 2, g.causal = 1, g.lens = LENS_PADDED;
+            add(g, "paged32_d256");
+            Case h;
+            h.algo = al, h.simt = simt, h.page = 5, h.layout = L_MISALIGNED, h.vbad = 1;
+            h.Sq = 30, h.Sk = 100, h.causal = 1, h.dq = h.dkv = XATTN_DTYPE_BF16;
+            add(h, "paged5_plain_vnan");
+        }
+        Case m;
+        m.algo = al, m.page = 7, m.dq = XATTN_DTYPE_F32, m.dkv = XATTN_DTYPE_F16, m.D = 3;
+        m.Dv = 5, m.Sq = 19, m.Sk = 65, m.Hq = 3, m.Hkv = 1, m.layout = L_STRIDED, m.B = 2;
+        m.lens = LENS_PADDED;
+        add(m, "paged7_mixed_strided");
     }
     return v;
 }
