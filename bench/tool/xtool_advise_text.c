@@ -144,6 +144,33 @@ static void xtool__say_roofline(xtool__text *t, const xtool_advise_dev *d)
         xtool__say(t, " It runs at %.0f%% of the FMA ceiling%s.", pct, headroom);
 }
 
+/* What an fp8 K/V cache would save at this shape: its bytes against the
+ * cache's dtype, and the time floor of reading K/V once at the measured
+ * bandwidth (decode is that read). Said for memory-bound calls and decode
+ * shapes (Sq <= 8), where reading K/V is most of the work. */
+static void xtool__say_kv_bytes(xtool__text *t, const xtool_case *c, const xtool_advise_dev *d)
+{
+    const size_t es = xattn_dtype_size(c->kv_dtype);
+    if (!d->roof_ok || es <= 1 || (d->roof.compute_bound && c->sq > 8))
+        return;
+    const double tokens = (double)c->batch * (double)c->sk * (double)c->kv_heads;
+    const double dv = (double)(c->head_dim_v > 0 ? c->head_dim_v : c->head_dim);
+    const double now = tokens * ((double)c->head_dim + dv) * (double)es, fp8 = now / (double)es;
+    xtool__say(t,
+               " K/V is %.1f MB a call in %s; an fp8 cache (--kv-dtype fp8e4m3 or fp8e5m2, "
+               "per-head scales) would hold %.1f MB, %.0f%% fewer bytes",
+               now / 1e6, xattn_dtype_name(c->kv_dtype), fp8 / 1e6, 100.0 * (1.0 - fp8 / now));
+    if (d->bw > 0)
+        xtool__say(t, ": at the measured %.1f GB/s, reading it once takes %.3f ms instead of %.3f",
+                   d->bw, fp8 / (d->bw * 1e6), now / (d->bw * 1e6));
+    xtool__say(t,
+               "%s (fp8 runs on the CPU backend only, and its decode there is not yet "
+               "faster than f16: docs/backends.md).",
+               d->roof.compute_bound ? "; this call is compute-bound here, so fewer bytes alone "
+                                       "would not make it faster"
+                                     : "");
+}
+
 /* How much of a padded batch is padding, and whether packing it helped. */
 static void xtool__say_padding(xtool__text *t, const xtool_waste *w, const xtool_advise_dev *d)
 {
@@ -175,6 +202,7 @@ void xtool_advise_text(const xtool_case *c, const xtool_waste *w, int has_length
     xtool__say_memory(&t, d);
     xtool__say_splitkv(&t, c, d);
     xtool__say_roofline(&t, d);
+    xtool__say_kv_bytes(&t, c, d);
     if (has_lengths && w->pair_waste > 0.0)
         xtool__say_padding(&t, w, d);
 }

@@ -1573,6 +1573,11 @@ static void test_outputs(void)
            "advise waste:\n%s", g_out);
     EXPECT(strstr(g_out, "advice   Use ") != NULL, "advise recommendation:\n%s", g_out);
     EXPECT(strstr(g_out, "packed ") != NULL, "advise packed run:\n%s", g_out);
+    /* A memory-bound call (where ceilings are known) is told what an fp8 cache saves: f32
+     * K/V, of which fp8 keeps a quarter. */
+    if (strstr(g_out, "memory-bound"))
+        EXPECT(strstr(g_out, "an fp8 cache") && strstr(g_out, "75% fewer bytes"),
+               "advise on fp8 caches:\n%s", g_out);
 #ifdef XATTN_TEST_HAVE_JANSSON
     json_t *adv = json_load_file(path2, 0, &je);
     json_t *pad = adv ? json_object_get(adv, "padding") : NULL;
