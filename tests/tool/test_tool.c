@@ -1087,7 +1087,7 @@ static void test_case_paged(void)
     } else {
         EXPECT(0, "paged: host copies");
     }
-done:
+done:;
     /* A packed batch with a page size is refused (the library takes paged
      * caches with padded batches only), freeing what setup had allocated. */
     xtool_case_run rv;
