@@ -137,7 +137,8 @@ typedef struct tcase {
     int sinks;    /* attention sinks: 1 = a few logits near the scores' (one head -inf),
                    * 2 = large ones (30 and up) that dominate the denominator */
     int page;     /* paged KV cache: tokens per page (0 = contiguous K/V) */
-    int pagelay;  /* page layout: 0 = [pages, page, Hkv, D], 1 = [pages, Hkv, page, D] */
+    int pagelay;  /* page layout: 0 = [pages, page, Hkv, D], 1 = [pages, Hkv, page, D],
+                   * 2 = K in the first and V in the second */
     int append;   /* tokens per sequence given as k_new/v_new (append, then attend) */
     int kvscale;  /* fp8 K/V: 1 = per-head k_scale/v_scale, 2 = also values over the format's
                    * whole range (subnormals to the largest) under small scales */
@@ -202,7 +203,7 @@ static void case_name(tcase *c)
     if (c->sinks)
         APPEND("_sinks%d", c->sinks);
     if (c->page)
-        APPEND("_paged%d%s", c->page, c->pagelay ? "-hsd" : "");
+        APPEND("_paged%d%s", c->page, c->pagelay == 2 ? "-mixed" : c->pagelay == 1 ? "-hsd" : "");
     if (c->append)
         APPEND("_append%d", c->append);
     if (c->kvscale)
@@ -518,6 +519,10 @@ static void build_cases(void)
     CASE(.page = 32, .Sq = 1, .Sk = 1024, .Hq = 8, .Hkv = 1, .D = 64, .B = 2, .wl = 256,
          .causal = 1, .splits = 4);
     CASE(.page = 16, .nan_in = NAN_PAD, .lens = LENS_PADDED, .B = 3, .causal = 1);
+    /* Decode read in place with K and V in different page layouts and Dv != D: each reads
+     * its own rows. */
+    CASE(.page = 16, .pagelay = 2, .Sq = 1, .Sk = 500, .Hq = 8, .Hkv = 2, .D = 64, .Dv = 32,
+         .dq = F16, .dkv = F16, .lens = LENS_PADDED, .B = 3, .splits = 3, .lse = 1);
     /* fp8 K/V caches (E4M3 and E5M2), with and without per-head scales, values over each
      * format's whole range, NaN in K, decode with splits, paged and appended caches, and the
      * usual masks and modifiers. */
@@ -1227,11 +1232,12 @@ static void inst_cache(inst *in, const tcase *c, rng *r)
             pool.dt = c->dkv;
             pool.shape[0] = npages, pool.shape[1] = ps, pool.shape[2] = Hkv, pool.shape[3] = dim[t];
             int64_t *st = pool.strides;
-            if (c->pagelay)
+            const int hsd = c->pagelay == 2 ? t : c->pagelay;
+            if (hsd)
                 st[3] = 1, st[1] = dim[t], st[2] = ps * dim[t], st[0] = Hkv * ps * dim[t] + 2;
             else
                 st[3] = 1, st[2] = dim[t], st[1] = Hkv * dim[t], st[0] = ps * Hkv * dim[t];
-            pool.off = c->pagelay ? 1 : 0;
+            pool.off = hsd ? 1 : 0;
             view_alloc_host(&pool);
             for (int b = 0; b < B; b++)
                 for (int64_t j = 0; j < c->Sk; j++)
