@@ -183,68 +183,32 @@ int xattn__cuda_tune_read(const xattn__cuda_tune *t, int algo, int dtype, int64_
     if (!t->cache_root[0] || !xattn__cuda_tune_algo(algo) || dtype < 0 ||
         dtype >= XATTN_DTYPE_COUNT)
         return 0;
-    char key[1024], name[64], why[512] = "";
+    char key[1024], name[64], why[512] = "", stale[160], line[128];
     xattn__cuda_tune_key(t, algo, dtype, d, dv, key, sizeof key, name, sizeof name);
-    int dfd;
-    int rc = xattn__cache_dir_open(t->cache_root, "cuda", 0, &dfd, why, sizeof why);
-    unsigned char *file = NULL;
-    size_t flen = 0;
-    if (rc == XATTN__FILE_OK) {
-        rc = xattn__file_read(dfd, name, XATTN__CUDA_TUNE_FILE_MAX, t->owner, "tune entry", &file,
-                              &flen, why, sizeof why);
-        close(dfd);
-    }
+    snprintf(stale, sizeof stale, "algo %s, dtype %s, D %lld, Dv %lld", xattn__cuda_tune_algo(algo),
+             xattn_dtype_name((xattn_dtype)dtype), (long long)d, (long long)dv);
+    int rc = xattn__tune_entry_read(t->cache_root, "cuda", name, t->owner,
+                                    XATTN__CUDA_TUNE_FILE_MAX, XATTN__CUDA_TUNE_MAGIC, key,
+                                    "config=", stale, line, sizeof line, why, sizeof why);
     if (rc == XATTN__FILE_ABSENT)
         return 0;
-    if (rc != XATTN__FILE_OK) {
-        xattn__log(XATTN_LOG_WARN, "cuda: tuned configuration %s/cuda/%s ignored: %s",
-                   t->cache_root, name, why);
-        return 0;
-    }
-    const size_t kl = strlen(key);
-    const char *text = (const char *)file;
     int found = 0;
-    if (flen < sizeof XATTN__CUDA_TUNE_MAGIC - 1 ||
-        memcmp(text, XATTN__CUDA_TUNE_MAGIC, sizeof XATTN__CUDA_TUNE_MAGIC - 1)) {
-        snprintf(why, sizeof why, "not a tune entry (corrupt)");
-    } else if (flen <= kl + 8 || memcmp(text, key, kl) || memcmp(text + kl, "config=", 7)) {
-        snprintf(why, sizeof why,
-                 "stale or corrupt: not the entry of this device, driver and case "
-                 "(algo %s, dtype %s, D %lld, Dv %lld)",
-                 xattn__cuda_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype), (long long)d,
-                 (long long)dv);
-    } else {
-        /* The rest: one line ending the file (xattn__file_read adds a NUL). */
-        const char *v = text + kl + 7;
-        const size_t vl = flen - kl - 7;
-        char line[128];
-        if (text[flen - 1] != '\n' || strlen(v) != vl || memchr(v, '\n', vl - 1) ||
-            vl - 1 >= sizeof line) {
-            snprintf(why, sizeof why,
-                     "corrupt: the config line is not one line of at most %zu bytes ending the "
-                     "file",
-                     sizeof line - 1);
+    if (rc == XATTN__FILE_OK) {
+        char saved[512];
+        snprintf(saved, sizeof saved, "%s", xattn_last_error());
+        xattn__cuda_cfg c = xattn__cuda_cfg_default();
+        if (xattn__cuda_cfg_parse(line, "config", &c) == XATTN_STATUS_OK) {
+            *cfg = c;
+            found = 1;
+            xattn__log(XATTN_LOG_INFO,
+                       "cuda: tuned configuration for %s %s D %lld Dv %lld: %s (%s/cuda/%s)",
+                       xattn__cuda_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype),
+                       (long long)d, (long long)dv, line, t->cache_root, name);
         } else {
-            memcpy(line, v, vl - 1);
-            line[vl - 1] = '\0';
-            char saved[512];
-            snprintf(saved, sizeof saved, "%s", xattn_last_error());
-            xattn__cuda_cfg c = xattn__cuda_cfg_default();
-            if (xattn__cuda_cfg_parse(line, "config", &c) == XATTN_STATUS_OK) {
-                *cfg = c;
-                found = 1;
-                xattn__log(XATTN_LOG_INFO,
-                           "cuda: tuned configuration for %s %s D %lld Dv %lld: %s "
-                           "(%s/cuda/%s)",
-                           xattn__cuda_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype),
-                           (long long)d, (long long)dv, line, t->cache_root, name);
-            } else {
-                snprintf(why, sizeof why, "corrupt: %s", xattn_last_error());
-            }
-            xattn__set_error_text(saved);
+            snprintf(why, sizeof why, "corrupt: %s", xattn_last_error());
         }
+        xattn__set_error_text(saved);
     }
-    xattn__file_free(t->owner, file, flen);
     if (!found)
         xattn__log(XATTN_LOG_WARN, "cuda: tuned configuration %s/cuda/%s ignored: %s",
                    t->cache_root, name, why);
@@ -298,15 +262,8 @@ xattn_status xattn__cuda_tune_store(xattn__cuda_tune *t, int algo, int dtype, in
     char key[1024], name[64], text[128], why[512] = "";
     xattn__cuda_tune_key(t, algo, dtype, d, dv, key, sizeof key, name, sizeof name);
     xattn__cuda_cfg_format(cfg, text, sizeof text);
-    int dfd;
-    int rc = xattn__cache_dir_open(t->cache_root, "cuda", 1, &dfd, why, sizeof why);
-    if (rc == XATTN__FILE_OK) {
-        const xattn__file_part parts[4] = {
-            {key, strlen(key)}, {"config=", 7}, {text, strlen(text)}, {"\n", 1}};
-        rc = xattn__file_write(dfd, name, parts, 4, why, sizeof why);
-        close(dfd);
-    }
-    if (rc != XATTN__FILE_OK)
+    if (xattn__tune_entry_write(t->cache_root, "cuda", name, key, "config=", text, why,
+                                sizeof why) != XATTN__FILE_OK)
         return xattn__error(XATTN_STATUS_IO, "tuned configuration not stored in %s/cuda/%s: %s",
                             t->cache_root, name, why);
     xattn__cuda_tuned *e = xattn__cuda_memo_find(t, algo, dtype, d, dv);

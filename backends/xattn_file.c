@@ -418,3 +418,60 @@ size_t xattn__prog_entry_head(unsigned char *head, unsigned char tail[8], const 
     memcpy(tail, &sum, 8);
     return 20 + klen;
 }
+
+/* ---- tune entries ---------------------------------------------------------- */
+
+int xattn__tune_entry_read(const char *root, const char *sub, const char *name,
+                           struct xattn_ctx *owner, size_t max, const char *magic, const char *key,
+                           const char *field, const char *stale, char *value, size_t valuen,
+                           char *why, size_t whyn)
+{
+    int dfd;
+    int rc = xattn__cache_dir_open(root, sub, 0, &dfd, why, whyn);
+    unsigned char *file = NULL;
+    size_t flen = 0;
+    if (rc == XATTN__FILE_OK) {
+        rc = xattn__file_read(dfd, name, max, owner, "tune entry", &file, &flen, why, whyn);
+        close(dfd);
+    }
+    if (rc != XATTN__FILE_OK)
+        return rc == XATTN__FILE_ABSENT ? rc : XATTN__FILE_SKIP;
+    const size_t ml = strlen(magic), kl = strlen(key), fl = strlen(field);
+    const char *text = (const char *)file; /* NUL-terminated by xattn__file_read */
+    rc = XATTN__FILE_SKIP;
+    if (flen < ml || memcmp(text, magic, ml)) {
+        snprintf(why, whyn, "not a tune entry (corrupt)");
+    } else if (flen <= kl + fl + 1 || memcmp(text, key, kl) || memcmp(text + kl, field, fl)) {
+        snprintf(why, whyn, "stale or corrupt: not the entry of this device, driver and case (%s)",
+                 stale);
+    } else {
+        const char *v = text + kl + fl;
+        const size_t vl = flen - kl - fl; /* with its newline */
+        if (text[flen - 1] != '\n' || strlen(v) != vl || memchr(v, '\n', vl - 1) ||
+            vl - 1 >= valuen) {
+            snprintf(why, whyn,
+                     "corrupt: the %.*s line is not one line of at most %zu bytes ending the file",
+                     (int)(fl - 1), field, valuen - 1);
+        } else {
+            memcpy(value, v, vl - 1);
+            value[vl - 1] = '\0';
+            rc = XATTN__FILE_OK;
+        }
+    }
+    xattn__file_free(owner, file, flen);
+    return rc;
+}
+
+int xattn__tune_entry_write(const char *root, const char *sub, const char *name, const char *key,
+                            const char *field, const char *value, char *why, size_t whyn)
+{
+    int dfd;
+    int rc = xattn__cache_dir_open(root, sub, 1, &dfd, why, whyn);
+    if (rc == XATTN__FILE_OK) {
+        const xattn__file_part parts[4] = {
+            {key, strlen(key)}, {field, strlen(field)}, {value, strlen(value)}, {"\n", 1}};
+        rc = xattn__file_write(dfd, name, parts, 4, why, whyn);
+        close(dfd);
+    }
+    return rc == XATTN__FILE_OK ? rc : XATTN__FILE_SKIP;
+}

@@ -80,6 +80,26 @@ typedef struct xattn__file_part {
 int xattn__file_write(int dfd, const char *name, const xattn__file_part *parts, int nparts,
                       char *why, size_t whyn);
 
+/* ---- tune entries (the OpenCL tiles and the CUDA configurations) -------- */
+
+/*
+ * A tune entry is the file <root>/<sub>/<name> holding `key` (which begins
+ * with the format's magic line and names the device, driver and case), then
+ * `field` ("tile=", "config=") and one value line ending the file.
+ * xattn__tune_entry_read: XATTN__FILE_OK with the value (without its newline)
+ * in value[valuen]; XATTN__FILE_ABSENT when there is none; XATTN__FILE_SKIP
+ * with `why` when it cannot be read or is not this key's entry (`stale`, the
+ * case in words, ends the stale message). The memory is counted by owner.
+ */
+int xattn__tune_entry_read(const char *root, const char *sub, const char *name,
+                           struct xattn_ctx *owner, size_t max, const char *magic, const char *key,
+                           const char *field, const char *stale, char *value, size_t valuen,
+                           char *why, size_t whyn);
+/* Writes the entry (atomically, xattn__file_write): XATTN__FILE_OK or
+ * XATTN__FILE_SKIP with `why`. */
+int xattn__tune_entry_write(const char *root, const char *sub, const char *name, const char *key,
+                            const char *field, const char *value, char *why, size_t whyn);
+
 /* ---- entry formats (memory in, memory out) ------------------------------- */
 
 /* A program-cache entry: 8 bytes of magic, u32 key length, the key, u64

@@ -330,47 +330,19 @@ static int xattn__cl_tune_read(const xattn_cl_ctx *c, int algo, int dtype, int64
 {
     if (!c->cache_root[0] || !xattn__cl_tune_algo(algo))
         return 0;
-    char key[1400], name[64], why[512] = "";
+    char key[1400], name[64], why[512] = "", stale[160], tile_text[256];
     xattn__cl_tune_key(c, algo, dtype, d, dv, key, sizeof key, name, sizeof name);
-    int dfd;
-    int rc = xattn__cache_dir_open(c->cache_root, "opencl", 0, &dfd, why, sizeof why);
-    unsigned char *file = NULL;
-    size_t flen = 0;
-    if (rc == XATTN__FILE_OK) {
-        rc = xattn__file_read(dfd, name, XATTN__TUNE_FILE_MAX, c->owner, "tune entry", &file, &flen,
-                              why, sizeof why);
-        close(dfd);
-    }
+    snprintf(stale, sizeof stale, "algo %s, dtype %s, D %lld, Dv %lld", xattn__cl_tune_algo(algo),
+             xattn_dtype_name((xattn_dtype)dtype), (long long)d, (long long)dv);
+    int rc = xattn__tune_entry_read(c->cache_root, "opencl", name, c->owner, XATTN__TUNE_FILE_MAX,
+                                    XATTN__TUNE_MAGIC, key, "tile=", stale, tile_text,
+                                    sizeof tile_text, why, sizeof why);
     if (rc == XATTN__FILE_ABSENT)
         return 0;
     int found = 0;
-    if (rc != XATTN__FILE_OK) {
-        xattn__log(XATTN_LOG_WARN, "opencl: tuned tile %s/opencl/%s ignored: %s", c->cache_root,
-                   name, why);
-        return 0;
-    }
-    const size_t kl = strlen(key);
-    const char *text = (const char *)file;
-    char tile_text[256];
-    if (flen < sizeof XATTN__TUNE_MAGIC - 1 ||
-        memcmp(text, XATTN__TUNE_MAGIC, sizeof XATTN__TUNE_MAGIC - 1)) {
-        snprintf(why, sizeof why, "not a tune entry (corrupt)");
-    } else if (flen <= kl + 6 || memcmp(text, key, kl) || memcmp(text + kl, "tile=", 5)) {
-        snprintf(why, sizeof why,
-                 "stale or corrupt: not the entry of this device, driver and case "
-                 "(algo %s, dtype %s, D %lld, Dv %lld)",
-                 xattn__cl_tune_algo(algo), xattn_dtype_name((xattn_dtype)dtype), (long long)d,
-                 (long long)dv);
-    } else if (text[flen - 1] != '\n' || strlen(text + kl + 5) != flen - kl - 5 ||
-               memchr(text + kl + 5, '\n', flen - kl - 6) || flen - kl - 6 >= sizeof tile_text) {
-        snprintf(why, sizeof why,
-                 "corrupt: the tile line is not one line of at most %zu bytes ending the file",
-                 sizeof tile_text - 1);
-    } else {
+    if (rc == XATTN__FILE_OK) {
         char saved[512];
         snprintf(saved, sizeof saved, "%s", xattn_last_error());
-        memcpy(tile_text, text + kl + 5, flen - kl - 6);
-        tile_text[flen - kl - 6] = '\0';
         if (xattn__cl_tile_check(c, tile_text, d, dv, t) == XATTN_STATUS_OK) {
             t->tuned = 1;
             found = 1;
@@ -383,7 +355,6 @@ static int xattn__cl_tune_read(const xattn_cl_ctx *c, int algo, int dtype, int64
         }
         xattn__set_error_text(saved);
     }
-    xattn__file_free(c->owner, file, flen);
     if (!found)
         xattn__log(XATTN_LOG_WARN, "opencl: tuned tile %s/opencl/%s ignored: %s", c->cache_root,
                    name, why);
@@ -488,15 +459,8 @@ static xattn_status xattn__cl_tune_store(xattn_cl_ctx *c, xattn_algo algo, xattn
     xattn__cl_tune_key(c, (int)algo, (int)dtype, head_dim, head_dim_v, key, sizeof key, name,
                        sizeof name);
     xattn__cl_tile_format(&t, text, sizeof text);
-    int dfd;
-    int rc = xattn__cache_dir_open(c->cache_root, "opencl", 1, &dfd, why, sizeof why);
-    if (rc == XATTN__FILE_OK) {
-        const xattn__file_part parts[4] = {
-            {key, strlen(key)}, {"tile=", 5}, {text, strlen(text)}, {"\n", 1}};
-        rc = xattn__file_write(dfd, name, parts, 4, why, sizeof why);
-        close(dfd);
-    }
-    if (rc != XATTN__FILE_OK)
+    if (xattn__tune_entry_write(c->cache_root, "opencl", name, key, "tile=", text, why,
+                                sizeof why) != XATTN__FILE_OK)
         return xattn__error(XATTN_STATUS_IO, "tuned tile not stored in %s/opencl/%s: %s",
                             c->cache_root, name, why);
     /* This context uses it from its next call on, as a new one would. */
