@@ -531,7 +531,9 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 ((int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
-    ARG_FLOAT(p->softcap);
+    /* The score modifiers travel as one struct (xattn_sem_mods), the same
+     * definition on both sides: float and int fields only. */
+    ARG_SET(sizeof p->mods, &p->mods);
 #undef ARG_VIEW
 #undef ARG_FLOAT
 #undef ARG_INT

@@ -96,7 +96,7 @@ xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *
     p->has_v_scale = d->v_scale.buffer != NULL;
     p->alibi = d->alibi_slopes;
     p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
-    p->softcap = d->softcap;
+    p->mods.softcap = d->softcap;
     p->causal = d->causal;
     p->bottom_right = d->align == XATTN_ALIGN_BOTTOM_RIGHT;
     p->window_left = d->window_left;

@@ -55,9 +55,9 @@ typedef struct xattn_problem {
     int has_k_scale, has_v_scale;
     xattn_view k_scale, v_scale;
 
-    const float *alibi; /* host [Hq] or NULL */
-    float scale;        /* resolved (never the 0 "default") */
-    float softcap;      /* 0 = off */
+    const float *alibi;  /* host [Hq] or NULL */
+    float scale;         /* resolved (never the 0 "default") */
+    xattn_sem_mods mods; /* the call's score modifiers (softcap): xattn_semantics.h */
     int causal;
     int bottom_right;                  /* alignment: p = i + (len_k - len_q) when 1, p = i when 0 */
     int64_t window_left, window_right; /* < 0 = unbounded */

@@ -109,7 +109,15 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
     cx->p = p;
     cx->a = a;
     cx->uk = xattn__cpu_uk_get(a->simd);
-    cx->mods = p->alibi != NULL || p->has_bias;
+    /* The softcap has a vector form (uk->softcap); any other modifier of
+     * p->mods goes key by key through xattn_sem_modify, and then the softcap
+     * with it, to keep the semantics' order without a vector form of each. */
+    cx->rmods = p->mods;
+    cx->rmods.softcap = 0.0f;
+    if (xattn_sem_mods_any(&cx->rmods))
+        cx->rmods = p->mods;
+    cx->vcap = cx->rmods.softcap > 0.0f ? 0.0f : p->mods.softcap;
+    cx->mods = p->alibi != NULL || p->has_bias || xattn_sem_mods_any(&cx->rmods);
     /* s = (q . k) * scale with no partial sum in f32 larger than those of q . k
      * itself: a |scale| <= 1 multiplies q as it is loaded, where it can only
      * shrink them (and costs nothing more), a larger one the finished dot
@@ -164,19 +172,15 @@ void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, floa
         s[t * stride] = -INFINITY;
     if (!cx->mods)
         return;
-    const float slope = rw->slope;
-    const int alibi = p->alibi != NULL, bias = p->has_bias;
+    const float slope = rw->slope; /* 0 without ALiBi */
+    const int bias = p->has_bias;
     const void *bbase = cx->a->bias;
     const int64_t bsd = p->bias.sd;
     const xattn_dtype bdt = p->bias.dtype;
     for (int64_t t = a; t < e; t++) {
-        int64_t j = j0 + t;
-        float v = s[t * stride];
-        if (alibi)
-            v += xattn_sem_alibi(slope, rw->pos, j);
-        if (bias)
-            v += xattn__cpu_load1(bbase, rw->bias_idx + j * bsd, bdt);
-        s[t * stride] = v;
+        const int64_t j = j0 + t;
+        const float bv = bias ? xattn__cpu_load1(bbase, rw->bias_idx + j * bsd, bdt) : 0.0f;
+        s[t * stride] = xattn_sem_modify(&cx->rmods, s[t * stride], slope, rw->pos, j, bv);
     }
 }
 
@@ -192,7 +196,7 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
     for (int64_t d = 0; d < p->D; d++)
         s += qv[d] * kv[d];
     s *= cx->post;
-    s = xattn_sem_softcap(s, p->softcap);
+    s = xattn_sem_softcap(s, cx->vcap);
     xattn__cpu_mod_row(cx, rw, &s, 1, j, 1);
     return s;
 }
@@ -631,9 +635,9 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     if (cx->post != 1.0f)
         for (int c = 0; c < nc; c++)
             uk->scale(sc->st + c * BQ, R, cx->post);
-    if (p->softcap > 0.0f)
+    if (cx->vcap > 0.0f)
         for (int c = 0; c < nc; c++)
-            uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);
+            uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), cx->vcap);
     if (cx->mods || !full)
         for (int r = 0; r < R; r++)
             xattn__cpu_mod_row(cx, &sc->rows[r], sc->st + r, BQ, ja, nc);

@@ -338,7 +338,13 @@ typedef struct xattn__cpu_ctx {
     const xattn_problem *p;
     const xattn_cpu_args *a;
     const xattn__cpu_uk *uk;
-    int mods;    /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
+    /* The call's score modifiers in two parts: the softcap that the callers
+     * run on whole vectors (vcap, 0 = none), and what xattn__cpu_mod_row
+     * applies key by key through xattn_sem_modify (rmods: everything, softcap
+     * included, when the call has a modifier without a vector form here). */
+    float vcap;
+    xattn_sem_mods rmods;
+    int mods;    /* ALiBi, bias or rmods present: valid scores need xattn__cpu_mod_row */
     int64_t Dvp; /* Dv rounded up to XATTN__CPU_PAD */
     int64_t ldk; /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
     /* The scale in two factors, qscale * post (see xattn__cpu_ctx_init): q is
@@ -364,9 +370,10 @@ void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b
                          int64_t i, int64_t kmin, int64_t kmax);
 
 /* For the scores s[t*stride] of keys j0 + t (t < n) of row rw: ALiBi and bias
- * on the valid keys, -inf on the others (docs/semantics.md steps 3-6). The softcap
- * (step 2) comes before, vectorized: the callers run uk->softcap on the raw
- * scores first (a masked score is overwritten with -inf here anyway). */
+ * and cx->rmods on the valid keys, -inf on the others (docs/semantics.md steps
+ * 2-6). The vectorized softcap comes before: the callers run uk->softcap with
+ * cx->vcap on the raw scores first when it is not 0 (a masked score is
+ * overwritten with -inf here anyway). */
 void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, float *s,
                         int64_t stride, int64_t j0, int64_t n);
 
