@@ -319,4 +319,28 @@ XATTN_SEM_FN float xattn_sem_fp8_value(unsigned int byte, int e5m2)
     return (byte & 0x80u) ? -v : v;
 }
 
+/* ---- K/V dtypes: where a q8_0 value lies ----------------------------------- */
+
+/*
+ * q8_0 (ggml's block_q8_0): blocks of 32 values along the head dim, each 34
+ * bytes, an IEEE f16 scale d (little-endian) followed by 32 int8 qs; value i
+ * of a block is d * qs[i]. Addresses stay in values (elements): value e of a
+ * buffer (e counted from the buffer's byte 0, offsets are whole blocks) has
+ * its qs at byte (e / 32) * 34 + 2 + e % 32 and its block's d at byte
+ * (e / 32) * 34. The one formula of docs/api.md: every backend and the
+ * reference address q8_0 through these two.
+ */
+#define XATTN_SEM_Q8_0_BLOCK 32
+#define XATTN_SEM_Q8_0_BLOCK_BYTES 34
+
+XATTN_SEM_FN xattn_sem_i64 xattn_sem_q8_0_d_byte(xattn_sem_i64 e)
+{
+    return e / XATTN_SEM_Q8_0_BLOCK * XATTN_SEM_Q8_0_BLOCK_BYTES;
+}
+
+XATTN_SEM_FN xattn_sem_i64 xattn_sem_q8_0_qs_byte(xattn_sem_i64 e)
+{
+    return xattn_sem_q8_0_d_byte(e) + 2 + e % XATTN_SEM_Q8_0_BLOCK;
+}
+
 #endif /* XATTN_SEMANTICS_H */

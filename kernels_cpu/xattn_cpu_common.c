@@ -405,6 +405,26 @@ int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const
         }
         return check && bad != bad;
     }
+    if (dt == XATTN_DTYPE_Q8_0) {
+        /* Each block's f16 d once, times its 32 int8 (exact in f32); the
+         * inner loop is plain C that the compiler vectorizes. */
+        float bad = 0.0f; /* x*0: NaN iff an element is inf or NaN */
+        for (int64_t c = 0; c < nc; c++) {
+            const uint8_t *s = (const uint8_t *)base + xattn_sem_q8_0_d_byte(idx0 + c * rstride);
+            float *row = tile + c * ld;
+            for (int64_t b0 = 0; b0 < n;
+                 b0 += XATTN_SEM_Q8_0_BLOCK, s += XATTN_SEM_Q8_0_BLOCK_BYTES) {
+                const float d = xattn__cpu_f16_to_f32((uint16_t)(s[0] | (s[1] << 8)));
+                const int8_t *qs = (const int8_t *)(s + 2);
+                for (int i = 0; i < XATTN_SEM_Q8_0_BLOCK; i++)
+                    row[b0 + i] = d * (float)qs[i];
+                bad += d * 0.0f;
+            }
+            for (int64_t d = n; d < zero_to; d++)
+                row[d] = 0.0f;
+        }
+        return check && bad != bad;
+    }
     if (uk->load_rows)
         return uk->load_rows(tile, ld, base, idx0, rstride, n, zero_to, nc, dt, check);
     int bad = 0;
@@ -462,15 +482,17 @@ void xattn__cpu_token_rows(const xattn_problem *p, const xattn_view *v, int64_t 
 void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
                               int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc)
 {
-    const int64_t esz = xattn__cpu_esize(v->dtype);
     if (v->sd != 1)
         return; /* strided rows: not worth guessing */
     /* By runs of keys within one page (one run without pages). */
+    const xattn_dtype dt = v->dtype;
+    const int64_t rb = xattn__cpu_start_byte(dt, n), sb = xattn__cpu_start_byte(dt, v->ss);
     for (int64_t c = 0, run; c < nc; c += run) {
         run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
-        const char *row = (const char *)base + xattn__cpu_krow(v, p, b, ja + c, hk) * esz;
-        for (int64_t r = 0; r < run; r++, row += v->ss * esz)
-            for (int64_t o = 0; o < n * esz; o += 64)
+        const char *row =
+            (const char *)base + xattn__cpu_start_byte(dt, xattn__cpu_krow(v, p, b, ja + c, hk));
+        for (int64_t r = 0; r < run; r++, row += sb)
+            for (int64_t o = 0; o < rb; o += 64)
                 __builtin_prefetch(row + o, 0, 2);
     }
 }
