@@ -164,6 +164,7 @@ static xattn_status xattn__q8_0_args(const void *a, const void *b, int64_t n, co
 
 xattn_status xattn_quantize_q8_0(const float *x, void *blocks, int64_t n)
 {
+    xattn__clear_error(); /* a success leaves the message empty */
     XATTN_RETURN_IF_ERROR(xattn__q8_0_args(x, blocks, n, "xattn_quantize_q8_0"));
     int64_t bad = -1; /* the first inf or NaN */
     for (int64_t i = 0; i < n / XATTN_Q8_0_BLOCK; i++) {
@@ -202,6 +203,7 @@ xattn_status xattn_quantize_q8_0(const float *x, void *blocks, int64_t n)
 
 xattn_status xattn_dequantize_q8_0(const void *blocks, float *x, int64_t n)
 {
+    xattn__clear_error(); /* a success leaves the message empty */
     XATTN_RETURN_IF_ERROR(xattn__q8_0_args(blocks, x, n, "xattn_dequantize_q8_0"));
     for (int64_t i = 0; i < n / XATTN_Q8_0_BLOCK; i++) {
         const unsigned char *blk = (const unsigned char *)blocks + i * XATTN_Q8_0_BLOCK_BYTES;

@@ -406,22 +406,25 @@ int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const
         return check && bad != bad;
     }
     if (dt == XATTN_DTYPE_Q8_0) {
-        /* Each block's f16 d once, times its 32 int8 (exact in f32); the
-         * inner loop is plain C that the compiler vectorizes. */
+        /* Each block's f16 d once, times its int8 (exact in f32); the inner
+         * loop is plain C that the compiler vectorizes. Rows start on a block
+         * (the layout rules), but a piece of a row need not (k < 32 then). */
+        const int64_t QB = XATTN_SEM_Q8_0_BLOCK;
         float bad = 0.0f; /* x*0: NaN iff an element is inf or NaN */
         for (int64_t c = 0; c < nc; c++) {
-            const uint8_t *s = (const uint8_t *)base + xattn_sem_q8_0_d_byte(idx0 + c * rstride);
             float *row = tile + c * ld;
-            for (int64_t b0 = 0; b0 < n;
-                 b0 += XATTN_SEM_Q8_0_BLOCK, s += XATTN_SEM_Q8_0_BLOCK_BYTES) {
+            for (int64_t t = 0, k; t < n; t += k) {
+                const int64_t e = idx0 + c * rstride + t, i0 = e % QB;
+                const uint8_t *s = (const uint8_t *)base + xattn_sem_q8_0_d_byte(e);
                 const float d = xattn__cpu_f16_to_f32((uint16_t)(s[0] | (s[1] << 8)));
-                const int8_t *qs = (const int8_t *)(s + 2);
-                for (int i = 0; i < XATTN_SEM_Q8_0_BLOCK; i++)
-                    row[b0 + i] = d * (float)qs[i];
+                const int8_t *qs = (const int8_t *)(s + 2) + i0;
+                k = xattn__cpu_min(QB - i0, n - t);
+                for (int64_t i = 0; i < k; i++)
+                    row[t + i] = d * (float)qs[i];
                 bad += d * 0.0f;
             }
-            for (int64_t d = n; d < zero_to; d++)
-                row[d] = 0.0f;
+            for (int64_t z = n; z < zero_to; z++)
+                row[z] = 0.0f;
         }
         return check && bad != bad;
     }

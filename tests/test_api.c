@@ -138,6 +138,8 @@ static void test_q8_0(void)
            bad_q);
     EXPECT(xattn_dequantize_q8_0(blk, y, N) == XATTN_STATUS_OK, "dequantize: %s",
            xattn_last_error());
+    EXPECT(!strcmp(xattn_last_error(), ""), "a success leaves the message empty: %s",
+           xattn_last_error());
     for (int b = 0; b < NB; b++) {
         const unsigned char *k = blk + b * 34;
         float amax = 0.0f;
@@ -190,7 +192,8 @@ static void test_q8_0(void)
     EXPECT(xattn_dequantize_q8_0(blk, y, 31) == XATTN_STATUS_INVALID_ARGUMENT, "dequantize n 31");
     EXPECT(xattn_quantize_q8_0(NULL, blk, 32) == XATTN_STATUS_INVALID_ARGUMENT, "NULL x");
     EXPECT(xattn_dequantize_q8_0(blk, NULL, 32) == XATTN_STATUS_INVALID_ARGUMENT, "NULL out");
-    EXPECT(xattn_quantize_q8_0(NULL, NULL, 0) == XATTN_STATUS_OK, "n 0");
+    EXPECT(xattn_quantize_q8_0(NULL, NULL, 0) == XATTN_STATUS_OK && !strcmp(xattn_last_error(), ""),
+           "n 0, the message cleared: %s", xattn_last_error());
 }
 
 static void test_names(void)
