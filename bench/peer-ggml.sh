@@ -5,7 +5,7 @@
 # tests/ or .ci/ needs ggml).
 #
 #   bench/peer-ggml.sh [-x XATTN] [-r ROUNDS] [-n REPS] [-t THREADS]
-#                      [-s SK_LIST] [-d DTYPES] [-l LAYOUTS] [-C CACHE_DIR] [-k]
+#                      [-s SK_LIST] [-d DTYPES] [-l LAYOUTS] [-C CACHE_DIR] [-P] [-k]
 #
 #   -x XATTN     the xattn tool (default build/release/bench/xattn); its
 #                libxattn.so and this repository's include/ build the peer
@@ -21,6 +21,10 @@
 #                (each head's keys together), comma list (default bshd,bhsd)
 #   -C DIR       where ggml is fetched and built, outside the repository
 #                (default ${XDG_CACHE_HOME:-$HOME/.cache}/xattn-peers)
+#   -P           ggml's tensors on transparent huge pages (madvise), as
+#                xattn's allocator asks; ggml's own allocator (llama.cpp's
+#                cache) does not, so by default it gets what the system's
+#                THP setting gives (4 KiB pages where it is "madvise")
 #   -k           skip the check of both outputs against xattn's reference
 #
 # The shape is llama-3-8B decode: B 8, 32 query / 8 KV heads, D 128, Sq 1,
@@ -54,7 +58,8 @@ dtypes=f16,q8_0,fp8e4m3
 layouts=bshd,bhsd
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/xattn-peers
 do_check=1
-while getopts "x:r:n:t:s:d:l:C:kh" opt; do
+ggml_thp=()
+while getopts "x:r:n:t:s:d:l:C:Pkh" opt; do
     case $opt in
         x) xattn=$OPTARG ;;
         r) rounds=$OPTARG ;;
@@ -64,6 +69,7 @@ while getopts "x:r:n:t:s:d:l:C:kh" opt; do
         d) dtypes=$OPTARG ;;
         l) layouts=$OPTARG ;;
         C) cache=$OPTARG ;;
+        P) ggml_thp=(--thp) ;;
         k) do_check=0 ;;
         h) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
@@ -216,7 +222,7 @@ ggml_ms() { # sk layout dtype
         return 0
     fi
     out=$("$ggml_fa" "${shape[@]}" --sk "$1" --layout "$2" --kv-dtype "$3" \
-        --threads "$threads" --warmup 1 --reps "$reps") || {
+        --threads "$threads" --warmup 1 --reps "$reps" "${ggml_thp[@]}") || {
         echo "peer-ggml.sh: ggml_fa failed (Sk $1, $2, $3)" >&2
         return 1
     }
@@ -281,7 +287,8 @@ fmt_ms() { awk -v m="$1" 'BEGIN { if (m == "na") print "-"; else printf "%.1f", 
 echo
 echo "load at end: $(load)"
 echo
-echo "B8 H32/8 Sq1 D128, q/o f32, $threads threads; medians over $rounds rounds of $reps calls each"
+echo "B8 H32/8 Sq1 D128, q/o f32, $threads threads; medians over $rounds rounds of $reps calls each;" \
+    "ggml's tensors ${ggml_thp:+on huge pages (-P)}${ggml_thp:-as ggml allocates them}"
 echo
 echo "| Sk | layout | K/V | xattn ms | ggml ms | xattn/ggml | xattn GB/s | ggml GB/s | xattn vs its f16 |"
 echo "|---|---|---|---|---|---|---|---|---|"

@@ -15,6 +15,8 @@
  * views of [D, H, S, B] tensors: llama.cpp's cache keeps a token's heads
  * together, which is xattn's BSHD; --layout bhsd makes them contiguous.
  * The output is BSHD ([B, Sq, Hq, D]) either way, as ggml writes it.
+ * --thp asks for transparent huge pages on ggml's tensors (see
+ * advise_huge_pages): xattn's allocator asks for them, ggml's does not.
  *
  * Inputs are uniform in [-1, 1) from --seed (xattn's tool draws the same
  * distribution, not the same numbers). After --warmup untimed calls, --reps
@@ -31,13 +33,13 @@
  *
  *   ggml_fa [--batch 8] [--heads 32] [--kv-heads 8] [--sq 1] [--sk 8192]
  *           [--head-dim 128] [--kv-dtype f16|q8_0|f32] [--layout bshd|bhsd]
- *           [--threads 2] [--warmup 2] [--reps 10] [--seed 42] [--check]
+ *           [--threads 2] [--warmup 2] [--reps 10] [--seed 42] [--thp] [--check]
  *   ggml_fa --version
  *
  * Exit status: 0; 1 when ggml or xattn fails or the check finds a NaN or an
  * error above its bound; 2 for a bad command line.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _DEFAULT_SOURCE /* clock_gettime, madvise */
 
 #include <math.h>
 #include <stdint.h>
@@ -45,6 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -61,6 +66,7 @@ typedef struct fa_opts {
     int threads, warmup, reps;
     uint64_t seed;
     int check;
+    int thp;
 } fa_opts;
 
 typedef struct fa_graph {
@@ -91,7 +97,7 @@ static int parse_i64(const char *flag, const char *val, int64_t lo, int64_t hi, 
 
 static int parse_args(int argc, char **argv, fa_opts *o)
 {
-    *o = (fa_opts){8, 32, 8, 1, 8192, 128, GGML_TYPE_F16, 0, 2, 2, 10, 42, 0};
+    *o = (fa_opts){8, 32, 8, 1, 8192, 128, GGML_TYPE_F16, 0, 2, 2, 10, 42, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -100,6 +106,10 @@ static int parse_args(int argc, char **argv, fa_opts *o)
         if (!strcmp(a, "--version")) {
             printf("ggml %s (commit %s)\n", ggml_version(), ggml_commit());
             exit(0);
+        }
+        if (!strcmp(a, "--thp")) {
+            o->thp = 1;
+            continue;
         }
         if (!strcmp(a, "--check")) {
             o->check = 1;
@@ -244,6 +254,26 @@ static struct ggml_tensor *as_dshb(struct ggml_context *ctx, struct ggml_tensor 
     return bhsd ? t : ggml_permute(ctx, t, 0, 2, 1, 3);
 }
 
+/* Asks for transparent huge pages on the tensors' memory before it is first
+ * touched, as xattn's allocator does for its buffers; ggml's CPU buffers do
+ * not, so where THP is "madvise" (a common default) ggml runs on 4 KiB pages
+ * unless this is given. Advice only: a refusal is not an error. */
+static void advise_huge_pages(ggml_backend_buffer_t buf)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    const uintptr_t base = (uintptr_t)ggml_backend_buffer_get_base(buf);
+    const uintptr_t end = base + ggml_backend_buffer_get_size(buf);
+    const uintptr_t a = (base + huge - 1) & ~(huge - 1), e = end & ~(huge - 1);
+    if (e > a && madvise((void *)a, (size_t)(e - a), MADV_HUGEPAGE) != 0) {
+        fprintf(stderr, "ggml_fa: madvise(MADV_HUGEPAGE) refused; 4 KiB pages\n");
+    }
+#else
+    (void)buf;
+    fprintf(stderr, "ggml_fa: --thp needs Linux's MADV_HUGEPAGE; 4 KiB pages\n");
+#endif
+}
+
 static int graph_build(const fa_opts *o, fa_graph *g)
 {
     const int64_t D = o->head_dim;
@@ -288,6 +318,9 @@ static int graph_build(const fa_opts *o, fa_graph *g)
         fprintf(stderr, "ggml_fa: cannot allocate the tensors (%.2f GiB of K/V)\n",
                 2.0 * (double)ggml_nbytes(g->k) / (1 << 30));
         return 1;
+    }
+    if (o->thp) {
+        advise_huge_pages(g->buf);
     }
     uint64_t rng = o->seed;
     if (fill(g->q, D, &rng) || fill(g->k, D, &rng) || fill(g->v, D, &rng)) {
@@ -337,13 +370,13 @@ static int time_calls(const fa_opts *o, fa_graph *g)
     const double kv_bytes = (double)(ggml_nbytes(g->k) + ggml_nbytes(g->v));
     printf("{\"peer\": \"ggml\", \"ggml\": \"%s\", \"ggml_commit\": \"%s\", "
            "\"case\": \"B%lld H%lld/%lld Sq%lld Sk%lld D%lld\", \"kv_dtype\": \"%s\", "
-           "\"layout\": \"%s\", \"threads\": %d, \"warmup\": %d, \"reps\": %d, "
+           "\"layout\": \"%s\", \"thp\": %d, \"threads\": %d, \"warmup\": %d, \"reps\": %d, "
            "\"median_ms\": %.4f, \"min_ms\": %.4f, \"p90_ms\": %.4f, \"kv_bytes\": %.0f, "
            "\"kv_gbytes_per_s\": %.3f}\n",
            ggml_version(), ggml_commit(), (long long)o->batch, (long long)o->heads,
            (long long)o->kv_heads, (long long)o->sq, (long long)o->sk, (long long)o->head_dim,
-           kv_type_name(o->kv_type), o->bhsd ? "bhsd" : "bshd", o->threads, o->warmup, o->reps,
-           median, t[0], t[p90], kv_bytes, kv_bytes / (median * 1e6));
+           kv_type_name(o->kv_type), o->bhsd ? "bhsd" : "bshd", o->thp, o->threads, o->warmup,
+           o->reps, median, t[0], t[p90], kv_bytes, kv_bytes / (median * 1e6));
     free(t);
     return 0;
 }
