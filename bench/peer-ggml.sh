@@ -59,6 +59,7 @@ layouts=bshd,bhsd
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/xattn-peers
 do_check=1
 ggml_thp=()
+pages="as ggml allocates them"
 while getopts "x:r:n:t:s:d:l:C:Pkh" opt; do
     case $opt in
         x) xattn=$OPTARG ;;
@@ -69,7 +70,10 @@ while getopts "x:r:n:t:s:d:l:C:Pkh" opt; do
         d) dtypes=$OPTARG ;;
         l) layouts=$OPTARG ;;
         C) cache=$OPTARG ;;
-        P) ggml_thp=(--thp) ;;
+        P)
+            ggml_thp=(--thp)
+            pages="on huge pages (-P)"
+            ;;
         k) do_check=0 ;;
         h) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
@@ -288,7 +292,7 @@ echo
 echo "load at end: $(load)"
 echo
 echo "B8 H32/8 Sq1 D128, q/o f32, $threads threads; medians over $rounds rounds of $reps calls each;" \
-    "ggml's tensors ${ggml_thp:+on huge pages (-P)}${ggml_thp:-as ggml allocates them}"
+    "ggml's tensors $pages"
 echo
 echo "| Sk | layout | K/V | xattn ms | ggml ms | xattn/ggml | xattn GB/s | ggml GB/s | xattn vs its f16 |"
 echo "|---|---|---|---|---|---|---|---|---|"
