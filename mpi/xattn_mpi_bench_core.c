@@ -10,27 +10,46 @@
 
 const char *const xattn_mpi_bench_strategy_names[2] = {"ring", "alltoall"};
 
-/* n random values in [-1, 1) of dtype dt (f16 / bf16 rounded from f32). */
+/* n random values in [-1, 1) of dtype dt, rounded from f32: f16 / bf16 / fp8
+ * per value, q8_0 in ggml's blocks of 32 (xattn_dtype_bytes sizes them all;
+ * xattn_dtype_size is 0 for q8_0). Values that q8_0 cannot hold (n not whole
+ * blocks) stay zero bytes: the library names that shape when it is run. */
 static xattn_buffer *rand_buffer(xattn_ctx *ctx, size_t n, uint32_t seed, xattn_dtype dt)
 {
     if (n == 0)
         return NULL;
-    size_t es = xattn_dtype_size(dt);
-    unsigned char *a = malloc(n * es);
+    size_t es = xattn_dtype_size(dt), bytes = (size_t)xattn_dtype_bytes(dt, n);
+    float *x = malloc(n * sizeof *x);
+    unsigned char *a = calloc(bytes ? bytes : 1, 1);
     xattn_buffer *b = NULL;
-    if (!a)
+    if (!x || !a || !bytes) {
+        free(x);
+        free(a);
         return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         seed = seed * 1664525u + 1013904223u;
-        float x = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-        uint16_t h = dt == XATTN_DTYPE_F16 ? xattn_f32_to_f16(x) : xattn_f32_to_bf16(x);
-        if (es == 2)
-            memcpy(a + i * 2, &h, 2);
-        else
-            memcpy(a + i * 4, &x, 4);
+        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
     }
-    if (xattn_buffer_alloc(ctx, n * es, &b) == XATTN_STATUS_OK)
-        xattn_buffer_write(b, 0, a, n * es);
+    if (dt == XATTN_DTYPE_Q8_0) {
+        if (n % XATTN_Q8_0_BLOCK == 0)
+            xattn_quantize_q8_0(x, a, (int64_t)n);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (es == 4) {
+                memcpy(a + i * 4, &x[i], 4);
+            } else if (es == 2) {
+                uint16_t h =
+                    dt == XATTN_DTYPE_F16 ? xattn_f32_to_f16(x[i]) : xattn_f32_to_bf16(x[i]);
+                memcpy(a + i * 2, &h, 2);
+            } else {
+                a[i] = xattn_f32_to_fp8(x[i], dt);
+            }
+        }
+    }
+    if (xattn_buffer_alloc(ctx, bytes, &b) == XATTN_STATUS_OK)
+        xattn_buffer_write(b, 0, a, bytes);
+    free(x);
     free(a);
     return b;
 }
@@ -46,7 +65,8 @@ static void make_problem(xattn_ctx *ctx, const xattn_mpi_bench_args *a, int64_t 
     buf[2] = rand_buffer(ctx, (size_t)(B * sk * Hkv * Dv), seed + 12u, a->kv_dtype);
     buf[3] = NULL;
     if (sq > 0)
-        xattn_buffer_alloc(ctx, (size_t)(B * sq * H * Dv) * xattn_dtype_size(a->dtype), &buf[3]);
+        xattn_buffer_alloc(ctx, (size_t)xattn_dtype_bytes(a->dtype, (uint64_t)(B * sq * H * Dv)),
+                           &buf[3]);
     xattn_attn_desc_init(d);
     d->q = xattn_tensor_bshd(buf[0], 0, a->dtype, B, sq, H, D);
     d->k = xattn_tensor_bshd(buf[1], 0, a->kv_dtype, B, sk, Hkv, D);
@@ -100,15 +120,19 @@ static void summarize(const xattn_mpi_bench_args *a, int strat, xattn_mpi_bench_
     s->gflops_useful = s->job_ms > 0 ? s->all[0].flops_useful / (s->job_ms * 1e6) : 0;
     /* the model's bytes per rank (docs/scale.md): the ring moves n-1 blocks of K/V, the
      * all-to-all (n-1)/n of this rank's Q, K, V in and O out */
-    double B = (double)a->batch, D = (double)a->head_dim, Dv = (double)a->head_dim_v;
-    double qes = (double)xattn_dtype_size(a->dtype), kves = (double)xattn_dtype_size(a->kv_dtype);
+    double B = (double)a->batch;
+    /* bytes of one head's row of K plus V (and of Q plus O): q8_0 has no bytes per value */
+    double qrow = (double)(xattn_dtype_bytes(a->dtype, (uint64_t)a->head_dim) +
+                           xattn_dtype_bytes(a->dtype, (uint64_t)a->head_dim_v)),
+           kvrow = (double)(xattn_dtype_bytes(a->kv_dtype, (uint64_t)a->head_dim) +
+                            xattn_dtype_bytes(a->kv_dtype, (uint64_t)a->head_dim_v));
     if (strat == 0)
         s->model_bytes_per_rank =
-            (double)(n - 1) * B * (double)a->sk / n * (double)a->kv_heads * (D + Dv) * kves;
+            (double)(n - 1) * B * (double)a->sk / n * (double)a->kv_heads * kvrow;
     else
-        s->model_bytes_per_rank = (double)(n - 1) / n * B / n *
-                                  ((double)a->sq * (double)a->heads * (D + Dv) * qes +
-                                   (double)a->sk * (double)a->kv_heads * (D + Dv) * kves);
+        s->model_bytes_per_rank =
+            (double)(n - 1) / n * B / n *
+            ((double)a->sq * (double)a->heads * qrow + (double)a->sk * (double)a->kv_heads * kvrow);
 }
 
 /* One strategy: a warm-up, a->iters timed calls, the fastest job's stats
@@ -200,11 +224,12 @@ xattn_status xattn_mpi_bench_measure(MPI_Comm comm, xattn_ctx *ctx, const xattn_
             for (int it = 0; it <= a->iters; it++) {
                 double t0 = MPI_Wtime();
                 xattn_status st = xattn_attention(ctx, &s1, NULL);
+                if (st != XATTN_STATUS_OK) /* before the sync, whose success clears the message */
+                    snprintf(res->single_note, sizeof res->single_note, "%s: %s",
+                             xattn_status_name(st), xattn_last_error());
                 xattn_ctx_sync(ctx);
                 double ms = (MPI_Wtime() - t0) * 1e3;
                 if (st != XATTN_STATUS_OK) { /* said, not fatal: the ranks' figures stand */
-                    snprintf(res->single_note, sizeof res->single_note, "%s: %s",
-                             xattn_status_name(st), xattn_last_error());
                     res->single_ms = -1;
                     break;
                 }

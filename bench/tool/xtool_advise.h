@@ -26,8 +26,14 @@ typedef struct xtool_advise_dev {
     int roof_ok;
     xtool_roofline roof;     /* the best algorithm's executed work / actual bytes */
     xtool_roofline roof_min; /* useful work / minimum bytes (the shape itself) */
-    char advice[1024];
+    char advice[2048];
 } xtool_advise_dev;
+
+/* 1 when a cell's share of the FMA ceiling is above 100% and its useful
+ * work alone (the shape's own FLOPs, not the kernel's count) ran faster than
+ * that ceiling: the ceiling was measured low (on a busy machine), not the work
+ * over-counted. */
+int xtool_advise_ceiling_low(const xtool_cell *c);
 
 /* Writes d->advice from the case, the padding waste (has_lengths: a padded
  * batch from --lengths) and d's measured algorithms, roofline and packed run. */

@@ -31,7 +31,8 @@ static void xtool__algo_table(const xtool_advise_dev *d)
 {
     printf("  %-9s %10s %7s %10s %10s %10s %10s %9s\n", "algo", "median ms", "spread", "GFLOP/s",
            "workspace", "peak mem", "FLOP/byte", "%FMA");
-    int flagged = 0;
+    int flagged = 0, low = 0;
+    double low_ceiling = 0;
     for (int ai = 0; ai < 3; ai++) {
         const xtool_advise_algo *a = &d->a[ai];
         if (!a->ok) {
@@ -42,11 +43,21 @@ static void xtool__algo_table(const xtool_advise_dev *d)
         xtool_fmt_bytes((double)a->cell.info.workspace_bytes, ws, sizeof ws);
         xtool_fmt_bytes((double)a->cell.peak_bytes, pk, sizeof pk);
         xtool_fmt_pct(a->cell.pct_fma, pf, sizeof pf);
-        flagged += xtool_stats_over_ceiling(a->cell.pct_fma);
+        if (xtool_advise_ceiling_low(&a->cell)) {
+            low++;
+            low_ceiling = a->cell.fma_ceiling;
+        } else {
+            flagged += xtool_stats_over_ceiling(a->cell.pct_fma);
+        }
         printf("  %-9s %10.4f %6.1f%% %10.2f %10s %10s %10.2f %9s%s\n", xattn_algo_name(a->algo),
                a->cell.t.median, 100 * a->cell.t.spread, a->cell.gflops_useful, ws, pk,
                a->cell.intensity, pf, ai == d->best ? "  <- fastest" : "");
     }
+    if (low)
+        printf("  !        a share above 100%% whose useful work alone ran faster than the FMA "
+               "ceiling (%.1f GFLOP/s): the ceiling was measured low, most likely on a busy "
+               "machine; measure it again on a quiet one (--measure-ceilings)\n",
+               low_ceiling);
     if (flagged)
         printf("  !        %s\n", XTOOL_MODEL_ERROR_NOTE);
 }
@@ -121,8 +132,11 @@ static void xtool__json_algo(FILE *f, const xtool_advise_dev *d, const xtool_adv
             (unsigned long long)c->info.workspace_bytes, (unsigned long long)c->peak_bytes);
     xtool_json_field(f, "intensity", c->intensity);
     xtool_json_field_or_null(f, "pct_fma_ceiling", c->pct_fma);
-    fprintf(f, ", \"model_errors\": [%s], \"kernel\": ",
-            xtool_stats_over_ceiling(c->pct_fma) ? "\"pct_fma_ceiling\"" : "");
+    /* a share above 100% is either a model error or the proof of a ceiling measured low */
+    const int low = xtool_advise_ceiling_low(c);
+    fprintf(f, ", \"model_errors\": [%s], \"fma_ceiling_low\": %s, \"kernel\": ",
+            xtool_stats_over_ceiling(c->pct_fma) && !low ? "\"pct_fma_ceiling\"" : "",
+            low ? "true" : "false");
     xtool_json_str_or_null(f, c->has_rec ? c->rec.kernel : NULL);
     fprintf(f, ", \"work_counted\": %s, \"error\": null}",
             !c->has_rec           ? "null"

@@ -104,8 +104,18 @@ static void xtool__say_splitkv(xtool__text *t, const xtool_case *c, const xtool_
                    (long long)c->sq, (long long)c->sk);
 }
 
-/* Compute- or memory-bound, and how far from the FMA ceiling (a share above
- * 100% said to be a model error, never quoted as a figure). */
+int xtool_advise_ceiling_low(const xtool_cell *c)
+{
+    return xtool_stats_over_ceiling(c->pct_fma) && c->fma_ceiling > 0 &&
+           c->gflops_useful > c->fma_ceiling;
+}
+
+/* Compute- or memory-bound, and how far from the FMA ceiling. A share above
+ * 100% is never quoted as a figure: where the shape's useful FLOPs alone ran
+ * faster than the ceiling, the ceiling was measured low (the micro-benchmark
+ * runs for a fraction of a second and, on a busy machine, gets a share of the
+ * cores that a call of a millisecond may not have to give up); otherwise the
+ * executed work may be over-counted, an error of the accounting model. */
 static void xtool__say_roofline(xtool__text *t, const xtool_advise_dev *d)
 {
     if (!d->roof_ok) {
@@ -115,7 +125,8 @@ static void xtool__say_roofline(xtool__text *t, const xtool_advise_dev *d)
         return;
     }
     const xtool_roofline *r = &d->roof;
-    double pct = d->a[d->best].cell.pct_fma >= 0 ? d->a[d->best].cell.pct_fma : -1;
+    const xtool_cell *bc = &d->a[d->best].cell;
+    double pct = bc->pct_fma >= 0 ? bc->pct_fma : -1;
     if (r->compute_bound)
         xtool__say(t,
                    " The call is compute-bound (%.1f FLOP/byte executed, above the ridge at "
@@ -132,7 +143,18 @@ static void xtool__say_roofline(xtool__text *t, const xtool_advise_dev *d)
     const char *headroom = pct < 25 ? ": there is headroom in the kernel or the shape is too "
                                       "small to fill the device"
                                     : "";
-    if (xtool_stats_over_ceiling(pct))
+    if (xtool_advise_ceiling_low(bc))
+        xtool__say(t,
+                   "%s %.1f GFLOP/s of useful work alone (the shape's own FLOPs), above the FMA "
+                   "ceiling of %.1f GFLOP/s measured for this device: that ceiling was measured "
+                   "low, most likely on a busy machine (its micro-benchmark runs for a fraction "
+                   "of a second and gets a share of the cores that a %.3f ms call may not have "
+                   "to give up), so the share of it (%.0f%%) and the roofline position above are "
+                   "not figures. Measure the ceilings again on a quiet machine ('%s devices "
+                   "--measure', or advise --measure-ceilings).",
+                   r->compute_bound ? ", but it ran at" : " It ran at", bc->gflops_useful,
+                   bc->fma_ceiling, bc->t.median, pct, xtool_prog);
+    else if (xtool_stats_over_ceiling(pct))
         xtool__say(t,
                    "%s %.0f%% of the FMA ceiling: above 100%%, an error of the accounting model "
                    "and not a real figure (please report it); the roofline position above is "

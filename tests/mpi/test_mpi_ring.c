@@ -121,6 +121,7 @@ enum {
     INJ_OOM_MID,
     INJ_PAGED, /* a block table on one rank: refused, every rank returns the error */
     INJ_FP8,   /* an fp8 cache on one rank: likewise */
+    INJ_Q8_0,  /* a q8_0 cache on one rank: likewise */
     INJ_ENV    /* set by the caller */
 };
 
@@ -240,6 +241,8 @@ static xattn_status run_case(const tcase *c, xattn_mpi_layout layout, int inject
             d.causal = !d.causal;
         if (inject == INJ_FP8)
             d.k.dtype = d.v.dtype = XATTN_DTYPE_FP8_E4M3;
+        if (inject == INJ_Q8_0)
+            d.k.dtype = d.v.dtype = XATTN_DTYPE_Q8_0;
         if (inject == INJ_PAGED) {
             static const int32_t table[64] = {0};
             d.block_table = table;
@@ -490,6 +493,10 @@ int main(int argc, char **argv)
     CHECK(st == XATTN_STATUS_UNSUPPORTED &&
               (g_rank != last || strstr(xattn_mpi_last_error(), "fp8")),
           "an fp8 cache on rank %d: %s (%s)", last, xattn_status_name(st), xattn_mpi_last_error());
+    st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_Q8_0, last);
+    CHECK(st == XATTN_STATUS_UNSUPPORTED &&
+              (g_rank != last || strstr(xattn_mpi_last_error(), "q8_0")),
+          "a q8_0 cache on rank %d: %s (%s)", last, xattn_status_name(st), xattn_mpi_last_error());
     st = run_case(fc, XATTN_MPI_ZIGZAG, INJ_OOM, 0);
     CHECK(st == XATTN_STATUS_OUT_OF_MEMORY, "allocation failure on rank 0: %s (%s)",
           xattn_status_name(st), xattn_mpi_last_error());

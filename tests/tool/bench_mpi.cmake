@@ -144,6 +144,39 @@ expect_json(f16 cases 0 kv_dtype)
 expect_json(4096 cases 0 strategies 0 ranks 0 sum bytes_sent)
 expect_json(4096 cases 0 strategies 0 model_bytes_per_rank)
 
+# 8-bit K/V caches: the ring and the all-to-all refuse them with the library's message
+# (each rank's random cache sized by xattn_dtype_bytes: q8_0 has no bytes per value, an
+# fp8 value one byte), and rank 0 alone still runs the whole problem. With D 16 q8_0 has
+# no whole blocks: the single run's refusal says so.
+foreach(kd q8_0 fp8e5m2)
+  execute_process(
+    COMMAND ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi --mpi-strategy both --backend cpu --sq 64
+            --heads 2 --head-dim 32 --kv-dtype ${kd} --min-reps 1 --out ${WORK}/${kd}
+    TIMEOUT 120 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("${out}${err}")
+  foreach(s "ring attention" all-to-all)
+    if(NOT out MATCHES "${s}: not run at this shape: k.dtype: ${kd} K/V caches are not supported")
+      message(FATAL_ERROR "bench --mpi --kv-dtype ${kd}: exit ${rc}, no ${s} refusal")
+    endif()
+  endforeach()
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "\nsingle: rank 0 alone, the whole problem in one call")
+    message(FATAL_ERROR "bench --mpi --kv-dtype ${kd}: exit ${rc}, or no single run")
+  endif()
+  file(READ ${WORK}/${kd}/results.json js)
+  expect_json(${kd} cases 0 kv_dtype)
+  expect_json(refused cases 0 strategies 0 state)
+  expect_json(refused cases 0 strategies 1 state)
+endforeach()
+execute_process(
+  COMMAND ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi --backend cpu --sq 64 --heads 2 --head-dim 16
+          --kv-dtype q8_0 --min-reps 1 --out ${WORK}/q8d16
+  TIMEOUT 120 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+set(re "single: rank 0 alone could not run [^\n]*head dim 16 is not a multiple of 32")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "${re}")
+  message(FATAL_ERROR "bench --mpi --kv-dtype q8_0 at D 16: exit ${rc}, or no reason named")
+endif()
+
 # XATTN_MPI_STAGING=host forces host staging, and the report says why.
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env XATTN_MPI_STAGING=host ${MPIEXEC} -n 2 ${XATTN_BIN} bench --mpi

@@ -899,6 +899,34 @@ static void test_advice(void)
         strstr(d.advice, "125% of the FMA ceiling: above 100%, an error of the accounting model") &&
             !strstr(d.advice, "runs at 125"),
         "model error in the advice: %s", d.advice);
+    /* Above 100% with the shape's useful FLOPs alone faster than the ceiling
+     * (a decode on a busy machine: 59.4 GFLOP/s useful against a ceiling
+     * measured at 41.0): the ceiling was measured low, not the work
+     * over-counted, and the advice says so and how to measure it again. */
+    c.sq = 1;
+    c.sk = 256;
+    d.a[1].cell.pct_fma = 145.2;
+    d.a[1].cell.fma_ceiling = 41.0;
+    d.a[1].cell.gflops_useful = 59.4;
+    d.a[1].cell.gflops_executed = 59.5;
+    d.roof.compute_bound = 0;
+    xtool_advise_text(&c, &w, 0, &d);
+    EXPECT(xtool_advise_ceiling_low(&d.a[1].cell) &&
+               strstr(d.advice, "It ran at 59.4 GFLOP/s of useful work alone") &&
+               strstr(d.advice, "FMA ceiling of 41.0 GFLOP/s measured for this device: that "
+                                "ceiling was measured low") &&
+               strstr(d.advice, "devices --measure") && !strstr(d.advice, "accounting model") &&
+               !strstr(d.advice, "runs at 145"),
+           "a ceiling measured low in the advice: %s", d.advice);
+    /* The same share with the useful work below the ceiling: only the
+     * executed count can be wrong, and that stays a model error. */
+    d.a[1].cell.gflops_useful = 40.0;
+    xtool_advise_text(&c, &w, 0, &d);
+    EXPECT(
+        !xtool_advise_ceiling_low(&d.a[1].cell) &&
+            strstr(d.advice, "145% of the FMA ceiling: above 100%, an error of the accounting") &&
+            !strstr(d.advice, "measured low"),
+        "executed work above the ceiling, useful below: %s", d.advice);
 }
 
 /* The check that bench/run/check rely on must fail on a wrong or unwritten output. */

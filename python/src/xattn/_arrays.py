@@ -67,7 +67,12 @@ class View:
 
 
 def _torch_dtype_name(t, dtype):
-    return {t.float32: "f32", t.float16: "f16", t.bfloat16: "bf16"}.get(dtype, str(dtype))
+    names = {t.float32: "f32", t.float16: "f16", t.bfloat16: "bf16"}
+    # fp8 K/V caches (torch 2.1 and later): OCP E4M3 (no infinities) and E5M2
+    for attr, name in (("float8_e4m3fn", "fp8e4m3"), ("float8_e5m2", "fp8e5m2")):
+        if hasattr(t, attr):
+            names[getattr(t, attr)] = name
+    return names.get(dtype, str(dtype))
 
 
 def view_of(x, name: str) -> View:

@@ -59,6 +59,8 @@ DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 # K/V-only dtypes: the library's codes (records name them); fp8 is not bound here yet.
 Q8_0 = 5
+# fp8 K/V caches (k and v only; q and o stay f32/f16/bf16)
+FP8_DTYPES = {"fp8e4m3": 3, "fp8e5m2": 4}
 DTYPE_NAMES.update({3: "fp8e4m3", 4: "fp8e5m2", Q8_0: "q8_0"})
 DTYPE_SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 
@@ -122,6 +124,8 @@ class AttnDesc(Structure):
         ("max_pages_per_seq", c_int64),
         ("k_new", Tensor),
         ("v_new", Tensor),
+        ("k_scale", Tensor),
+        ("v_scale", Tensor),
     ]
 
 

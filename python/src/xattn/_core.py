@@ -28,6 +28,7 @@ from ._capi import (
     OPT_MEMORY_LIMIT,
     OPT_NUM_THREADS,
     OPT_POISON,
+    FP8_DTYPES,
     Q8_0,
     AttnDesc,
     Ceilings,
@@ -413,6 +414,22 @@ def _q8_0_view(vx, name):
                                strides=tuple(s // 34 * 32 for s in vx.strides[:-1]) + (1,), dtype="q8_0")
 
 
+def _fp8_view(vx, name, want):
+    """k or v of an fp8 cache: a torch float8_e4m3fn / float8_e5m2 tensor, or
+    (numpy has no fp8) uint8 bytes with kv_dtype "fp8e4m3" / "fp8e5m2", seen as
+    that dtype. Anything else is returned as it is (checked as the other dtypes)."""
+    if vx.dtype in FP8_DTYPES:
+        if want is not None and vx.dtype != want:
+            raise input_error("INVALID_DTYPE", f"{name}: dtype {vx.dtype}, but kv_dtype is {want!r}")
+        return vx
+    if want is None:
+        return vx
+    if vx.itemsize != 1 or vx.dtype not in ("uint8", "torch.uint8"):
+        raise input_error("INVALID_DTYPE", f"{name}: dtype {vx.dtype}, expected uint8 (the fp8 bytes) or a "
+                          f"torch float8 tensor, with kv_dtype={want!r}")
+    return dataclasses.replace(vx, dtype=want)
+
+
 def quantize_q8_0(x):
     """float32 values (last dimension a multiple of 32) -> uint8 q8_0 blocks, the
     last dimension D -> D / 32 * 34 bytes, as ggml's quantize_row_q8_0_ref (the
@@ -484,7 +501,7 @@ def _wrap(ctx: Context, prep: _Prepared, v, name: str, output: bool, copy: bool)
 def _set_tensor(t, buf, v, shape, strides):
     t.buffer = buf
     t.offset = 0
-    t.dtype = Q8_0 if v.dtype == "q8_0" else DTYPES[v.dtype]
+    t.dtype = Q8_0 if v.dtype == "q8_0" else FP8_DTYPES[v.dtype] if v.dtype in FP8_DTYPES else DTYPES[v.dtype]
     for i in range(4):
         t.shape[i] = int(shape[i])
         t.strides[i] = int(strides[i])
@@ -502,7 +519,7 @@ def _overlap(a, b) -> bool:
 
 def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slopes, bias, seqlens_q,
              seqlens_k, cu_seqlens_q, cu_seqlens_k, scale, return_lse, sinks, block_table, k_new, v_new,
-             kv_dtype, algo, num_splits, out, need_outputs, copy):
+             kv_dtype, k_scale, v_scale, algo, num_splits, out, need_outputs, copy):
     """Builds the descriptor; returns (prep, out_obj, lse_obj, meta). q, k, v are
     the callers' arrays or their views (_arrays.View) already made."""
     vq, vk, vv = (x if isinstance(x, _arrays.View) else _arrays.view_of(x, n)
@@ -512,15 +529,21 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
         raise input_error("INVALID_LENGTHS", "cu_seqlens_q and cu_seqlens_k: give both or neither")
     if packed and (seqlens_q is not None or seqlens_k is not None):
         raise input_error("INVALID_LENGTHS", "seqlens_q/k and cu_seqlens_q/k exclude each other")
-    if kv_dtype not in (None, "q8_0"):
-        raise input_error("INVALID_DTYPE", f"kv_dtype: {kv_dtype!r} is not None (k and v's own dtype) or "
-                          "'q8_0' (uint8 arrays of ggml's blocks)")
+    if kv_dtype not in (None, "q8_0") and kv_dtype not in FP8_DTYPES:
+        raise input_error("INVALID_DTYPE", f"kv_dtype: {kv_dtype!r} is not None (k and v's own dtype), "
+                          "'q8_0' (uint8 arrays of ggml's blocks), 'fp8e4m3' or 'fp8e5m2' (uint8 arrays of "
+                          "fp8 bytes)")
     q8 = kv_dtype == "q8_0"
+    fp8_want = kv_dtype if kv_dtype in FP8_DTYPES else None
     rk, rv = vk, vv  # the arrays' own views: their bytes are what the buffers wrap
     if q8:
         vk, vv = _q8_0_view(vk, "k"), _q8_0_view(vv, "v")
+    else:
+        vk, vv = _fp8_view(vk, "k", fp8_want), _fp8_view(vv, "v", fp8_want)
     for vx, nm in ((vq, "q"),) + (() if q8 else ((vk, "k"), (vv, "v"))):
-        _dtype_code(vx, nm)
+        if nm == "q" or vx.dtype not in FP8_DTYPES:  # k and v's pairing is the library's check
+            _dtype_code(vx, nm)
+    fp8 = vk.dtype in FP8_DTYPES
     devs = {(x.device, x.device_index) for x in (vq, vk, vv)}
     if len(devs) > 1:
         raise input_error("INVALID_ARGUMENT", f"q, k, v: on different devices {sorted(devs)}")
@@ -559,8 +582,8 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
         if append:
             for x, nm, t in ((k_new, "k_new", d.k_new), (v_new, "v_new", d.v_new)):
                 rx = _arrays.view_of(x, nm)
-                vx = _q8_0_view(rx, nm) if q8 else rx
-                if not q8:
+                vx = _q8_0_view(rx, nm) if q8 else _fp8_view(rx, nm, fp8_want)
+                if not q8 and vx.dtype not in FP8_DTYPES:
                     _dtype_code(vx, nm)
                 if (vx.device, vx.device_index) != (vq.device, vq.device_index):
                     raise input_error("INVALID_ARGUMENT", f"{nm}: not on q's device")
@@ -575,6 +598,20 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
                 raise input_error("INVALID_ARGUMENT", "sinks: not on q's device")
             _set_tensor(d.sinks, _wrap(ctx, prep, vsk, "sinks", False, copy), vsk,
                         [1, 1, vsk.shape[0], 1], [0, 0, vsk.strides[0], 0])
+        for sc, nm, t in ((k_scale, "k_scale", d.k_scale), (v_scale, "v_scale", d.v_scale)):
+            if sc is None:
+                continue
+            if not fp8:
+                raise input_error("INVALID_ARGUMENT", f"{nm}: given, but k is {vk.dtype} (the scales are "
+                                  "those of an fp8 cache)")
+            vsc = _arrays.view_of(sc, nm)
+            if vsc.dtype != "f32" or len(vsc.shape) != 1 or vsc.shape[0] != ks[2]:
+                raise input_error("INVALID_SHAPE" if vsc.dtype == "f32" else "INVALID_DTYPE",
+                                  f"{nm}: {vsc.dtype} {list(vsc.shape)}, expected float32 [Hkv] ({ks[2]})")
+            if (vsc.device, vsc.device_index) != (vq.device, vq.device_index):
+                raise input_error("INVALID_ARGUMENT", f"{nm}: not on q's device")
+            _set_tensor(t, _wrap(ctx, prep, vsc, nm, False, copy), vsc, [1, 1, vsc.shape[0], 1],
+                        [0, 0, vsc.strides[0], 0])
         if block_table is not None:
             raw = block_table.detach().cpu().numpy() if _arrays.is_torch_tensor(block_table) else block_table
             raw = np.asarray(raw)
@@ -712,7 +749,7 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
 # The problem's options, shared by attention() and reference() (same names, same meaning).
 _OPTION_NAMES = ("layout", "causal", "align", "window", "softcap", "alibi_slopes", "bias", "seqlens_q",
                  "seqlens_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "return_lse", "sinks", "block_table",
-                 "k_new", "v_new", "kv_dtype")
+                 "k_new", "v_new", "kv_dtype", "k_scale", "v_scale")
 
 
 def _options(args: dict) -> dict:
@@ -727,7 +764,7 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
               scale=None, return_lse=False, algo="auto", backend="auto", device=0, out=None,
               align=None, num_splits=0, copy=False, sinks=None, block_table=None, k_new=None, v_new=None,
-              kv_dtype=None):
+              kv_dtype=None, k_scale=None, v_scale=None):
     """Attention over arrays, in place: numpy arrays, torch tensors (CPU or CUDA),
     or anything with __array_interface__ / __cuda_array_interface__.
 
@@ -746,7 +783,11 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     seqlens_k[b].., which stays the cache length before the append; the caller
     advances it); kv_dtype "q8_0": k and v (and k_new/v_new) are uint8 arrays of
     ggml's q8_0 blocks, the last dimension D / 32 * 34 bytes (quantize_q8_0 makes
-    them; the CPU backend runs them); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
+    them; the CPU backend runs them); fp8 caches: k and v as torch.float8_e4m3fn /
+    torch.float8_e5m2 tensors, or uint8 arrays of fp8 bytes with kv_dtype "fp8e4m3" /
+    "fp8e5m2" (numpy has no fp8), with optional k_scale / v_scale float32 [Hkv]
+    (K = fp8 value * k_scale[h], FlashAttention 3's descale_k / descale_v; the CPU
+    backend runs them); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
     CUDA tensors, the CPU for host memory), "cpu", "opencl", "cuda", or a Context.
 
     out: an array to write O into (its memory is used as it is). Returns
@@ -799,7 +840,8 @@ def _last_record(ctx: Context):
 def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
               scale=None, return_lse=False, backend="auto", device=0, align=None, copy=False,
-              sinks=None, block_table=None, k_new=None, v_new=None, kv_dtype=None):
+              sinks=None, block_table=None, k_new=None, v_new=None, kv_dtype=None, k_scale=None,
+              v_scale=None):
     """The library's double-precision reference (xattn_reference.h) for the same
     arguments as attention(): a plain loop, sharing no code with the kernels.
     Returns O as a float64 numpy array in the caller's layout ([B, Sq, Hq, Dv] for
