@@ -147,6 +147,17 @@ static xattn_ctx *cl_ctx(void)
     return st == XATTN_STATUS_OK ? ctx : NULL;
 }
 
+/* A context whose programs use the tile `tile` (XATTN_CL_TILE; "" = the
+ * device's default); the caller unsets XATTN_CL_TILE when done. */
+static xattn_ctx *cl_ctx_tile(const char *tile)
+{
+    if (*tile)
+        setenv("XATTN_CL_TILE", tile, 1);
+    else
+        unsetenv("XATTN_CL_TILE");
+    return cl_ctx();
+}
+
 /* Number of files ending in .clbin in dir; the first one's path in first. */
 static int count_bins(const char *dir, char *first, size_t n)
 {
@@ -1535,11 +1546,7 @@ static void test_paged(void)
                            "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=3,naive_local=0"};
     const int64_t sizes[] = {1, 3, 8, 16, 64};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        if (*tiles[t])
-            setenv("XATTN_CL_TILE", tiles[t], 1);
-        else
-            unsetenv("XATTN_CL_TILE");
-        xattn_ctx *ctx = cl_ctx();
+        xattn_ctx *ctx = cl_ctx_tile(tiles[t]);
         for (size_t i = 0; ctx && i < sizeof sizes / sizeof sizes[0]; i++)
             for (int bhsd = 0; bhsd < 2; bhsd++)
                 paged_case(ctx, tiles[t], sizes[i], bhsd);
@@ -1647,11 +1654,7 @@ static void test_fp8(void)
     const char *tiles[] = {"", "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=0,naive_local=1"};
     const xattn_algo algos[] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        if (*tiles[t])
-            setenv("XATTN_CL_TILE", tiles[t], 1);
-        else
-            unsetenv("XATTN_CL_TILE");
-        xattn_ctx *ctx = cl_ctx();
+        xattn_ctx *ctx = cl_ctx_tile(tiles[t]);
         for (int e5 = 0; ctx && e5 < 2; e5++)
             for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
                 fp8_case(ctx, e5 ? XATTN_DTYPE_FP8_E5M2 : XATTN_DTYPE_FP8_E4M3, algos[a], tiles[t]);
