@@ -325,7 +325,7 @@ inline float xattn_hsum8(float8 x)
         const long ks_sh, const long vs_off, const long vs_sh, const long win_l,        \
         const long win_r, const int B, const int Hq,                                    \
         const int group, const int D_arg, const int Dv_arg, const int Sq, const int Sk, \
-        const int flags, const float scale, const float softcap
+        const int flags, const float scale, const xattn_sem_mods mods
 
 #define XATTN_KARGS_PASS                                                                   \
     q, k, v, o, lse, bias, meta, sinks, k_scale, v_scale, q_off, q_sb, q_ss, q_sh, q_sd,   \
@@ -333,7 +333,7 @@ inline float xattn_hsum8(float8 x)
         o_sh, o_sd, l_off, l_sb, l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, sink_off,      \
         sink_sh, ks_off, ks_sh, vs_off, vs_sh, win_l, win_r,                               \
         B, Hq, group, D_arg,                                                               \
-        Dv_arg, Sq, Sk, flags, scale, softcap
+        Dv_arg, Sq, Sk, flags, scale, mods
 
 /* Element indices of the views (xattn_problem.h, "Addressing"); K and V
  * through xattn_kv_tok below, which knows paged caches. */
@@ -441,12 +441,13 @@ inline void xattn_row_range(const xattn_sem_rule *r, long i, long kmin, long kma
     *hi = max(a, min(b, kmax));
 }
 
-/* Semantics steps 2-5 on an unmasked score s = (q . k) * scale: softcap,
- * ALiBi, bias (the semantics header's xattn_sem_modify). */
-inline float xattn_mod_score(float s, float softcap, float slope, long pos, long j,
+/* Semantics steps 2-5 on an unmasked score s = (q . k) * scale: the call's
+ * modifiers (the kernel argument `mods`), ALiBi, bias (the semantics header's
+ * xattn_sem_modify). */
+inline float xattn_mod_score(float s, const xattn_sem_mods mods, float slope, long pos, long j,
                              float bias_val)
 {
-    return xattn_sem_modify(s, softcap, slope, pos, j, bias_val);
+    return xattn_sem_modify(&mods, s, slope, pos, j, bias_val);
 }
 
 inline float xattn_bias_load(__global const uchar *bias, long idx, int flags)

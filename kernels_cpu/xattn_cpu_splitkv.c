@@ -35,9 +35,10 @@
 static int xattn__cpu_skv_streams(const xattn_problem *p)
 {
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-    /* (fp8 caches scale each KV head: they take the per-head path) */
+    /* (fp8 caches scale each KV head: they take the per-head path, and so,
+     * until its loads are written, does q8_0) */
     return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1 &&
-           !xattn__cpu_is_fp8(p->k.dtype);
+           !xattn__cpu_is_lowp(p->k.dtype);
 }
 
 static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)
@@ -77,7 +78,7 @@ static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
 static int xattn__cpu_skv_direct(const xattn__cpu_uk *uk, const xattn_problem *p)
 {
     return uk->qk_rows_src && uk->qk_rows && p->D % 16 == 0 && p->Dv % 16 == 0 &&
-           p->group * p->Sq <= XATTN__CPU_FEW_ROWS && !xattn__cpu_is_fp8(p->k.dtype);
+           p->group * p->Sq <= XATTN__CPU_FEW_ROWS && !xattn__cpu_is_lowp(p->k.dtype);
 }
 
 /* The keys per step of the streaming path, the same for every group of KV

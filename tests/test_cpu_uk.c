@@ -11,7 +11,8 @@
  * - the (row, key) pairs pv_tile visits against xattn__cpu_pv_pairs, the
  *   executed-work count, with the table's pv_block and pv_tail_block;
  * - softmax_tile (the online-softmax step) with masked keys, fully masked
- *   rows, a NaN score and differences down to the exp's underflow.
+ *   rows, a NaN score and differences down to the exp's underflow;
+ * - xattn__cpu_load_rows on q8_0 rows, pieces starting anywhere in a block.
  *
  * Each also checks that nothing outside what its contract lets it write was
  * written. A path this CPU lacks is reported as skipped. The inputs come from
@@ -268,6 +269,45 @@ static void check_softmax(const xattn__cpu_uk *uk, int nc, int nr)
     free(s0);
 }
 
+/* xattn__cpu_load_rows on q8_0 rows: every start within a block (a row piece
+ * need not start on one) and lengths across block ends, against the public
+ * dequantizer; zeros from n to zero_to, nothing past zero_to written, and the
+ * check flag set exactly when a block in range has a NaN or inf scale. */
+static void check_load_q8_0(const xattn__cpu_uk *uk)
+{
+    enum { RS = 96, ROWS = 3 }; /* 3 rows of 96 values, 3 blocks each */
+    unsigned char raw[ROWS * RS / 32 * 34];
+    float x[ROWS * RS], want[ROWS * RS], tile[ROWS * 128];
+    for (int i = 0; i < ROWS * RS; i++)
+        x[i] = rnd();
+    EXPECT(xattn_quantize_q8_0(x, raw, ROWS * RS) == XATTN_STATUS_OK, "quantize");
+    xattn_dequantize_q8_0(raw, want, ROWS * RS);
+    int bad = 0;
+    for (int i0 = 0; i0 < 32; i0++)
+        for (int n = 1; i0 + n <= RS && n <= 70; n++) {
+            for (int i = 0; i < ROWS * 128; i++)
+                tile[i] = SENTINEL;
+            const int zero_to = n + 5;
+            const int nan = xattn__cpu_load_rows(uk, tile, 128, raw, i0, RS, n, zero_to, ROWS,
+                                                 XATTN_DTYPE_Q8_0, 1, 1.0f);
+            for (int c = 0; c < ROWS; c++)
+                for (int t = 0; t < 128; t++) {
+                    const float w = t < n ? want[c * RS + i0 + t] : t < zero_to ? 0.0f : SENTINEL;
+                    bad += tile[c * 128 + t] != w;
+                }
+            bad += nan != 0;
+        }
+    EXPECT(!bad, "%s: q8_0 load_rows: %d values wrong", xattn_cpu_simd_name(uk->simd), bad);
+    /* a NaN scale in block 1 of row 1: seen by a piece that covers it, not by one before it */
+    raw[(RS / 32 + 1) * 34] = 0x00, raw[(RS / 32 + 1) * 34 + 1] = 0x7e;
+    EXPECT(xattn__cpu_load_rows(uk, tile, 128, raw, 0, RS, 64, 64, ROWS, XATTN_DTYPE_Q8_0, 1,
+                                1.0f) == 1,
+           "%s: q8_0 NaN scale not reported", xattn_cpu_simd_name(uk->simd));
+    EXPECT(xattn__cpu_load_rows(uk, tile, 128, raw, 0, RS, 32, 32, ROWS, XATTN_DTYPE_Q8_0, 1,
+                                1.0f) == 0,
+           "%s: q8_0 NaN scale outside the piece reported", xattn_cpu_simd_name(uk->simd));
+}
+
 int main(void)
 {
     printf("test_cpu_uk: seed %u, tiles %d rows x %d keys\n", g_seed, BQ, BK);
@@ -297,6 +337,7 @@ int main(void)
         for (size_t i = 0; i < sizeof sncs / sizeof sncs[0]; i++)
             for (size_t j = 0; j < sizeof snrs / sizeof snrs[0]; j++)
                 check_softmax(uk, sncs[i], snrs[j]);
+        check_load_q8_0(uk);
     }
     return xattn_test_summary();
 }

@@ -307,6 +307,20 @@ static float rnd(void)
 
 static xattn_status fill(xattn_buffer *buf, size_t n, xattn_dtype dt)
 {
+    if (dt == XATTN_DTYPE_Q8_0) { /* q8_0 blocks of random values (n a multiple of 32) */
+        float *x = malloc((n ? n : 1) * sizeof *x);
+        void *h = malloc((size_t)xattn_dtype_bytes(dt, n) + 1);
+        xattn_status st = x && h ? XATTN_STATUS_OK : XATTN_STATUS_OUT_OF_MEMORY;
+        for (size_t i = 0; st == XATTN_STATUS_OK && i < n; i++)
+            x[i] = rnd();
+        if (st == XATTN_STATUS_OK && n)
+            st = xattn_quantize_q8_0(x, h, (int64_t)n);
+        if (st == XATTN_STATUS_OK && n)
+            st = xattn_buffer_write(buf, 0, h, (size_t)xattn_dtype_bytes(dt, n));
+        free(x);
+        free(h);
+        return st;
+    }
     size_t es = xattn_dtype_size(dt);
     void *h = malloc(n * es + 1);
     if (!h)
@@ -340,11 +354,13 @@ static xattn_status trun_setup(xattn_ctx *ctx, const tcase *c, trun *r)
     int64_t tq = c->cu_q ? c->cu_q[c->B] : c->Sq, tk = c->cu_k ? c->cu_k[c->B] : c->Sk;
     size_t nq = (size_t)(b * tq * c->Hq * c->D), nk = (size_t)(b * tk * c->Hkv * c->D);
     size_t nv = (size_t)(b * tk * c->Hkv * c->Dv), no = (size_t)(b * tq * c->Hq * c->Dv);
-    size_t qs = xattn_dtype_size(c->qdt), ks = xattn_dtype_size(c->kvdt);
+    size_t qs = xattn_dtype_size(c->qdt);
+    const size_t kb = (size_t)xattn_dtype_bytes(c->kvdt, nk),
+                 vb = (size_t)xattn_dtype_bytes(c->kvdt, nv);
     xattn_status st;
     if ((st = xattn_buffer_alloc(ctx, nq * qs + 64, &r->q)) ||
-        (st = xattn_buffer_alloc(ctx, nk * ks + 64, &r->k)) ||
-        (st = xattn_buffer_alloc(ctx, nv * ks + 64, &r->v)) ||
+        (st = xattn_buffer_alloc(ctx, kb + 64, &r->k)) ||
+        (st = xattn_buffer_alloc(ctx, vb + 64, &r->v)) ||
         (st = xattn_buffer_alloc(ctx, no * qs + 64, &r->o)) || (st = fill(r->q, nq, c->qdt)) ||
         (st = fill(r->k, nk, c->kvdt)) || (st = fill(r->v, nv, c->kvdt))) {
         trun_free(r);
@@ -837,6 +853,15 @@ static void test_bytes_hand(xattn_ctx *ctx)
     c.kvdt = XATTN_DTYPE_BF16;
     if (run_case(ctx, &c, &rec, NULL) == XATTN_STATUS_OK)
         EXPECT(rec.bytes_min == 288, "f16/bf16 bytes_min %.0f, expected 288", rec.bytes_min);
+    else
+        EXPECT(0, "%s", xattn_last_error());
+    /* q8_0 K/V, D = Dv = 32: 34 bytes per 32 values, the blocks' scales included. Q 4*2*32*4
+     * = 1024, K+V 4 tokens x 2 blocks x 34 = 272, O 1024. */
+    c.qdt = XATTN_DTYPE_F32;
+    c.kvdt = XATTN_DTYPE_Q8_0;
+    c.D = c.Dv = 32;
+    if (run_case(ctx, &c, &rec, NULL) == XATTN_STATUS_OK)
+        EXPECT(rec.bytes_min == 2320, "q8_0 bytes_min %.0f, expected 2320", rec.bytes_min);
     else
         EXPECT(0, "%s", xattn_last_error());
     /* Causal top-left Sq 2, Sk 5: only keys 0..1 are visible to any row:

@@ -21,9 +21,10 @@
 #      and of cuBLAS's GEMM; decode (1 query token, batch 8) on 8k and 32k KV
 #      caches, SPLITKV and FLASH, in GB/s and as a share of the measured copy
 #      bandwidth; each row says which kernel ran (mma or simt) and whether its
-#      work was counted by the kernels;
+#      work was counted by the kernels; serving decode (B 8, 32k keys) with a
+#      paged cache (page 16), and with fp8 e4m3 and q8_0 caches;
 #   6. the benchmark's configurations against the reference, at sizes the CPU
-#      reference affords;
+#      reference affords, and paged decode with fp8 and q8_0 caches;
 #   7. `xattn tune --backend cuda` on a FLASH prefill and a SPLITKV decode
 #      case (f16, D 128): the table of what it tried (path mma/simt, split
 #      waves) and the stored winner, which the harness below then runs with;
@@ -319,6 +320,13 @@ for dt in f16 bf16; do
         done
     done
 done
+# Serving decode: a paged cache (page 16) and 8-bit caches, against the f16 rows above.
+for kv in page16 fp8e4m3 q8_0; do
+    opt=(--kv-dtype "$kv")
+    [ $kv = page16 ] && opt=(--page-size 16)
+    bench decode "decode-b8-kv32768-$kv" f16 splitkv 20 cuda --batch 8 --heads 32 --kv-heads 8 \
+        --sq 1 --sk 32768 --head-dim 128 "${opt[@]}"
+done
 
 # ---- 6. checks against the reference -----------------------------------------
 say "checks against the reference"
@@ -356,6 +364,12 @@ check "prefill-1k-f32-simt" cuda --algo flash --dtype f32 --batch 1 --heads 4 --
     --sq 1024 --sk 1024 --head-dim 128 --causal
 check "naive-1k-f16" cuda --algo naive --dtype f16 --batch 1 --heads 4 --kv-heads 1 --sq 1024 \
     --sk 1024 --head-dim 128 --causal
+for kv in fp8e4m3 fp8e5m2 q8_0; do
+    check "decode-8k-paged16-$kv-splitkv" cuda --algo splitkv --dtype f16 --kv-dtype $kv \
+        --batch 4 --heads 32 --kv-heads 8 --sq 1 --sk 8192 --head-dim 128 --page-size 16
+done
+check "prefill-1k-paged64-f16-causal" cuda --algo flash --dtype f16 --batch 2 --heads 8 \
+    --kv-heads 2 --sq 1024 --sk 1024 --head-dim 128 --causal --page-size 64
 
 # ---- 7. the tuner, then the harness ----------------------------------------------
 # The tuner stores its winners in this run's cache: the harness's cases of the
