@@ -428,7 +428,7 @@ static int test_interop(void)
         return finish();
     }
     const shape s = {
-        2, 77, 130, 8, 2, 128, 128, XATTN_DTYPE_F16, XATTN_DTYPE_F16, 1, XATTN_ALGO_FLASH};
+        2, 77, 130, 8, 2, 128, 128, XATTN_DTYPE_F16, XATTN_DTYPE_F16, 1, XATTN_ALGO_FLASH, 0};
     host_case c;
     case_init(&c, &s);
     const size_t bq = c.nq * 2, bk = c.nk * 2, bv = c.nv * 2, bo = c.no * 2, bl = c.nl * 4;
@@ -540,8 +540,8 @@ static int test_launch_fail(void)
     CHECK_OK(xattn_ctx_create(XATTN_BACKEND_CUDA, 0, &ctx));
     if (!ctx)
         return finish();
-    const shape s = {
-        1, 33, 70, 4, 4, 64, 64, XATTN_DTYPE_F32, XATTN_DTYPE_F32, 0, XATTN_ALGO_FLASH};
+    const shape s = {1, 33, 70, 4, 4, 64, 64, XATTN_DTYPE_F32, XATTN_DTYPE_F32, 0, XATTN_ALGO_FLASH,
+                     0};
     host_case c;
     case_init(&c, &s);
     void *o = malloc(c.no * 4);
@@ -621,8 +621,8 @@ static int test_algos(void)
             for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
                 for (int causal = 0; causal < 2; causal++) {
                     shape s = {
-                        2,           causal ? 45 : 1, 300,          8,      2,       kinds[k].D,
-                        kinds[k].Dv, kinds[k].dq,     kinds[k].dkv, causal, algos[a]};
+                        2,           causal ? 45 : 1, 300,          8,      2,        kinds[k].D,
+                        kinds[k].Dv, kinds[k].dq,     kinds[k].dkv, causal, algos[a], 0};
                     host_case c;
                     case_init(&c, &s);
                     char label[160];
@@ -757,8 +757,8 @@ static int test_paged(void)
             for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
                 for (int causal = 0; causal < 2; causal++) {
                     const xattn_dtype dt = kinds[k].dt;
-                    shape s = {3,  causal ? 5 : 1, 300,     8, 2, kinds[k].D, kinds[k].D, dt,
-                               dt, causal,         algos[a]};
+                    shape s = {3,  causal ? 5 : 1, 300,      8, 2, kinds[k].D, kinds[k].D, dt,
+                               dt, causal,         algos[a], 0};
                     host_case c;
                     case_init(&c, &s);
                     void *o = malloc(c.no * dsize(dt)), *ro = malloc(c.no * dsize(dt));
