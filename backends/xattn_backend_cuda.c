@@ -666,6 +666,8 @@ static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
     a->lse = p->has_lse ? (float *)p->lse.buf->native : NULL;
     a->bias = p->has_bias ? p->bias.buf->native : NULL;
     a->sinks = p->has_sinks ? (const float *)p->sinks.buf->native : NULL;
+    a->k_scale = p->has_k_scale ? (const float *)p->k_scale.buf->native : NULL;
+    a->v_scale = p->has_v_scale ? (const float *)p->v_scale.buf->native : NULL;
     a->stream = c->stream;
     a->cc = c->cc;
     a->sm_count = c->sm_count;
@@ -707,11 +709,6 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "cuda: k.dtype q8_0: q8_0 K/V caches are not implemented on this "
                             "backend yet (the CPU backend runs them)");
-    if (xattn__dtype_is_fp8(p->k.dtype))
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "cuda: k.dtype %s: fp8 K/V caches are not implemented on this backend "
-                            "yet",
-                            xattn_dtype_name(p->k.dtype));
     int tuned = 0;
     const xattn__cuda_cfg cfg =
         xattn__cuda_tune_cfg(c->tune, (int)p->algo, (int)p->q.dtype, p->D, p->Dv, &tuned);

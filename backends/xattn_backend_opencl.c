@@ -400,7 +400,7 @@ static xattn_status xattn__cl_buffer_copy(struct xattn_ctx *ctx, struct xattn_bu
 
 /* ---- attention -------------------------------------------------------------- */
 
-/* bits 8-9: q/o dtype, bits 10-11: k/v dtype (xattn_dtype values) */
+/* bits 8-9: q/o dtype, bits 10-11: k/v dtype (xattn_dtype values, fp8 never) */
 
 /* Device memory of one call, accounted while it is held. */
 static xattn_status xattn__cl_scratch_new(struct xattn_ctx *ctx, xattn_cl_scratch *s,
@@ -492,6 +492,8 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
     ARG_MEM(p->has_bias ? (cl_mem)p->bias.buf->native : meta);
     ARG_MEM(meta);
     ARG_MEM(p->has_sinks ? (cl_mem)p->sinks.buf->native : meta);
+    ARG_MEM(p->has_k_scale ? (cl_mem)p->k_scale.buf->native : meta);
+    ARG_MEM(p->has_v_scale ? (cl_mem)p->v_scale.buf->native : meta);
     ARG_VIEW(p->q);
     ARG_VIEW(p->k);
     ARG_VIEW(p->v);
@@ -512,6 +514,10 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
     }
     ARG_LONG(p->has_sinks ? p->sinks.off : 0);
     ARG_LONG(p->has_sinks ? p->sinks.sh : 0);
+    ARG_LONG(p->has_k_scale ? p->k_scale.off : 0);
+    ARG_LONG(p->has_k_scale ? p->k_scale.sh : 0);
+    ARG_LONG(p->has_v_scale ? p->v_scale.off : 0);
+    ARG_LONG(p->has_v_scale ? p->v_scale.sh : 0);
     ARG_LONG(p->window_left);
     ARG_LONG(p->window_right);
     ARG_INT(p->B);
@@ -527,8 +533,11 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 (p->has_bias ? XATTN_CL_FLAG_BIAS : 0) |
                 (p->has_bias && p->bias.dtype == XATTN_DTYPE_F16 ? XATTN_CL_FLAG_BIAS_F16 : 0) |
                 (p->alibi ? XATTN_CL_FLAG_ALIBI : 0) | (count ? XATTN_CL_FLAG_COUNT : 0) |
-                (p->has_sinks ? XATTN_CL_FLAG_SINKS : 0) | ((int)p->q.dtype << 8) |
-                ((int)p->k.dtype << 10);
+                (p->has_sinks ? XATTN_CL_FLAG_SINKS : 0) |
+                (p->has_k_scale ? XATTN_CL_FLAG_KSCALE : 0) |
+                (p->has_v_scale ? XATTN_CL_FLAG_VSCALE : 0) | ((int)p->q.dtype << 8) |
+                /* fp8 K/V is always a build constant (XATTN_KDT): no run-time bits */
+                (xattn__dtype_is_fp8(p->k.dtype) ? 0 : (int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
     /* The score modifiers travel as one struct (xattn_sem_mods), the same
@@ -735,11 +744,6 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: k.dtype q8_0: q8_0 K/V caches are not implemented on this "
                             "backend yet (the CPU backend runs them)");
-    if (xattn__dtype_is_fp8(p->k.dtype))
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: k.dtype %s: fp8 K/V caches are not implemented on this "
-                            "backend yet",
-                            xattn_dtype_name(p->k.dtype));
     /* The kernels index the per-call parameters (with a paged cache's block
      * table, xattn__cl_call_buffers) with 32-bit ints. */
     if (xattn__cl_meta_count(p) > INT32_MAX)

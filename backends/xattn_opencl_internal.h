@@ -198,9 +198,11 @@ typedef struct xattn_cl_ctx {
 #define XATTN_CL_FLAG_BIAS 16
 #define XATTN_CL_FLAG_BIAS_F16 32
 #define XATTN_CL_FLAG_ALIBI 64
-#define XATTN_CL_FLAG_COUNT 128  /* the kernels write their executed-work counts */
-#define XATTN_CL_FLAG_SINKS 4096 /* bits 8-11 are the dtypes */
-#define XATTN_CL_NUM_COMMON_ARGS 51
+#define XATTN_CL_FLAG_COUNT 128    /* the kernels write their executed-work counts */
+#define XATTN_CL_FLAG_SINKS 4096   /* bits 8-11 are the dtypes */
+#define XATTN_CL_FLAG_KSCALE 8192  /* fp8 K/V: k_scale is set */
+#define XATTN_CL_FLAG_VSCALE 16384 /* fp8 K/V: v_scale is set */
+#define XATTN_CL_NUM_COMMON_ARGS 57
 #define XATTN_CL_COUNT_HOST_MAX 512
 
 /* ---- functions across the files ------------------------------------------ */

@@ -13,7 +13,9 @@
  * reading the file alone; the host passes every one of them.
  *
  *   XATTN_QDT, XATTN_KDT     storage of q/o and of k/v: 0 f32, 1 f16, 2 bf16,
- *                            or -1: from the flags argument at run time
+ *                            or -1: from the flags argument at run time; k/v
+ *                            also 3 fp8 E4M3, 4 fp8 E5M2 (always a build
+ *                            constant: the run-time form has no fp8)
  *   XATTN_DMAX, XATTN_DVMAX  array sizes along D and Dv (>= the real D, Dv)
  *   XATTN_DFIX, XATTN_DVFIX  D and Dv fixed at build time, or 0 to take them
  *                            from the kernel arguments (the generic path)
@@ -97,6 +99,8 @@
 #define XATTN_F_COUNT 128 /* write the executed-work counts (see the end of this file) */
 /* bits 8-9: q/o dtype, bits 10-11: k/v dtype (used when XATTN_QDT/KDT = -1) */
 #define XATTN_F_SINKS 4096
+#define XATTN_F_KSCALE 8192  /* fp8 K/V: k_scale is set (absent = 1) */
+#define XATTN_F_VSCALE 16384 /* fp8 K/V: v_scale is set */
 
 /* ---- storage formats ------------------------------------------------------ */
 
@@ -137,6 +141,72 @@ inline void xattn_store_any(__global uchar *p, long i, int dt, float x)
         ((__global ushort *)p)[i] = xattn_f32_to_bf16(x);
 }
 
+/*
+ * fp8 K/V (XATTN_KDT 3 = E4M3, 4 = E5M2): the exact f32 value of a byte, as
+ * xattn_sem_fp8_value of the semantics header but with bit operations in
+ * place of ldexp: a normal number's exponent and mantissa bits, shifted to
+ * f32's places, are an f32 whose exponent is off by the bias difference
+ * (E4M3: 127 - 7 = 120, E5M2: 127 - 15 = 112), added to the exponent field;
+ * a subnormal is its mantissa times 2^-9 (E4M3) or 2^-16 (E5M2). E4M3 has
+ * no infinity and S.1111.111 is NaN; E5M2's top exponent is inf or NaN. The
+ * scale of the head (k_scale / v_scale) multiplies the value as it is
+ * loaded (XATTN_K_SCALED / XATTN_V_SCALED), as the reference does.
+ */
+#if XATTN_KDT == 4
+#define XATTN_FP8_MB 2u                /* mantissa bits */
+#define XATTN_FP8_BIAS_ADD (112u << 23) /* 127 - 15 */
+#define XATTN_FP8_SUB 1.52587890625e-5f /* 2^-16 */
+#else
+#define XATTN_FP8_MB 3u
+#define XATTN_FP8_BIAS_ADD (120u << 23) /* 127 - 7 */
+#define XATTN_FP8_SUB 0.001953125f      /* 2^-9 */
+#endif
+
+inline float xattn_fp8_to_f32(uint x)
+{
+    const uint em = x & 0x7fu;
+    float v = em >= (1u << XATTN_FP8_MB)
+                  ? as_float((em << (23u - XATTN_FP8_MB)) + XATTN_FP8_BIAS_ADD)
+                  : (float)em * XATTN_FP8_SUB;
+#if XATTN_KDT == 4
+    v = em > 0x7cu ? NAN : em == 0x7cu ? INFINITY : v;
+#else
+    v = em == 0x7fu ? NAN : v;
+#endif
+    return as_float(as_uint(v) | ((x & 0x80u) << 24));
+}
+
+/* Eight bytes at once, lane by lane as xattn_fp8_to_f32. */
+inline float8 xattn_fp8x8_to_f32(uchar8 b)
+{
+    const uint8 x = convert_uint8(b), em = x & 0x7fu;
+    const float8 nrm = as_float8((em << (23u - XATTN_FP8_MB)) + XATTN_FP8_BIAS_ADD);
+    float8 v = select(convert_float8(em) * XATTN_FP8_SUB, nrm, em >= (1u << XATTN_FP8_MB));
+#if XATTN_KDT == 4
+    v = select(v, (float8)(INFINITY), em == 0x7cu);
+    v = select(v, (float8)(NAN), em > 0x7cu);
+#else
+    v = select(v, (float8)(NAN), em == 0x7fu);
+#endif
+    return as_float8(as_uint8(v) | ((x & 0x80u) << 24));
+}
+
+/* The per-KV-head scales of an fp8 cache, where a kernel knows its KV head
+ * kh: XATTN_KV_SCALES(kh) declares ksc and vsc (1 when absent), and
+ * XATTN_K_SCALED / XATTN_V_SCALED multiply a loaded K or V value (f32 or
+ * float8) by them; without fp8 they declare and do nothing. */
+#if XATTN_KDT == 3 || XATTN_KDT == 4
+#define XATTN_KV_SCALES(kh)                                                                \
+    const float ksc = (flags & XATTN_F_KSCALE) ? k_scale[ks_off + (long)(kh)*ks_sh] : 1.0f; \
+    const float vsc = (flags & XATTN_F_VSCALE) ? v_scale[vs_off + (long)(kh)*vs_sh] : 1.0f
+#define XATTN_K_SCALED(x) ((x)*ksc)
+#define XATTN_V_SCALED(x) ((x)*vsc)
+#else
+#define XATTN_KV_SCALES(kh) (void)0
+#define XATTN_K_SCALED(x) (x)
+#define XATTN_V_SCALED(x) (x)
+#endif
+
 #if XATTN_QDT == 0
 #define QT float
 #define XATTN_LOAD_Q(p, i) ((p)[(i)])
@@ -166,11 +236,14 @@ inline void xattn_store_any(__global uchar *p, long i, int dt, float x)
 #elif XATTN_KDT == 2
 #define KT ushort
 #define XATTN_LOAD_KV(p, i) xattn_bf16_to_f32((p)[(i)])
+#elif XATTN_KDT == 3 || XATTN_KDT == 4
+#define KT uchar
+#define XATTN_LOAD_KV(p, i) xattn_fp8_to_f32((p)[(i)])
 #elif XATTN_KDT == -1
 #define KT uchar
 #define XATTN_LOAD_KV(p, i) xattn_load_any((p), (i), XATTN_F_KDT(flags))
 #else
-#error "XATTN_KDT must be 0 (f32), 1 (f16), 2 (bf16) or -1 (at run time)"
+#error "XATTN_KDT must be 0 (f32), 1 (f16), 2 (bf16), 3 (fp8 e4m3), 4 (fp8 e5m2) or -1 (at run time)"
 #endif
 
 /* Head dims: build-time constants on the fast path, arguments otherwise. */
@@ -194,6 +267,8 @@ inline void xattn_store_any(__global uchar *p, long i, int dt, float x)
 #define XATTN_LOAD8_KV(p, i) vload_half8(0, (p) + (i))
 #elif XATTN_KDT == 2
 #define XATTN_LOAD8_KV(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
+#elif XATTN_KDT == 3 || XATTN_KDT == 4
+#define XATTN_LOAD8_KV(p, i) xattn_fp8x8_to_f32(vload8(0, (p) + (i)))
 #else
 #define XATTN_LOAD8_KV(p, i) xattn_load8_any((__global const uchar *)(p), (i), XATTN_F_KDT(flags))
 #endif
@@ -231,12 +306,14 @@ inline float xattn_hsum8(float8 x)
  * [alibi slopes Hq, as float bits][block table B x max_pages from table_at]:
  * page_size 0 = contiguous K/V (no table); a paged cache's k_sb and v_sb are
  * the strides between pages (xattn_kv_tok). lse, bias and sinks point at a
- * dummy buffer when absent (flags say so).
+ * dummy buffer when absent (flags say so); so do an fp8 cache's k_scale and
+ * v_scale (f32, one per KV head at ks_off + kh * ks_sh; XATTN_KV_SCALES).
  */
 #define XATTN_KARGS                                                                     \
     __global const QT *q, __global const KT *k, __global const KT *v, __global QT *o,   \
         __global float *lse, __global const uchar *bias, __global const int *meta,      \
-        __global const float *sinks,                                                    \
+        __global const float *sinks, __global const float *k_scale,                     \
+        __global const float *v_scale,                                                  \
         const long q_off, const long q_sb, const long q_ss, const long q_sh,            \
         const long q_sd, const long k_off, const long k_sb, const long k_ss,            \
         const long k_sh, const long k_sd, const long v_off, const long v_sb,            \
@@ -244,15 +321,17 @@ inline float xattn_hsum8(float8 x)
         const long o_sb, const long o_ss, const long o_sh, const long o_sd,             \
         const long l_off, const long l_sb, const long l_sh, const long l_ss,            \
         const long b_off, const long b_sb, const long b_sh, const long b_ss,            \
-        const long b_sd, const long sink_off, const long sink_sh, const long win_l,     \
+        const long b_sd, const long sink_off, const long sink_sh, const long ks_off,    \
+        const long ks_sh, const long vs_off, const long vs_sh, const long win_l,        \
         const long win_r, const int B, const int Hq,                                    \
         const int group, const int D_arg, const int Dv_arg, const int Sq, const int Sk, \
         const int flags, const float scale, const xattn_sem_mods mods
 
 #define XATTN_KARGS_PASS                                                                   \
-    q, k, v, o, lse, bias, meta, sinks, q_off, q_sb, q_ss, q_sh, q_sd, k_off, k_sb, k_ss,  \
-        k_sh, k_sd, v_off, v_sb, v_ss, v_sh, v_sd, o_off, o_sb, o_ss, o_sh, o_sd, l_off,   \
-        l_sb, l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, sink_off, sink_sh, win_l, win_r,  \
+    q, k, v, o, lse, bias, meta, sinks, k_scale, v_scale, q_off, q_sb, q_ss, q_sh, q_sd,   \
+        k_off, k_sb, k_ss, k_sh, k_sd, v_off, v_sb, v_ss, v_sh, v_sd, o_off, o_sb, o_ss,   \
+        o_sh, o_sd, l_off, l_sb, l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, sink_off,      \
+        sink_sh, ks_off, ks_sh, vs_off, vs_sh, win_l, win_r,                               \
         B, Hq, group, D_arg,                                                               \
         Dv_arg, Sq, Sk, flags, scale, mods
 

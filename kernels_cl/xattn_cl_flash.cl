@@ -23,7 +23,7 @@ typedef struct xattn_row_state {
 } xattn_row_state;
 
 /* Stages keys [j0, j0 + nk) of K and V in local memory, rows of XATTN_DMAX /
- * XATTN_DVMAX floats; every work-item of the group takes a share
+ * XATTN_DVMAX floats (an fp8 cache's values times its head's scales); every work-item of the group takes a share
  * (kernels_cpu: xattn__cpu_load_tile). A tile inside one page (always, for
  * contiguous K/V) steps from its first row; one that crosses pages looks
  * each row's page up. */
@@ -31,18 +31,19 @@ inline void xattn_load_tile(XATTN_KARGS, __local float *ks, __local float *vs, i
                             xattn_seq s, long j0, int nk)
 {
     const int lid = get_local_id(0);
+    XATTN_KV_SCALES(kh);
     const int one = xattn_kv_one_page(s, j0, nk);
     const long ka = XATTN_K_TOK(b, s, j0) + (long)kh * k_sh;
     const long va = XATTN_V_TOK(b, s, j0) + (long)kh * v_sh;
     for (int e = lid; e < nk * XATTN_HD; e += XATTN_BQ) {
         const int r = e / XATTN_HD, d = e - r * XATTN_HD;
         const long at = one ? ka + (long)r * k_ss : XATTN_K_TOK(b, s, j0 + r) + (long)kh * k_sh;
-        ks[r * XATTN_DMAX + d] = XATTN_LOAD_KV(k, at + (long)d * k_sd);
+        ks[r * XATTN_DMAX + d] = XATTN_K_SCALED(XATTN_LOAD_KV(k, at + (long)d * k_sd));
     }
     for (int e = lid; e < nk * XATTN_HDV; e += XATTN_BQ) {
         const int r = e / XATTN_HDV, d = e - r * XATTN_HDV;
         const long at = one ? va + (long)r * v_ss : XATTN_V_TOK(b, s, j0 + r) + (long)kh * v_sh;
-        vs[r * XATTN_DVMAX + d] = XATTN_LOAD_KV(v, at + (long)d * v_sd);
+        vs[r * XATTN_DVMAX + d] = XATTN_V_SCALED(XATTN_LOAD_KV(v, at + (long)d * v_sd));
     }
 }
 

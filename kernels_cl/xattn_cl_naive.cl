@@ -58,6 +58,7 @@ xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long c
     const int bh = (int)(g / ni);
     const int b = bh / Hq, h = bh - b * Hq, kh = h / group;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
+    XATTN_KV_SCALES(kh);
     const int tj = get_local_id(0) % XATTN_NT, ti = get_local_id(0) / XATTN_NT;
     const long i0 = it * XATTN_NT, j0 = jt * XATTN_NT;
     const long i = i0 + ti, j = j0 + tj;
@@ -77,7 +78,7 @@ xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long c
         qs[ti][tj] = (i < s.lq && d < XATTN_HD)
                          ? XATTN_LOAD_Q(q, XATTN_Q_AT(b, s.sq + i, h, d)) : 0.0f;
         ks[ti][tj] = (jl < s.lk && d < XATTN_HD)
-                         ? XATTN_LOAD_KV(k, ka + (long)d * k_sd) : 0.0f;
+                         ? XATTN_K_SCALED(XATTN_LOAD_KV(k, ka + (long)d * k_sd)) : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int dd = 0; dd < XATTN_NT; dd++)
             dot += qs[ti][dd] * ks[tj][dd];
@@ -104,11 +105,11 @@ xattn_naive_qk(XATTN_KARGS, __global float *S, __global ulong *cnt, const long c
     if (q_sd == 1 && k_sd == 1) { /* contiguous rows: eight elements a load */
         float8 d8 = 0.0f;
         for (; d + 8 <= XATTN_HD; d += 8)
-            d8 += XATTN_LOAD8_Q(q, qa + d) * XATTN_LOAD8_KV(k, ka + d);
+            d8 += XATTN_LOAD8_Q(q, qa + d) * XATTN_K_SCALED(XATTN_LOAD8_KV(k, ka + d));
         dot = xattn_hsum8(d8);
     }
     for (; d < XATTN_HD; d++)
-        dot += XATTN_LOAD_Q(q, qa + d * q_sd) * XATTN_LOAD_KV(k, ka + d * k_sd);
+        dot += XATTN_LOAD_Q(q, qa + d * q_sd) * XATTN_K_SCALED(XATTN_LOAD_KV(k, ka + d * k_sd));
     S[XATTN_S_AT(bh, i, j)] = xattn_naive_score(XATTN_KARGS_PASS, dot, b, h, s, i, j);
 #endif
 }
@@ -207,6 +208,7 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
     const int bh = (int)(g / ni);
     const int b = bh / Hq, h = bh - b * Hq, kh = h / group;
     const xattn_seq s = xattn_seq_of(meta, B, b, flags, Sq);
+    XATTN_KV_SCALES(kh);
     const int tc = get_local_id(0) % XATTN_NT, ti = get_local_id(0) / XATTN_NT;
     const long i0 = it * XATTN_NT, i = i0 + ti;
     const int c = ((int)(ct * XATTN_NT) + tc) * XATTN_PV_COLS;
@@ -222,8 +224,8 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
     for (long j0 = 0; j0 < jend; j0 += XATTN_NT) {
         ps[ti][tc] = (i < s.lq && j0 + tc < s.lk) ? P[XATTN_S_AT(bh, i, j0 + tc)] : 0.0f;
         vs[ti][tc] = (j0 + ti < s.lk && c < XATTN_HDV)
-                         ? XATTN_LOAD_KV(v, XATTN_V_TOK(b, s, j0 + ti) + (long)kh * v_sh +
-                                                (long)c * v_sd)
+                         ? XATTN_V_SCALED(XATTN_LOAD_KV(v, XATTN_V_TOK(b, s, j0 + ti) +
+                                                               (long)kh * v_sh + (long)c * v_sd))
                          : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int jj = 0; jj < XATTN_NT; jj++) {
@@ -253,7 +255,7 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
                 for (; j < je; j++) {
                     const float pj = pr[j];
                     if (pj != 0.0f) {
-                        acc8 += pj * XATTN_LOAD8_KV(v, va + j * v_ss);
+                        acc8 += pj * XATTN_V_SCALED(XATTN_LOAD8_KV(v, va + j * v_ss));
                         keys++;
                     }
                 }
@@ -269,7 +271,7 @@ xattn_naive_pv(XATTN_KARGS, __global const float *P, __global ulong *cnt, const 
                     const float pj = pr[j];
                     if (pj != 0.0f) {
                         for (int e = 0; e < nc8; e++)
-                            a[e] += pj * XATTN_LOAD_KV(v, va + j * v_ss + e * v_sd);
+                            a[e] += pj * XATTN_V_SCALED(XATTN_LOAD_KV(v, va + j * v_ss + e * v_sd));
                         keys++;
                     }
                 }

@@ -84,6 +84,13 @@ inline float xattn_hmax8(float8 x)
         }                                                                                      \
     } while (0)
 
+/* K and V elements as the tile holds them: an fp8 cache's times its head's
+ * scales (XATTN_KV_SCALES in the function that uses them). */
+#define XATTN_LOAD_K1(p, i) XATTN_K_SCALED(XATTN_LOAD_KV(p, i))
+#define XATTN_LOAD_K8(p, i) XATTN_K_SCALED(XATTN_LOAD8_KV(p, i))
+#define XATTN_LOAD_V1(p, i) XATTN_V_SCALED(XATTN_LOAD_KV(p, i))
+#define XATTN_LOAD_V8(p, i) XATTN_V_SCALED(XATTN_LOAD8_KV(p, i))
+
 /*
  * The tile loop of the XATTN_ROWS rows of work-item row block v0 (rows v0,
  * v0 + 1, ... in the order (query row, head of the group)) of KV head kh of
@@ -97,6 +104,7 @@ inline void xattn_rows_attend(XATTN_KARGS, int b, int kh, xattn_seq s, long v0, 
 {
     const xattn_sem_rule rule = xattn_rule_of(s, flags, win_l, win_r);
     const long nv = (long)Sq * group; /* rows of a KV head: (query row, head) */
+    XATTN_KV_SCALES(kh);
     float8 qv[XATTN_ROWS][XATTN_DMAX8];
     long lo[XATTN_ROWS], hi[XATTN_ROWS], pos[XATTN_ROWS], irow[XATTN_ROWS];
     float slope[XATTN_ROWS];
@@ -154,8 +162,8 @@ inline void xattn_rows_attend(XATTN_KARGS, int b, int kh, xattn_seq s, long v0, 
                 va = XATTN_V_TOK(b, s, j0 + jj) + (long)kh * v_sh;
                 left = s.ps;
             }
-            XATTN_ROWS_LOAD(XATTN_LOAD_KV, XATTN_LOAD8_KV, k, ka, k_sd, XATTN_HD, kt[jj]);
-            XATTN_ROWS_LOAD(XATTN_LOAD_KV, XATTN_LOAD8_KV, v, va, v_sd, XATTN_HDV, vt[jj]);
+            XATTN_ROWS_LOAD(XATTN_LOAD_K1, XATTN_LOAD_K8, k, ka, k_sd, XATTN_HD, kt[jj]);
+            XATTN_ROWS_LOAD(XATTN_LOAD_V1, XATTN_LOAD_V8, v, va, v_sd, XATTN_HDV, vt[jj]);
             ka += k_ss;
             va += v_ss;
             left--;

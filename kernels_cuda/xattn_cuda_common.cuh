@@ -60,6 +60,10 @@ struct xattn_cuda_kparams {
     const float *alibi;                               /* device [Hq] or NULL */
     const float *sinks; /* device: head h's sink at sinks[h * sinks_sh]; NULL = none */
     long long sinks_sh;
+    /* fp8 K/V: KV head hk's scales at k_scale[hk * ks_sh] / v_scale[hk * vs_sh];
+     * NULL = 1 (xattn_cuda_kv_scale). k.dt / v.dt say whether K/V are fp8. */
+    const float *k_scale, *v_scale;
+    long long ks_sh, vs_sh;
     /* Paged K/V (xattn_cuda_kv_index): device table [B * max_pages]; NULL =
      * contiguous (token start_k[b] + j of batch entry b). */
     const int32_t *pages;
@@ -86,7 +90,9 @@ struct xattn_cuda_kparams {
 
 static inline size_t xattn_cuda_dtype_size(int dt)
 {
-    return dt == XATTN_DTYPE_F32 ? 4 : 2;
+    return dt == XATTN_DTYPE_F32                                      ? 4
+           : dt == XATTN_DTYPE_FP8_E4M3 || dt == XATTN_DTYPE_FP8_E5M2 ? 1
+                                                                      : 2;
 }
 
 static inline xattn_cuda_kview xattn_cuda_make_view(const void *base, const xattn_view &v)
@@ -124,6 +130,10 @@ static inline xattn_cuda_kparams xattn_cuda_make_params(const xattn_cuda_args *a
     P.alibi = p->alibi ? a->alibi : NULL;
     P.sinks = p->has_sinks && a->sinks ? a->sinks + p->sinks.off : NULL;
     P.sinks_sh = p->sinks.sh;
+    P.k_scale = p->has_k_scale && a->k_scale ? a->k_scale + p->k_scale.off : NULL;
+    P.v_scale = p->has_v_scale && a->v_scale ? a->v_scale + p->v_scale.off : NULL;
+    P.ks_sh = p->k_scale.sh;
+    P.vs_sh = p->v_scale.sh;
     P.pages = a->block_table && a->page_size > 0 ? a->block_table : NULL;
     P.max_pages = P.pages ? a->max_pages : 0;
     P.page_size = P.pages ? a->page_size : 0;
@@ -176,6 +186,28 @@ static inline int xattn_cuda_split_chunk(int Sk, int splits)
 
 /* ---- device side ---------------------------------------------------------- */
 
+/*
+ * The exact f32 value of an fp8 byte x (E5M2 when e5m2, else E4M3), as
+ * xattn_sem_fp8_value of the semantics header but with bit operations in
+ * place of ldexp: a normal number's exponent and mantissa bits, shifted to
+ * f32's places, are an f32 whose exponent field is short by the bias
+ * difference (E4M3: 127 - 7 = 120, E5M2: 127 - 15 = 112); a subnormal is its
+ * mantissa times 2^-9 (E4M3) or 2^-16 (E5M2). E4M3 has no infinity and
+ * S.1111.111 is NaN; E5M2's top exponent is inf (mantissa 0) or NaN.
+ */
+__device__ __forceinline__ float xattn_cuda_fp8_to_f32(unsigned x, int e5m2)
+{
+    const unsigned em = x & 0x7fu, mb = e5m2 ? 2u : 3u;
+    float v;
+    if (em < (1u << mb))
+        v = (float)em * (e5m2 ? 1.52587890625e-5f : 0.001953125f); /* 2^-16, 2^-9 */
+    else if (e5m2 ? em >= 0x7cu : em == 0x7fu)
+        v = e5m2 && em == 0x7cu ? XATTN_CUDA_INF : __int_as_float(0x7fc00000);
+    else
+        v = __uint_as_float((em << (23u - mb)) + ((e5m2 ? 112u : 120u) << 23));
+    return __uint_as_float(__float_as_uint(v) | ((x & 0x80u) << 24));
+}
+
 __device__ __forceinline__ float xattn_cuda_load(const char *base, int dt, long long idx)
 {
     if (dt == XATTN_DTYPE_F32)
@@ -195,6 +227,23 @@ __device__ __forceinline__ void xattn_cuda_store(const char *cbase, int dt, long
         ((unsigned short *)base)[idx] = __half_as_ushort(__float2half_rn(x));
     else
         ((unsigned short *)base)[idx] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+/* The scale of KV head hk of an fp8 cache's K (scales = P.k_scale, sh =
+ * P.ks_sh) or V: 1 when absent (and for 16/32-bit K/V, which have none). */
+__device__ __forceinline__ float xattn_cuda_kv_scale(const float *scales, long long sh, int hk)
+{
+    return scales ? scales[(long long)hk * sh] : 1.0f;
+}
+
+/* xattn_cuda_load for K and V, which may also be fp8 (a separate function, so
+ * that the loads of q and the bias, inlined everywhere, stay as they were). */
+__device__ __forceinline__ float xattn_cuda_load_kv(const char *base, int dt, long long idx)
+{
+    if (dt == XATTN_DTYPE_FP8_E4M3 || dt == XATTN_DTYPE_FP8_E5M2)
+        return xattn_cuda_fp8_to_f32(((const unsigned char *)base)[idx],
+                                     dt == XATTN_DTYPE_FP8_E5M2);
+    return xattn_cuda_load(base, dt, idx);
 }
 
 /* max with NaN sticky: once m is NaN it stays NaN; a NaN x makes it NaN. */

@@ -43,7 +43,10 @@ static xattn_cuda_plan xattn_cuda_plan_of(const xattn_cuda_args *a)
     pl.bm = XATTN_CUDA_SIMT_BM;
     pl.fn = NULL;
     pl.name = "simt";
-    if (a->force_simt || a->cc < 80 || p->q.dtype != p->k.dtype || p->q.dtype == XATTN_DTYPE_F32)
+    /* K/V of q's 16-bit dtype, or fp8 (converted to q's dtype in the tile load). */
+    const int kv_ok = p->k.dtype == p->q.dtype || p->k.dtype == XATTN_DTYPE_FP8_E4M3 ||
+                      p->k.dtype == XATTN_DTYPE_FP8_E5M2;
+    if (a->force_simt || a->cc < 80 || !kv_ok || p->q.dtype == XATTN_DTYPE_F32)
         return pl;
     const int dp = xattn_cuda_mma_dp(p->D, p->Dv);
     /* Dynamic tile memory plus the static row table (40 bytes a row). */
@@ -83,9 +86,11 @@ static int xattn_cuda_vec_ok(const xattn_cuda_args *a)
     const int64_t nb = p->varlen ? 1 : p->B;
     const int64_t nsq = p->varlen ? 2 : p->Sq, nsk = p->varlen ? 2 : p->Sk;
     const int64_t nbk = p->paged ? p->num_pages : nb, nsp = p->paged ? p->page_size : nsk;
+    /* fp8 K/V are staged with byte loads (xattn_cuda_mma_stage_fp8): any alignment. */
+    const int fp8 = p->k.dtype == XATTN_DTYPE_FP8_E4M3 || p->k.dtype == XATTN_DTYPE_FP8_E5M2;
     return xattn_cuda_view_vec_ok(a->q, &p->q, nb, nsq, p->Hq) &&
-           xattn_cuda_view_vec_ok(a->k, &p->k, nbk, nsp, p->Hkv) &&
-           xattn_cuda_view_vec_ok(a->v, &p->v, nbk, nsp, p->Hkv);
+           (fp8 || (xattn_cuda_view_vec_ok(a->k, &p->k, nbk, nsp, p->Hkv) &&
+                    xattn_cuda_view_vec_ok(a->v, &p->v, nbk, nsp, p->Hkv)));
 }
 
 extern "C" const char *xattn_cuda_flash_path(const xattn_cuda_args *a)

@@ -1,6 +1,8 @@
 /*
  * FLASH / SPLITKV partial, tensor-core path (sm_80+): q and k/v of one 16-bit
- * dtype T (__half or __nv_bfloat16), head dims padded to DP (D, Dv <= DP).
+ * dtype T (__half or __nv_bfloat16), or q of T with an fp8 K/V cache whose
+ * bytes the tile load converts to T (exact; the K scale multiplies the
+ * scores, the V scale the output), head dims padded to DP (D, Dv <= DP).
  *
  * One block = BM = 16*MT*NW packed query rows of one (sequence, KV head
  * [, split]); warp w owns rows [16*MT*w, 16*MT*(w+1)). Shared memory holds the
@@ -221,9 +223,57 @@ __device__ __forceinline__ void xattn_cuda_mma_stage(unsigned short *tile, int n
     }
 }
 
+/*
+ * xattn_cuda_mma_stage for an fp8 K or V (base: bytes; E5M2 when e5m2, else
+ * E4M3): each byte converted to T, which holds every fp8 value exactly (the
+ * scale is applied to the scores and the output, not here). The same
+ * element-to-thread mapping as xattn_cuda_mma_stage with the same vec (eight
+ * elements a thread, as one 16-byte store, or one element a thread), so that
+ * xattn_cuda_mma_nonfinite reads only what this thread wrote; plain byte
+ * loads with any element stride (no cp.async: the conversion needs the
+ * values in registers).
+ */
+template <int DP, int NT, typename T, typename IdxFn>
+__device__ __forceinline__ void xattn_cuda_mma_stage_fp8(unsigned short *tile, int nrows,
+                                                         const char *base, long long sd, int width,
+                                                         int vec, int e5m2, IdxFn gidx)
+{
+    constexpr int LDS = DP + 8, CH = DP / 8;
+    const int tid = threadIdx.x;
+    const unsigned char *src = reinterpret_cast<const unsigned char *>(base);
+    if (vec) {
+        for (int e = tid; e < nrows * CH; e += NT) {
+            const int rr = e / CH, d0 = (e % CH) * 8;
+            const long long gi = gidx(rr);
+            float f[8];
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                f[c] = gi >= 0 && d0 + c < width
+                           ? xattn_cuda_fp8_to_f32(src[gi + (long long)(d0 + c) * sd], e5m2)
+                           : 0.0f;
+            *reinterpret_cast<uint4 *>(tile + rr * LDS + d0) =
+                make_uint4(xattn_cuda_pack2<T>(f[0], f[1]), xattn_cuda_pack2<T>(f[2], f[3]),
+                           xattn_cuda_pack2<T>(f[4], f[5]), xattn_cuda_pack2<T>(f[6], f[7]));
+        }
+    } else {
+        for (int e = tid; e < nrows * DP; e += NT) {
+            const int rr = e / DP, d = e % DP;
+            const long long gi = gidx(rr);
+            const float f = (gi >= 0 && d < width)
+                                ? xattn_cuda_fp8_to_f32(src[gi + (long long)d * sd], e5m2)
+                                : 0.0f;
+            tile[rr * LDS + d] = (unsigned short)(xattn_cuda_pack2<T>(f, 0.0f) & 0xffffu);
+        }
+    }
+}
+
 #endif /* XATTN_CUDA_MMA_ARCH */
 
-template <int DP, typename T>
+/* FP8 = 1: K/V are fp8 (E4M3 or E5M2, P.k.dt), converted to T in the tile
+ * load, with the scales on the scores and the output. A template parameter,
+ * not a run-time test, so that the 16-bit kernels keep their registers (the
+ * run-time form took d64 from 128 to 157 on sm_80). */
+template <int DP, typename T, int FP8>
 __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     xattn_cuda_flash_mma_kernel(const xattn_cuda_kparams P)
 {
@@ -234,9 +284,6 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     constexpr int NS = BN / 8; /* n8 tiles of S per m16 tile */
     constexpr int NO = DP / 8; /* n8 tiles of O per m16 tile */
     constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
-    /* Scores are kept in log2 units (s * log2 e): p = 2^(x - m), one subtraction
-     * an element; m and LSE convert back. */
-    const float scale2 = P.scale * LOG2E;
     static_assert(DP % 16 == 0 && BN % 16 == 0 && XATTN_CUDA_SPLIT_UNIT % BN == 0, "tile shape");
     static_assert(BM <= NT, "one thread per row for the row setup");
 
@@ -251,6 +298,13 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     const int gq = lane >> 2, cq = lane & 3; /* fragment row group, column pair */
     const xattn_cuda_blk blk = xattn_cuda_block_decode(P);
     const xattn_cuda_seq s = xattn_cuda_seq_load(P, blk.b);
+    /* An fp8 K's head scale multiplies the scores (its tile holds the bare
+     * fp8 values, exact in T). */
+    const float qk_scale =
+        FP8 ? P.scale * xattn_cuda_kv_scale(P.k_scale, P.ks_sh, blk.hk) : P.scale;
+    /* Scores are kept in log2 units (s * log2 e): p = 2^(x - m), one subtraction
+     * an element; m and LSE convert back. */
+    const float scale2 = qk_scale * LOG2E;
     const int g = P.group;
     const long long R = (long long)s.rows * g;
     const long long r0 = (long long)blk.rb * BM;
@@ -331,26 +385,37 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     /* Tile t's K / V rows (t < hi_u): key t + cc at base + cc * ss when the
      * tile lies in one page (contiguous K/V, or a page size that is a
      * multiple of BN: one table look-up a tile), else a look-up per key. */
+    /* fp8 K/V (both of one dtype, E5M2 or E4M3): converted to T as they are
+     * staged; `if constexpr` leaves the 16-bit kernels as they were. */
     auto load_k = [&](int t) {
         const long long kt = xattn_cuda_kv_tile(P, P.k, blk.b, k0, t, BN);
-        xattn_cuda_mma_stage<DP, NT>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec, [&](int cc) -> long long {
+        auto kidx = [&](int cc) -> long long {
             const int j = t + cc;
             if (j < lo_u || j >= hi_u)
                 return -1;
             return kh + (kt >= 0 ? kt + (long long)cc * P.k.ss
                                  : xattn_cuda_kv_index(P, P.k, blk.b, k0, j));
-        });
+        };
+        if constexpr (FP8)
+            xattn_cuda_mma_stage_fp8<DP, NT, T>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec,
+                                                P.k.dt == XATTN_DTYPE_FP8_E5M2, kidx);
+        else
+            xattn_cuda_mma_stage<DP, NT>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec, kidx);
     };
     auto load_v = [&](int t) {
         const long long vt = xattn_cuda_kv_tile(P, P.v, blk.b, k0, t, BN);
-        xattn_cuda_mma_stage<DP, NT>(
-            vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec, [&](int cc) -> long long {
-                const int j = t + cc;
-                if (j < lo_u || j >= hi_u)
-                    return -1;
-                return vh + (vt >= 0 ? vt + (long long)cc * P.v.ss
-                                     : xattn_cuda_kv_index(P, P.v, blk.b, k0, j));
-            });
+        auto vidx = [&](int cc) -> long long {
+            const int j = t + cc;
+            if (j < lo_u || j >= hi_u)
+                return -1;
+            return vh + (vt >= 0 ? vt + (long long)cc * P.v.ss
+                                 : xattn_cuda_kv_index(P, P.v, blk.b, k0, j));
+        };
+        if constexpr (FP8)
+            xattn_cuda_mma_stage_fp8<DP, NT, T>(vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec,
+                                                P.v.dt == XATTN_DTYPE_FP8_E5M2, vidx);
+        else
+            xattn_cuda_mma_stage<DP, NT>(vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec, vidx);
     };
 
     const int t_begin = lo_u / BN * BN;
@@ -436,7 +501,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                             for (int e2 = 0; e2 < 2; e2++) {
                                 const int j = t + n * 8 + cq * 2 + e2;
                                 float &x = sacc[mt][n][2 * hr + e2];
-                                x = xattn_cuda_mod_score(P, rw, x * P.scale, j) * LOG2E;
+                                x = xattn_cuda_mod_score(P, rw, x * qk_scale, j) * LOG2E;
                             }
                     }
                 }
@@ -593,7 +658,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                 (void)xattn_cuda_sink_fold(P, h, &me, &ll);
                 c = xattn_cuda_sink_fold(P, h, &mo, &llr);
             }
-            const float inv = empty ? 0.0f : c / llr;
+            /* An fp8 V's head scale joins the normalization. */
+            const float inv =
+                empty ? 0.0f
+                      : (FP8 ? c / llr * xattn_cuda_kv_scale(P.v_scale, P.vs_sh, blk.hk) : c / llr);
             const float lse = xattn_sem_lse(me, ll);
             if (P.splits > 0) {
                 const long long pr = xattn_cuda_part_row(P, blk.split, blk.b, h, i);
@@ -627,7 +695,8 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
 #endif /* XATTN_CUDA_MMA_ARCH */
 }
 
-/* Host launcher of one head-dim instantiation (f16 or bf16 from P.q.dt). */
+/* Host launcher of one head-dim instantiation (f16 or bf16 from P.q.dt, fp8 K/V
+ * from P.k.dt). */
 template <int DP>
 static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
                                                const xattn_cuda_args *a, unsigned nblocks)
@@ -636,22 +705,26 @@ static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
         return cudaSuccess;
     const int smem = xattn_cuda_mma_shape<DP>::SMEM;
     const unsigned threads = xattn_cuda_threads(a, 32 * xattn_cuda_mma_cfg<DP>::NW);
-    void (*kernel)(const xattn_cuda_kparams) = P.q.dt == XATTN_DTYPE_BF16
-                                                   ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16>
-                                                   : xattn_cuda_flash_mma_kernel<DP, __half>;
+    const int bf = P.q.dt == XATTN_DTYPE_BF16;
+    const int fp8 = P.k.dt == XATTN_DTYPE_FP8_E4M3 || P.k.dt == XATTN_DTYPE_FP8_E5M2;
+    void (*kernel)(const xattn_cuda_kparams) =
+        bf ? (fp8 ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16, 1>
+                  : xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16, 0>)
+           : (fp8 ? xattn_cuda_flash_mma_kernel<DP, __half, 1>
+                  : xattn_cuda_flash_mma_kernel<DP, __half, 0>);
     if (smem > 48 * 1024) {
         /* Once per (instantiation, dtype, device), not before every launch: the
          * attribute stays set on the device, and the call costs a driver round
          * trip. Two threads may both set it the first time; that is harmless. */
-        static unsigned long long done[2]; /* bit d: CUDA device d */
-        const int bf = P.q.dt == XATTN_DTYPE_BF16;
+        static unsigned long long done[4]; /* [bf + 2 fp8], bit d: CUDA device d */
+        const int kind = bf + 2 * fp8;
         const unsigned long long bit = a->device >= 0 && a->device < 64 ? 1ull << a->device : 0ull;
-        if (!bit || !(__atomic_load_n(&done[bf], __ATOMIC_ACQUIRE) & bit)) {
+        if (!bit || !(__atomic_load_n(&done[kind], __ATOMIC_ACQUIRE) & bit)) {
             cudaError_t e =
                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
             if (e != cudaSuccess)
                 return e;
-            __atomic_fetch_or(&done[bf], bit, __ATOMIC_RELEASE);
+            __atomic_fetch_or(&done[kind], bit, __ATOMIC_RELEASE);
         }
     }
     XATTN_CUDA_LAUNCH(kernel, nblocks, threads, smem, a->stream, P);

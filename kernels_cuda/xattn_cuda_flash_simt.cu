@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     __syncthreads();
 
     const long long vh = (long long)blk.hk * P.v.sh;
+    const float vsc = xattn_cuda_kv_scale(P.v_scale, P.vs_sh, blk.hk); /* fp8 V; else 1 */
     const int ncv = (P.Dv + 15) / 16;
     float acc[4][XATTN_CUDA_SIMT_NC];
 #pragma unroll
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
                 if (j >= lo_u && j < hi_u) {
                     const long long vi = vt >= 0 ? vt + (long long)jj * P.v.ss
                                                  : xattn_cuda_kv_index(P, P.v, blk.b, s.k0, j);
-                    x = xattn_cuda_load(P.v.ptr, P.v.dt, vh + vi + (long long)d * P.v.sd);
+                    x = xattn_cuda_load_kv(P.v.ptr, P.v.dt, vh + vi + (long long)d * P.v.sd) * vsc;
                 }
                 bad |= !isfinite(x);
                 vs[e] = x;

@@ -17,7 +17,13 @@
  *     shared memory with cp.async when the rows are 16-byte aligned (plain
  *     loads otherwise); instantiated for padded head dims 64, 80, 96, 128 and
  *     256 (D and Dv up to the padded dim, zero-filled above them).
- *   - "simt": everything else (f32, mixed dtypes, sm_75), any D/Dv <= 256.
+ *     fp8 K/V (E4M3, E5M2) with f16 or bf16 q run there too: the tile load
+ *     converts each byte to q's dtype (exact: every fp8 value is an f16 and
+ *     a bf16 value), the K scale multiplies the scores and the V scale the
+ *     output.
+ *   - "simt": everything else (f32, mixed dtypes, sm_75), any D/Dv <= 256;
+ *     fp8 K/V values are converted to f32 and multiplied by their head's
+ *     scale as they are loaded (as the reference does).
  *
  * Query rows of one KV head are packed: within a block, row r of sequence b
  * and KV head hk is query position r / group of head hk*group + r % group, so
@@ -56,6 +62,10 @@ typedef struct xattn_cuda_args {
     /* Device address of byte 0 of the sinks buffer (add p->sinks.off
      * elements); NULL when !p->has_sinks. */
     const float *sinks;
+    /* fp8 K/V (p->k.dtype FP8_E4M3 / FP8_E5M2): device addresses of byte 0 of
+     * the k_scale and v_scale buffers (add p->k_scale.off / v_scale.off
+     * elements); NULL when absent (scale 1). */
+    const float *k_scale, *v_scale;
     /* Paged KV cache (p->paged): the device copy of p->block_table [B *
      * max_pages], the tokens per page and the table's row length; NULL / 0
      * for contiguous K/V. Key j of sequence b is slot j % page_size of page

@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
     }
     const int d0 = db * XATTN_CUDA_SIMT_TILE;
     const long long vh = (long long)hk * P.v.sh;
+    const float vsc = xattn_cuda_kv_scale(P.v_scale, P.vs_sh, hk); /* fp8 V; else 1 */
 
     float acc[4][4];
 #pragma unroll
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
             if (j < s.Lk && d < P.Dv) {
                 const long long vi =
                     vt >= 0 ? vt + (long long)jj * P.v.ss : xattn_cuda_kv_index(P, P.v, b, s.k0, j);
-                x = xattn_cuda_load(P.v.ptr, P.v.dt, vh + vi + (long long)d * P.v.sd);
+                x = xattn_cuda_load_kv(P.v.ptr, P.v.dt, vh + vi + (long long)d * P.v.sd) * vsc;
             }
             bad |= !isfinite(x);
             vs[jj][dd] = x;

@@ -3,7 +3,8 @@
  * the simt flash kernel. 256 threads as 16 x 16; a tile is 64 query rows x 64
  * keys; thread (ty, tx) owns rows ty + 16a and keys tx + 16b (a, b < 4). Q and
  * K are staged in shared memory as f32 in chunks of 32 head dims, converted
- * from any dtype on load, with any element strides.
+ * from any dtype on load (an fp8 K times its head's scale), with any element
+ * strides.
  */
 #ifndef XATTN_CUDA_SIMT_CUH
 #define XATTN_CUDA_SIMT_CUH
@@ -32,6 +33,9 @@ __device__ __forceinline__ void xattn_cuda_simt_qk(const xattn_cuda_kparams &P,
 {
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
     const long long kh = (long long)hk * P.k.sh;
+    /* An fp8 cache's values times the head's scale, as the reference's K
+     * (1 for other dtypes: x * 1 is x). */
+    const float ksc = xattn_cuda_kv_scale(P.k_scale, P.ks_sh, hk);
     /* Key t0 + c at kt + c * ss when the tile lies in one page (or K is
      * contiguous); else each key looks its page up. */
     const long long kt =
@@ -58,7 +62,7 @@ __device__ __forceinline__ void xattn_cuda_simt_qk(const xattn_cuda_kparams &P,
             if (j >= klo && j < khi && d < P.D) {
                 const long long ki =
                     kt >= 0 ? kt + (long long)cc * P.k.ss : xattn_cuda_kv_index(P, P.k, b, k0, j);
-                x = xattn_cuda_load(P.k.ptr, P.k.dt, kh + ki + (long long)d * P.k.sd);
+                x = xattn_cuda_load_kv(P.k.ptr, P.k.dt, kh + ki + (long long)d * P.k.sd) * ksc;
             }
             ks[cc * XATTN_CUDA_SIMT_LD + dd] = x;
         }

@@ -23,6 +23,9 @@
  *                simt, page sizes 3, 16 and 64, a sequence of length 0; each
  *                case runs twice with two shuffled tables of the same size
  *                (the second must be uploaded, not taken for the first).
+ *   fp8          fp8 K/V caches (E4M3, E5M2, with and without per-head scales)
+ *                against the CPU backend, every algorithm, mma and simt, decode
+ *                and prefill; paged fp8 against contiguous on the device.
  *
  * Usage: test_cuda <test>. Without a CUDA device every test but `available`
  * prints "skipped: no CUDA device" and exits 0 (ctest shows it as skipped).
@@ -85,14 +88,21 @@ static float rnd(void)
     return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
+static int is_fp8(xattn_dtype dt)
+{
+    return dt == XATTN_DTYPE_FP8_E4M3 || dt == XATTN_DTYPE_FP8_E5M2;
+}
+
 static size_t dsize(xattn_dtype dt)
 {
-    return dt == XATTN_DTYPE_F32 ? 4 : 2;
+    return dt == XATTN_DTYPE_F32 ? 4 : is_fp8(dt) ? 1 : 2;
 }
 
 static void put(void *base, xattn_dtype dt, size_t i, float x)
 {
-    if (dt == XATTN_DTYPE_F32)
+    if (is_fp8(dt))
+        ((uint8_t *)base)[i] = xattn_f32_to_fp8(x, dt);
+    else if (dt == XATTN_DTYPE_F32)
         ((float *)base)[i] = x;
     else if (dt == XATTN_DTYPE_F16)
         ((uint16_t *)base)[i] = xattn_f32_to_f16(x);
@@ -102,6 +112,8 @@ static void put(void *base, xattn_dtype dt, size_t i, float x)
 
 static float get(const void *base, xattn_dtype dt, size_t i)
 {
+    if (is_fp8(dt))
+        return xattn_fp8_to_f32(((const uint8_t *)base)[i], dt);
     if (dt == XATTN_DTYPE_F32)
         return ((const float *)base)[i];
     if (dt == XATTN_DTYPE_F16)
@@ -115,12 +127,14 @@ typedef struct shape {
     xattn_dtype dq, dkv;
     int causal;
     xattn_algo algo;
+    int kvscale; /* fp8 K/V: per-KV-head k_scale / v_scale (0: none) */
 } shape;
 
 typedef struct host_case {
     shape s;
     void *q, *k, *v; /* inputs */
     size_t nq, nk, nv, no, nl;
+    float ks[16], vs[16]; /* fp8 scales of KV heads 0 .. Hkv - 1 (s.kvscale) */
 } host_case;
 
 static void case_init(host_case *c, const shape *s)
@@ -140,6 +154,32 @@ static void case_init(host_case *c, const shape *s)
         put(c->k, s->dkv, i, rnd());
     for (size_t i = 0; i < c->nv; i++)
         put(c->v, s->dkv, i, rnd());
+    for (int h = 0; h < 16; h++) {
+        c->ks[h] = 0.75f + 0.5f * rnd();
+        c->vs[h] = 1.0f + 0.75f * rnd();
+    }
+}
+
+/* An fp8 case's scale tensors [1, 1, Hkv, 1] in two new buffers (freed by
+ * the caller); nothing without s.kvscale. */
+static xattn_status scales_attach(xattn_ctx *ctx, const host_case *c, xattn_attn_desc *d,
+                                  xattn_buffer **bks, xattn_buffer **bvs)
+{
+    const shape *s = &c->s;
+    *bks = *bvs = NULL;
+    if (!s->kvscale)
+        return XATTN_STATUS_OK;
+    const size_t n = (size_t)s->Hkv * 4;
+    xattn_status st = xattn_buffer_alloc(ctx, n, bks);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_alloc(ctx, n, bvs);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(*bks, 0, c->ks, n);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(*bvs, 0, c->vs, n);
+    d->k_scale = xattn_tensor_bshd(*bks, 0, XATTN_DTYPE_F32, 1, 1, s->Hkv, 1);
+    d->v_scale = xattn_tensor_bshd(*bvs, 0, XATTN_DTYPE_F32, 1, 1, s->Hkv, 1);
+    return st;
 }
 
 static void case_free(host_case *c)
@@ -195,11 +235,16 @@ static xattn_status run_on(xattn_ctx *ctx, const host_case *c, void *o, float *l
         st = xattn_buffer_write(bk, 0, c->k, c->nk * dsize(s->dkv));
     if (st == XATTN_STATUS_OK)
         st = xattn_buffer_write(bv, 0, c->v, c->nv * dsize(s->dkv));
+    xattn_buffer *bks = NULL, *bvs = NULL;
     if (st == XATTN_STATUS_OK) {
         xattn_attn_desc d;
         desc_fill(&d, s, bq, bk, bv, bo, bl);
-        st = xattn_attention(ctx, &d, info);
+        st = scales_attach(ctx, c, &d, &bks, &bvs);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_attention(ctx, &d, info);
     }
+    xattn_buffer_free(bks);
+    xattn_buffer_free(bvs);
     if (st == XATTN_STATUS_OK)
         st = xattn_buffer_read(bo, 0, o, c->no * dsize(s->dq));
     if (st == XATTN_STATUS_OK)
@@ -289,7 +334,8 @@ static void check_record(xattn_ctx *ctx, const shape *s, int simt, const char *l
     }
     xattn_device_info info;
     xattn_ctx_device_info(ctx, &info);
-    const int mma = !simt && s->algo != XATTN_ALGO_NAIVE && s->dq == s->dkv &&
+    /* fp8 K/V run on q's 16-bit mma kernel, converted in the tile load. */
+    const int mma = !simt && s->algo != XATTN_ALGO_NAIVE && (s->dq == s->dkv || is_fp8(s->dkv)) &&
                     s->dq != XATTN_DTYPE_F32 && info.compute_capability >= 80;
     check(!strcmp(r.kernel, mma ? "mma" : "simt") && r.matrix_units == mma && r.work_counted &&
               r.flops_executed >= r.flops_useful && r.flops_useful > 0,
@@ -382,7 +428,7 @@ static int test_interop(void)
         return finish();
     }
     const shape s = {
-        2, 77, 130, 8, 2, 128, 128, XATTN_DTYPE_F16, XATTN_DTYPE_F16, 1, XATTN_ALGO_FLASH};
+        2, 77, 130, 8, 2, 128, 128, XATTN_DTYPE_F16, XATTN_DTYPE_F16, 1, XATTN_ALGO_FLASH, 0};
     host_case c;
     case_init(&c, &s);
     const size_t bq = c.nq * 2, bk = c.nk * 2, bv = c.nv * 2, bo = c.no * 2, bl = c.nl * 4;
@@ -494,8 +540,8 @@ static int test_launch_fail(void)
     CHECK_OK(xattn_ctx_create(XATTN_BACKEND_CUDA, 0, &ctx));
     if (!ctx)
         return finish();
-    const shape s = {
-        1, 33, 70, 4, 4, 64, 64, XATTN_DTYPE_F32, XATTN_DTYPE_F32, 0, XATTN_ALGO_FLASH};
+    const shape s = {1, 33, 70, 4, 4, 64, 64, XATTN_DTYPE_F32, XATTN_DTYPE_F32, 0, XATTN_ALGO_FLASH,
+                     0};
     host_case c;
     case_init(&c, &s);
     void *o = malloc(c.no * 4);
@@ -534,6 +580,19 @@ static int test_launch_fail(void)
     return finish();
 }
 
+/* A CUDA context with the profiler on, on the SIMT path only when simt (the
+ * backend reads XATTN_CUDA_FORCE_SIMT when a context is created; the caller
+ * unsets it when done); NULL after a failed check. */
+static xattn_ctx *cuda_ctx_profiled(int simt)
+{
+    setenv("XATTN_CUDA_FORCE_SIMT", simt ? "1" : "0", 1);
+    xattn_ctx *ctx = NULL;
+    CHECK_OK(xattn_ctx_create(XATTN_BACKEND_CUDA, 0, &ctx));
+    if (ctx)
+        CHECK_OK(xattn_profiler_enable(ctx, 1));
+    return ctx;
+}
+
 static int test_algos(void)
 {
     if (!have_device(1)) {
@@ -555,19 +614,15 @@ static int test_algos(void)
     };
     static const xattn_algo algos[] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
     for (int simt = 0; simt < 2; simt++) {
-        /* The backend reads XATTN_CUDA_FORCE_SIMT when a context is created. */
-        setenv("XATTN_CUDA_FORCE_SIMT", simt ? "1" : "0", 1);
-        xattn_ctx *ctx = NULL;
-        CHECK_OK(xattn_ctx_create(XATTN_BACKEND_CUDA, 0, &ctx));
+        xattn_ctx *ctx = cuda_ctx_profiled(simt);
         if (!ctx)
             break;
-        CHECK_OK(xattn_profiler_enable(ctx, 1));
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
             for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
                 for (int causal = 0; causal < 2; causal++) {
                     shape s = {
-                        2,           causal ? 45 : 1, 300,          8,      2,       kinds[k].D,
-                        kinds[k].Dv, kinds[k].dq,     kinds[k].dkv, causal, algos[a]};
+                        2,           causal ? 45 : 1, 300,          8,      2,        kinds[k].D,
+                        kinds[k].Dv, kinds[k].dq,     kinds[k].dkv, causal, algos[a], 0};
                     host_case c;
                     case_init(&c, &s);
                     char label[160];
@@ -620,7 +675,12 @@ static xattn_status run_kv(xattn_ctx *ctx, const host_case *c, const void *k, co
         d.seqlens_k = lens;
         d.block_table = table;
         d.max_pages_per_seq = table ? maxp : 0;
-        st = xattn_attention(ctx, &d, NULL);
+        xattn_buffer *bks = NULL, *bvs = NULL;
+        st = scales_attach(ctx, c, &d, &bks, &bvs);
+        if (st == XATTN_STATUS_OK)
+            st = xattn_attention(ctx, &d, NULL);
+        xattn_buffer_free(bks);
+        xattn_buffer_free(bvs);
     }
     if (st == XATTN_STATUS_OK)
         st = xattn_buffer_read(bo, 0, o, c->no * dsize(s->dq));
@@ -697,8 +757,8 @@ static int test_paged(void)
             for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
                 for (int causal = 0; causal < 2; causal++) {
                     const xattn_dtype dt = kinds[k].dt;
-                    shape s = {3,  causal ? 5 : 1, 300,     8, 2, kinds[k].D, kinds[k].D, dt,
-                               dt, causal,         algos[a]};
+                    shape s = {3,  causal ? 5 : 1, 300,      8, 2, kinds[k].D, kinds[k].D, dt,
+                               dt, causal,         algos[a], 0};
                     host_case c;
                     case_init(&c, &s);
                     void *o = malloc(c.no * dsize(dt)), *ro = malloc(c.no * dsize(dt));
@@ -745,10 +805,98 @@ static int test_paged(void)
     return finish();
 }
 
+/* ---- fp8 K/V caches ------------------------------------------------------------ */
+
+/* fp8 K/V (E4M3, E5M2) with and without per-head scales against the CPU
+ * backend on the same bytes, every algorithm, mma (f16 / bf16 q) and simt
+ * (forced, and f32 q), prefill and decode with splits, GQA, D != Dv, D 256;
+ * then the same keys in shuffled pages of 16 against contiguous on the
+ * device. */
+static int test_fp8(void)
+{
+    if (!have_device(1)) {
+        n_skip++;
+        return finish();
+    }
+    static const struct {
+        xattn_dtype dq, dkv;
+        int64_t D, Dv;
+        int kvscale;
+    } kinds[] = {
+        {XATTN_DTYPE_F16, XATTN_DTYPE_FP8_E4M3, 128, 128, 1},
+        {XATTN_DTYPE_BF16, XATTN_DTYPE_FP8_E5M2, 64, 64, 1},
+        {XATTN_DTYPE_F16, XATTN_DTYPE_FP8_E5M2, 256, 256, 0},
+        {XATTN_DTYPE_BF16, XATTN_DTYPE_FP8_E4M3, 96, 80, 1},
+        {XATTN_DTYPE_F32, XATTN_DTYPE_FP8_E4M3, 80, 48, 1},
+    };
+    static const xattn_algo algos[] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
+    const int32_t lens[2] = {300, 137};
+    for (int simt = 0; simt < 2; simt++) {
+        xattn_ctx *ctx = cuda_ctx_profiled(simt);
+        if (!ctx)
+            break;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
+                for (int causal = 0; causal < 2; causal++) {
+                    shape s = {2,
+                               causal ? 45 : 1,
+                               300,
+                               8,
+                               2,
+                               kinds[k].D,
+                               kinds[k].Dv,
+                               kinds[k].dq,
+                               kinds[k].dkv,
+                               causal,
+                               algos[a],
+                               kinds[k].kvscale};
+                    host_case c;
+                    case_init(&c, &s);
+                    char label[160];
+                    snprintf(label, sizeof label, "fp8 %s q=%s kv=%s%s D=%lld Dv=%lld %s Sq=%lld%s",
+                             simt ? "simt" : "auto-path", xattn_dtype_name(s.dq),
+                             xattn_dtype_name(s.dkv), s.kvscale ? " scaled" : "", (long long)s.D,
+                             (long long)s.Dv, xattn_algo_name(s.algo), (long long)s.Sq,
+                             causal ? " causal" : "");
+                    compare_with_cpu(ctx, &c, label);
+                    check_record(ctx, &s, simt, label);
+                    /* Pages of 16 against contiguous, both on the device. */
+                    const int64_t ps = 16, maxp = s.Sk / ps + 2;
+                    const int64_t npages = (lens[0] + ps - 1) / ps + (lens[1] + ps - 1) / ps + 1;
+                    void *o = malloc(c.no * dsize(s.dq)), *ro = malloc(c.no * dsize(s.dq));
+                    float *l = malloc(c.nl * 4), *rl = malloc(c.nl * 4);
+                    int32_t *table = malloc((size_t)(s.B * maxp) * sizeof *table);
+                    void *kp = malloc((size_t)(npages * ps * s.Hkv * s.D));
+                    void *vp = malloc((size_t)(npages * ps * s.Hkv * s.Dv));
+                    xattn_status st = run_kv(ctx, &c, c.k, c.v, s.B, s.Sk, lens, NULL, 0, ro, rl);
+                    if (st == XATTN_STATUS_OK) {
+                        paginate(&c, lens, ps, maxp, npages, table, kp, vp);
+                        st = run_kv(ctx, &c, kp, vp, npages, ps, lens, table, maxp, o, l);
+                    }
+                    const double e = st == XATTN_STATUS_OK ? rel_l2(o, ro, s.dq, c.no) : INFINITY;
+                    const double le = st == XATTN_STATUS_OK ? lse_err(l, rl, c.nl) : INFINITY;
+                    check(e <= tol(s.dq) && le <= 1e-4,
+                          "%s, paged 16 vs contiguous: %s, rel L2 %.2e, LSE %.2e", label,
+                          xattn_status_name(st), e, le);
+                    free(o);
+                    free(ro);
+                    free(l);
+                    free(rl);
+                    free(table);
+                    free(kp);
+                    free(vp);
+                    case_free(&c);
+                }
+        xattn_ctx_destroy(ctx);
+    }
+    unsetenv("XATTN_CUDA_FORCE_SIMT");
+    return finish();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s available|interop|launch_fail|algos|paged\n", argv[0]);
+        fprintf(stderr, "usage: %s available|interop|launch_fail|algos|paged|fp8\n", argv[0]);
         return 2;
     }
     if (xattn_ctx_create(XATTN_BACKEND_CPU, 0, &cpu_ctx) != XATTN_STATUS_OK) {
@@ -766,6 +914,8 @@ int main(int argc, char **argv)
         rc = test_algos();
     else if (!strcmp(argv[1], "paged"))
         rc = test_paged();
+    else if (!strcmp(argv[1], "fp8"))
+        rc = test_fp8();
     else {
         fprintf(stderr, "unknown test '%s'\n", argv[1]);
         rc = 2;

@@ -39,13 +39,67 @@ static int verbose;
 
 /* ---- dtypes ----------------------------------------------------------------- */
 
+static bool is_fp8(xattn_dtype dt)
+{
+    return dt == XATTN_DTYPE_FP8_E4M3 || dt == XATTN_DTYPE_FP8_E5M2;
+}
+
 static size_t dsz(xattn_dtype dt)
 {
-    return dt == XATTN_DTYPE_F32 ? 4 : 2;
+    return dt == XATTN_DTYPE_F32 ? 4 : is_fp8(dt) ? 1 : 2;
+}
+
+/* An fp8 byte's value from the formats' definitions (OCP: E4M3 bias 7, no
+ * infinities, S.1111.111 NaN; E5M2 bias 15, IEEE-like top exponent), by
+ * ldexp: independent of the kernels' bit operations. */
+static float fp8_value(unsigned x, xattn_dtype dt)
+{
+    const bool e5 = dt == XATTN_DTYPE_FP8_E5M2;
+    const int mb = e5 ? 2 : 3, bias = e5 ? 15 : 7;
+    const int e = (int)((x & 0x7fu) >> mb), m = (int)(x & ((1u << mb) - 1u));
+    double v;
+    if (e5 && e == 31)
+        v = m ? NAN : INFINITY;
+    else if (!e5 && e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = ldexp((double)m, 1 - bias - mb);
+    else
+        v = ldexp((double)((1 << mb) + m), e - bias - mb);
+    return (float)((x & 0x80u) ? -v : v);
+}
+
+/* The nearest fp8 byte (ties to the even code); NaN -> 0xff (a NaN code in
+ * both formats, sign set), past the largest finite value: inf (E5M2) or NaN
+ * (E4M3). */
+static unsigned char fp8_code(float x, xattn_dtype dt)
+{
+    if (isnan(x))
+        return 0xff;
+    const bool e5 = dt == XATTN_DTYPE_FP8_E5M2;
+    const unsigned sign = signbit(x) ? 0x80u : 0u;
+    const double ax = fabs((double)x), mx = e5 ? 57344.0 : 448.0;
+    if (ax > mx)
+        return (unsigned char)(e5 ? sign | 0x7cu : 0xffu);
+    unsigned best = 0;
+    double bd = INFINITY;
+    for (unsigned c = 0; c < 0x80u; c++) {
+        const double v = fp8_value(c, dt);
+        if (isnan(v) || isinf(v))
+            continue;
+        const double d = fabs(v - ax);
+        if (d < bd || (d == bd && (c & 1u) == 0)) {
+            bd = d;
+            best = c;
+        }
+    }
+    return (unsigned char)(sign | best);
 }
 
 static float to_f32(const unsigned char *base, xattn_dtype dt, int64_t i)
 {
+    if (is_fp8(dt))
+        return fp8_value(base[i], dt);
     if (dt == XATTN_DTYPE_F32) {
         float f;
         memcpy(&f, base + 4 * i, 4);
@@ -63,6 +117,10 @@ static float to_f32(const unsigned char *base, xattn_dtype dt, int64_t i)
 
 static void from_f32(unsigned char *base, xattn_dtype dt, int64_t i, float x)
 {
+    if (is_fp8(dt)) {
+        base[i] = fp8_code(x, dt);
+        return;
+    }
     if (dt == XATTN_DTYPE_F32) {
         memcpy(base + 4 * i, &x, 4);
         return;
@@ -82,6 +140,10 @@ static double round_to(double x, xattn_dtype dt)
 /* Poison: a quiet NaN with a payload no arithmetic produces. */
 static void poison(unsigned char *base, xattn_dtype dt, int64_t i)
 {
+    if (is_fp8(dt)) {
+        base[i] = 0xff;
+        return;
+    }
     if (dt == XATTN_DTYPE_F32) {
         uint32_t u = 0x7fc0deadu;
         memcpy(base + 4 * i, &u, 4);
@@ -157,6 +219,11 @@ struct Case {
      * NaN in a page's unused slots; the reference reads the contiguous copy.
      * Padded or full lengths only (a paged cache has no packed mode). */
     int page = 0;
+    /* fp8 K/V (dkv FP8_E4M3 / E5M2): kvscale = per-KV-head k_scale and
+     * v_scale; fp8_range = K/V codes drawn uniformly over every finite code
+     * of the format (subnormals and the maxima included), with scales that
+     * bring the largest to about 1. */
+    int kvscale = 0, fp8_range = 0;
 };
 
 #define XATTN_EMU_VBAD_KEYS 3
@@ -211,7 +278,8 @@ struct Prob {
     int64_t B, Sq, Sk, Bt, Tq, Tk;
     std::vector<int32_t> lq, lk, q0, k0;
     std::vector<float> alibi;
-    std::vector<float> sinks; /* head h at 1 + 2h, NaN between: a wrong index shows */
+    std::vector<float> sinks;  /* head h at 1 + 2h, NaN between: a wrong index shows */
+    std::vector<float> ks, vs; /* fp8 scales, KV head hk at 1 + 2hk, NaN between */
     Tensor q, k, v, o, lse, bias;
     Tensor kc, vc;              /* paged: the contiguous K/V the reference reads */
     std::vector<int32_t> table; /* paged: [B, maxp] */
@@ -324,6 +392,34 @@ static void prob_build(Prob *P, const Case &c)
                     from_f32(P->v.mem.data(), c.dkv, vidx(P->v.v, b, s, h, d),
                              (float)(2 * runif() - 1));
             }
+    }
+    if (c.fp8_range) {
+        /* Uniform over the finite codes: bytes written as they are. */
+        auto code = [&]() {
+            for (;;) {
+                const unsigned x = (unsigned)(rnext() & 0xffu);
+                if (!isnan(fp8_value(x, c.dkv)) && !isinf(fp8_value(x, c.dkv)))
+                    return (unsigned char)x;
+            }
+        };
+        for (int64_t b = 0; b < P->Bt; b++)
+            for (int64_t s = 0; s < P->Tk; s++)
+                for (int64_t h = 0; h < c.Hkv; h++) {
+                    for (int64_t d = 0; d < c.D; d++)
+                        P->k.mem[(size_t)vidx(P->k.v, b, s, h, d)] = code();
+                    for (int64_t d = 0; d < c.Dv; d++)
+                        P->v.mem[(size_t)vidx(P->v.v, b, s, h, d)] = code();
+                }
+    }
+    if (c.kvscale) {
+        const double mx = c.dkv == XATTN_DTYPE_FP8_E5M2 ? 57344.0 : 448.0;
+        P->ks.assign((size_t)(2 * c.Hkv + 1), NAN);
+        P->vs.assign((size_t)(2 * c.Hkv + 1), NAN);
+        for (int h = 0; h < c.Hkv; h++) {
+            const double base = c.fp8_range ? 1.0 / mx : 1.0;
+            P->ks[(size_t)(1 + 2 * h)] = (float)(base * (0.5 + runif()));
+            P->vs[(size_t)(1 + 2 * h)] = (float)(base * (0.25 + 2 * runif()));
+        }
     }
     /* Padding tokens of padded batches hold NaN: the kernels must not read them. */
     if (c.lens == LENS_PADDED) {
@@ -471,6 +567,12 @@ static void prob_build(Prob *P, const Case &c)
         p.sinks.off = 1;
         p.sinks.sh = 2;
     }
+    p.has_k_scale = p.has_v_scale = c.kvscale;
+    if (c.kvscale) {
+        p.k_scale.dtype = p.v_scale.dtype = XATTN_DTYPE_F32;
+        p.k_scale.off = p.v_scale.off = 1;
+        p.k_scale.sh = p.v_scale.sh = 2;
+    }
     p.scale = c.scale != 0.0f ? c.scale : (float)(1.0 / sqrt((double)c.D));
     p.mods.softcap = c.softcap;
     p.causal = c.causal;
@@ -509,6 +611,10 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
         const int64_t tb = p.varlen ? 0 : b;
         for (int64_t h = 0; h < c.Hq; h++) {
             const int64_t hk = h / (c.Hq / c.Hkv);
+            /* An fp8 cache's value times its head's scale, an f32 product
+             * (docs/semantics.md); 1 without scales. */
+            const float ksc = c.kvscale ? P.ks[(size_t)(1 + 2 * hk)] : 1.0f;
+            const float vsc = c.kvscale ? P.vs[(size_t)(1 + 2 * hk)] : 1.0f;
             /* The sink joins the denominator only; -inf is no sink. */
             const double sink = c.sinks ? (double)P.sinks[(size_t)(1 + 2 * h)] : -INFINITY;
             for (int64_t i = 0; i < Lq; i++) {
@@ -526,7 +632,9 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
                     for (int64_t d = 0; d < c.D; d++)
                         dot +=
                             (double)to_f32(P.q.mem.data(), c.dq, vidx(p.q, tb, P.q0[b] + i, h, d)) *
-                            (double)to_f32(K.mem.data(), c.dkv, vidx(K.v, tb, P.k0[b] + j, hk, d));
+                            (double)(to_f32(K.mem.data(), c.dkv,
+                                            vidx(K.v, tb, P.k0[b] + j, hk, d)) *
+                                     ksc);
                     double x = dot * p.scale;
                     if (c.softcap > 0)
                         x = c.softcap * tanh(x / c.softcap);
@@ -563,8 +671,9 @@ static void reference(const Prob &P, std::vector<double> &O, std::vector<double>
                     double w = exp(s[j] - m);
                     sum += w;
                     for (int64_t d = 0; d < c.Dv; d++)
-                        orow[d] +=
-                            w * to_f32(V.mem.data(), c.dkv, vidx(V.v, tb, P.k0[b] + j, hk, d));
+                        orow[d] += w * (double)(to_f32(V.mem.data(), c.dkv,
+                                                       vidx(V.v, tb, P.k0[b] + j, hk, d)) *
+                                                vsc);
                 }
                 for (int64_t d = 0; d < c.Dv; d++)
                     orow[d] /= sum;
@@ -625,6 +734,8 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt
     a.start_k = P.k0.data();
     a.alibi = c.alibi ? P.alibi.data() : NULL;
     a.sinks = c.sinks ? P.sinks.data() : NULL;
+    a.k_scale = c.kvscale ? P.ks.data() : NULL;
+    a.v_scale = c.kvscale ? P.vs.data() : NULL;
     a.block_table = c.page ? P.table.data() : NULL;
     a.page_size = c.page;
     a.max_pages = c.page ? P.maxp : 0;
@@ -828,7 +939,7 @@ static std::vector<Case> cases(void)
     std::vector<Case> v;
     auto add = [&](Case c, const char *name) {
         static const char *an[] = {"auto", "naive", "flash", "splitkv"};
-        static const char *dn[] = {"f32", "f16", "bf16"};
+        static const char *dn[] = {"f32", "f16", "bf16", "e4m3", "e5m2"};
         char buf[256];
         snprintf(buf, sizeof buf, "%s_%s_%s%s_q%s_kv%s_D%dDv%d", name, an[c.algo],
                  c.simt ? "simt" : "auto", c.cc < 80 ? "75" : "", dn[c.dq], dn[c.dkv], c.D, c.Dv);
@@ -1074,6 +1185,51 @@ static std::vector<Case> cases(void)
         m.Dv = 5, m.Sq = 19, m.Sk = 65, m.Hq = 3, m.Hkv = 1, m.layout = L_STRIDED, m.B = 2;
         m.lens = LENS_PADDED;
         add(m, "paged7_mixed_strided");
+    }
+    /* fp8 K/V caches (E4M3, E5M2) on every path: the mma path converts the
+     * bytes to q's 16-bit dtype in the tile load (vector and plain mappings)
+     * and scales scores and output; simt and NAIVE scale each value. With
+     * and without per-head scales, every finite code (subnormals, maxima),
+     * NaN codes in K, inf in E5M2's V, GQA, padding, paged (page sizes 3
+     * and 16, both stride orders), decode with explicit splits, D != Dv,
+     * sinks and a window, D 256. */
+    const xattn_dtype e4 = XATTN_DTYPE_FP8_E4M3, e5 = XATTN_DTYPE_FP8_E5M2;
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            Case a;
+            a.algo = al, a.simt = simt, a.dkv = e4, a.kvscale = 1;
+            a.B = 3, a.Sq = 33, a.Sk = 90, a.Hq = 4, a.Hkv = 2, a.causal = 1;
+            a.lens = LENS_PADDED;
+            add(a, "fp8_gqa_padded_scaled");
+            Case b;
+            b.algo = al, b.simt = simt, b.dq = XATTN_DTYPE_BF16, b.dkv = e5, b.kvscale = 1;
+            b.fp8_range = 1, b.page = 16, b.splits = al == XATTN_ALGO_SPLITKV ? 5 : 0;
+            b.B = 3, b.Sq = 1, b.Sk = 300, b.Hq = 8, b.Hkv = 2, b.D = b.Dv = 128;
+            b.lens = LENS_PADDED, b.layout = L_PADDED, b.sms = 8;
+            add(b, "fp8_range_paged16_decode");
+            Case d = b;
+            d.dq = XATTN_DTYPE_F16, d.dkv = e4, d.page = 3, d.layout = L_BHSD;
+            add(d, "fp8_range_paged3_decode_hsd");
+            Case e;
+            e.algo = al, e.simt = simt, e.dkv = e5, e.nan = 2, e.Sq = 20, e.Sk = 70;
+            e.causal = 1, e.vbad = 3, e.Hq = 2, e.Hkv = 1;
+            add(e, "fp8_nan_k_inf_v_unscaled");
+            Case f;
+            f.algo = al, f.simt = simt, f.dq = XATTN_DTYPE_BF16, f.dkv = e4, f.kvscale = 1;
+            f.fp8_range = 1, f.layout = L_MISALIGNED, f.Sq = 30, f.Sk = 100, f.wl = 40;
+            f.sinks = 1, f.D = 80, f.Dv = 48, f.Hq = 4, f.Hkv = 1;
+            add(f, "fp8_range_plain_window_sinks_dv");
+            Case g;
+            g.algo = al, g.simt = simt, g.dkv = e5, g.kvscale = 1, g.D = g.Dv = 256;
+            g.Sq = 3, g.Sk = 150, g.B = 2, g.causal = 1, g.page = 32, g.lens = LENS_PADDED;
+            add(g, "fp8_paged32_d256");
+        }
+        /* f32 q takes the simt path: each value times its scale. */
+        Case h;
+        h.algo = al, h.dq = XATTN_DTYPE_F32, h.dkv = e4, h.kvscale = 1, h.fp8_range = 1;
+        h.B = 2, h.Sq = 19, h.Sk = 65, h.Hq = 3, h.Hkv = 1, h.D = 40, h.Dv = 24;
+        h.layout = L_STRIDED, h.lens = LENS_VARLEN;
+        add(h, "fp8_f32q_strided_varlen");
     }
     return v;
 }

@@ -108,6 +108,12 @@ static inline float __uint_as_float(unsigned x)
     memcpy(&f, &x, 4);
     return f;
 }
+static inline unsigned __float_as_uint(float f)
+{
+    unsigned x;
+    memcpy(&x, &f, 4);
+    return x;
+}
 #define __expf(x) expf(x)
 static inline int min(int a, int b)
 {

@@ -26,6 +26,8 @@
  *                 output of the same keys stored contiguously, in every
  *                 algorithm and kernel form, and agrees with the reference; a
  *                 table too large for the kernels' 32-bit index is refused
+ *   fp8           every byte of both fp8 formats decodes to its value, times its
+ *                 head's k_scale / v_scale, in every algorithm and kernel form
  *   big_buffers   buffers from 4 MiB on (on CPU devices: our own huge-page host
  *                 memory under CL_MEM_USE_HOST_PTR) keep what is written at every
  *                 offset, and FLASH and SPLITKV over K/V of that size agree with
@@ -143,6 +145,17 @@ static xattn_ctx *cl_ctx(void)
     EXPECT(st == XATTN_STATUS_OK, "xattn_ctx_create: %s: %s", xattn_status_name(st),
            xattn_last_error());
     return st == XATTN_STATUS_OK ? ctx : NULL;
+}
+
+/* A context whose programs use the tile `tile` (XATTN_CL_TILE; "" = the
+ * device's default); the caller unsets XATTN_CL_TILE when done. */
+static xattn_ctx *cl_ctx_tile(const char *tile)
+{
+    if (*tile)
+        setenv("XATTN_CL_TILE", tile, 1);
+    else
+        unsetenv("XATTN_CL_TILE");
+    return cl_ctx();
 }
 
 /* Number of files ending in .clbin in dir; the first one's path in first. */
@@ -1533,16 +1546,118 @@ static void test_paged(void)
                            "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=3,naive_local=0"};
     const int64_t sizes[] = {1, 3, 8, 16, 64};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        if (*tiles[t])
-            setenv("XATTN_CL_TILE", tiles[t], 1);
-        else
-            unsetenv("XATTN_CL_TILE");
-        xattn_ctx *ctx = cl_ctx();
+        xattn_ctx *ctx = cl_ctx_tile(tiles[t]);
         for (size_t i = 0; ctx && i < sizeof sizes / sizeof sizes[0]; i++)
             for (int bhsd = 0; bhsd < 2; bhsd++)
                 paged_case(ctx, tiles[t], sizes[i], bhsd);
         if (ctx && t == 0)
             paged_too_large(ctx);
+        xattn_ctx_destroy(ctx);
+    }
+    unsetenv("XATTN_CL_TILE");
+}
+
+/* ---- fp8 K/V caches -------------------------------------------------------- */
+
+/*
+ * Every byte of both fp8 formats through the kernels' decoders, exactly: one
+ * key, FH heads of FD dims, head h holding codes FD*h .. FD*h + FD - 1 in its
+ * K and V rows. With one key the softmax weight is exactly 1, so O[i, h, d]
+ * is V's value times v_scale[h] (inf and NaN codes included); query row i of
+ * head h is one-hot at dim i, so its LSE is K's dim i times k_scale[h] (K
+ * holds 0 for the codes that are not finite, which would spoil the dot
+ * product). Every algorithm, both kernel forms (row form and work-group form
+ * with NAIVE's local-memory tiles).
+ */
+enum { FH = 4, FD = 64 };
+
+static void fp8_case(xattn_ctx *ctx, xattn_dtype dt, xattn_algo algo, const char *tile)
+{
+    float hq[FD * FH * FD], ks[FH], vs[FH], o[FD * FH * FD], lse[FH * FD];
+    uint8_t hk[FH * FD], hv[FH * FD];
+    for (int c = 0; c < FH * FD; c++) {
+        const float x = xattn_fp8_to_f32((uint8_t)c, dt);
+        hv[c] = (uint8_t)c;
+        hk[c] = isfinite(x) ? (uint8_t)c : 0;
+    }
+    for (int i = 0; i < FD; i++)
+        for (int h = 0; h < FH; h++)
+            for (int d = 0; d < FD; d++)
+                hq[(i * FH + h) * FD + d] = d == i ? 1.0f : 0.0f;
+    for (int h = 0; h < FH; h++) {
+        ks[h] = 3.0f + (float)h;
+        vs[h] = ldexpf(1.0f, -1 - h);
+    }
+    xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bks = NULL,
+                 *bvs = NULL;
+    int ok = xattn_buffer_alloc(ctx, sizeof hq, &bq) == XATTN_STATUS_OK &&
+             xattn_buffer_alloc(ctx, sizeof hk, &bk) == XATTN_STATUS_OK &&
+             xattn_buffer_alloc(ctx, sizeof hv, &bv) == XATTN_STATUS_OK &&
+             xattn_buffer_alloc(ctx, sizeof o, &bo) == XATTN_STATUS_OK &&
+             xattn_buffer_alloc(ctx, sizeof lse, &bl) == XATTN_STATUS_OK &&
+             xattn_buffer_alloc(ctx, sizeof ks, &bks) == XATTN_STATUS_OK &&
+             xattn_buffer_alloc(ctx, sizeof vs, &bvs) == XATTN_STATUS_OK &&
+             xattn_buffer_write(bq, 0, hq, sizeof hq) == XATTN_STATUS_OK &&
+             xattn_buffer_write(bk, 0, hk, sizeof hk) == XATTN_STATUS_OK &&
+             xattn_buffer_write(bv, 0, hv, sizeof hv) == XATTN_STATUS_OK &&
+             xattn_buffer_write(bks, 0, ks, sizeof ks) == XATTN_STATUS_OK &&
+             xattn_buffer_write(bvs, 0, vs, sizeof vs) == XATTN_STATUS_OK;
+    EXPECT(ok, "fp8 buffers: %s", xattn_last_error());
+    if (ok) {
+        xattn_attn_desc d;
+        xattn_attn_desc_init(&d);
+        d.q = xattn_tensor_bshd(bq, 0, XATTN_DTYPE_F32, 1, FD, FH, FD);
+        d.k = xattn_tensor_bshd(bk, 0, dt, 1, 1, FH, FD);
+        d.v = xattn_tensor_bshd(bv, 0, dt, 1, 1, FH, FD);
+        d.o = xattn_tensor_bshd(bo, 0, XATTN_DTYPE_F32, 1, FD, FH, FD);
+        const xattn_tensor l = {bl, 0, XATTN_DTYPE_F32, {1, FH, FD, 1}, {FH * FD, FD, 1, 1}};
+        d.lse = l;
+        d.k_scale = xattn_tensor_bshd(bks, 0, XATTN_DTYPE_F32, 1, 1, FH, 1);
+        d.v_scale = xattn_tensor_bshd(bvs, 0, XATTN_DTYPE_F32, 1, 1, FH, 1);
+        d.scale = 1.0f;
+        d.algo = algo;
+        const xattn_status st = xattn_attention(ctx, &d, NULL);
+        EXPECT(st == XATTN_STATUS_OK, "fp8 %s %s tile '%s': %s: %s", xattn_dtype_name(dt),
+               xattn_algo_name(algo), tile, xattn_status_name(st), xattn_last_error());
+        if (st == XATTN_STATUS_OK && xattn_buffer_read(bo, 0, o, sizeof o) == XATTN_STATUS_OK &&
+            xattn_buffer_read(bl, 0, lse, sizeof lse) == XATTN_STATUS_OK) {
+            int bad_o = 0, bad_l = 0, first = -1;
+            for (int i = 0; i < FD; i++)
+                for (int h = 0; h < FH; h++) {
+                    const float wl = xattn_fp8_to_f32(hk[h * FD + i], dt) * ks[h];
+                    if (lse[h * FD + i] != wl) {
+                        bad_l++;
+                        first = first < 0 ? h * FD + i : first;
+                    }
+                    for (int c = 0; c < FD; c++) {
+                        const float want = xattn_fp8_to_f32(hv[h * FD + c], dt) * vs[h];
+                        const float got = o[(i * FH + h) * FD + c];
+                        if (isnan(want) ? !isnan(got) : got != want) {
+                            bad_o++;
+                            first = first < 0 ? h * FD + c : first;
+                        }
+                    }
+                }
+            EXPECT(!bad_o && !bad_l,
+                   "fp8 %s %s tile '%s': %d outputs and %d LSEs differ from the codes' values "
+                   "(first at code 0x%02x)",
+                   xattn_dtype_name(dt), xattn_algo_name(algo), tile, bad_o, bad_l, first);
+        }
+    }
+    xattn_buffer *all[] = {bq, bk, bv, bo, bl, bks, bvs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        xattn_buffer_free(all[i]);
+}
+
+static void test_fp8(void)
+{
+    const char *tiles[] = {"", "bq=4,bk=8,nt=4,rwg=8,cwg=8,rows=0,naive_local=1"};
+    const xattn_algo algos[] = {XATTN_ALGO_NAIVE, XATTN_ALGO_FLASH, XATTN_ALGO_SPLITKV};
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        xattn_ctx *ctx = cl_ctx_tile(tiles[t]);
+        for (int e5 = 0; ctx && e5 < 2; e5++)
+            for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
+                fp8_case(ctx, e5 ? XATTN_DTYPE_FP8_E5M2 : XATTN_DTYPE_FP8_E4M3, algos[a], tiles[t]);
         xattn_ctx_destroy(ctx);
     }
     unsetenv("XATTN_CL_TILE");
@@ -1623,7 +1738,7 @@ static const test_entry tests[] = {
     {"interop", test_interop},     {"tiles", test_tiles},
     {"run_info", test_run_info},   {"counts", test_counts},
     {"tune", test_tune},           {"big_buffers", test_big_buffers},
-    {"paged", test_paged},
+    {"paged", test_paged},         {"fp8", test_fp8},
 };
 
 /* XATTN_TEST_POCL_CPU=haswell: this run is one of the reruns with PoCL
