@@ -536,8 +536,9 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 (p->has_sinks ? XATTN_CL_FLAG_SINKS : 0) |
                 (p->has_k_scale ? XATTN_CL_FLAG_KSCALE : 0) |
                 (p->has_v_scale ? XATTN_CL_FLAG_VSCALE : 0) | ((int)p->q.dtype << 8) |
-                /* fp8 K/V is always a build constant (XATTN_KDT): no run-time bits */
-                (xattn__dtype_is_fp8(p->k.dtype) ? 0 : (int)p->k.dtype << 10);
+                /* fp8 and q8_0 K/V are always build constants (XATTN_KDT): no run-time
+                 * bits (dtypes past 3 do not fit the two, and would set the next flags) */
+                (xattn__dtype_is_kv_only(p->k.dtype) ? 0 : (int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
     /* The score modifiers travel as one struct (xattn_sem_mods), the same
@@ -740,10 +741,6 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
-    if (p->k.dtype == XATTN_DTYPE_Q8_0)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: k.dtype q8_0: q8_0 K/V caches are not implemented on this "
-                            "backend yet (the CPU backend runs them)");
     /* The kernels index the per-call parameters (with a paged cache's block
      * table, xattn__cl_call_buffers) with 32-bit ints. */
     if (xattn__cl_meta_count(p) > INT32_MAX)

@@ -575,9 +575,9 @@ xattn_status xattn__cl_program(xattn_cl_ctx *c, const xattn_problem *p, xattn_cl
     xattn__cl_head_dim(p->D, t.fixed_dims, &dmax, &dfix);
     xattn__cl_head_dim(p->Dv, t.fixed_dims, &dvmax, &dvfix);
     const int qdt = t.fixed_dtypes ? (int)p->q.dtype : -1;
-    /* fp8 K/V always builds its own program (XATTN_KDT 3 or 4): the run-time
+    /* fp8 and q8_0 K/V always build their own program (XATTN_KDT 3, 4, 5): the run-time
      * dtype form keeps its two bits and its cheap loads for the 16-bit types. */
-    const int kdt = t.fixed_dtypes || xattn__dtype_is_fp8(p->k.dtype) ? (int)p->k.dtype : -1;
+    const int kdt = t.fixed_dtypes || xattn__dtype_is_kv_only(p->k.dtype) ? (int)p->k.dtype : -1;
     XATTN_RETURN_IF_ERROR(xattn__cl_tile_fit(c, &t, dmax, dvmax, NULL));
     char key[512];
     xattn__cl_options(key, sizeof key, qdt, kdt, dmax, dfix, dvmax, dvfix, &t);

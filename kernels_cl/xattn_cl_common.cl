@@ -14,8 +14,8 @@
  *
  *   XATTN_QDT, XATTN_KDT     storage of q/o and of k/v: 0 f32, 1 f16, 2 bf16,
  *                            or -1: from the flags argument at run time; k/v
- *                            also 3 fp8 E4M3, 4 fp8 E5M2 (always a build
- *                            constant: the run-time form has no fp8)
+ *                            also 3 fp8 E4M3, 4 fp8 E5M2, 5 q8_0 (always a
+ *                            build constant: the run-time form has neither)
  *   XATTN_DMAX, XATTN_DVMAX  array sizes along D and Dv (>= the real D, Dv)
  *   XATTN_DFIX, XATTN_DVFIX  D and Dv fixed at build time, or 0 to take them
  *                            from the kernel arguments (the generic path)
@@ -176,6 +176,26 @@ inline float xattn_fp8_to_f32(uint x)
     return as_float(as_uint(v) | ((x & 0x80u) << 24));
 }
 
+/*
+ * q8_0 K/V (XATTN_KDT 5): ggml's block_q8_0, blocks of 32 values along the
+ * head dim, each an f16 d then 32 int8 qs; value = d * qs. Element indices
+ * stay in values (the views' strides are whole blocks); the semantics
+ * header's xattn_sem_q8_0_d_byte / _qs_byte give the bytes. A block is 34
+ * bytes, so every d is 2-byte aligned: the 17th half of its block.
+ */
+inline float xattn_q8_0_to_f32(__global const uchar *p, long i)
+{
+    const float d = vload_half((size_t)(xattn_sem_q8_0_d_byte(i) >> 1), (__global const half *)p);
+    return d * (float)as_char(p[xattn_sem_q8_0_qs_byte(i)]);
+}
+
+/* Eight values from i on, i a multiple of 8: one block holds them all. */
+inline float8 xattn_q8_0x8_to_f32(__global const uchar *p, long i)
+{
+    const float d = vload_half((size_t)(xattn_sem_q8_0_d_byte(i) >> 1), (__global const half *)p);
+    return d * convert_float8(as_char8(vload8(0, p + xattn_sem_q8_0_qs_byte(i))));
+}
+
 /* Eight bytes at once, lane by lane as xattn_fp8_to_f32. */
 inline float8 xattn_fp8x8_to_f32(uchar8 b)
 {
@@ -239,11 +259,14 @@ inline float8 xattn_fp8x8_to_f32(uchar8 b)
 #elif XATTN_KDT == 3 || XATTN_KDT == 4
 #define KT uchar
 #define XATTN_LOAD_KV(p, i) xattn_fp8_to_f32((p)[(i)])
+#elif XATTN_KDT == 5
+#define KT uchar
+#define XATTN_LOAD_KV(p, i) xattn_q8_0_to_f32((p), (i))
 #elif XATTN_KDT == -1
 #define KT uchar
 #define XATTN_LOAD_KV(p, i) xattn_load_any((p), (i), XATTN_F_KDT(flags))
 #else
-#error "XATTN_KDT must be 0 (f32), 1 (f16), 2 (bf16), 3 (fp8 e4m3), 4 (fp8 e5m2) or -1 (at run time)"
+#error "XATTN_KDT must be 0 (f32), 1 (f16), 2 (bf16), 3 (fp8 e4m3), 4 (fp8 e5m2), 5 (q8_0) or -1 (at run time)"
 #endif
 
 /* Head dims: build-time constants on the fast path, arguments otherwise. */
@@ -269,6 +292,8 @@ inline float8 xattn_fp8x8_to_f32(uchar8 b)
 #define XATTN_LOAD8_KV(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
 #elif XATTN_KDT == 3 || XATTN_KDT == 4
 #define XATTN_LOAD8_KV(p, i) xattn_fp8x8_to_f32(vload8(0, (p) + (i)))
+#elif XATTN_KDT == 5
+#define XATTN_LOAD8_KV(p, i) xattn_q8_0x8_to_f32((p), (i))
 #else
 #define XATTN_LOAD8_KV(p, i) xattn_load8_any((__global const uchar *)(p), (i), XATTN_F_KDT(flags))
 #endif
