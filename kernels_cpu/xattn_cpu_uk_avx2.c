@@ -3,7 +3,7 @@
  * shared template. Compiled with a target attribute (not -mavx2), so the rest
  * of the library stays portable; chosen at run time from cpuid.
  */
-#include "xattn_cpu_common.h"
+#include "xattn_cpu_decode.h"
 
 #if XATTN__CPU_X86
 
@@ -284,6 +284,8 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
 }
 
 #include "xattn_cpu_uk_template.h"
+#define XV_DEC_TABLE xattn__cpu_dec_avx2
+#include "xattn_cpu_dec_template.h"
 
 #else
 typedef int xattn__cpu_uk_avx2_unused; /* not x86-64 GCC/Clang: portable path only */

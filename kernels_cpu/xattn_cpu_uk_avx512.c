@@ -2,7 +2,7 @@
  * The AVX-512 micro-kernels (F, DQ, BW, VL): the vector layer below, then the
  * shared template. Compiled with a target attribute, chosen at run time.
  */
-#include "xattn_cpu_common.h"
+#include "xattn_cpu_decode.h"
 
 #if XATTN__CPU_X86
 
@@ -249,6 +249,8 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
 }
 
 #include "xattn_cpu_uk_template.h"
+#define XV_DEC_TABLE xattn__cpu_dec_avx512
+#include "xattn_cpu_dec_template.h"
 
 #else
 typedef int xattn__cpu_uk_avx512_unused; /* not x86-64 GCC/Clang: portable path only */
