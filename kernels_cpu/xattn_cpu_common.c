@@ -495,6 +495,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     const int R = nh * np;
     sc->R = R;
     sc->hk = h0 / p->group;
+    sc->omul = 1.0f;
 
     /* Rows, their valid keys, and the union that decides which tiles run
      * (the masks depend on the position only, so the heads share intervals). */

@@ -436,6 +436,10 @@ typedef struct xattn__cpu_scratch {
     int *clo, *chi;
     xattn__cpu_row *rows;
     xattn_cpu_work *work; /* where the tile loop counts its work (set by the caller) */
+    /* What the output rows are multiplied by as they are written (1 from
+     * xattn__cpu_attend_begin; the decode driver's V scale, see
+     * xattn_cpu_decode.h). */
+    float omul;
 } xattn__cpu_scratch;
 
 /* Bytes of one thread's scratch (a multiple of 64). */

@@ -21,12 +21,12 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
             _mm_prefetch(base + c * pitch + o, _MM_HINT_T0);
 }
 
-/* ---- decode kernels on K/V in place (f32, f16, bf16 rows, any row stride) --- */
+/* ---- decode kernels on K/V in place (f32, f16, bf16, fp8 rows, any row stride) */
 
 /*
  * The few-row QK^T (qk_rows) and the P.V (pv_tile) reading K and V rows where
  * they lie, converting each vector as it is loaded (F16C for f16, a shift and
- * a mask for bf16): no f32 copy of the tile is written and read back, which is
+ * a mask for bf16, a widening, shift (and mask) then F16C for fp8): no f32 copy of the tile is written and read back, which is
  * what bounds the decode loop otherwise. Row c at element idx0 + c*stride of
  * `base`, or with rows (a paged cache's rows) at idx0 + rows[c]; n (D or Dv)
  * a multiple of 16. Instantiated per dtype. The P.V's sums are inlined twice,
@@ -230,8 +230,9 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
 XATTN__SRC_KERNELS(f32, float, xv_load, 0)
 XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16, 0)
 XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, 1)
+XATTN__SRC_KERNELS(e4m3, uint8_t, xv_load_e4m3, 0)
+XATTN__SRC_KERNELS(e5m2, uint8_t, xv_load_e5m2, 0)
 #undef XATTN__SRC_KERNELS
-#undef XATTN__SRC_ROW
 #undef XATTN__LOAD2_0
 #undef XATTN__LOAD2_1
 
@@ -271,8 +272,12 @@ static XV_TARGET void XV_FN(dec_qk)(const xattn__cpu_dec_tile *t)
         XATTN__DEC_QK(f32, float);
     else if (t->k.dt == XATTN_DTYPE_F16)
         XATTN__DEC_QK(f16, uint16_t);
-    else
+    else if (t->k.dt == XATTN_DTYPE_BF16)
         XATTN__DEC_QK(bf16, uint16_t);
+    else if (t->k.dt == XATTN_DTYPE_FP8_E4M3)
+        XATTN__DEC_QK(e4m3, uint8_t);
+    else
+        XATTN__DEC_QK(e5m2, uint8_t);
 }
 
 static XV_TARGET int XV_FN(dec_pv)(const xattn__cpu_dec_tile *t)
@@ -281,17 +286,45 @@ static XV_TARGET int XV_FN(dec_pv)(const xattn__cpu_dec_tile *t)
         return XATTN__DEC_PV(f32, float);
     if (t->v.dt == XATTN_DTYPE_F16)
         return XATTN__DEC_PV(f16, uint16_t);
-    return XATTN__DEC_PV(bf16, uint16_t);
+    if (t->v.dt == XATTN_DTYPE_BF16)
+        return XATTN__DEC_PV(bf16, uint16_t);
+    if (t->v.dt == XATTN_DTYPE_FP8_E4M3)
+        return XATTN__DEC_PV(e4m3, uint8_t);
+    return XATTN__DEC_PV(e5m2, uint8_t);
 }
+
+/* One pass of byte maxima over the rows (a few instructions per 64 bytes,
+ * read from L1 right after or before the kernels read them), then, only
+ * when a NaN code is there, row by row. */
+static XV_TARGET uint64_t XV_FN(dec_nan_keys)(const xattn__cpu_dec_rows *r, int nc)
+{
+    if (r->dt != XATTN_DTYPE_FP8_E4M3)
+        return 0;
+    const uint8_t *b = (const uint8_t *)r->base + r->idx;
+    XB m = xb_zero();
+    for (int c = 0; c < nc; c++)
+        m = xb_or80_max(m, b + XATTN__SRC_ROW(r->rows, r->stride, c), r->n);
+    if (!xb_any_ff(m))
+        return 0;
+    uint64_t keys = 0;
+    for (int c = 0; c < nc; c++)
+        if (xb_any_ff(xb_or80_max(xb_zero(), b + XATTN__SRC_ROW(r->rows, r->stride, c), r->n)))
+            keys |= 1ull << c;
+    return keys;
+}
+
 #undef XATTN__DEC_QK
 #undef XATTN__DEC_PV
+#undef XATTN__SRC_ROW
 
 const xattn__cpu_dec_uk XV_DEC_TABLE = {
     .simd = XV_SIMD,
     .order_q = XV_FN(dec_order_q),
     .qk = XV_FN(dec_qk),
     .pv = XV_FN(dec_pv),
+    .nan_keys = XV_FN(dec_nan_keys),
 };
 
 #undef XQ
+#undef XB
 /* clang-format on */

@@ -28,7 +28,7 @@ int xattn__cpu_dec_applies(const xattn_problem *p, xattn_cpu_simd simd)
      * portable for a path this build lacks). */
     const xattn__cpu_uk *uk = xattn__cpu_uk_get(simd);
     return xattn__cpu_dec_get(uk->simd) && uk->qk_rows && p->D % 16 == 0 && p->Dv % 16 == 0 &&
-           p->group * p->Sq <= XATTN__CPU_FEW_ROWS && !xattn__cpu_is_fp8(p->k.dtype);
+           p->group * p->Sq <= XATTN__CPU_FEW_ROWS;
 }
 
 /* The heads take turns over a block of keys, about 128 KiB of K (64 keys of
@@ -42,12 +42,23 @@ int64_t xattn__cpu_dec_step(const xattn_problem *p, int64_t nk)
     return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)(nk * p->D * es), 128u << 10);
 }
 
-void xattn__cpu_dec_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int nk)
+void xattn__cpu_dec_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int nk, int64_t hk0)
 {
+    const xattn_problem *p = cx->p;
     const xattn__cpu_dec_uk *dk = xattn__cpu_dec_get(cx->uk->simd);
-    for (int k = 0; k < nk; k++)
-        if (sc[k].ulo < sc[k].uhi)
-            dk->order_q(sc[k].qr, (int)cx->ldk, sc[k].R, (int)cx->p->D, cx->p->k.dtype);
+    for (int k = 0; k < nk; k++) {
+        /* The scores are (q * qscale * kmul) . k' and the output acc' * omul,
+         * where k' and the acc' of v' are what the kernels load (the values
+         * times the unit): the scales once per tile, not per element. The
+         * careful P.V converts V to the same unit. */
+        const float kmul = xattn__cpu_kv_mul(cx, &p->k, hk0 + k) / xattn__cpu_dec_unit(p->k.dtype);
+        sc[k].omul = xattn__cpu_kv_mul(cx, &p->v, hk0 + k) / xattn__cpu_dec_unit(p->v.dtype);
+        if (sc[k].ulo >= sc[k].uhi)
+            continue;
+        if (kmul != 1.0f)
+            cx->uk->scale(sc[k].qr, (int64_t)sc[k].R * cx->ldk, kmul);
+        dk->order_q(sc[k].qr, (int)cx->ldk, sc[k].R, (int)p->D, p->k.dtype);
+    }
 }
 
 /* The tile of keys [ja, jb) of one head (tile state sc, already begun) with
@@ -80,19 +91,26 @@ static void xattn__cpu_dec_one(const xattn__cpu_ctx *cx, const xattn__cpu_dec_uk
     t->clo = sc->clo;
     t->chi = sc->chi;
     dk->qk(t);
+    /* e4m3 NaN codes: NaN scores for their keys (a NaN in K makes the score
+     * NaN whatever q is), before the masks, which overwrite masked keys. */
+    for (uint64_t nan = dk->nan_keys(&t->k, nc); nan; nan &= nan - 1) {
+        const int c = __builtin_ctzll(nan);
+        for (int r = 0; r < R; r++)
+            sc->st[c * XATTN_CPU_BQ + r] = NAN;
+    }
     xattn__cpu_tile_softmax(cx, sc, ja, nc, full);
     /* V is checked by the P.V itself: it adds the tile's sums to acc only
      * when they are all finite (its work was done all the same, and counts). */
     w->pv_terms +=
         (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
-    if (!dk->pv(t))
+    if (!dk->nan_keys(&t->v, nc) && !dk->pv(t))
         return;
-    /* inf/NaN in V: the careful P.V on converted rows (the heads' shared
-     * f32 tile, sc->vt). */
+    /* inf/NaN in V (or an e4m3 NaN code): the careful P.V on converted rows
+     * (the heads' shared f32 tile, sc->vt), in the kernels' unit. */
     for (int c = 0; c < nc; c++)
         xattn__cpu_load_rows(cx->uk, sc->vt + c * Dvp, Dvp, t->v.base,
                              t->v.idx + (t->v.rows ? t->v.rows[c] : c * t->v.stride), 0, Dv, Dvp, 1,
-                             t->v.dt, 0, 1.0f);
+                             t->v.dt, 0, xattn__cpu_dec_unit(t->v.dt));
     xattn__cpu_tile_pv_careful(cx, sc, b, ja, sc->vt, Dvp);
 }
 

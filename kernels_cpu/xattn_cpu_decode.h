@@ -9,6 +9,11 @@
  * Its K and V rows are not copied: the QK^T and the P.V load each vector of
  * them from the caller's arrays and convert it in registers, so the loop
  * reads each byte of the cache once, which is what decode is bound by.
+ *
+ * fp8 caches (e4m3, e5m2) take the same kernels: a vector of bytes is widened
+ * to f16 bits and converted by F16C. Their per-head scales are applied once
+ * per query tile, not per element: the K scale folded into the Q rows, the V
+ * scale into the output rows as the partial is written (sc->omul).
  */
 #ifndef XATTN_CPU_DECODE_H
 #define XATTN_CPU_DECODE_H
@@ -58,7 +63,19 @@ typedef struct xattn__cpu_dec_uk {
      * sum of the rows < nr is inf or NaN (an inf or NaN in a V row they use):
      * the caller then takes the careful path. */
     int (*pv)(const xattn__cpu_dec_tile *t);
+    /* Bit c set when key c's row (c < nc <= 64) holds an e4m3 NaN code
+     * (0x7f, 0xff), which the kernels' loads turn into a finite value; 0 for
+     * other dtypes (their conversions keep inf and NaN). */
+    uint64_t (*nan_keys)(const xattn__cpu_dec_rows *r, int nc);
 } xattn__cpu_dec_uk;
+
+/* What the kernels' loads of dtype dt give for an element of value 1: e4m3
+ * is converted through f16 bits with its exponent bias 7 short of f16's, so
+ * to 2^-8 times the value (exact, subnormals included; xattn_cpu_uk_avx512.c). */
+static inline float xattn__cpu_dec_unit(xattn_dtype dt)
+{
+    return dt == XATTN_DTYPE_FP8_E4M3 ? 0x1p-8f : 1.0f;
+}
 
 #if XATTN__CPU_X86
 extern const xattn__cpu_dec_uk xattn__cpu_dec_avx2;
@@ -78,8 +95,9 @@ int xattn__cpu_dec_applies(const xattn_problem *p, xattn_cpu_simd simd);
 int64_t xattn__cpu_dec_step(const xattn_problem *p, int64_t nk);
 
 /* After xattn__cpu_attend_begin of each of the nk tile states sc[k] (KV
- * heads hk0 + k): puts their Q rows in the order the kernels want. */
-void xattn__cpu_dec_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int nk);
+ * heads hk0 + k): puts their Q rows in the order the kernels want, with the
+ * head's K scale (and unit) folded in, and sets sc[k].omul to its V scale. */
+void xattn__cpu_dec_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int nk, int64_t hk0);
 
 /* One step: keys [ja, jb) (at most XATTN_CPU_BK) of sequence b for the nk
  * tile states sc[k] of KV heads hk0 + k, each a tile on K and V in place. */

@@ -32,12 +32,14 @@
  * stream). Each head keeps its own tile state; the tiles are computed from the
  * shared buffers [BK][heads][ldk] and [BK][heads][Dvp].
  */
-static int xattn__cpu_skv_streams(const xattn_problem *p)
+static int xattn__cpu_skv_streams(const xattn_problem *p, xattn_cpu_simd simd)
 {
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-    /* (fp8 caches scale each KV head: they take the per-head path) */
+    /* (fp8 caches scale each KV head: they stream only where the decode
+     * driver reads them in place, which applies the scales per head; the
+     * lanes' conversion of all heads at once does not) */
     return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1 &&
-           !xattn__cpu_is_fp8(p->k.dtype);
+           (!xattn__cpu_is_fp8(p->k.dtype) || xattn__cpu_dec_applies(p, simd));
 }
 
 static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)
@@ -69,7 +71,7 @@ static int64_t xattn__cpu_skv_sb(xattn_cpu_simd simd, const xattn_problem *p)
 
 int xattn_cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd)
 {
-    return (int)(xattn__cpu_skv_streams(p) ? xattn__cpu_skv_sb(simd, p) : xattn__cpu_bk(p));
+    return (int)(xattn__cpu_skv_streams(p, simd) ? xattn__cpu_skv_sb(simd, p) : xattn__cpu_bk(p));
 }
 
 /* Sections the streaming path's tile states go without: their K/V come from
@@ -105,12 +107,12 @@ static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p, int direct)
 
 static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p, xattn_cpu_simd simd)
 {
-    return xattn__cpu_skv_streams(p)
+    return xattn__cpu_skv_streams(p, simd)
                ? xattn__cpu_skv_stream_bytes(p, xattn__cpu_dec_applies(p, simd))
                : xattn__cpu_scratch_bytes(p);
 }
 
-int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
+int xattn_cpu_splitkv_num_splits(const xattn_problem *p, xattn_cpu_simd simd, int num_threads)
 {
     const int64_t bk = xattn__cpu_bk(p), tiles = (p->Sk + bk - 1) / bk;
     const int64_t max_splits = tiles > 1 ? tiles : 1;
@@ -123,12 +125,12 @@ int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
          * Partial work items are (sequence, KV head, head block): see
          * xattn__cpu_qtiling. */
         const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-        const int64_t u0 = xattn__cpu_skv_streams(p) ? p->B * xattn__cpu_skv_hgroups(p)
-                                                     : p->B * p->Hkv * qt.hblocks;
+        const int64_t u0 = xattn__cpu_skv_streams(p, simd) ? p->B * xattn__cpu_skv_hgroups(p)
+                                                           : p->B * p->Hkv * qt.hblocks;
         const int64_t units = u0 > 0 ? u0 : 1;
         const int64_t nt = num_threads > 0 ? num_threads : 1;
         int64_t want = (2 * nt + units - 1) / units;
-        if (xattn__cpu_skv_streams(p)) /* chunks go by pairs (xattn__cpu_skv_stream) */
+        if (xattn__cpu_skv_streams(p, simd)) /* chunks go by pairs (xattn__cpu_skv_stream) */
             want = 2 * want;
         const int64_t by_len = p->Sk / XATTN_CPU_SPLITKV_MIN_KEYS;
         s = want < by_len ? want : by_len;
@@ -180,7 +182,7 @@ static void xattn__cpu_skv_write(const xattn__cpu_ctx *cx, const xattn__cpu_scra
             lpart[row] = -INFINITY;
             continue;
         }
-        const float inv = 1.0f / l;
+        const float inv = sc->omul / l; /* omul: 1, or the decode driver's V scale */
         float *o = opart + row * p->Dv;
         const float *acc = sc->acc + r * cx->Dvp;
         for (int64_t d = 0; d < p->Dv; d++)
@@ -248,7 +250,7 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
     }
     if (direct) /* Q in the order the decode kernels load K, once per query tile */
         for (int l = 0; l < nl; l++)
-            xattn__cpu_dec_begin(cx, ln[l].sc, nk);
+            xattn__cpu_dec_begin(cx, ln[l].sc, nk, hk0);
     const int64_t SB = xattn__cpu_skv_sb(cx->a->simd, p);
     int64_t steps = 0;
     for (int l = 0; l < nl; l++)
@@ -316,7 +318,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
     }
     char *scratch = scratch_ws;
 
-    if (xattn__cpu_skv_streams(p)) {
+    if (xattn__cpu_skv_streams(p, a->simd)) {
         /* Work items: (sequence, group of KV heads, pair of chunks). */
         const int64_t ng = xattn__cpu_skv_hgroups(p), npair = (splits + 1) / 2;
         const int64_t units = p->B * ng * npair;
