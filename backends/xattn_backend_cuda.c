@@ -703,6 +703,10 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
+    if (p->k.dtype == XATTN_DTYPE_Q8_0)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "cuda: k.dtype q8_0: q8_0 K/V caches are not implemented on this "
+                            "backend yet (the CPU backend runs them)");
     if (xattn__dtype_is_fp8(p->k.dtype))
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "cuda: k.dtype %s: fp8 K/V caches are not implemented on this backend "

@@ -531,7 +531,9 @@ static cl_int xattn__cl_set_common(cl_kernel k, const xattn_problem *p, cl_mem m
                 ((int)p->k.dtype << 10);
     ARG_INT(flags);
     ARG_FLOAT(p->scale);
-    ARG_FLOAT(p->softcap);
+    /* The score modifiers travel as one struct (xattn_sem_mods), the same
+     * definition on both sides: float and int fields only. */
+    ARG_SET(sizeof p->mods, &p->mods);
 #undef ARG_VIEW
 #undef ARG_FLOAT
 #undef ARG_INT
@@ -729,6 +731,10 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
                                    xattn__plan *plan)
 {
     const xattn_cl_ctx *c = ctx->bctx;
+    if (p->k.dtype == XATTN_DTYPE_Q8_0)
+        return xattn__error(XATTN_STATUS_UNSUPPORTED,
+                            "OpenCL: k.dtype q8_0: q8_0 K/V caches are not implemented on this "
+                            "backend yet (the CPU backend runs them)");
     if (xattn__dtype_is_fp8(p->k.dtype))
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: k.dtype %s: fp8 K/V caches are not implemented on this "

@@ -155,8 +155,10 @@ static xattn_status xattn__append_view(struct xattn_ctx *ctx, const xattn_proble
                                        const xattn_view *cache, const xattn_view *src, int64_t dim,
                                        uint64_t *bytes)
 {
-    const uint64_t es = xattn_dtype_size(cache->dtype);
+    /* (q8_0 has sd 1 on both sides: its pieces are whole rows of blocks) */
+    const xattn_dtype dt = cache->dtype;
     const int64_t run = cache->sd == 1 && src->sd == 1 ? dim : 1; /* elements per piece */
+    const uint64_t rb = xattn_dtype_bytes(dt, (uint64_t)run);     /* bytes per piece */
     uint64_t d0 = 0, s0 = 0, n = 0;                               /* the pending run, bytes */
     for (int64_t b = 0; b < p->B; b++)
         for (int64_t t = 0; t < p->s_new; t++) {
@@ -165,10 +167,10 @@ static xattn_status xattn__append_view(struct xattn_ctx *ctx, const xattn_proble
             const int64_t stok = src->off + b * src->sb + t * src->ss;
             for (int64_t h = 0; h < p->Hkv; h++)
                 for (int64_t e = 0; e < dim; e += run) {
-                    const uint64_t db = (uint64_t)(dtok + h * cache->sh + e * cache->sd) * es;
-                    const uint64_t sb = (uint64_t)(stok + h * src->sh + e * src->sd) * es;
+                    const uint64_t db = xattn__start_byte(dt, dtok + h * cache->sh + e * cache->sd);
+                    const uint64_t sb = xattn__start_byte(dt, stok + h * src->sh + e * src->sd);
                     if (n && db == d0 + n && sb == s0 + n) {
-                        n += (uint64_t)run * es;
+                        n += rb;
                         continue;
                     }
                     if (n)
@@ -176,12 +178,13 @@ static xattn_status xattn__append_view(struct xattn_ctx *ctx, const xattn_proble
                             ctx->be->buffer_copy(ctx, cache->buf, d0, src->buf, s0, n));
                     d0 = db;
                     s0 = sb;
-                    n = (uint64_t)run * es;
+                    n = rb;
                 }
         }
     if (n)
         XATTN_RETURN_IF_ERROR(ctx->be->buffer_copy(ctx, cache->buf, d0, src->buf, s0, n));
-    *bytes += (uint64_t)p->B * (uint64_t)p->s_new * (uint64_t)p->Hkv * (uint64_t)dim * es;
+    *bytes += (uint64_t)p->B * (uint64_t)p->s_new * (uint64_t)p->Hkv *
+              xattn_dtype_bytes(dt, (uint64_t)dim);
     return XATTN_STATUS_OK;
 }
 

@@ -13,6 +13,7 @@ const char *xattn_dtype_name(xattn_dtype dtype)
     case XATTN_DTYPE_BF16: return "bf16";
     case XATTN_DTYPE_FP8_E4M3: return "fp8e4m3";
     case XATTN_DTYPE_FP8_E5M2: return "fp8e5m2";
+    case XATTN_DTYPE_Q8_0: return "q8_0";
     default: return "?";
     }
 }
@@ -25,8 +26,19 @@ size_t xattn_dtype_size(xattn_dtype dtype)
     case XATTN_DTYPE_BF16: return 2;
     case XATTN_DTYPE_FP8_E4M3:
     case XATTN_DTYPE_FP8_E5M2: return 1;
-    default: return 0;
+    default: return 0; /* invalid, and q8_0 (no whole bytes per value) */
     }
+}
+
+uint64_t xattn_dtype_bytes(xattn_dtype dtype, uint64_t n)
+{
+    if (dtype == XATTN_DTYPE_Q8_0) {
+        const uint64_t blocks = n / XATTN_Q8_0_BLOCK + (n % XATTN_Q8_0_BLOCK != 0);
+        return blocks > UINT64_MAX / XATTN_Q8_0_BLOCK_BYTES ? UINT64_MAX
+                                                            : blocks * XATTN_Q8_0_BLOCK_BYTES;
+    }
+    const uint64_t es = xattn_dtype_size(dtype);
+    return es && n > UINT64_MAX / es ? UINT64_MAX : n * es;
 }
 
 static uint32_t xattn__f32_bits(float x)
@@ -134,4 +146,68 @@ uint8_t xattn_f32_to_fp8(float x, xattn_dtype dtype)
     e -= 1;
     const int m = (int)ldexpf(r, mb - e) - (1 << mb);
     return (uint8_t)(sign | ((e + bias) << mb) | m);
+}
+
+/* The rules shared by the two q8_0 helpers: n a whole number of blocks. */
+static xattn_status xattn__q8_0_args(const void *a, const void *b, int64_t n, const char *fn)
+{
+    if (n < 0 || n % XATTN_Q8_0_BLOCK)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "%s: n: %lld is not a non-negative multiple of %d (q8_0 goes by "
+                            "blocks of %d values)",
+                            fn, (long long)n, XATTN_Q8_0_BLOCK, XATTN_Q8_0_BLOCK);
+    if (n > 0 && (!a || !b))
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "%s: %s: NULL with n = %lld", fn,
+                            !a ? "the source" : "the destination", (long long)n);
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_quantize_q8_0(const float *x, void *blocks, int64_t n)
+{
+    XATTN_RETURN_IF_ERROR(xattn__q8_0_args(x, blocks, n, "xattn_quantize_q8_0"));
+    int64_t bad = -1; /* the first inf or NaN */
+    for (int64_t i = 0; i < n / XATTN_Q8_0_BLOCK; i++) {
+        const float *v = x + i * XATTN_Q8_0_BLOCK;
+        unsigned char *blk = (unsigned char *)blocks + i * XATTN_Q8_0_BLOCK_BYTES;
+        /* As ggml's quantize_row_q8_0_ref: the scale from the f32 amax, the
+         * quants from the f32 scale's reciprocal (not from the f16 scale). */
+        float amax = 0.0f;
+        int finite = 1;
+        for (int j = 0; j < XATTN_Q8_0_BLOCK; j++) {
+            finite &= isfinite(v[j]) != 0;
+            amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+        }
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t h = xattn_f32_to_f16(d);
+        if (!finite) {
+            if (bad < 0)
+                for (int j = 0; j < XATTN_Q8_0_BLOCK && bad < 0; j++)
+                    if (!isfinite(v[j]))
+                        bad = i * XATTN_Q8_0_BLOCK + j;
+            h = 0x7e00u; /* NaN: the block reads back as NaN */
+        }
+        blk[0] = (unsigned char)(h & 0xffu); /* little-endian, whatever the host */
+        blk[1] = (unsigned char)(h >> 8);
+        for (int j = 0; j < XATTN_Q8_0_BLOCK; j++)
+            blk[2 + j] = finite ? (unsigned char)(int8_t)roundf(v[j] * id) : 0u;
+    }
+    if (bad >= 0)
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "xattn_quantize_q8_0: x[%lld]: %g has no q8_0 value (its block of "
+                            "%d was written as NaN)",
+                            (long long)bad, (double)x[bad], XATTN_Q8_0_BLOCK);
+    return XATTN_STATUS_OK;
+}
+
+xattn_status xattn_dequantize_q8_0(const void *blocks, float *x, int64_t n)
+{
+    XATTN_RETURN_IF_ERROR(xattn__q8_0_args(blocks, x, n, "xattn_dequantize_q8_0"));
+    for (int64_t i = 0; i < n / XATTN_Q8_0_BLOCK; i++) {
+        const unsigned char *blk = (const unsigned char *)blocks + i * XATTN_Q8_0_BLOCK_BYTES;
+        const float d = xattn_f16_to_f32((uint16_t)(blk[0] | (blk[1] << 8)));
+        for (int j = 0; j < XATTN_Q8_0_BLOCK; j++)
+            x[i * XATTN_Q8_0_BLOCK + j] = d * (float)(int8_t)blk[2 + j];
+    }
+    return XATTN_STATUS_OK;
 }

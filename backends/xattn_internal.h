@@ -398,6 +398,28 @@ static inline int xattn__dtype_is_fp8(xattn_dtype t)
     return t == XATTN_DTYPE_FP8_E4M3 || t == XATTN_DTYPE_FP8_E5M2;
 }
 
+/* The dtypes for K/V caches only (fp8, q8_0): never q, o or bias. */
+static inline int xattn__dtype_is_kv_only(xattn_dtype t)
+{
+    return xattn__dtype_is_fp8(t) || t == XATTN_DTYPE_Q8_0;
+}
+
+/* The byte where element e (counted from the buffer's byte 0) of dtype t
+ * begins: e times the element size; for q8_0, where e is the first value of
+ * a block, the block's first byte (its d). */
+static inline uint64_t xattn__start_byte(xattn_dtype t, int64_t e)
+{
+    return t == XATTN_DTYPE_Q8_0 ? (uint64_t)xattn_sem_q8_0_d_byte(e)
+                                 : (uint64_t)e * xattn_dtype_size(t);
+}
+
+/* The bytes a K/V value takes on average, scales included (q8_0: 34/32). */
+static inline double xattn__value_bytes(xattn_dtype t)
+{
+    return t == XATTN_DTYPE_Q8_0 ? (double)XATTN_Q8_0_BLOCK_BYTES / XATTN_Q8_0_BLOCK
+                                 : (double)xattn_dtype_size(t);
+}
+
 typedef struct xattn_desc_summary {
     int64_t B, Hq, Hkv, D, Dv, Sq, Sk; /* Sq/Sk: tensor extents, or the longest sequence (varlen) */
     int varlen;

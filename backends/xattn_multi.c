@@ -318,10 +318,11 @@ xattn_status xattn_attention_multi(xattn_ctx *const *ctxs, int num_ctxs, const d
                             "%s: paged KV caches and appends are not supported by "
                             "xattn_attention_multi yet (call xattn_attention on one device)",
                             d->block_table ? "block_table" : "k_new");
-    if (xattn__dtype_is_fp8(d->k.dtype))
+    if (xattn__dtype_is_kv_only(d->k.dtype))
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "k.dtype: fp8 K/V caches are not supported by xattn_attention_multi "
-                            "yet (call xattn_attention on one device)");
+                            "k.dtype: %s K/V caches are not supported by xattn_attention_multi "
+                            "yet (call xattn_attention on one device)",
+                            xattn_dtype_name(d->k.dtype));
     if (num_ctxs > 1 && d->bias.buffer && d->cu_seqlens_q)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "bias: not supported with a packed batch across several devices yet "

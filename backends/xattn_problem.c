@@ -15,7 +15,10 @@ static xattn_view xattn__view_of(const xattn_tensor *t, int varlen)
     xattn_view v;
     v.buf = t->buffer;
     v.dtype = t->dtype;
-    v.off = (int64_t)(t->offset / xattn_dtype_size(t->dtype));
+    /* (a q8_0 view's offset is whole 34-byte blocks of 32 values) */
+    v.off = t->dtype == XATTN_DTYPE_Q8_0
+                ? (int64_t)(t->offset / XATTN_Q8_0_BLOCK_BYTES) * XATTN_Q8_0_BLOCK
+                : (int64_t)(t->offset / xattn_dtype_size(t->dtype));
     /* A stride is ignored where the extent is 1; 0 keeps kernels from using it. */
     v.sb = (varlen || t->shape[0] == 1) ? 0 : t->strides[0];
     v.ss = t->strides[1];
@@ -96,7 +99,7 @@ xattn_status xattn__problem_build(struct xattn_ctx *ctx, const xattn_attn_desc *
     p->has_v_scale = d->v_scale.buffer != NULL;
     p->alibi = d->alibi_slopes;
     p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)sum->D));
-    p->softcap = d->softcap;
+    p->mods.softcap = d->softcap;
     p->causal = d->causal;
     p->bottom_right = d->align == XATTN_ALIGN_BOTTOM_RIGHT;
     p->window_left = d->window_left;

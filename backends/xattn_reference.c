@@ -97,7 +97,7 @@ static xattn_status xattn_ref__view_read(const xattn_tensor *t, const char *name
         span += (t->shape[k] - 1) * out->stride[k];
 
     size_t esize = xattn_dtype_size(t->dtype);
-    size_t bytes = (size_t)span * esize;
+    size_t bytes = (size_t)xattn_dtype_bytes(t->dtype, (uint64_t)span);
     unsigned char *raw = malloc(bytes);
     out->data = malloc((size_t)span * sizeof(double));
     if (!raw || !out->data) {
@@ -117,6 +117,14 @@ static xattn_status xattn_ref__view_read(const xattn_tensor *t, const char *name
         const unsigned char *p = raw + (size_t)e * esize;
         uint16_t h;
         switch (t->dtype) {
+        case XATTN_DTYPE_Q8_0:
+            /* The view starts on a block, so e addresses it as from byte 0:
+             * the f16 d (little-endian) times the int8, exact in double. */
+            p = raw + xattn_sem_q8_0_d_byte(e);
+            h = (uint16_t)(p[0] | (p[1] << 8));
+            out->data[e] =
+                xattn_ref__f16_bits_to_double(h) * (double)(int8_t)raw[xattn_sem_q8_0_qs_byte(e)];
+            break;
         case XATTN_DTYPE_F32: out->data[e] = xattn_ref__f32_bits_to_double(p); break;
         case XATTN_DTYPE_F16:
             memcpy(&h, p, 2);

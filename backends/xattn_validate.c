@@ -44,11 +44,14 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                                 "%s.strides[%d]: %lld is negative (strides must be >= 0)", name, i,
                                 (long long)t->strides[i]);
     }
-    size_t esize = xattn_dtype_size(t->dtype);
+    /* q8_0 views start on a block (34 bytes, 32 values); the rest of its
+     * layout rules are xattn__check_q8_0's. */
+    const int q8 = t->dtype == XATTN_DTYPE_Q8_0;
+    size_t esize = q8 ? XATTN_Q8_0_BLOCK_BYTES : xattn_dtype_size(t->dtype);
     if (t->offset % esize)
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                            "%s.offset: %zu bytes is not a multiple of the %s element size %zu",
-                            name, t->offset, xattn_dtype_name(t->dtype), esize);
+                            "%s.offset: %zu bytes is not a multiple of the %s %s size %zu", name,
+                            t->offset, xattn_dtype_name(t->dtype), q8 ? "block" : "element", esize);
     /* Element count first: catches absurd shapes even where strides are 0. */
     uint64_t count = 1;
     for (int i = 0; i < 4; i++)
@@ -71,7 +74,8 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                                 name, i, (long long)t->strides[i], (long long)t->shape[i]);
     }
     uint64_t end;
-    if (xattn__add_overflow(last, 1, &end) || xattn__mul_overflow(end, esize, &end) ||
+    if (xattn__add_overflow(last, 1, &end) ||
+        (end = xattn_dtype_bytes(t->dtype, end)) == UINT64_MAX ||
         xattn__add_overflow(end, (uint64_t)t->offset, &end))
         return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
                             "%s.offset: %zu plus the view's byte extent overflows 64 bits", name,
@@ -86,6 +90,32 @@ static xattn_status xattn__check_view(const struct xattn_ctx *ctx, const xattn_t
                             (long long)t->shape[3], (long long)t->strides[0],
                             (long long)t->strides[1], (long long)t->strides[2],
                             (long long)t->strides[3]);
+    return XATTN_STATUS_OK;
+}
+
+/* The layout of a q8_0 view (k, v, k_new, v_new), whose blocks of 32 values
+ * run along the head dim: the head dim a multiple of 32 and contiguous, every
+ * other stride (where its extent is above 1) whole blocks. */
+static xattn_status xattn__check_q8_0(const xattn_tensor *t, const char *name)
+{
+    if (t->dtype != XATTN_DTYPE_Q8_0)
+        return XATTN_STATUS_OK;
+    if (t->shape[3] % XATTN_Q8_0_BLOCK)
+        return xattn__error(XATTN_STATUS_INVALID_SHAPE,
+                            "%s.shape[3]: head dim %lld is not a multiple of %d (q8_0 blocks of "
+                            "%d values run along the head dim)",
+                            name, (long long)t->shape[3], XATTN_Q8_0_BLOCK, XATTN_Q8_0_BLOCK);
+    if (t->shape[3] > 1 && t->strides[3] != 1)
+        return xattn__error(XATTN_STATUS_INVALID_STRIDE,
+                            "%s.strides[3]: %lld, expected 1 (a q8_0 block's 32 values are "
+                            "contiguous along the head dim)",
+                            name, (long long)t->strides[3]);
+    for (int i = 0; i < 3; i++)
+        if (t->shape[i] > 1 && t->strides[i] % XATTN_Q8_0_BLOCK)
+            return xattn__error(XATTN_STATUS_INVALID_STRIDE,
+                                "%s.strides[%d]: %lld values is not a multiple of %d (q8_0 rows "
+                                "start on a block)",
+                                name, i, (long long)t->strides[i], XATTN_Q8_0_BLOCK);
     return XATTN_STATUS_OK;
 }
 
@@ -135,7 +165,7 @@ static void xattn__view_range(const xattn_tensor *t, uint64_t *lo, uint64_t *hi)
         last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
     }
     *lo = t->offset;
-    *hi = t->offset + (last + 1) * xattn_dtype_size(t->dtype);
+    *hi = t->offset + xattn_dtype_bytes(t->dtype, last + 1);
 }
 
 /* The memory a view's bytes are: *id names it (a handle for HANDLE memory,
@@ -302,6 +332,8 @@ static xattn_status xattn__check_cache(const struct xattn_ctx *ctx, const xattn_
                 d->k_new.dtype != d->k.dtype ? "k_new" : "v_new",
                 xattn_dtype_name(d->k_new.dtype != d->k.dtype ? d->k_new.dtype : d->v_new.dtype),
                 xattn_dtype_name(d->k.dtype));
+        XATTN_RETURN_IF_ERROR(xattn__check_q8_0(&d->k_new, "k_new"));
+        XATTN_RETURN_IF_ERROR(xattn__check_q8_0(&d->v_new, "v_new"));
         s_new = d->k_new.shape[1];
         XATTN_RETURN_IF_ERROR(xattn__expect_dim(&d->k_new, "k_new", 0, B, "q's batch q.shape[0]"));
         XATTN_RETURN_IF_ERROR(
@@ -439,7 +471,7 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
     XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->v, "v"));
     XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, &d->o, "o"));
 
-    if (xattn__dtype_is_fp8(d->q.dtype))
+    if (xattn__dtype_is_kv_only(d->q.dtype))
         return xattn__error(XATTN_STATUS_INVALID_DTYPE,
                             "q.dtype: %s is a K/V cache dtype (q and o are f32, f16 or bf16)",
                             xattn_dtype_name(d->q.dtype));
@@ -451,6 +483,8 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
         return xattn__error(XATTN_STATUS_INVALID_DTYPE,
                             "v.dtype: %s differs from k.dtype %s (k and v share one dtype)",
                             xattn_dtype_name(d->v.dtype), xattn_dtype_name(d->k.dtype));
+    XATTN_RETURN_IF_ERROR(xattn__check_q8_0(&d->k, "k"));
+    XATTN_RETURN_IF_ERROR(xattn__check_q8_0(&d->v, "v"));
 
     /* Heads and head dims. */
     XATTN_RETURN_IF_ERROR(xattn__check_positive(&d->q, "q", 2));
@@ -594,9 +628,11 @@ xattn_status xattn__validate(const struct xattn_ctx *ctx, const xattn_attn_desc 
         if (!sct[i]->buffer)
             continue;
         if (!xattn__dtype_is_fp8(d->k.dtype))
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "%s: set, but k.dtype is %s (scales are for fp8 caches)", scn[i],
-                                xattn_dtype_name(d->k.dtype));
+            return xattn__error(
+                XATTN_STATUS_INVALID_ARGUMENT,
+                "%s: set, but k.dtype is %s (scales are for fp8 caches%s)", scn[i],
+                xattn_dtype_name(d->k.dtype),
+                d->k.dtype == XATTN_DTYPE_Q8_0 ? "; q8_0 blocks carry their own f16 scales" : "");
         XATTN_RETURN_IF_ERROR(xattn__check_view(ctx, sct[i], scn[i]));
         if (sct[i]->dtype != XATTN_DTYPE_F32)
             return xattn__error(XATTN_STATUS_INVALID_DTYPE, "%s.dtype: %s, expected f32", scn[i],

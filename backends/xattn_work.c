@@ -126,7 +126,7 @@ void xattn__work_account(const xattn_problem *p, const xattn_run_info *ri, const
 {
     const double Hq = (double)p->Hq, Hkv = (double)p->Hkv, D = (double)p->D, Dv = (double)p->Dv;
     const double qs = (double)xattn_dtype_size(p->q.dtype);
-    const double ks = (double)xattn_dtype_size(p->k.dtype);
+    const double ks = xattn__value_bytes(p->k.dtype); /* q8_0: 34/32, its scales included */
     const int64_t tq = ri->tile_q > 0 ? ri->tile_q : 1, tk = ri->tile_k > 0 ? ri->tile_k : 1;
     const int tiled = p->algo == XATTN_ALGO_FLASH || p->algo == XATTN_ALGO_SPLITKV;
 

@@ -123,13 +123,28 @@ typedef enum xattn_dtype {
     XATTN_DTYPE_FP8_E4M3 =
         3, /* OCP E4M3 ("fn"): bias 7, max 448, no infinities, S.1111.111 = NaN */
     XATTN_DTYPE_FP8_E5M2 = 4, /* OCP E5M2: bias 15, max 57344, infinities and NaNs as IEEE */
+    /* ggml's block_q8_0, for K/V caches only (no k_scale / v_scale): blocks
+     * of 32 values along the head dim, each 34 bytes, an IEEE f16 scale d
+     * (little-endian) then 32 int8 qs; value i = d * qs[i]. Strides stay in
+     * values; value e of a buffer lies at byte (e / 32) * 34 + 2 + e % 32
+     * (docs/api.md). */
+    XATTN_DTYPE_Q8_0 = 5,
     XATTN_DTYPE_COUNT
 } xattn_dtype;
 
-/** "f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", or "?" for an invalid value. */
+/** Values per q8_0 block and the bytes of one block. */
+#define XATTN_Q8_0_BLOCK 32
+#define XATTN_Q8_0_BLOCK_BYTES 34
+
+/** "f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", "q8_0", or "?" for an invalid value. */
 XATTN_API const char *xattn_dtype_name(xattn_dtype dtype);
-/** Bytes per element (4, 2 or 1), or 0 for an invalid value. */
+/** Bytes per element (4, 2 or 1), or 0 for an invalid value and for q8_0,
+ * which has no whole number of bytes per value (see xattn_dtype_bytes). */
 XATTN_API size_t xattn_dtype_size(xattn_dtype dtype);
+/** Bytes that n consecutive values of dtype take: n times the element size,
+ * for q8_0 34 bytes per block of 32 (n rounded up to whole blocks); 0 for an
+ * invalid dtype; UINT64_MAX when the count overflows 64 bits. */
+XATTN_API uint64_t xattn_dtype_bytes(xattn_dtype dtype, uint64_t n);
 
 /* ---- backends and devices ---------------------------------------------- */
 
@@ -625,6 +640,17 @@ XATTN_API float xattn_bf16_to_f32(uint16_t h);
 XATTN_API uint8_t xattn_f32_to_fp8(float x, xattn_dtype dtype);
 /** The exact f32 value of an fp8 byte; NaN for another dtype. */
 XATTN_API float xattn_fp8_to_f32(uint8_t b, xattn_dtype dtype);
+/** n floats (a multiple of 32) -> n / 32 q8_0 blocks of 34 bytes, as ggml's
+ * quantize_row_q8_0_ref: per block d = amax / 127 in f32, stored as f16
+ * (round to nearest even), qs[i] = roundf(x[i] * (1 / d)) (0 where d is 0).
+ * A block holding an inf or NaN is written with d = NaN and qs 0 (it reads
+ * back as NaN) and the call returns XATTN_STATUS_INVALID_ARGUMENT naming the
+ * first such x[i]; n not a multiple of 32 (or negative), or a NULL pointer
+ * with n > 0: XATTN_STATUS_INVALID_ARGUMENT, nothing written. */
+XATTN_API xattn_status xattn_quantize_q8_0(const float *x, void *blocks, int64_t n);
+/** n / 32 q8_0 blocks -> n floats, x[i] = f16 d * qs[i] (exact in f32);
+ * the same rules on n. */
+XATTN_API xattn_status xattn_dequantize_q8_0(const void *blocks, float *x, int64_t n);
 
 /* ---- ABI: structs that grow ------------------------------------------------
  *

@@ -247,14 +247,14 @@ inline float xattn_hsum8(float8 x)
         const long b_sd, const long sink_off, const long sink_sh, const long win_l,     \
         const long win_r, const int B, const int Hq,                                    \
         const int group, const int D_arg, const int Dv_arg, const int Sq, const int Sk, \
-        const int flags, const float scale, const float softcap
+        const int flags, const float scale, const xattn_sem_mods mods
 
 #define XATTN_KARGS_PASS                                                                   \
     q, k, v, o, lse, bias, meta, sinks, q_off, q_sb, q_ss, q_sh, q_sd, k_off, k_sb, k_ss,  \
         k_sh, k_sd, v_off, v_sb, v_ss, v_sh, v_sd, o_off, o_sb, o_ss, o_sh, o_sd, l_off,   \
         l_sb, l_sh, l_ss, b_off, b_sb, b_sh, b_ss, b_sd, sink_off, sink_sh, win_l, win_r,  \
         B, Hq, group, D_arg,                                                               \
-        Dv_arg, Sq, Sk, flags, scale, softcap
+        Dv_arg, Sq, Sk, flags, scale, mods
 
 /* Element indices of the views (xattn_problem.h, "Addressing"); K and V
  * through xattn_kv_tok below, which knows paged caches. */
@@ -362,12 +362,13 @@ inline void xattn_row_range(const xattn_sem_rule *r, long i, long kmin, long kma
     *hi = max(a, min(b, kmax));
 }
 
-/* Semantics steps 2-5 on an unmasked score s = (q . k) * scale: softcap,
- * ALiBi, bias (the semantics header's xattn_sem_modify). */
-inline float xattn_mod_score(float s, float softcap, float slope, long pos, long j,
+/* Semantics steps 2-5 on an unmasked score s = (q . k) * scale: the call's
+ * modifiers (the kernel argument `mods`), ALiBi, bias (the semantics header's
+ * xattn_sem_modify). */
+inline float xattn_mod_score(float s, const xattn_sem_mods mods, float slope, long pos, long j,
                              float bias_val)
 {
-    return xattn_sem_modify(s, softcap, slope, pos, j, bias_val);
+    return xattn_sem_modify(&mods, s, slope, pos, j, bias_val);
 }
 
 inline float xattn_bias_load(__global const uchar *bias, long idx, int flags)

@@ -142,7 +142,7 @@ inline xattn_row_state xattn_attend(XATTN_KARGS, __local float *ks, __local floa
                 const float bv = (flags & XATTN_F_BIAS)
                                      ? xattn_bias_load(bias, XATTN_BIAS_AT(b, h, i, j), flags)
                                      : 0.0f;
-                x = xattn_mod_score(dot * scale, softcap, slope, pos, j, bv);
+                x = xattn_mod_score(dot * scale, mods, slope, pos, j, bv);
             }
             sc[jj] = x;
         }

@@ -38,7 +38,7 @@ inline float xattn_naive_score(XATTN_KARGS, float dot, int b, int h, xattn_seq s
         return -INFINITY;
     const float bv =
         (flags & XATTN_F_BIAS) ? xattn_bias_load(bias, XATTN_BIAS_AT(b, h, i, j), flags) : 0.0f;
-    return xattn_mod_score(dot * scale, softcap, xattn_alibi_slope(meta, B, h, flags),
+    return xattn_mod_score(dot * scale, mods, xattn_alibi_slope(meta, B, h, flags),
                            xattn_sem_pos(&rule, i), j, bv);
 }
 

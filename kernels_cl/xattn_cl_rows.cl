@@ -194,8 +194,8 @@ inline void xattn_rows_attend(XATTN_KARGS, int b, int kh, xattn_seq s, long v0, 
             }
             float tmax = -INFINITY;
             jj = a;
-            if (!(flags & XATTN_F_BIAS) && softcap == 0.0f && slope[r] == 0.0f) {
-                /* No softcap, ALiBi or bias: xattn_mod_score leaves s = (q . k) *
+            if (!(flags & XATTN_F_BIAS) && !xattn_sem_mods_any(&mods) && slope[r] == 0.0f) {
+                /* No call modifier, ALiBi or bias: xattn_mod_score leaves s = (q . k) *
                  * scale as it is; eight at a time, the max sticky for NaN. */
                 float8 mx = -INFINITY;
                 int8 nan8 = 0;
@@ -213,7 +213,7 @@ inline void xattn_rows_attend(XATTN_KARGS, int b, int kh, xattn_seq s, long v0, 
                     (flags & XATTN_F_BIAS)
                         ? xattn_bias_load(bias, XATTN_BIAS_AT(b, head[r], irow[r], j), flags)
                         : 0.0f;
-                sc[jj] = xattn_mod_score(sc[jj] * scale, softcap, slope[r], pos[r], j, bv);
+                sc[jj] = xattn_mod_score(sc[jj] * scale, mods, slope[r], pos[r], j, bv);
                 tmax = xattn_sem_sticky_max(tmax, sc[jj]);
             }
             /* The online-softmax update (xattn_softmax_tile's, in its order). */

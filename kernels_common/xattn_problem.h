@@ -16,6 +16,9 @@
  *      are positions within the sequence, also for packed batches)
  *   SINK[h]        = sinks.off + h*sinks.sh (f32; sb = ss = sd = 0)
  * In packed (varlen) mode every sb is 0 and start_q/start_k hold cu_seqlens.
+ * A q8_0 K/V (34-byte blocks of 32 values along d, d's stride 1, every other
+ * stride and off a multiple of 32) is addressed in values all the same; the
+ * bytes of value e are xattn_sem_q8_0_qs_byte(e) / _d_byte(e).
  *
  * Rows written for sequence b: rows_q(b) = varlen ? len_q[b] : Sq. Rows
  * i >= len_q[b] (padding, padded mode only) get O = 0 and LSE = -inf, with or
@@ -55,9 +58,9 @@ typedef struct xattn_problem {
     int has_k_scale, has_v_scale;
     xattn_view k_scale, v_scale;
 
-    const float *alibi; /* host [Hq] or NULL */
-    float scale;        /* resolved (never the 0 "default") */
-    float softcap;      /* 0 = off */
+    const float *alibi;  /* host [Hq] or NULL */
+    float scale;         /* resolved (never the 0 "default") */
+    xattn_sem_mods mods; /* the call's score modifiers (softcap): xattn_semantics.h */
     int causal;
     int bottom_right;                  /* alignment: p = i + (len_k - len_q) when 1, p = i when 0 */
     int64_t window_left, window_right; /* < 0 = unbounded */

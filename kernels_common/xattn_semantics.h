@@ -189,13 +189,39 @@ XATTN_SEM_FN float xattn_sem_alibi(float slope, xattn_sem_i64 pos, xattn_sem_i64
     return -slope * (float)dist;
 }
 
+/*
+ * The score modifiers that are parameters of the whole call, in one struct
+ * that every backend hands to its kernels as it is (the CPU by pointer, CUDA
+ * inside its argument struct, OpenCL as one by-value kernel argument), so
+ * that a new modifier is a field here, a step in xattn_sem_modify, a term in
+ * xattn_sem_mods_any, the line of xattn__problem_build that fills it, and the
+ * reference: no kernel signature changes. Per-head and per-element inputs
+ * (the ALiBi slopes, the bias tensor) stay apart, since a backend stages them
+ * in its own memory. Only 32-bit float and int fields, so that the host's and
+ * an OpenCL device's layouts agree.
+ */
+typedef struct xattn_sem_mods {
+    float softcap; /* step 2: cap * tanh(s / cap); 0 = off */
+} xattn_sem_mods;
+
+/* Whether any modifier of m can change a score (1), or none is on (0): a
+ * kernel may then skip xattn_sem_modify for keys that need no ALiBi or bias. */
+XATTN_SEM_FN int xattn_sem_mods_any(const xattn_sem_mods *m)
+{
+    return m->softcap > 0.0f;
+}
+
 /* Steps 2, 4 and 5 on the scaled score s = (q . k) * scale of a key the masks
  * leave (step 6 is the caller's: a masked key's score is -inf and nothing of
- * it is read). slope is 0 without ALiBi, bias 0 without a bias tensor. */
-XATTN_SEM_FN float xattn_sem_modify(float s, float cap, float slope, xattn_sem_i64 pos,
-                                    xattn_sem_i64 j, float bias)
+ * it is read). slope is 0 without ALiBi, bias 0 without a bias tensor. A
+ * kernel that vectorizes the softcap (the CPU) calls this with a copy of m
+ * whose softcap is 0, after its own vector pass, and with m itself when
+ * xattn_sem_mods_any says another modifier is on (so that a new modifier is
+ * applied in its order without a vector form). */
+XATTN_SEM_FN float xattn_sem_modify(const xattn_sem_mods *m, float s, float slope,
+                                    xattn_sem_i64 pos, xattn_sem_i64 j, float bias)
 {
-    s = xattn_sem_softcap(s, cap);
+    s = xattn_sem_softcap(s, m->softcap);
     if (slope != 0.0f)
         s += xattn_sem_alibi(slope, pos, j);
     return s + bias;
@@ -291,6 +317,30 @@ XATTN_SEM_FN float xattn_sem_fp8_value(unsigned int byte, int e5m2)
     else /* (2^mb + m) * 2^(e - bias - mb) */
         v = XATTN_SEM_LDEXPF((float)((1u << mb) + m), (int)e - (e5m2 ? 17 : 10));
     return (byte & 0x80u) ? -v : v;
+}
+
+/* ---- K/V dtypes: where a q8_0 value lies ----------------------------------- */
+
+/*
+ * q8_0 (ggml's block_q8_0): blocks of 32 values along the head dim, each 34
+ * bytes, an IEEE f16 scale d (little-endian) followed by 32 int8 qs; value i
+ * of a block is d * qs[i]. Addresses stay in values (elements): value e of a
+ * buffer (e counted from the buffer's byte 0, offsets are whole blocks) has
+ * its qs at byte (e / 32) * 34 + 2 + e % 32 and its block's d at byte
+ * (e / 32) * 34. The one formula of docs/api.md: every backend and the
+ * reference address q8_0 through these two.
+ */
+#define XATTN_SEM_Q8_0_BLOCK 32
+#define XATTN_SEM_Q8_0_BLOCK_BYTES 34
+
+XATTN_SEM_FN xattn_sem_i64 xattn_sem_q8_0_d_byte(xattn_sem_i64 e)
+{
+    return e / XATTN_SEM_Q8_0_BLOCK * XATTN_SEM_Q8_0_BLOCK_BYTES;
+}
+
+XATTN_SEM_FN xattn_sem_i64 xattn_sem_q8_0_qs_byte(xattn_sem_i64 e)
+{
+    return xattn_sem_q8_0_d_byte(e) + 2 + e % XATTN_SEM_Q8_0_BLOCK;
 }
 
 #endif /* XATTN_SEMANTICS_H */

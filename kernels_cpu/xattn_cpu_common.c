@@ -109,7 +109,15 @@ void xattn__cpu_ctx_init(xattn__cpu_ctx *cx, const xattn_cpu_args *a)
     cx->p = p;
     cx->a = a;
     cx->uk = xattn__cpu_uk_get(a->simd);
-    cx->mods = p->alibi != NULL || p->has_bias;
+    /* The softcap has a vector form (uk->softcap); any other modifier of
+     * p->mods goes key by key through xattn_sem_modify, and then the softcap
+     * with it, to keep the semantics' order without a vector form of each. */
+    cx->rmods = p->mods;
+    cx->rmods.softcap = 0.0f;
+    if (xattn_sem_mods_any(&cx->rmods))
+        cx->rmods = p->mods;
+    cx->vcap = cx->rmods.softcap > 0.0f ? 0.0f : p->mods.softcap;
+    cx->mods = p->alibi != NULL || p->has_bias || xattn_sem_mods_any(&cx->rmods);
     /* s = (q . k) * scale with no partial sum in f32 larger than those of q . k
      * itself: a |scale| <= 1 multiplies q as it is loaded, where it can only
      * shrink them (and costs nothing more), a larger one the finished dot
@@ -164,19 +172,15 @@ void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, floa
         s[t * stride] = -INFINITY;
     if (!cx->mods)
         return;
-    const float slope = rw->slope;
-    const int alibi = p->alibi != NULL, bias = p->has_bias;
+    const float slope = rw->slope; /* 0 without ALiBi */
+    const int bias = p->has_bias;
     const void *bbase = cx->a->bias;
     const int64_t bsd = p->bias.sd;
     const xattn_dtype bdt = p->bias.dtype;
     for (int64_t t = a; t < e; t++) {
-        int64_t j = j0 + t;
-        float v = s[t * stride];
-        if (alibi)
-            v += xattn_sem_alibi(slope, rw->pos, j);
-        if (bias)
-            v += xattn__cpu_load1(bbase, rw->bias_idx + j * bsd, bdt);
-        s[t * stride] = v;
+        const int64_t j = j0 + t;
+        const float bv = bias ? xattn__cpu_load1(bbase, rw->bias_idx + j * bsd, bdt) : 0.0f;
+        s[t * stride] = xattn_sem_modify(&cx->rmods, s[t * stride], slope, rw->pos, j, bv);
     }
 }
 
@@ -192,7 +196,7 @@ float xattn__cpu_score1(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, int6
     for (int64_t d = 0; d < p->D; d++)
         s += qv[d] * kv[d];
     s *= cx->post;
-    s = xattn_sem_softcap(s, p->softcap);
+    s = xattn_sem_softcap(s, cx->vcap);
     xattn__cpu_mod_row(cx, rw, &s, 1, j, 1);
     return s;
 }
@@ -401,6 +405,26 @@ int xattn__cpu_load_rows(const xattn__cpu_uk *uk, float *tile, int64_t ld, const
         }
         return check && bad != bad;
     }
+    if (dt == XATTN_DTYPE_Q8_0) {
+        /* Each block's f16 d once, times its 32 int8 (exact in f32); the
+         * inner loop is plain C that the compiler vectorizes. */
+        float bad = 0.0f; /* x*0: NaN iff an element is inf or NaN */
+        for (int64_t c = 0; c < nc; c++) {
+            const uint8_t *s = (const uint8_t *)base + xattn_sem_q8_0_d_byte(idx0 + c * rstride);
+            float *row = tile + c * ld;
+            for (int64_t b0 = 0; b0 < n;
+                 b0 += XATTN_SEM_Q8_0_BLOCK, s += XATTN_SEM_Q8_0_BLOCK_BYTES) {
+                const float d = xattn__cpu_f16_to_f32((uint16_t)(s[0] | (s[1] << 8)));
+                const int8_t *qs = (const int8_t *)(s + 2);
+                for (int i = 0; i < XATTN_SEM_Q8_0_BLOCK; i++)
+                    row[b0 + i] = d * (float)qs[i];
+                bad += d * 0.0f;
+            }
+            for (int64_t d = n; d < zero_to; d++)
+                row[d] = 0.0f;
+        }
+        return check && bad != bad;
+    }
     if (uk->load_rows)
         return uk->load_rows(tile, ld, base, idx0, rstride, n, zero_to, nc, dt, check);
     int bad = 0;
@@ -458,15 +482,17 @@ void xattn__cpu_token_rows(const xattn_problem *p, const xattn_view *v, int64_t 
 void xattn__cpu_prefetch_rows(const xattn_problem *p, const xattn_view *v, const void *base,
                               int64_t n, int64_t b, int64_t hk, int64_t ja, int64_t nc)
 {
-    const int64_t esz = xattn__cpu_esize(v->dtype);
     if (v->sd != 1)
         return; /* strided rows: not worth guessing */
     /* By runs of keys within one page (one run without pages). */
+    const xattn_dtype dt = v->dtype;
+    const int64_t rb = xattn__cpu_start_byte(dt, n), sb = xattn__cpu_start_byte(dt, v->ss);
     for (int64_t c = 0, run; c < nc; c += run) {
         run = xattn__cpu_krun(p, v, b, ja + c, nc - c);
-        const char *row = (const char *)base + xattn__cpu_krow(v, p, b, ja + c, hk) * esz;
-        for (int64_t r = 0; r < run; r++, row += v->ss * esz)
-            for (int64_t o = 0; o < n * esz; o += 64)
+        const char *row =
+            (const char *)base + xattn__cpu_start_byte(dt, xattn__cpu_krow(v, p, b, ja + c, hk));
+        for (int64_t r = 0; r < run; r++, row += sb)
+            for (int64_t o = 0; o < rb; o += 64)
                 __builtin_prefetch(row + o, 0, 2);
     }
 }
@@ -577,7 +603,6 @@ int xattn__cpu_tile_ranges(xattn__cpu_scratch *sc, int64_t ja, int64_t jb, int *
 void xattn__cpu_tile_softmax(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t ja, int nc,
                              int full)
 {
-    const xattn_problem *p = cx->p;
     const xattn__cpu_uk *uk = cx->uk;
     const int BQ = XATTN_CPU_BQ, R = sc->R;
     /* The rest of a |scale| > 1 (cx->post), then score modifications and
@@ -587,9 +612,9 @@ void xattn__cpu_tile_softmax(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     if (cx->post != 1.0f)
         for (int c = 0; c < nc; c++)
             uk->scale(sc->st + c * BQ, R, cx->post);
-    if (p->softcap > 0.0f)
+    if (cx->vcap > 0.0f)
         for (int c = 0; c < nc; c++)
-            uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), p->softcap);
+            uk->softcap(sc->st + c * BQ, xattn__cpu_round_up(R, XATTN__CPU_PAD), cx->vcap);
     if (cx->mods || !full)
         for (int r = 0; r < R; r++)
             xattn__cpu_mod_row(cx, &sc->rows[r], sc->st + r, BQ, ja, nc);

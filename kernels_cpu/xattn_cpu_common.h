@@ -111,15 +111,31 @@ static inline void xattn__cpu_work_add(xattn_cpu_work *a, const xattn_cpu_work *
     initializer(omp_priv = (xattn_cpu_work){0, 0, 0})
 #endif
 
-/* Bytes of one element of a K/V/Q array (the kernels' dtypes). */
 static inline int xattn__cpu_is_fp8(xattn_dtype t)
 {
     return t == XATTN_DTYPE_FP8_E4M3 || t == XATTN_DTYPE_FP8_E5M2;
 }
 
+/* The K/V cache dtypes scaled per head or per block (fp8, q8_0): only the
+ * decode driver's in-place reads and the per-head tile loads apply those. */
+static inline int xattn__cpu_is_lowp(xattn_dtype t)
+{
+    return xattn__cpu_is_fp8(t) || t == XATTN_DTYPE_Q8_0;
+}
+
+/* Bytes of one element of a K/V/Q array (the kernels' dtypes); q8_0 has no
+ * whole number (34 bytes per 32 values): address it through
+ * xattn__cpu_start_byte. */
 static inline int64_t xattn__cpu_esize(xattn_dtype t)
 {
-    return t == XATTN_DTYPE_F32 ? 4 : xattn__cpu_is_fp8(t) ? 1 : 2;
+    return t == XATTN_DTYPE_F32 ? 4 : xattn__cpu_is_fp8(t) || t == XATTN_DTYPE_Q8_0 ? 1 : 2;
+}
+
+/* Where element e of a buffer of dtype t begins, in bytes; for q8_0 (e the
+ * first value of a block) the block's d. */
+static inline int64_t xattn__cpu_start_byte(xattn_dtype t, int64_t e)
+{
+    return t == XATTN_DTYPE_Q8_0 ? xattn_sem_q8_0_d_byte(e) : e * xattn__cpu_esize(t);
 }
 
 /* Whether the in-place QK^T asks L1 for the V rows that the P.V reads next
@@ -206,6 +222,11 @@ static inline float xattn__cpu_load1(const void *base, int64_t idx, xattn_dtype 
         return ((const float *)base)[idx];
     if (xattn__cpu_is_fp8(dt))
         return xattn_sem_fp8_value(((const uint8_t *)base)[idx], dt == XATTN_DTYPE_FP8_E5M2);
+    if (dt == XATTN_DTYPE_Q8_0) { /* d * qs, exact in f32 */
+        const uint8_t *d = (const uint8_t *)base + xattn_sem_q8_0_d_byte(idx);
+        return xattn__cpu_f16_to_f32((uint16_t)(d[0] | (d[1] << 8))) *
+               (float)((const int8_t *)base)[xattn_sem_q8_0_qs_byte(idx)];
+    }
     uint16_t h = ((const uint16_t *)base)[idx];
     return dt == XATTN_DTYPE_F16 ? xattn__cpu_f16_to_f32(h) : xattn__cpu_bf16_to_f32(h);
 }
@@ -302,7 +323,8 @@ extern const xattn__cpu_uk xattn__cpu_uk_avx512;
 
 /* uk->load_rows, or its loop over uk->load (and nonfinite) where the table has
  * none; fp8 rows through a 256-entry table of their values times `mul` (1
- * for every other dtype). */
+ * for every other dtype); q8_0 rows (idx0 and rstride whole blocks, n a
+ * multiple of 32) block by block. */
 int xattn__cpu_load_rows(const struct xattn__cpu_uk *uk, float *tile, int64_t ld, const void *base,
                          int64_t idx0, int64_t rstride, int64_t n, int64_t zero_to, int64_t nc,
                          xattn_dtype dt, int check, float mul);
@@ -316,7 +338,13 @@ typedef struct xattn__cpu_ctx {
     const xattn_problem *p;
     const xattn_cpu_args *a;
     const xattn__cpu_uk *uk;
-    int mods;    /* ALiBi or bias present: valid scores need xattn__cpu_mod_row */
+    /* The call's score modifiers in two parts: the softcap that the callers
+     * run on whole vectors (vcap, 0 = none), and what xattn__cpu_mod_row
+     * applies key by key through xattn_sem_modify (rmods: everything, softcap
+     * included, when the call has a modifier without a vector form here). */
+    float vcap;
+    xattn_sem_mods rmods;
+    int mods;    /* ALiBi, bias or rmods present: valid scores need xattn__cpu_mod_row */
     int64_t Dvp; /* Dv rounded up to XATTN__CPU_PAD */
     int64_t ldk; /* row pitch of the K tile: D rounded up to XATTN__CPU_PAD, zero-padded */
     /* The scale in two factors, qscale * post (see xattn__cpu_ctx_init): q is
@@ -342,9 +370,10 @@ void xattn__cpu_row_init(const xattn__cpu_ctx *cx, xattn__cpu_row *rw, int64_t b
                          int64_t i, int64_t kmin, int64_t kmax);
 
 /* For the scores s[t*stride] of keys j0 + t (t < n) of row rw: ALiBi and bias
- * on the valid keys, -inf on the others (docs/semantics.md steps 3-6). The softcap
- * (step 2) comes before, vectorized: the callers run uk->softcap on the raw
- * scores first (a masked score is overwritten with -inf here anyway). */
+ * and cx->rmods on the valid keys, -inf on the others (docs/semantics.md steps
+ * 2-6). The vectorized softcap comes before: the callers run uk->softcap with
+ * cx->vcap on the raw scores first when it is not 0 (a masked score is
+ * overwritten with -inf here anyway). */
 void xattn__cpu_mod_row(const xattn__cpu_ctx *cx, const xattn__cpu_row *rw, float *s,
                         int64_t stride, int64_t j0, int64_t n);
 

@@ -202,8 +202,8 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
                             continue;
                         }
                         float *sr = st + r * NL;
-                        if (p->softcap > 0.0f)
-                            uk->softcap(sr + (lo - ja), hi - lo, p->softcap);
+                        if (cx.vcap > 0.0f)
+                            uk->softcap(sr + (lo - ja), hi - lo, cx.vcap);
                         if (cx.mods || lo > ja || hi < ja + nk)
                             xattn__cpu_mod_row(&cx, rw, sr, 1, ja, nk);
                         if (uk->copy_stream)

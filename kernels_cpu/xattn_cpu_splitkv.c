@@ -35,11 +35,11 @@
 static int xattn__cpu_skv_streams(const xattn_problem *p, xattn_cpu_simd simd)
 {
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-    /* (fp8 caches scale each KV head: they stream only where the decode
-     * driver reads them in place, which applies the scales per head; the
-     * lanes' conversion of all heads at once does not) */
+    /* (fp8 and q8_0 caches are scaled per head or block: they stream only
+     * where the decode driver reads them in place, which applies the scales;
+     * the lanes' conversion of all heads at once does not) */
     return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1 &&
-           (!xattn__cpu_is_fp8(p->k.dtype) || xattn__cpu_dec_applies(p, simd));
+           (!xattn__cpu_is_lowp(p->k.dtype) || xattn__cpu_dec_applies(p, simd));
 }
 
 static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)

@@ -69,7 +69,8 @@ struct xattn_cuda_kparams {
     int B, Hq, Hkv, group, D, Dv, Sq, Sk;
     int varlen, has_lse, has_bias, has_alibi, causal, bottom_right, has_mods;
     long long wl, wr; /* < 0 = unbounded; clamped so that p +- w never overflows */
-    float scale, softcap;
+    float scale;
+    xattn_sem_mods mods; /* the call's score modifiers, as the problem has them */
     /* FLASH / SPLITKV */
     int nrb;    /* row blocks per (sequence, KV head) */
     int splits; /* 0 = FLASH (write O); > 0 = SPLITKV partial (write part_*) */
@@ -144,8 +145,8 @@ static inline xattn_cuda_kparams xattn_cuda_make_params(const xattn_cuda_args *a
     P.has_alibi = P.alibi != NULL;
     P.causal = p->causal;
     P.bottom_right = p->bottom_right;
-    P.softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
-    P.has_mods = P.softcap > 0.0f || P.has_alibi || P.has_bias;
+    P.mods = p->mods;
+    P.has_mods = xattn_sem_mods_any(&P.mods) || P.has_alibi || P.has_bias;
     P.wl = xattn_cuda_clamp_window(p->window_left, p->Sq, p->Sk);
     P.wr = xattn_cuda_clamp_window(p->window_right, p->Sq, p->Sk);
     P.scale = p->scale;
@@ -333,7 +334,7 @@ __device__ __forceinline__ float xattn_cuda_mod_score(const xattn_cuda_kparams &
     const float bias =
         P.has_bias ? xattn_cuda_load(P.bias.ptr, P.bias.dt, rw.bias_idx + (long long)j * P.bias.sd)
                    : 0.0f;
-    return xattn_sem_modify(s, P.softcap, P.has_alibi ? rw.slope : 0.0f, rw.pos, j, bias);
+    return xattn_sem_modify(&P.mods, s, P.has_alibi ? rw.slope : 0.0f, rw.pos, j, bias);
 }
 
 /* Flat grid: block x = ((b * splits + split) * Hkv + hk) * nrb + rb', row block

@@ -664,9 +664,11 @@ static xattn_status check_local(ring *r)
         return fail(XATTN_STATUS_UNSUPPORTED,
                     "%s: paged KV caches and appends are not supported across ranks yet",
                     d->block_table ? "block_table" : "k_new");
-    if (d->k.dtype == XATTN_DTYPE_FP8_E4M3 || d->k.dtype == XATTN_DTYPE_FP8_E5M2)
+    if (d->k.dtype == XATTN_DTYPE_FP8_E4M3 || d->k.dtype == XATTN_DTYPE_FP8_E5M2 ||
+        d->k.dtype == XATTN_DTYPE_Q8_0)
         return fail(XATTN_STATUS_UNSUPPORTED,
-                    "k.dtype: fp8 K/V caches are not supported across ranks yet");
+                    "k.dtype: %s K/V caches are not supported across ranks yet",
+                    xattn_dtype_name(d->k.dtype));
     r->packed = d->cu_seqlens_q != NULL;
     if (r->packed && (d->seqlens_q || d->seqlens_k || d->bias.buffer))
         return fail(d->bias.buffer ? XATTN_STATUS_UNSUPPORTED : XATTN_STATUS_INVALID_ARGUMENT,

@@ -100,10 +100,103 @@ static void test_fp8(void)
     EXPECT(isnan(xattn_fp8_to_f32(0x00, XATTN_DTYPE_F16)), "not an fp8 dtype");
 }
 
+/* The q8_0 helpers against ggml's quantize_row_q8_0_ref written out here
+ * (d = amax / 127 in f32, stored as f16; qs = roundf(x * (1 / d)), the f32
+ * d's reciprocal), the layout (d little-endian, then 32 int8), the bound of
+ * a round trip, the format's edges and the status on bad n. */
+static void test_q8_0(void)
+{
+    enum { NB = 64, N = NB * 32 };
+    static float x[N], y[N];
+    static unsigned char blk[NB * 34];
+    uint32_t r = 12345u;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        /* magnitudes from 2^-20 to 2^10 by block, so that some d are f16 subnormals */
+        x[i] = ldexpf((float)((int)(r >> 8) - (1 << 23)) / (float)(1 << 23), (i / 32) % 31 - 20);
+    }
+    x[5 * 32 + 7] = 127.0f; /* block 5: d = 1, so 2.5 -> 3 and -2.5 -> -3 (roundf, not rint) */
+    for (int j = 0; j < 32; j++)
+        x[5 * 32 + j] = j == 7 ? 127.0f : j == 8 ? 2.5f : j == 9 ? -2.5f : 0.0f;
+    for (int j = 0; j < 32; j++)
+        x[6 * 32 + j] = 0.0f; /* block 6: amax 0 -> d 0, qs 0 */
+    EXPECT(xattn_quantize_q8_0(x, blk, N) == XATTN_STATUS_OK, "quantize: %s", xattn_last_error());
+    int bad_d = 0, bad_q = 0, bad_rt = 0;
+    for (int b = 0; b < NB; b++) {
+        const float *v = x + b * 32;
+        const unsigned char *k = blk + b * 34;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t h = xattn_f32_to_f16(d);
+        bad_d += k[0] != (h & 0xff) || k[1] != (h >> 8);
+        for (int j = 0; j < 32; j++)
+            bad_q += (int8_t)k[2 + j] != (int8_t)roundf(v[j] * id);
+    }
+    EXPECT(!bad_d && !bad_q, "quantize: %d blocks' d and %d qs differ from ggml's rule", bad_d,
+           bad_q);
+    EXPECT(xattn_dequantize_q8_0(blk, y, N) == XATTN_STATUS_OK, "dequantize: %s",
+           xattn_last_error());
+    for (int b = 0; b < NB; b++) {
+        const unsigned char *k = blk + b * 34;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fabsf(x[b * 32 + j]) > amax ? fabsf(x[b * 32 + j]) : amax;
+        const float d = amax / 127.0f, d16 = xattn_f16_to_f32((uint16_t)(k[0] | k[1] << 8));
+        /* |x - d16 q| <= |x - d q| + |d - d16| |q| <= d / 2 + 127 |d - d16|, and a
+         * little for the f32 products */
+        const float bound = 0.5f * d + 127.0f * fabsf(d - d16) + 1e-6f * amax;
+        for (int j = 0; j < 32; j++) {
+            bad_rt += y[b * 32 + j] != d16 * (float)(int8_t)k[2 + j];
+            bad_rt += !(fabsf(y[b * 32 + j] - x[b * 32 + j]) <= bound);
+        }
+    }
+    EXPECT(!bad_rt, "round trip: %d values off d16 * qs or beyond the bound", bad_rt);
+    EXPECT((int8_t)blk[5 * 34 + 2 + 8] == 3 && (int8_t)blk[5 * 34 + 2 + 9] == -3 &&
+               (int8_t)blk[5 * 34 + 2 + 7] == 127 && blk[5 * 34] == 0x00 && blk[5 * 34 + 1] == 0x3c,
+           "block 5: d 1.0 (0x3c00), 127, ties away from zero");
+    EXPECT(blk[6 * 34] == 0 && blk[6 * 34 + 1] == 0 && y[6 * 32 + 3] == 0.0f, "amax 0: d 0");
+
+    /* The format's edges, decoded: a subnormal d, qs -128 and 127, a NaN d. */
+    unsigned char e[34] = {0x01, 0x00}; /* d = 2^-24 */
+    e[2] = 0x80;                        /* -128 */
+    e[3] = 0x7f;                        /* 127 */
+    float z[32];
+    EXPECT(xattn_dequantize_q8_0(e, z, 32) == XATTN_STATUS_OK && z[0] == -128.0f * 0x1p-24f &&
+               z[1] == 127.0f * 0x1p-24f && z[2] == 0.0f,
+           "subnormal d: %g %g", (double)z[0], (double)z[1]);
+    e[0] = 0x00;
+    e[1] = 0x7e; /* NaN */
+    EXPECT(xattn_dequantize_q8_0(e, z, 32) == XATTN_STATUS_OK && isnan(z[0]) && isnan(z[2]),
+           "NaN d");
+
+    /* inf and NaN: their block is NaN, the others are kept, the status names x[i]. */
+    x[3 * 32 + 4] = INFINITY;
+    EXPECT(xattn_quantize_q8_0(x, blk, N) == XATTN_STATUS_INVALID_ARGUMENT &&
+               strstr(xattn_last_error(), "x[100]"),
+           "inf: %s", xattn_last_error());
+    xattn_dequantize_q8_0(blk, y, N);
+    EXPECT(isnan(y[3 * 32]) && isnan(y[3 * 32 + 31]) && y[5 * 32 + 7] == 127.0f,
+           "inf's block NaN, the others kept");
+
+    /* Bad n and pointers: refused, nothing written. */
+    memset(blk, 0xab, 34);
+    EXPECT(xattn_quantize_q8_0(x, blk, 33) == XATTN_STATUS_INVALID_ARGUMENT &&
+               strstr(xattn_last_error(), "n: 33"),
+           "n 33: %s", xattn_last_error());
+    EXPECT(blk[0] == 0xab, "n 33 wrote nothing");
+    EXPECT(xattn_quantize_q8_0(x, blk, -32) == XATTN_STATUS_INVALID_ARGUMENT, "n -32");
+    EXPECT(xattn_dequantize_q8_0(blk, y, 31) == XATTN_STATUS_INVALID_ARGUMENT, "dequantize n 31");
+    EXPECT(xattn_quantize_q8_0(NULL, blk, 32) == XATTN_STATUS_INVALID_ARGUMENT, "NULL x");
+    EXPECT(xattn_dequantize_q8_0(blk, NULL, 32) == XATTN_STATUS_INVALID_ARGUMENT, "NULL out");
+    EXPECT(xattn_quantize_q8_0(NULL, NULL, 0) == XATTN_STATUS_OK, "n 0");
+}
+
 static void test_names(void)
 {
-    static const char *const dn[] = {"f32", "f16", "bf16", "fp8e4m3", "fp8e5m2"};
-    static const size_t ds[] = {4, 2, 2, 1, 1};
+    static const char *const dn[] = {"f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", "q8_0"};
+    static const size_t ds[] = {4, 2, 2, 1, 1, 0}; /* q8_0: no whole bytes per value */
     for (int i = 0; i < XATTN_DTYPE_COUNT; i++) {
         EXPECT(!strcmp(xattn_dtype_name((xattn_dtype)i), dn[i]), "dtype %d: %s", i,
                xattn_dtype_name((xattn_dtype)i));
@@ -113,6 +206,13 @@ static void test_names(void)
     EXPECT(!strcmp(xattn_dtype_name(XATTN_DTYPE_COUNT), "?"), "invalid dtype name");
     EXPECT(!strcmp(xattn_dtype_name((xattn_dtype)-1), "?"), "negative dtype name");
     EXPECT(xattn_dtype_size((xattn_dtype)77) == 0, "invalid dtype size");
+    EXPECT(xattn_dtype_bytes(XATTN_DTYPE_Q8_0, 64) == 68, "q8_0: 64 values in 2 blocks");
+    EXPECT(xattn_dtype_bytes(XATTN_DTYPE_Q8_0, 33) == 68, "q8_0: 33 values touch 2 blocks");
+    EXPECT(xattn_dtype_bytes(XATTN_DTYPE_F16, 3) == 6, "f16 bytes");
+    EXPECT(xattn_dtype_bytes(XATTN_DTYPE_FP8_E4M3, 5) == 5, "fp8 bytes");
+    EXPECT(xattn_dtype_bytes((xattn_dtype)77, 5) == 0, "invalid dtype bytes");
+    EXPECT(xattn_dtype_bytes(XATTN_DTYPE_F32, UINT64_MAX / 2) == UINT64_MAX, "overflow");
+    EXPECT(xattn_dtype_bytes(XATTN_DTYPE_Q8_0, UINT64_MAX) == UINT64_MAX, "q8_0 overflow");
 
     static const char *const bn[] = {"auto", "cpu", "opencl", "cuda"};
     for (int i = -1; i < XATTN_BACKEND_COUNT; i++) {
@@ -954,6 +1054,7 @@ int main(void)
     test_status_strings();
     test_names();
     test_fp8();
+    test_q8_0();
     test_devices();
     test_contexts();
     test_options();

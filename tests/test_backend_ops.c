@@ -142,6 +142,8 @@ typedef struct tcase {
     int append;   /* tokens per sequence given as k_new/v_new (append, then attend) */
     int kvscale;  /* fp8 K/V: 1 = per-head k_scale/v_scale, 2 = also values over the format's
                    * whole range (subnormals to the largest) under small scales */
+    int q8edge;   /* q8_0 K/V: blocks at the format's edges (d 0, f16-subnormal d, qs -128
+                   * and 127) written over the quantized values */
     int quick;    /* part of the --quick matrix */
     char name[240];
 } tcase;
@@ -151,6 +153,7 @@ typedef struct tcase {
 #define BF16 XATTN_DTYPE_BF16
 #define FP8E4 XATTN_DTYPE_FP8_E4M3
 #define FP8E5 XATTN_DTYPE_FP8_E5M2
+#define Q8 XATTN_DTYPE_Q8_0
 #define TL XATTN_ALIGN_TOP_LEFT
 #define BR XATTN_ALIGN_BOTTOM_RIGHT
 
@@ -208,6 +211,8 @@ static void case_name(tcase *c)
         APPEND("_append%d", c->append);
     if (c->kvscale)
         APPEND("_kvscale%s", c->kvscale == 2 ? "-range" : "");
+    if (c->q8edge)
+        APPEND("_q8edge");
 #undef APPEND
 }
 
@@ -538,6 +543,29 @@ static void build_cases(void)
     CASE(.dkv = FP8E4, .page = 16, .kvscale = 1, .Sq = 1, .Sk = 300, .lens = LENS_PADDED, .B = 3,
          .splits = 3, .quick = 1);
     CASE(.dkv = FP8E5, .append = 2, .Sq = 2, .Sk = 64, .causal = 1, .kvscale = 1);
+    /* q8_0 K/V caches (ggml's blocks of 32 with an f16 d): blocks at the format's edges (d 0,
+     * subnormal d, qs -128 and 127), a NaN d in K and in V, decode with splits, paged (both
+     * page layouts) and appended caches, GQA, Dv != D, packed batches and the masks. */
+    CASE(.dkv = Q8, .causal = 1, .lse = 1, .quick = 1);
+    CASE(.dkv = Q8, .dq = F16, .Hq = 8, .Hkv = 2, .q8edge = 1, .lse = 1, .quick = 1);
+    CASE(.dkv = Q8, .dq = BF16, .Sq = 1, .Sk = 700, .Hq = 8, .Hkv = 2, .D = 128, .splits = 5,
+         .lens = LENS_PADDED, .B = 3, .lse = 1, .q8edge = 1);
+    CASE(.dkv = Q8, .q8edge = 1, .D = 96, .Dv = 32, .bias = BIAS_BH, .sinks = 1,
+         .layout = L_STRIDED);
+    CASE(.dkv = Q8, .q8edge = 1, .Sq = 5, .Sk = 90, .wl = 20, .softcap = 5.0f, .alibi = 1,
+         .lse = 1);
+    CASE(.dkv = Q8, .dq = F16, .layout = L_BHSD, .causal = 1, .align = TL, .Sq = 40, .Sk = 30);
+    CASE(.dkv = Q8, .lens = LENS_VARLEN, .B = 3, .causal = 1, .Hq = 6, .Hkv = 3);
+    CASE(.dkv = Q8, .nan_in = NAN_K, .Sq = 4, .Sk = 260, .Hq = 8, .Hkv = 2, .causal = 1);
+    CASE(.dkv = Q8, .nan_in = NAN_V, .Sq = 1, .Sk = 200, .Hq = 8, .Hkv = 2, .splits = 3);
+    CASE(.dkv = Q8, .nan_in = NAN_PAD, .lens = LENS_PADDED, .B = 3, .causal = 1);
+    CASE(.dkv = Q8, .page = 16, .q8edge = 1, .Sq = 1, .Sk = 300, .lens = LENS_PADDED, .B = 3,
+         .splits = 3, .quick = 1);
+    CASE(.dkv = Q8, .dq = F16, .page = 5, .pagelay = 2, .Sq = 1, .Sk = 200, .Hq = 8, .Hkv = 2,
+         .D = 64, .Dv = 32, .lens = LENS_PADDED, .B = 3, .splits = 2, .lse = 1);
+    CASE(.dkv = Q8, .append = 2, .Sq = 2, .Sk = 64, .causal = 1, .lse = 1);
+    CASE(.dkv = Q8, .append = 3, .page = 16, .Sq = 3, .Sk = 120, .Hq = 8, .Hkv = 2, .causal = 1,
+         .lens = LENS_PADDED, .B = 3, .quick = 1);
 
     /* Append, then attend (flash_attn_with_kvcache): into contiguous and paged caches,
      * decode and a few speculative positions, padded lengths; the harness also checks that
@@ -614,9 +642,10 @@ static void add_random_cases(int n)
 
 /* ---- host-side element encoding ------------------------------------------ */
 
+/* (q8_0 K/V are built as f32 and quantized at the end of inst_build: q8_finish) */
 static size_t esz(xattn_dtype t)
 {
-    return t == F32 ? 4 : (t == FP8E4 || t == FP8E5) ? 1 : 2;
+    return t == F32 || t == Q8 ? 4 : (t == FP8E4 || t == FP8E5) ? 1 : 2;
 }
 
 /* The fp8 formats' fields: mantissa bits, exponent bias, largest finite value. */
@@ -662,7 +691,7 @@ static void put_elem(unsigned char *base, xattn_dtype t, int64_t idx, double v)
         base[idx] = fp8_encode(v, t);
         return;
     }
-    if (t == F32) {
+    if (t == F32 || t == Q8) {
         float f = (float)v;
         memcpy(base + 4 * idx, &f, 4);
     } else {
@@ -739,7 +768,7 @@ static void fill_poison(unsigned char *p, xattn_dtype t, size_t bytes)
         return;
     }
     for (size_t i = 0; i + es <= bytes; i += es) {
-        if (t == F32)
+        if (t == F32 || t == Q8)
             memcpy(p + i, &POISON_F32, 4);
         else
             memcpy(p + i, t == F16 ? &POISON_F16 : &POISON_BF16, 2);
@@ -795,11 +824,12 @@ static void layout_view(hview *h, int layout, xattn_dtype dt, int64_t B, int64_t
     h->dt = dt;
     h->shape[0] = B, h->shape[1] = S, h->shape[2] = H, h->shape[3] = D;
     int64_t *st = h->strides;
+    const int64_t u = dt == Q8 ? 32 : 1; /* q8_0: gaps and offsets of whole blocks */
     switch (layout) {
     case L_BHSD: st[3] = 1, st[1] = D, st[2] = S * D, st[0] = H * S * D; break;
     case L_STRIDED:
-        st[3] = 1, st[2] = D + 3, st[1] = H * (D + 3) + 5, st[0] = S * st[1] + 7;
-        h->off = 3;
+        st[3] = 1, st[2] = D + 3 * u, st[1] = H * (D + 3 * u) + 5 * u, st[0] = S * st[1] + 7 * u;
+        h->off = 3 * u;
         break;
     case L_DMAJOR: /* [B, H, D, S]: the head dim is not innermost */
         st[1] = 1, st[3] = S, st[2] = D * S, st[0] = H * D * S;
@@ -946,6 +976,74 @@ static void fill_big(inst *in, const tcase *c, rng *r)
 }
 
 static void inst_cache(inst *in, const tcase *c, rng *r);
+
+/* A q8_0 host image from the f32 one the case was built in (same element
+ * numbering; the layouts keep rows and offsets on whole blocks): each block
+ * of 32 quantized as ggml does (xattn_quantize_q8_0; a block holding NaN
+ * becomes d = NaN), then two guard blocks of NaN. Frees the f32 image. */
+static unsigned char *q8_image(unsigned char *f32, size_t f32_bytes, size_t *bytes)
+{
+    const size_t nel = (f32_bytes - 64) / 4, nblk = (nel + 31) / 32;
+    *bytes = (nblk + 2) * 34;
+    unsigned char *img = calloc(*bytes, 1);
+    float x[32];
+    for (size_t i = 0; i < nblk + 2; i++) {
+        img[i * 34] = 0x00, img[i * 34 + 1] = 0x7e; /* NaN d */
+        if (i >= nblk)
+            continue;
+        for (size_t j = 0; j < 32; j++)
+            if (i * 32 + j < nel)
+                memcpy(&x[j], f32 + 4 * (i * 32 + j), 4);
+            else
+                x[j] = 0.0f;
+        (void)xattn_quantize_q8_0(x, img + i * 34, 32); /* NaN blocks: refused, written NaN */
+    }
+    free(f32);
+    return img;
+}
+
+/* The q8edge cases: blocks (those not NaN) rewritten at the format's edges: d 0 (a block of
+ * amax 0), f16-subnormal d with qs over the whole int8 range, or qs -128 and 127 under the
+ * block's own d. */
+static void q8_edges(unsigned char *img, size_t bytes, rng *r)
+{
+    for (size_t i = 0; i + 34 <= bytes; i += 34) {
+        unsigned char *blk = img + i;
+        if ((blk[1] & 0x7c) == 0x7c) /* inf or NaN d: padding, poison, a NaN case */
+            continue;
+        const double u = rng_unif(r);
+        if (u < 0.1) {
+            memset(blk, 0, 34);
+        } else if (u < 0.3) {
+            const int m = rng_int(r, 1, 0x3ff);
+            blk[0] = (unsigned char)(m & 0xff);
+            blk[1] = (unsigned char)((m >> 8) | (rng_unif(r) < 0.5 ? 0x80 : 0));
+            for (int j = 0; j < 32; j++)
+                blk[2 + j] = (unsigned char)rng_int(r, 0, 255);
+        } else if (u < 0.5) {
+            for (int n = 0; n < 4; n++)
+                blk[2 + rng_int(r, 0, 31)] = rng_unif(r) < 0.5 ? 0x80 : 0x7f;
+        }
+    }
+}
+
+/* A q8_0 case's K, V (and k_new, v_new, and the caches expected after an append) turned
+ * from f32 into q8_0 blocks. */
+static void q8_finish(inst *in, const tcase *c, rng *r)
+{
+    if (in->kx) {
+        size_t nb;
+        in->kx = q8_image(in->kx, in->k.bytes, &nb);
+        in->vx = q8_image(in->vx, in->v.bytes, &nb);
+    }
+    hview *hv[4] = {&in->k, &in->v, &in->kn, &in->vn};
+    for (int i = 0; i < 4; i++)
+        if (hv[i]->host)
+            hv[i]->host = q8_image(hv[i]->host, hv[i]->bytes, &hv[i]->bytes);
+    if (c->q8edge) /* (not with an append: k_new and the expected caches would differ) */
+        for (int i = 0; i < 2; i++)
+            q8_edges(hv[i]->host, hv[i]->bytes, r);
+}
 
 /* Lengths, views and random contents of case c, from seed. */
 static void inst_build(inst *in, const tcase *c, uint64_t seed)
@@ -1159,6 +1257,8 @@ static void inst_build(inst *in, const tcase *c, uint64_t seed)
             in->slopes[h] = (float)pow(2.0, -8.0 * (h + 1) / c->Hq);
     }
     inst_cache(in, c, &r);
+    if (c->dkv == Q8)
+        q8_finish(in, c, &r);
 }
 
 /* Element e of a view's dtype copied between host images. */
@@ -1233,11 +1333,12 @@ static void inst_cache(inst *in, const tcase *c, rng *r)
             pool.shape[0] = npages, pool.shape[1] = ps, pool.shape[2] = Hkv, pool.shape[3] = dim[t];
             int64_t *st = pool.strides;
             const int hsd = c->pagelay == 2 ? t : c->pagelay;
+            const int64_t u = c->dkv == Q8 ? 32 : 1; /* q8_0: whole blocks */
             if (hsd)
-                st[3] = 1, st[1] = dim[t], st[2] = ps * dim[t], st[0] = Hkv * ps * dim[t] + 2;
+                st[3] = 1, st[1] = dim[t], st[2] = ps * dim[t], st[0] = Hkv * ps * dim[t] + 2 * u;
             else
                 st[3] = 1, st[2] = dim[t], st[1] = Hkv * dim[t], st[0] = ps * Hkv * dim[t];
-            pool.off = hsd ? 1 : 0;
+            pool.off = hsd ? u : 0;
             view_alloc_host(&pool);
             for (int b = 0; b < B; b++)
                 for (int64_t j = 0; j < c->Sk; j++)
@@ -1298,7 +1399,7 @@ static xattn_tensor tensor_of(const hview *h)
     xattn_tensor t;
     memset(&t, 0, sizeof t);
     t.buffer = h->buf;
-    t.offset = (size_t)h->off * esz(h->dt);
+    t.offset = h->dt == Q8 ? (size_t)h->off / 32 * 34 : (size_t)h->off * esz(h->dt);
     t.dtype = h->dt;
     for (int i = 0; i < 4; i++) {
         t.shape[i] = h->shape[i];

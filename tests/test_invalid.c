@@ -112,6 +112,25 @@ static xattn_tensor scale_view(fixture *f, size_t off)
     return t;
 }
 
+/* q8_0 K/V (blocks of 32 along the head dim): q, k, v, o with D = Dv = 32. */
+enum { DQ8 = 32, Q8_SPAN = B * SK * HKV * DQ8 / 32 * 34 }; /* k's bytes: 48 blocks */
+static void with_q8(fixture *f, xattn_attn_desc *d)
+{
+    d->q = bshd(f->q, XATTN_DTYPE_F32, B, SQ, HQ, DQ8);
+    d->k = bshd(f->k, XATTN_DTYPE_Q8_0, B, SK, HKV, DQ8);
+    d->v = bshd(f->v, XATTN_DTYPE_Q8_0, B, SK, HKV, DQ8);
+    d->o = bshd(f->o, XATTN_DTYPE_F32, B, SQ, HQ, DQ8);
+}
+
+/* A q8_0 append of n tokens: k_new, v_new in the bias buffer (v_new from a block). */
+static void with_q8_append(fixture *f, xattn_attn_desc *d, int64_t n)
+{
+    with_q8(f, d);
+    with_append(f, d, n);
+    d->k_new = xattn_tensor_bshd(f->bias, 0, XATTN_DTYPE_Q8_0, B, n, HKV, DQ8);
+    d->v_new = xattn_tensor_bshd(f->bias, 34 * 2000, XATTN_DTYPE_Q8_0, B, n, HKV, DQ8);
+}
+
 /* A valid call must work on the context and clear the error message. */
 static void expect_usable(fixture *f, const char *after)
 {
@@ -478,6 +497,35 @@ int main(void)
     GOOD("fp8e4m3 with scales", FP8KV(XATTN_DTYPE_FP8_E4M3); SCALE(k_scale, 0); SCALE(v_scale, 64));
     GOOD("fp8e5m2 without scales", FP8KV(XATTN_DTYPE_FP8_E5M2));
 #undef FP8KV
+
+    /* ---- q8_0 K/V caches: the layout of the blocks, their bytes ---- */
+    BAD("q q8_0", INVALID_DTYPE, "q.dtype", with_q8(&f, &d); d.q.dtype = XATTN_DTYPE_Q8_0;
+        d.o.dtype = XATTN_DTYPE_Q8_0);
+    BAD("k q8_0, D 16", INVALID_SHAPE, "k.shape[3]", d.k.dtype = d.v.dtype = XATTN_DTYPE_Q8_0);
+    BAD("v q8_0, Dv 48", INVALID_SHAPE, "v.shape[3]", with_q8(&f, &d); d.v.shape[3] = 48;
+        d.o.shape[3] = 48);
+    BAD("k q8_0, head dim stride 2", INVALID_STRIDE, "k.strides[3]", with_q8(&f, &d);
+        d.k.strides[3] = 2; d.k.strides[2] = 64; d.k.strides[1] = 128; d.k.strides[0] = 2048);
+    BAD("v q8_0, head stride 40", INVALID_STRIDE, "v.strides[2]", with_q8(&f, &d);
+        d.v.strides[2] = 40);
+    BAD("k q8_0, offset inside a block", INVALID_ARGUMENT, "k.offset", with_q8(&f, &d);
+        d.k.offset = 32);
+    BAD("k q8_0 overruns its buffer by a block", OUT_OF_BOUNDS, "k", with_q8(&f, &d);
+        d.k.offset = (BUF_BYTES - Q8_SPAN) / 34 * 34 + 34);
+    BAD("k_scale with q8_0", INVALID_ARGUMENT, "k_scale", with_q8(&f, &d); SCALE(k_scale, 0));
+    BAD("k_new q8_0, token stride 48", INVALID_STRIDE, "k_new.strides[1]",
+        with_q8_append(&f, &d, 2);
+        d.k_new.strides[1] = 48; d.k_new.strides[0] = 96);
+    BAD("v_new q8_0, Dv 16", INVALID_SHAPE, "v_new.shape[3]", with_q8_append(&f, &d, 2);
+        d.v_new.shape[3] = 16);
+    GOOD("q8_0", with_q8(&f, &d));
+    GOOD("q8_0 up to the buffer's last byte", with_q8(&f, &d);
+         d.k.offset = (BUF_BYTES - Q8_SPAN) / 34 * 34);
+    GOOD("q8_0 paged", with_paged(&f, &d); d.q = bshd(f.q, XATTN_DTYPE_F32, B, SQ, HQ, DQ8);
+         d.o = bshd(f.o, XATTN_DTYPE_F32, B, SQ, HQ, DQ8);
+         d.k = bshd(f.k, XATTN_DTYPE_Q8_0, NP, PS, HKV, DQ8);
+         d.v = bshd(f.v, XATTN_DTYPE_Q8_0, NP, PS, HKV, DQ8));
+    GOOD("q8_0 append", with_q8_append(&f, &d, 2));
 #undef SCALE
 
     /* ---- valid edge cases (must not be rejected) ---- */

@@ -252,6 +252,16 @@ int main(void)
                   strstr(xattn_last_error(), "fp8"),
               "fp8 across devices: %s", xattn_last_error());
     }
+    {
+        xattn_attn_desc qd = d; /* a q8_0 cache (head dim 32, blocks of 34 bytes): not cut */
+        qd.q = xattn_tensor_bshd(b, 0, XATTN_DTYPE_F32, 1, 4, 2, 32);
+        qd.k = xattn_tensor_bshd(b, 34 * 40, XATTN_DTYPE_Q8_0, 1, 4, 2, 32);
+        qd.v = xattn_tensor_bshd(b, 34 * 60, XATTN_DTYPE_Q8_0, 1, 4, 2, 32);
+        qd.o = xattn_tensor_bshd(b, 4096, XATTN_DTYPE_F32, 1, 4, 2, 32);
+        CHECK(xattn_attention_multi(two, 2, NULL, &qd, NULL) == XATTN_STATUS_UNSUPPORTED &&
+                  strstr(xattn_last_error(), "q8_0"),
+              "q8_0 across devices: %s", xattn_last_error());
+    }
     d.o.shape[3] = 7; /* the library's own check names the field */
     CHECK(xattn_attention_multi(two, 2, NULL, &d, NULL) == XATTN_STATUS_INVALID_SHAPE &&
               strstr(xattn_last_error(), "o."),

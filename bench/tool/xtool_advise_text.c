@@ -144,31 +144,46 @@ static void xtool__say_roofline(xtool__text *t, const xtool_advise_dev *d)
         xtool__say(t, " It runs at %.0f%% of the FMA ceiling%s.", pct, headroom);
 }
 
-/* What an fp8 K/V cache would save at this shape: its bytes against the
- * cache's dtype, and the time floor of reading K/V once at the measured
- * bandwidth (decode is that read). Said for memory-bound calls and decode
- * shapes (Sq <= 8), where reading K/V is most of the work. */
+/* What an fp8 or a q8_0 K/V cache would save at this shape: their bytes
+ * against the cache's dtype (q8_0: 34 bytes per 32 values, its f16 scales
+ * included; only where both head dims are whole blocks of 32), and the time
+ * floor of reading K/V once at the measured bandwidth (decode is that read).
+ * Said for memory-bound calls and decode shapes (Sq <= 8), where reading
+ * K/V is most of the work. */
 static void xtool__say_kv_bytes(xtool__text *t, const xtool_case *c, const xtool_advise_dev *d)
 {
-    const size_t es = xattn_dtype_size(c->kv_dtype);
+    const size_t es = xattn_dtype_size(c->kv_dtype); /* 0 for q8_0: nothing smaller to offer */
     if (!d->roof_ok || es <= 1 || (d->roof.compute_bound && c->sq > 8))
         return;
     const double tokens = (double)c->batch * (double)c->sk * (double)c->kv_heads;
-    const double dv = (double)(c->head_dim_v > 0 ? c->head_dim_v : c->head_dim);
+    const int64_t dvi = c->head_dim_v > 0 ? c->head_dim_v : c->head_dim;
+    const double dv = (double)dvi;
     const double now = tokens * ((double)c->head_dim + dv) * (double)es, fp8 = now / (double)es;
+    const int q8_ok = c->head_dim % XATTN_Q8_0_BLOCK == 0 && dvi % XATTN_Q8_0_BLOCK == 0;
+    const double q8 = fp8 * XATTN_Q8_0_BLOCK_BYTES / XATTN_Q8_0_BLOCK;
     xtool__say(t,
                " K/V is %.1f MB a call in %s; an fp8 cache (--kv-dtype fp8e4m3 or fp8e5m2, "
                "per-head scales) would hold %.1f MB, %.0f%% fewer bytes",
                now / 1e6, xattn_dtype_name(c->kv_dtype), fp8 / 1e6, 100.0 * (1.0 - fp8 / now));
-    if (d->bw > 0)
-        xtool__say(t, ": at the measured %.1f GB/s, reading it once takes %.3f ms instead of %.3f",
-                   d->bw, fp8 / (d->bw * 1e6), now / (d->bw * 1e6));
+    if (q8_ok)
+        xtool__say(t,
+                   ", a q8_0 cache (--kv-dtype q8_0, llama.cpp's blocks of 32 with f16 scales) "
+                   "%.1f MB, %.0f%% fewer",
+                   q8 / 1e6, 100.0 * (1.0 - q8 / now));
+    if (d->bw > 0) {
+        xtool__say(t, ": at the measured %.1f GB/s, reading it once takes %.3f ms (fp8)", d->bw,
+                   fp8 / (d->bw * 1e6));
+        if (q8_ok)
+            xtool__say(t, " or %.3f ms (q8_0)", q8 / (d->bw * 1e6));
+        xtool__say(t, " instead of %.3f", now / (d->bw * 1e6));
+    }
     xtool__say(t,
-               "%s (fp8 runs on the CPU backend only, and its decode there is not yet "
-               "faster than f16: docs/backends.md).",
+               "%s (%s on the CPU backend only, and %s decode there is not yet faster than "
+               "f16: docs/backends.md).",
                d->roof.compute_bound ? "; this call is compute-bound here, so fewer bytes alone "
                                        "would not make it faster"
-                                     : "");
+                                     : "",
+               q8_ok ? "fp8 and q8_0 run" : "fp8 runs", q8_ok ? "their" : "its");
 }
 
 /* How much of a padded batch is padding, and whether packing it helped. */

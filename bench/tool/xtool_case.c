@@ -149,9 +149,31 @@ static float xtool__rng_uniform(uint64_t *s) /* [-1, 1) */
     return (float)((double)(xtool__rng_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
 }
 
+/* n values of dtype dt: a q8_0 cache's values go through ggml's quantizer,
+ * whole blocks (a partial last block padded with zeros; the library then
+ * refuses a head dim that is not a multiple of 32, naming it). */
+static xattn_status xtool__fill_q8_0(xattn_buffer *buf, size_t n, uint64_t *rng, float amp)
+{
+    const size_t nv = (n + XATTN_Q8_0_BLOCK - 1) / XATTN_Q8_0_BLOCK * XATTN_Q8_0_BLOCK;
+    float *x = calloc(nv ? nv : 1, sizeof *x);
+    void *h = malloc((size_t)xattn_dtype_bytes(XATTN_DTYPE_Q8_0, nv) + 1);
+    xattn_status st = x && h ? XATTN_STATUS_OK : XATTN_STATUS_OUT_OF_MEMORY;
+    for (size_t i = 0; st == XATTN_STATUS_OK && i < n; i++)
+        x[i] = amp * xtool__rng_uniform(rng);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_quantize_q8_0(x, h, (int64_t)nv);
+    if (st == XATTN_STATUS_OK)
+        st = xattn_buffer_write(buf, 0, h, (size_t)xattn_dtype_bytes(XATTN_DTYPE_Q8_0, n));
+    free(x);
+    free(h);
+    return st;
+}
+
 static xattn_status xtool__fill(xattn_buffer *buf, size_t n, xattn_dtype dt, uint64_t *rng,
                                 float amp)
 {
+    if (dt == XATTN_DTYPE_Q8_0)
+        return xtool__fill_q8_0(buf, n, rng, amp);
     size_t es = xattn_dtype_size(dt);
     void *h = malloc(n * es);
     if (!h)
@@ -253,15 +275,17 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
             kv_s = c->page_size;
         }
     }
-    size_t qs = xattn_dtype_size(c->dtype), ks = xattn_dtype_size(c->kv_dtype);
+    /* (K/V bytes through xattn_dtype_bytes: q8_0 has 34 per 32 values) */
+    size_t qs = xattn_dtype_size(c->dtype);
+    const xattn_dtype kd = c->kv_dtype;
     size_t nq = (size_t)(bs * tq * c->heads * c->head_dim);
     size_t nk = (size_t)(kv_b * kv_s * c->kv_heads * c->head_dim);
     size_t nv = (size_t)(kv_b * kv_s * c->kv_heads * c->head_dim_v);
     size_t no = (size_t)(bs * tq * c->heads * c->head_dim_v);
     /* Buffers of at least one byte: Sq or Sk may be 0. */
     XTOOL__TRY(xattn_buffer_alloc(ctx, nq ? nq * qs : 1, &r->q));
-    XTOOL__TRY(xattn_buffer_alloc(ctx, nk ? nk * ks : 1, &r->k));
-    XTOOL__TRY(xattn_buffer_alloc(ctx, nv ? nv * ks : 1, &r->v));
+    XTOOL__TRY(xattn_buffer_alloc(ctx, nk ? (size_t)xattn_dtype_bytes(kd, nk) : 1, &r->k));
+    XTOOL__TRY(xattn_buffer_alloc(ctx, nv ? (size_t)xattn_dtype_bytes(kd, nv) : 1, &r->v));
     XTOOL__TRY(xattn_buffer_alloc(ctx, no ? no * qs : 1, &r->o));
     if (nq)
         XTOOL__TRY(xtool__fill(r->q, nq, c->dtype, &rng, 1.0f));
@@ -306,8 +330,10 @@ xattn_status xtool_case_setup(xattn_ctx *ctx, const xtool_case *c, xtool_case_ru
     if (c->append > 0) { /* k_new/v_new [B, N, Hkv, D/Dv] in the case's layout */
         size_t nkn = (size_t)(bs * c->append * c->kv_heads * c->head_dim);
         size_t nvn = (size_t)(bs * c->append * c->kv_heads * c->head_dim_v);
-        XTOOL__TRY(xattn_buffer_alloc(ctx, nkn ? nkn * ks : 1, &r->k_new));
-        XTOOL__TRY(xattn_buffer_alloc(ctx, nvn ? nvn * ks : 1, &r->v_new));
+        XTOOL__TRY(
+            xattn_buffer_alloc(ctx, nkn ? (size_t)xattn_dtype_bytes(kd, nkn) : 1, &r->k_new));
+        XTOOL__TRY(
+            xattn_buffer_alloc(ctx, nvn ? (size_t)xattn_dtype_bytes(kd, nvn) : 1, &r->v_new));
         if (nkn)
             XTOOL__TRY(xtool__fill(r->k_new, nkn, c->kv_dtype, &rng, 1.0f));
         if (nvn)
@@ -606,7 +632,7 @@ void xtool_case_mem_estimate(const xtool_case *c, xattn_algo algo, int check, do
 {
     memset(m, 0, sizeof *m);
     const double qs = (double)xattn_dtype_size(c->dtype),
-                 ks = (double)xattn_dtype_size(c->kv_dtype);
+                 ks = (double)xattn_dtype_bytes(c->kv_dtype, 1024) / 1024.0; /* q8_0: 34/32 */
     const double B = (double)c->batch, Hq = (double)c->heads, Hkv = (double)c->kv_heads;
     const double D = (double)c->head_dim, Dv = (double)c->head_dim_v;
     /* Tokens of the tensors (xtool_case_setup): padded B x S, or packed sums. */

@@ -291,9 +291,8 @@ int xtool_opt_parse_kv_dtype(xtool_cli_opts *o, const xtool_opt_def *d, const ch
     int v;
     if (xtool__one_kv_dtype(arg, &v))
         return xtool_cli_fail(err, errlen,
-                              "--%s: '%s' is not f32, f16, bf16, fp8e4m3 or fp8e5m2 (q8_0 is not "
-                              "implemented)",
-                              d->name, arg);
+                              "--%s: '%s' is not f32, f16, bf16, fp8e4m3, fp8e5m2 or q8_0", d->name,
+                              arg);
     o->kv_dtype = v;
     return 0;
 }

@@ -155,3 +155,53 @@ def test_block_table_bad(rng):
         xattn.reference(q, kp, vp, seqlens_k=[3, 3], block_table=[[0], [7]], backend="cpu")
     with pytest.raises(xattn.XattnError, match="seqlens_k"):  # 9 keys need 3 pages of 4
         xattn.reference(q, kp, vp, seqlens_k=[9, 3], block_table=[[0, 1], [2, 3]], backend="cpu")
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_q8_0_cache(rng, algo):
+    """A q8_0 cache (uint8 blocks, kv_dtype='q8_0'): against numpy on the dequantized
+    values, against the reference, paged with an append, and its bytes in the record."""
+    q, k, v = rand(rng, 2, 3, 4, 64), rand(rng, 2, 40, 2, 64), rand(rng, 2, 40, 2, 32)
+    kq, vq = xattn.quantize_q8_0(k), xattn.quantize_q8_0(v)
+    assert kq.shape == (2, 40, 2, 68) and kq.dtype == np.uint8 and vq.shape == (2, 40, 2, 34)
+    kd, vd = xattn.dequantize_q8_0(kq), xattn.dequantize_q8_0(vq)
+    assert np.abs(kd - k).max() <= np.abs(k).max() / 127  # half a step of the largest block's d, and some
+    want = dense_attention(q, kd, vd)
+    out, rec = xattn.attention(q, kq, vq, kv_dtype="q8_0", algo=algo, backend="cpu")
+    agree(out, want)
+    assert rec["kv_dtype"] == "q8_0"
+    np.testing.assert_allclose(xattn.reference(q, kq, vq, kv_dtype="q8_0", backend="cpu"), want, rtol=1e-12,
+                               atol=1e-12)
+    # paged, with one token appended per sequence: pages of 16 tokens in a shuffled pool
+    lens = np.array([30, 39], dtype=np.int32)
+    table = np.array([[3, 0, 5], [1, 4, 2]], dtype=np.int32)
+    kp, vp = np.zeros((6, 16, 2, 68), np.uint8), np.zeros((6, 16, 2, 34), np.uint8)
+    for b in range(2):
+        for j in range(lens[b] + 1):
+            kp[table[b, j // 16], j % 16] = kq[b, j]
+            vp[table[b, j // 16], j % 16] = vq[b, j]
+    pages, slots = [table[0, 30 // 16], table[1, 39 // 16]], [30 % 16, 39 % 16]
+    kn, vn = kp[pages, slots].copy(), vp[pages, slots].copy()  # the appended tokens
+    kp[pages, slots] = 0  # their slots, which the append writes
+    want = np.stack([dense_attention(q[b:b + 1], kd[b:b + 1, :lens[b] + 1], vd[b:b + 1, :lens[b] + 1])[0]
+                     for b in range(2)])
+    out, rec = xattn.attention(q, kp, vp, kv_dtype="q8_0", block_table=table, seqlens_k=lens,
+                               k_new=kn[:, None], v_new=vn[:, None], algo=algo, backend="cpu")
+    agree(out, want)
+    assert rec["append_bytes"] == 2 * 2 * (68 + 34)
+    np.testing.assert_array_equal(kp[pages, slots], kn)
+
+
+def test_q8_0_bad(rng):
+    q, k = rand(rng, 1, 2, 2, 32), rand(rng, 1, 8, 2, 32)
+    kq = xattn.quantize_q8_0(k)
+    with pytest.raises(xattn.XattnInputError, match="uint8"):
+        xattn.attention(q, k, k, kv_dtype="q8_0", backend="cpu")
+    with pytest.raises(xattn.XattnInputError, match="34"):
+        xattn.attention(q, kq[..., :33], kq[..., :33], kv_dtype="q8_0", backend="cpu")
+    with pytest.raises(xattn.XattnInputError, match="kv_dtype"):
+        xattn.attention(q, kq, kq, kv_dtype="q4_0", backend="cpu")
+    with pytest.raises(xattn.XattnInputError, match="dtype"):  # bytes without kv_dtype
+        xattn.attention(q, kq, kq, backend="cpu")
+    with pytest.raises(xattn.XattnInputError, match="multiple of 32"):
+        xattn.quantize_q8_0(np.zeros((2, 40), np.float32))

@@ -472,7 +472,7 @@ static void prob_build(Prob *P, const Case &c)
         p.sinks.sh = 2;
     }
     p.scale = c.scale != 0.0f ? c.scale : (float)(1.0 / sqrt((double)c.D));
-    p.softcap = c.softcap;
+    p.mods.softcap = c.softcap;
     p.causal = c.causal;
     p.bottom_right = c.bottom_right;
     p.window_left = c.wl;

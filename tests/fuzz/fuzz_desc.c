@@ -161,6 +161,20 @@ static size_t esz(xattn_dtype t)
     return t == XATTN_DTYPE_F32 ? 4 : 2;
 }
 
+/* q8_0 K/V (ggml's blocks: 32 values along the head dim in 34 bytes, an f16 d
+ * then 32 int8): addressed in values, the bytes by the fuzzer's own formula. */
+#define Q8 XATTN_DTYPE_Q8_0
+static uint64_t q8_block_byte(uint64_t e)
+{
+    return e / 32 * 34;
+}
+
+/* The first element of a view (its offset, in its dtype's elements). */
+static uint64_t elem0(const xattn_tensor *x)
+{
+    return x->dtype == Q8 ? x->offset / 34 * 32 : x->offset / esz(x->dtype);
+}
+
 static void put_elem(unsigned char *base, xattn_dtype t, size_t idx, float v)
 {
     if (t == XATTN_DTYPE_F32) {
@@ -293,7 +307,12 @@ static void set_view(xattn_tensor *t, xattn_dtype dt, int layout, int64_t b, int
     t->dtype = dt;
     t->shape[0] = b, t->shape[1] = s, t->shape[2] = h, t->shape[3] = d;
     int64_t off = layout_strides(layout, s, h, d, t->strides);
-    t->offset = (size_t)off * esz(dt);
+    if (dt == Q8 && (layout & 3) == 2) { /* q8_0's gaps and offset: whole blocks */
+        int64_t *st = t->strides;
+        st[3] = 1, st[2] = d + 32, st[1] = h * st[2] + 96, st[0] = s * st[1] + 160;
+        off = 64;
+    }
+    t->offset = dt == Q8 ? (size_t)(off / 32 * 34) : (size_t)off * esz(dt);
 }
 
 /* Bytes a view needs from its buffer's start; 0 with *ok = 0 when that does
@@ -319,6 +338,15 @@ static uint64_t view_need(const xattn_tensor *t, int *ok)
         }
     }
     uint64_t end;
+    if (t->dtype == Q8) { /* whole blocks of 34 bytes */
+        if (__builtin_add_overflow(last, 32, &end) ||
+            __builtin_mul_overflow(end / 32, (uint64_t)34, &end) ||
+            __builtin_add_overflow(end, (uint64_t)t->offset, &end)) {
+            *ok = 0;
+            return 0;
+        }
+        return end;
+    }
     if (__builtin_add_overflow(last, 1, &end) ||
         __builtin_mul_overflow(end, (uint64_t)esz(t->dtype), &end) ||
         __builtin_add_overflow(end, (uint64_t)t->offset, &end)) {
@@ -420,6 +448,13 @@ static void decode(fz_input *in, rd *r)
     int64_t Dv = dvb == 0 ? D : dvb == 255 ? 256 : (int64_t)dvb;
     unsigned dtb = rd_u8(r);
     xattn_dtype dq = (xattn_dtype)(dtb % 3), dkv = (xattn_dtype)((dtb / 3) % 3);
+    if (dtb >= 240) { /* a q8_0 cache: head dims made whole blocks, unless bit 3 says not */
+        dkv = Q8;
+        if (!(dtb & 8)) {
+            D = D < 224 ? (D + 31) / 32 * 32 : 256;
+            Dv = Dv < 224 ? (Dv + 31) / 32 * 32 : 256;
+        }
+    }
     xattn_dtype dbias = (dtb / 9) & 1 ? XATTN_DTYPE_F16 : XATTN_DTYPE_F32;
 
     for (int b = 0; b < FZ_MAX_SEQS; b++) {
@@ -521,11 +556,10 @@ static void decode_serving(fz_input *in, rd *r)
     }
     const int64_t s_new = in->has_append ? rd_u8(r) % 5 : 0;
     if (in->has_append) {
-        const xattn_dtype dt = (f >> 5) & 1 ? (xattn_dtype)((d->k.dtype + 1) % 3) : d->k.dtype;
-        set_view(&d->k_new, (unsigned)dt < 3 ? dt : XATTN_DTYPE_F32, in->lay_kv, B, s_new,
-                 Hkv + ((g >> 1) & 1), D);
-        set_view(&d->v_new, (unsigned)dt < 3 ? dt : XATTN_DTYPE_F32, in->lay_kv, B,
-                 s_new + ((g >> 2) & 1), Hkv, Dv);
+        xattn_dtype dt = (f >> 5) & 1 ? (xattn_dtype)((d->k.dtype + 1) % 3) : d->k.dtype;
+        dt = (unsigned)dt < 3 || dt == Q8 ? dt : XATTN_DTYPE_F32;
+        set_view(&d->k_new, dt, in->lay_kv, B, s_new, Hkv + ((g >> 1) & 1), D);
+        set_view(&d->v_new, dt, in->lay_kv, B, s_new + ((g >> 2) & 1), Hkv, Dv);
     }
     if (in->paged || in->has_append) {
         in->want_seqlens_k = !((g >> 3) & 1); /* else: no cache lengths, which both need */
@@ -670,6 +704,19 @@ static void make_buffers(fz_input *in)
         ft->bytes = (size_t)bytes;
         ft->mem = malloc(ft->bytes);
         xattn_dtype dt = (unsigned)x->dtype < XATTN_DTYPE_COUNT ? x->dtype : XATTN_DTYPE_F32;
+        if (dt == Q8) { /* blocks: d = a value / 127 (special ones included), random qs */
+            for (size_t i = 0; i < ft->bytes; i++)
+                ft->mem[i] = (unsigned char)rng_next(&s);
+            for (size_t i = 0; i + 34 <= ft->bytes; i += 34) {
+                const uint16_t h =
+                    xattn_f32_to_f16(gen_value(&s, in->wild, in->special_rate) / 127.0f);
+                ft->mem[i] = (unsigned char)(h & 0xff), ft->mem[i + 1] = (unsigned char)(h >> 8);
+            }
+            if (xattn_buffer_wrap_host(g_ctx, ft->mem, ft->bytes, &ft->buf) != XATTN_STATUS_OK)
+                fz_fail("xattn_buffer_wrap_host(%zu bytes): %s", ft->bytes, xattn_last_error());
+            x->buffer = ft->buf;
+            continue;
+        }
         size_t n = ft->bytes / esz(dt);
         memset(ft->mem, 0x5a, ft->bytes);
         for (size_t e = 0; e < n; e++) {
@@ -711,6 +758,16 @@ static void make_buffers(fz_input *in)
         fz_tensor *ft = &in->t[t];
         if (!ft->mem || (unsigned)x->dtype >= XATTN_DTYPE_COUNT)
             continue;
+        if (x->dtype == Q8) { /* a block's d: NaN, +inf or -inf */
+            static const uint16_t inj_d[3] = {0x7e00, 0x7c00, 0xfc00};
+            const size_t nb = ft->bytes / 34;
+            if (nb) {
+                const size_t at = in->inj_idx[i] % nb * 34;
+                ft->mem[at] = (unsigned char)(inj_d[in->inj_code[i]] & 0xff);
+                ft->mem[at + 1] = (unsigned char)(inj_d[in->inj_code[i]] >> 8);
+            }
+            continue;
+        }
         size_t n = ft->bytes / esz(x->dtype);
         if (n)
             put_elem(ft->mem, x->dtype, in->inj_idx[i] % n, inj_val[in->inj_code[i]]);
@@ -799,8 +856,8 @@ static int mark_view(const xattn_tensor *x, size_t nel, unsigned char *mark)
 /* The element index of view element (i0, i1, i2, i3). */
 static size_t vidx(const xattn_tensor *x, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
 {
-    return x->offset / esz(x->dtype) + (size_t)(i0 * x->strides[0] + i1 * x->strides[1] +
-                                                i2 * x->strides[2] + i3 * x->strides[3]);
+    return (size_t)elem0(x) + (size_t)(i0 * x->strides[0] + i1 * x->strides[1] +
+                                       i2 * x->strides[2] + i3 * x->strides[3]);
 }
 
 /* Compares O and LSE with the double reference, and checks the poison outside
@@ -941,9 +998,14 @@ static void check_append(fz_input *in, unsigned char *snap_k, unsigned char *sna
                     slot = j % c->shape[1];
                 }
                 for (int64_t h = 0; h < c->shape[2]; h++)
-                    for (int64_t e = 0; e < c->shape[3]; e++)
-                        memcpy(snap + (size_t)es * vidx(c, page, slot, h, e),
-                               fn->mem + (size_t)es * vidx(n, b, t, h, e), (size_t)es);
+                    if (d->k.dtype == Q8) /* whole blocks */
+                        for (int64_t e = 0; e < c->shape[3]; e += 32)
+                            memcpy(snap + q8_block_byte(vidx(c, page, slot, h, e)),
+                                   fn->mem + q8_block_byte(vidx(n, b, t, h, e)), 34);
+                    else
+                        for (int64_t e = 0; e < c->shape[3]; e++)
+                            memcpy(snap + (size_t)es * vidx(c, page, slot, h, e),
+                                   fn->mem + (size_t)es * vidx(n, b, t, h, e), (size_t)es);
             }
         if (memcmp(snap, fc->mem, fc->bytes)) {
             size_t e = 0;

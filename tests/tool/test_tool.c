@@ -1141,6 +1141,18 @@ static void test_serving(void)
     free(j);
     free(cs);
 
+    /* A q8_0 cache, paged, with an append: checked against the reference, and the append's
+     * bytes are 34 per 32 values (2 tokens x B2 x Hkv 2 x 4 blocks of 34 bytes x K and V). */
+    rc = run_tool("run", "--backend", "cpu", "--batch", "2", "--sq", "1", "--sk", "90", "--heads",
+                  "4", "--kv-heads", "2", "--kv-dtype", "q8_0", "--page-size", "16", "--append",
+                  "2", "--reps", "2", "--json", json, NULL);
+    EXPECT(rc == 0 && strstr(g_out, "PASS") && strstr(g_out, "q8_0"),
+           "run --kv-dtype q8_0: exit %d\n%s%s", rc, g_out, g_err);
+    j = read_all(json);
+    EXPECT(j && strstr(j, "\"kv_dtype\": \"q8_0\"") && strstr(j, "\"append_bytes\": 1088"),
+           "run --kv-dtype q8_0 --json: %s", j ? j : "(none)");
+    free(j);
+
     /* bench says them in the case key (results.csv) */
     char out[2048], path[4096];
     snprintf(out, sizeof out, "%s/serving-bench", g_dir);
@@ -1565,11 +1577,12 @@ static void test_outputs(void)
            "advise waste:\n%s", g_out);
     EXPECT(strstr(g_out, "advice   Use ") != NULL, "advise recommendation:\n%s", g_out);
     EXPECT(strstr(g_out, "packed ") != NULL, "advise packed run:\n%s", g_out);
-    /* A memory-bound call (where ceilings are known) is told what an fp8 cache saves: f32
-     * K/V, of which fp8 keeps a quarter. */
+    /* A memory-bound call (where ceilings are known) is told what an fp8 or q8_0 cache saves:
+     * f32 K/V, of which fp8 keeps a quarter and q8_0 34/128. */
     if (strstr(g_out, "memory-bound"))
-        EXPECT(strstr(g_out, "an fp8 cache") && strstr(g_out, "75% fewer bytes"),
-               "advise on fp8 caches:\n%s", g_out);
+        EXPECT(strstr(g_out, "an fp8 cache") && strstr(g_out, "75% fewer bytes") &&
+                   strstr(g_out, "a q8_0 cache") && strstr(g_out, "73% fewer"),
+               "advise on fp8 and q8_0 caches (q8_0: 34 of 128 bytes):\n%s", g_out);
 #ifdef XATTN_TEST_HAVE_JANSSON
     json_t *adv = json_load_file(path2, 0, &je);
     json_t *pad = adv ? json_object_get(adv, "padding") : NULL;

@@ -14,7 +14,7 @@ manual.
 """
 
 from ._capi import library_path
-from ._core import Context, attention, backends, devices, reference, version
+from ._core import Context, attention, backends, dequantize_q8_0, devices, quantize_q8_0, reference, version
 from ._errors import XattnError, XattnInputError
 
 __version__ = "0.1.0"
@@ -25,8 +25,10 @@ __all__ = [
     "XattnInputError",
     "attention",
     "backends",
+    "dequantize_q8_0",
     "devices",
     "library_path",
+    "quantize_q8_0",
     "reference",
     "version",
 ]

@@ -57,6 +57,9 @@ STATUS = {name: code for code, name in STATUS_NAMES.items()}
 
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+# K/V-only dtypes: the library's codes (records name them); fp8 is not bound here yet.
+Q8_0 = 5
+DTYPE_NAMES.update({3: "fp8e4m3", 4: "fp8e5m2", Q8_0: "q8_0"})
 DTYPE_SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 
 BACKENDS = {"auto": -1, "cpu": 0, "opencl": 1, "cuda": 2}
@@ -350,6 +353,8 @@ def _declare(lib):
     fn("xattn_reference_attention", c_int, vp, POINTER(AttnDesc), vp, vp)
     fn("xattn_f32_to_f16", c_uint16, c_float)
     fn("xattn_f32_to_bf16", c_uint16, c_float)
+    fn("xattn_quantize_q8_0", c_int, vp, vp, c_int64)
+    fn("xattn_dequantize_q8_0", c_int, vp, vp, c_int64)
     # The sized entry points (xattn.h, "ABI"): the library writes no more than
     # this module's structs hold. Older libraries have only the plain symbols.
     sized = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import ctypes
 import math
 import threading
@@ -27,6 +28,7 @@ from ._capi import (
     OPT_MEMORY_LIMIT,
     OPT_NUM_THREADS,
     OPT_POISON,
+    Q8_0,
     AttnDesc,
     Ceilings,
     DeviceInfo,
@@ -389,6 +391,52 @@ def _from_logical(shape4, layout, packed3):
     return (b, s, h, d) if layout == "bshd" else (b, h, s, d)
 
 
+def _q8_0_view(vx, name):
+    """A q8_0 cache given as its bytes (uint8, ggml's blocks of 34 bytes along the
+    last dimension: an f16 scale then 32 int8): the same view in values, as the
+    library addresses it (last extent / 34 * 32, strides / 34 * 32)."""
+    if vx.itemsize != 1 or vx.dtype not in ("uint8", "torch.uint8"):
+        raise input_error("INVALID_DTYPE", f"{name}: dtype {vx.dtype}, expected uint8 (the bytes of q8_0 "
+                          "blocks, with kv_dtype='q8_0')")
+    nb = vx.shape[-1] if vx.shape else 0
+    if nb % 34:
+        raise input_error("INVALID_SHAPE", f"{name}: last dimension {nb} bytes is not whole q8_0 blocks "
+                          "(34 bytes per 32 values)")
+    if nb > 1 and vx.strides[-1] != 1:
+        raise input_error("INVALID_STRIDE", f"{name}: the last dimension's stride is {vx.strides[-1]} "
+                          "bytes (a q8_0 row's blocks are contiguous)")
+    for n, s in zip(vx.shape[:-1], vx.strides[:-1]):
+        if n > 1 and s % 34:
+            raise input_error("INVALID_STRIDE", f"{name}: byte strides {list(vx.strides)} are not whole "
+                              "q8_0 blocks (34 bytes)")
+    return dataclasses.replace(vx, shape=tuple(vx.shape[:-1]) + (nb // 34 * 32,),
+                               strides=tuple(s // 34 * 32 for s in vx.strides[:-1]) + (1,), dtype="q8_0")
+
+
+def quantize_q8_0(x):
+    """float32 values (last dimension a multiple of 32) -> uint8 q8_0 blocks, the
+    last dimension D -> D / 32 * 34 bytes, as ggml's quantize_row_q8_0_ref (the
+    library's xattn_quantize_q8_0). A numpy array; torch tensors go through numpy."""
+    a = np.ascontiguousarray(x.detach().cpu().numpy() if _arrays.is_torch_tensor(x) else x, dtype=np.float32)
+    if a.ndim < 1 or a.shape[-1] % 32:
+        raise input_error("INVALID_SHAPE", f"x: shape {list(a.shape)}, the last dimension must be a multiple of 32")
+    out = np.empty(a.shape[:-1] + (a.shape[-1] // 32 * 34,), dtype=np.uint8)
+    _check(lib.xattn_quantize_q8_0(a.ctypes.data_as(c_void_p), out.ctypes.data_as(c_void_p), a.size))
+    return out
+
+
+def dequantize_q8_0(blocks):
+    """uint8 q8_0 blocks (last dimension a multiple of 34) -> float32 values."""
+    b = np.ascontiguousarray(blocks.detach().cpu().numpy() if _arrays.is_torch_tensor(blocks) else blocks,
+                             dtype=np.uint8)
+    if b.ndim < 1 or b.shape[-1] % 34:
+        raise input_error("INVALID_SHAPE", f"blocks: shape {list(b.shape)}, the last dimension must be a "
+                          "multiple of 34")
+    out = np.empty(b.shape[:-1] + (b.shape[-1] // 34 * 32,), dtype=np.float32)
+    _check(lib.xattn_dequantize_q8_0(b.ctypes.data_as(c_void_p), out.ctypes.data_as(c_void_p), out.size))
+    return out
+
+
 def _dtype_code(v, name):
     if v.dtype not in DTYPES:
         raise input_error("INVALID_DTYPE", f"{name}: dtype {v.dtype} (expected float32, float16 or bfloat16)")
@@ -436,7 +484,7 @@ def _wrap(ctx: Context, prep: _Prepared, v, name: str, output: bool, copy: bool)
 def _set_tensor(t, buf, v, shape, strides):
     t.buffer = buf
     t.offset = 0
-    t.dtype = DTYPES[v.dtype]
+    t.dtype = Q8_0 if v.dtype == "q8_0" else DTYPES[v.dtype]
     for i in range(4):
         t.shape[i] = int(shape[i])
         t.strides[i] = int(strides[i])
@@ -454,7 +502,7 @@ def _overlap(a, b) -> bool:
 
 def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slopes, bias, seqlens_q,
              seqlens_k, cu_seqlens_q, cu_seqlens_k, scale, return_lse, sinks, block_table, k_new, v_new,
-             algo, num_splits, out, need_outputs, copy):
+             kv_dtype, algo, num_splits, out, need_outputs, copy):
     """Builds the descriptor; returns (prep, out_obj, lse_obj, meta). q, k, v are
     the callers' arrays or their views (_arrays.View) already made."""
     vq, vk, vv = (x if isinstance(x, _arrays.View) else _arrays.view_of(x, n)
@@ -464,7 +512,14 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
         raise input_error("INVALID_LENGTHS", "cu_seqlens_q and cu_seqlens_k: give both or neither")
     if packed and (seqlens_q is not None or seqlens_k is not None):
         raise input_error("INVALID_LENGTHS", "seqlens_q/k and cu_seqlens_q/k exclude each other")
-    for vx, nm in ((vq, "q"), (vk, "k"), (vv, "v")):
+    if kv_dtype not in (None, "q8_0"):
+        raise input_error("INVALID_DTYPE", f"kv_dtype: {kv_dtype!r} is not None (k and v's own dtype) or "
+                          "'q8_0' (uint8 arrays of ggml's blocks)")
+    q8 = kv_dtype == "q8_0"
+    rk, rv = vk, vv  # the arrays' own views: their bytes are what the buffers wrap
+    if q8:
+        vk, vv = _q8_0_view(vk, "k"), _q8_0_view(vv, "v")
+    for vx, nm in ((vq, "q"),) + (() if q8 else ((vk, "k"), (vv, "v"))):
         _dtype_code(vx, nm)
     devs = {(x.device, x.device_index) for x in (vq, vk, vv)}
     if len(devs) > 1:
@@ -499,16 +554,18 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
     try:
         _set_tensor(d.q, _wrap(ctx, prep, vq, "q", False, copy), vq, qs, qst)
         # An append writes the caches: staged copies must come back to them.
-        _set_tensor(d.k, _wrap(ctx, prep, vk, "k", append and need_outputs, copy), vk, ks, kst)
-        _set_tensor(d.v, _wrap(ctx, prep, vv, "v", append and need_outputs, copy), vv, vs, vst)
+        _set_tensor(d.k, _wrap(ctx, prep, rk, "k", append and need_outputs, copy), vk, ks, kst)
+        _set_tensor(d.v, _wrap(ctx, prep, rv, "v", append and need_outputs, copy), vv, vs, vst)
         if append:
             for x, nm, t in ((k_new, "k_new", d.k_new), (v_new, "v_new", d.v_new)):
-                vx = _arrays.view_of(x, nm)
-                _dtype_code(vx, nm)
+                rx = _arrays.view_of(x, nm)
+                vx = _q8_0_view(rx, nm) if q8 else rx
+                if not q8:
+                    _dtype_code(vx, nm)
                 if (vx.device, vx.device_index) != (vq.device, vq.device_index):
                     raise input_error("INVALID_ARGUMENT", f"{nm}: not on q's device")
                 xs, xst = _layout_4d(vx, layout, nm, False)
-                _set_tensor(t, _wrap(ctx, prep, vx, nm, False, copy), vx, xs, xst)
+                _set_tensor(t, _wrap(ctx, prep, rx, nm, False, copy), vx, xs, xst)
         if sinks is not None:
             vsk = _arrays.view_of(sinks, "sinks")
             if vsk.dtype != "f32" or len(vsk.shape) != 1:
@@ -548,7 +605,7 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
                                   f"{list(_from_logical(o_shape4, layout, packed3))}")
             if vo.dtype != vq.dtype:
                 raise input_error("INVALID_DTYPE", f"out: dtype {vo.dtype}, expected q's {vq.dtype}")
-            for vx, nm in ((vq, "q"), (vk, "k"), (vv, "v")):
+            for vx, nm in ((vq, "q"), (rk, "k"), (rv, "v")):
                 if _overlap(vo, vx):
                     raise input_error("INVALID_ARGUMENT", f"out: overlaps {nm} (the output must not share "
                                       "memory with an input)")
@@ -655,7 +712,7 @@ def _prepare(ctx, q, k, v, *, layout, causal, align, window, softcap, alibi_slop
 # The problem's options, shared by attention() and reference() (same names, same meaning).
 _OPTION_NAMES = ("layout", "causal", "align", "window", "softcap", "alibi_slopes", "bias", "seqlens_q",
                  "seqlens_k", "cu_seqlens_q", "cu_seqlens_k", "scale", "return_lse", "sinks", "block_table",
-                 "k_new", "v_new")
+                 "k_new", "v_new", "kv_dtype")
 
 
 def _options(args: dict) -> dict:
@@ -669,7 +726,8 @@ def _arrays_itemsize(dt: str) -> int:
 def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
               scale=None, return_lse=False, algo="auto", backend="auto", device=0, out=None,
-              align=None, num_splits=0, copy=False, sinks=None, block_table=None, k_new=None, v_new=None):
+              align=None, num_splits=0, copy=False, sinks=None, block_table=None, k_new=None, v_new=None,
+              kv_dtype=None):
     """Attention over arrays, in place: numpy arrays, torch tensors (CPU or CUDA),
     or anything with __array_interface__ / __cuda_array_interface__.
 
@@ -686,7 +744,9 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     [num_pages, Hkv, page_size, D]) and seqlens_k is required; k_new/v_new
     [B, S_new, Hkv, D] (append, then attend: written into k and v at
     seqlens_k[b].., which stays the cache length before the append; the caller
-    advances it); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
+    advances it); kv_dtype "q8_0": k and v (and k_new/v_new) are uint8 arrays of
+    ggml's q8_0 blocks, the last dimension D / 32 * 34 bytes (quantize_q8_0 makes
+    them; the CPU backend runs them); algo "auto", "naive", "flash", "splitkv"; backend "auto" (CUDA for
     CUDA tensors, the CPU for host memory), "cpu", "opencl", "cuda", or a Context.
 
     out: an array to write O into (its memory is used as it is). Returns
@@ -739,7 +799,7 @@ def _last_record(ctx: Context):
 def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, alibi_slopes=None,
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
               scale=None, return_lse=False, backend="auto", device=0, align=None, copy=False,
-              sinks=None, block_table=None, k_new=None, v_new=None):
+              sinks=None, block_table=None, k_new=None, v_new=None, kv_dtype=None):
     """The library's double-precision reference (xattn_reference.h) for the same
     arguments as attention(): a plain loop, sharing no code with the kernels.
     Returns O as a float64 numpy array in the caller's layout ([B, Sq, Hq, Dv] for
@@ -770,4 +830,5 @@ def reference(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     return (o_ref, lse_ref) if return_lse else o_ref
 
 
-__all__ = ["Context", "XattnError", "attention", "backends", "devices", "reference", "version"]
+__all__ = ["Context", "XattnError", "attention", "backends", "devices", "dequantize_q8_0", "quantize_q8_0",
+           "reference", "version"]
