@@ -100,7 +100,7 @@ int main(void)
         const size_t kn = (size_t)B * Sk * HKV * c->D, vn = (size_t)B * Sk * HKV * c->Dv;
         const size_t ln = (size_t)B * HQ * c->Sq;
         float *q = malloc(qn * 4), sinks[HQ], ks[HKV], vs[HKV];
-        uint8_t *k = malloc(kn), *v = malloc(vn);
+        uint8_t *k = calloc(kn, 1), *v = calloc(vn, 1);
         const int e4 = c->dt == XATTN_DTYPE_FP8_E4M3;
         for (size_t i = 0; i < qn; i++)
             q[i] = xattn_test_rng_val(&rng);
