@@ -394,7 +394,7 @@ static xattn_status xattn__cpu_plan(const struct xattn_ctx *ctx, const xattn_pro
         /* A decode step's partials and tile states (7.4 MiB then, 1.1 MiB
          * now at B1 H32/8 D128) took ~0.7 ms to fault in, a quarter of a B1
          * Sk8192 f16 call on the 2-core VM: both are faulted in ahead. */
-        plan->splits = xattn_cpu_splitkv_num_splits(p, nt);
+        plan->splits = xattn_cpu_splitkv_num_splits(p, c->simd, nt);
         plan->scratch_bytes = xattn_cpu_splitkv_scratch_bytes(p, c->simd, nt);
         if (plan->scratch_bytes == UINT64_MAX)
             return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,

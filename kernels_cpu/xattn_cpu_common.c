@@ -524,6 +524,7 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     const int R = nh * np;
     sc->R = R;
     sc->hk = h0 / p->group;
+    sc->omul = 1.0f;
 
     /* Rows, their valid keys, and the union that decides which tiles run
      * (the masks depend on the position only, so the heads share intervals). */
@@ -585,25 +586,10 @@ void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, i
     }
 }
 
-int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t t0,
-                           int64_t t1, const float *kt, int64_t kpitch, const float *vt,
-                           int64_t vpitch, int vbad, const xattn__cpu_kvsrc *src)
+int xattn__cpu_tile_ranges(xattn__cpu_scratch *sc, int64_t ja, int64_t jb, int *full)
 {
-    const xattn_problem *p = cx->p;
-    const xattn__cpu_uk *uk = cx->uk;
-    const int BQ = XATTN_CPU_BQ, BK = (int)xattn__cpu_bk(p);
-    const int64_t D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
-    const int64_t hk = sc->hk;
-    const int R = sc->R;
-    const int64_t ja = xattn__cpu_max(t0, sc->ulo);
-    const int64_t jb = xattn__cpu_min(xattn__cpu_min(t1, t0 + BK), sc->uhi);
-    if (jb <= ja)
-        return 0;
-    const int nc = (int)(jb - ja);
-    /* Rows' ranges inside the tile (local key numbers); skip the tile when it
-     * meets no row's interval (the union may have holes). */
-    int any = 0, full = 1;
-    for (int r = 0; r < R; r++) {
+    int any = 0, all = 1;
+    for (int r = 0; r < sc->R; r++) {
         const xattn__cpu_row *rw = &sc->rows[r];
         int64_t lo = xattn__cpu_max(rw->lo, ja), hi = xattn__cpu_min(rw->hi, jb);
         if (hi <= lo)
@@ -611,48 +597,17 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
         sc->clo[r] = (int)(lo - ja);
         sc->chi[r] = (int)(hi - ja);
         any |= hi > lo;
-        full &= lo == ja && hi == jb;
+        all &= lo == ja && hi == jb;
     }
-    if (!any)
-        return 0;
-    /* Executed work: every real row against every key of the tile (the
-     * micro-kernels' padded rows and keys aside), K/V rows where they are read
-     * here; the P.V's pairs below (every row over every key, whatever the
-     * blocking, when each row's keys cover the tile). */
-    xattn_cpu_work *w = sc->work;
-    const uint64_t tile_pairs = (uint64_t)R * (uint64_t)nc;
-    w->qk_pairs += tile_pairs;
-    if (src || !kt)
-        w->kv_rows += (uint64_t)nc;
+    *full = all;
+    return any;
+}
 
-    /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
-     * of 16 keys: converted here, rows past nc are zero; given by the caller,
-     * they are readable (next keys or zeros) and their scores are unused. */
-    /* In place, key ja's rows: the caller's describe keys from t0. */
-    const int64_t o = ja - t0;
-    const int64_t *krows = src && src->krows ? src->krows + o : NULL;
-    const int64_t *vrows = src && src->vrows ? src->vrows + o : NULL;
-    const int64_t kidx = src ? src->kidx + (krows ? 0 : o * src->kstride) : 0;
-    const int64_t vidx = src ? src->vidx + (vrows ? 0 : o * src->vstride) : 0;
-    if (src) {
-        const int64_t es = xattn__cpu_esize(p->v.dtype);
-        const void *vpf = xattn__cpu_v_prefetch_in_qk(p->v.dtype) ? cx->a->v : NULL;
-        uk->qk_rows_src(sc->st, sc->qr, (int)ldk, R, cx->a->k, kidx, krows, src->kstride,
-                        p->k.dtype, (int)D, nc, vpf, vidx, vrows, src->vstride, (int)(Dv * es));
-    } else {
-        if (!kt) {
-            const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
-            xattn__cpu_load_tile(cx, &p->k, cx->a->k, sc->kt, ldk, D, ldk, b, hk, ja, nc, 0);
-            memset(sc->kt + nc * ldk, 0, (size_t)((ncz - nc) * ldk) * sizeof(float));
-            kt = sc->kt;
-            kpitch = ldk;
-        }
-        if (sc->few)
-            uk->qk_rows(sc->st, sc->qr, (int)ldk, R, kt, (int)kpitch, (int)ldk, nc);
-        else
-            uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
-    }
-
+void xattn__cpu_tile_softmax(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t ja, int nc,
+                             int full)
+{
+    const xattn__cpu_uk *uk = cx->uk;
+    const int BQ = XATTN_CPU_BQ, R = sc->R;
     /* The rest of a |scale| > 1 (cx->post), then score modifications and
      * masks; nothing to do for a tile that lies inside every row's interval
      * when there are no modifications. The softcap runs on whole vectors of
@@ -671,32 +626,85 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
     uk->softmax_tile(sc->st, nc, R, sc->m, sc->l, sc->alpha);
     for (int r = 0; r < R; r++)
         if (sc->alpha[r] != 1.0f)
-            uk->scale(sc->acc + r * Dvp, Dvp, sc->alpha[r]);
+            uk->scale(sc->acc + r * cx->Dvp, cx->Dvp, sc->alpha[r]);
+}
+
+void xattn__cpu_tile_pv_careful(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                                int64_t ja, const float *vt, int64_t vpitch)
+{
+    const xattn__cpu_uk *uk = cx->uk;
+    const int BQ = XATTN_CPU_BQ;
+    const int64_t Dvp = cx->Dvp;
+    /* The keys of weight 0 recomputed here (xattn__cpu_score1, rare) are
+     * not counted. */
+    uint64_t pairs = 0;
+    for (int r = 0; r < sc->R; r++)
+        for (int c = sc->clo[r]; c < sc->chi[r]; c++) {
+            const float *vr = vt + c * vpitch;
+            float *ar = sc->acc + r * Dvp;
+            if (sc->st[c * BQ + r] != 0.0f) {
+                uk->axpy_rows(ar, 0, 1, &sc->st[c * BQ + r], vr, (int)Dvp);
+                pairs++;
+            } else if (uk->nonfinite(vr, Dvp) &&
+                       xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
+                xattn__cpu_add_negligible(ar, vr, cx->p->Dv);
+        }
+    sc->work->pv_terms += pairs * (uint64_t)cx->p->Dv;
+}
+
+int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t t0,
+                           int64_t t1, const float *kt, int64_t kpitch, const float *vt,
+                           int64_t vpitch, int vbad)
+{
+    const xattn_problem *p = cx->p;
+    const xattn__cpu_uk *uk = cx->uk;
+    const int BK = (int)xattn__cpu_bk(p);
+    const int64_t D = p->D, Dv = p->Dv, Dvp = cx->Dvp, ldk = cx->ldk;
+    const int64_t hk = sc->hk;
+    const int R = sc->R;
+    const int64_t ja = xattn__cpu_max(t0, sc->ulo);
+    const int64_t jb = xattn__cpu_min(xattn__cpu_min(t1, t0 + BK), sc->uhi);
+    if (jb <= ja)
+        return 0;
+    const int nc = (int)(jb - ja);
+    /* Rows' ranges inside the tile (local key numbers); skip the tile when it
+     * meets no row's interval (the union may have holes). */
+    int full;
+    if (!xattn__cpu_tile_ranges(sc, ja, jb, &full))
+        return 0;
+    /* Executed work: every real row against every key of the tile (the
+     * micro-kernels' padded rows and keys aside), K/V rows where they are
+     * loaded here; the P.V's pairs below (every row over every key, whatever
+     * the blocking, when each row's keys cover the tile). */
+    xattn_cpu_work *w = sc->work;
+    const uint64_t tile_pairs = (uint64_t)R * (uint64_t)nc;
+    w->qk_pairs += tile_pairs;
+    if (!kt)
+        w->kv_rows += (uint64_t)nc;
+
+    /* S = Q K^T for the tile. The micro-kernels' key blocks run to a multiple
+     * of 16 keys: converted here, rows past nc are zero; given by the caller,
+     * they are readable (next keys or zeros) and their scores are unused. */
+    if (!kt) {
+        const int64_t ncz = xattn__cpu_min(xattn__cpu_round_up(nc, XATTN__CPU_PAD), BK);
+        xattn__cpu_load_tile(cx, &p->k, cx->a->k, sc->kt, ldk, D, ldk, b, hk, ja, nc, 0);
+        memset(sc->kt + nc * ldk, 0, (size_t)((ncz - nc) * ldk) * sizeof(float));
+        kt = sc->kt;
+        kpitch = ldk;
+    }
+    if (sc->few)
+        uk->qk_rows(sc->st, sc->qr, (int)ldk, R, kt, (int)kpitch, (int)ldk, nc);
+    else
+        uk->qk_tile(sc->st, sc->qt, kt, (int)kpitch, (int)D, nc, R);
+
+    xattn__cpu_tile_softmax(cx, sc, ja, nc, full);
 
     /* O += P V. A V tile holding inf/NaN goes through the careful path that
      * visits only each row's own keys and skips masked ones (score -inf), so
      * that a masked key cannot leak NaN into a row (the reference skips masked
      * keys), while an unmasked key of weight 0 (underflow) still brings its inf
      * and NaN, as the reference does. */
-    /* In place, V is checked by the P.V itself: it adds the tile's sums to
-     * acc only when they are all finite, and otherwise leaves acc as it was
-     * (its work was done all the same, and counts). */
-    if (src) {
-        w->pv_terms +=
-            (full ? tile_pairs : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, 4, 0)) * (uint64_t)Dv;
-        if (!uk->pv_rows_src(sc->acc, (int)Dvp, sc->st, cx->a->v, vidx, vrows, src->vstride,
-                             p->v.dtype, (int)Dv, R, sc->clo, sc->chi))
-            return 1;
-    }
-    if (src) { /* inf/NaN in V: the careful path below, on converted rows */
-        for (int c = 0; c < nc; c++)
-            xattn__cpu_load_rows(uk, sc->vt + c * Dvp, Dvp, cx->a->v,
-                                 vidx + (vrows ? vrows[c] : c * src->vstride), 0, Dv, Dvp, 1,
-                                 p->v.dtype, 0, 1.0f); /* in place: never fp8, no scale */
-        vt = sc->vt;
-        vpitch = Dvp;
-        vbad = 1;
-    } else if (!vt) {
+    if (!vt) {
         vbad = xattn__cpu_load_tile(cx, &p->v, cx->a->v, sc->vt, Dvp, Dv, Dvp, b, hk, ja, nc, 1);
         vt = sc->vt;
         vpitch = Dvp;
@@ -708,21 +716,7 @@ int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int
                   : xattn__cpu_pv_pairs(sc->clo, sc->chi, R, uk->pv_block, !uk->pv_tail_block)) *
             (uint64_t)Dv;
     } else {
-        /* The keys of weight 0 recomputed here (xattn__cpu_score1, rare) are
-         * not counted. */
-        uint64_t pairs = 0;
-        for (int r = 0; r < R; r++)
-            for (int c = sc->clo[r]; c < sc->chi[r]; c++) {
-                const float *vr = vt + c * vpitch;
-                float *ar = sc->acc + r * Dvp;
-                if (sc->st[c * BQ + r] != 0.0f) {
-                    uk->axpy_rows(ar, 0, 1, &sc->st[c * BQ + r], vr, (int)Dvp);
-                    pairs++;
-                } else if (uk->nonfinite(vr, Dvp) &&
-                           xattn__cpu_score1(cx, &sc->rows[r], b, ja + c) != -INFINITY)
-                    xattn__cpu_add_negligible(ar, vr, Dv);
-            }
-        w->pv_terms += pairs * (uint64_t)Dv;
+        xattn__cpu_tile_pv_careful(cx, sc, b, ja, vt, vpitch);
     }
     return 1;
 }
@@ -754,7 +748,7 @@ void xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t
             xattn__cpu_prefetch_rows(p, &p->v, cx->a->v, Dv, b, hk, na, nb - na);
         }
         /* A tile read from the packed panels counts as a load of its rows. */
-        if (xattn__cpu_attend_tile(cx, sc, b, t0, t0 + BK, kt, ldk, vt, Dvp, vbad, NULL) && kv)
+        if (xattn__cpu_attend_tile(cx, sc, b, t0, t0 + BK, kt, ldk, vt, Dvp, vbad) && kv)
             sc->work->kv_rows += (uint64_t)(xattn__cpu_min(t0 + BK, uhi) - ja);
     }
 }

@@ -116,8 +116,8 @@ static inline int xattn__cpu_is_fp8(xattn_dtype t)
     return t == XATTN_DTYPE_FP8_E4M3 || t == XATTN_DTYPE_FP8_E5M2;
 }
 
-/* The K/V cache dtypes the in-place decode kernels do not read yet (fp8,
- * q8_0): they go through the converting tile loads. */
+/* The K/V cache dtypes scaled per head or per block (fp8, q8_0): only the
+ * decode driver's in-place reads and the per-head tile loads apply those. */
 static inline int xattn__cpu_is_lowp(xattn_dtype t)
 {
     return xattn__cpu_is_fp8(t) || t == XATTN_DTYPE_Q8_0;
@@ -251,27 +251,6 @@ typedef struct xattn__cpu_uk {
     /* dst[t] = mul * x[idx + t*stride], t < n, x of dtype dt at `base`. */
     void (*load)(float *dst, const void *base, int64_t idx, int64_t stride, int64_t n,
                  xattn_dtype dt, float mul);
-    /* Decode on K/V in place (NULL where a path has none): qk_rows and
-     * pv_tile with row c of K/V at element idx0 + c*stride of `base` in
-     * dtype dt, or with `rows` (a paged cache's rows) at idx0 + rows[c],
-     * converted as loaded; n (D, Dv) a multiple of 16; no key past nc is
-     * read; pv_rows_src takes nr <= XATTN__CPU_FEW_ROWS (its tile sums live on
-     * the stack) and may add junk into acc rows nr .. round_up(nr, 4)
-     * (unused rows), and returns 1, leaving acc unchanged, when the tile's
-     * sums of the rows < nr hold an inf or NaN (an inf or NaN in the V rows
-     * they use). qk_rows_src also asks L1 for pfbytes of the row of each key
-     * c it reads in pf (dtype dt: the V rows the P.V reads next, at pfidx0 +
-     * c*pfstride or pfidx0 + pfrows[c], pfrows given with rows: the K and V
-     * streams then overlap), pf NULL for none; it reads qr as order_q_src
-     * left it. */
-    void (*order_q_src)(float *qr, int ldq, int nr, int n, xattn_dtype dt);
-    void (*qk_rows_src)(float *st, const float *qr, int ldq, int nr, const void *base, int64_t idx0,
-                        const int64_t *rows, int64_t stride, xattn_dtype dt, int n, int nc,
-                        const void *pf, int64_t pfidx0, const int64_t *pfrows, int64_t pfstride,
-                        int pfbytes);
-    int (*pv_rows_src)(float *acc, int ldacc, const float *st, const void *base, int64_t idx0,
-                       const int64_t *rows, int64_t stride, xattn_dtype dt, int n, int nr,
-                       const int *clo, const int *chi);
     /* A tile: rows c < nc at element idx0 + c*rstride of `base` (contiguous
      * elements) to tile + c*ld, n converted elements each, zeros up to zero_to;
      * with `check`, returns 1 when one of them is inf or NaN. NULL: the
@@ -309,8 +288,7 @@ typedef struct xattn__cpu_uk {
      * (xattn__cpu_pv_pairs): blocks of pv_block rows over the span from their
      * lowest clo to their highest chi, the last nr % pv_block rows as one
      * more block over their span when pv_tail_block is 1, else one by one
-     * over their own keys (pv_block 1: every row over its own keys).
-     * pv_rows_src walks blocks of 4 rows, a last partial one included. */
+     * over their own keys (pv_block 1: every row over its own keys). */
     int pv_block, pv_tail_block;
     /* 1 when x[0..n) holds an inf or NaN. */
     int (*nonfinite)(const float *x, int64_t n);
@@ -487,6 +465,10 @@ typedef struct xattn__cpu_scratch {
     int *clo, *chi;
     xattn__cpu_row *rows;
     xattn_cpu_work *work; /* where the tile loop counts its work (set by the caller) */
+    /* What the output rows are multiplied by as they are written (1 from
+     * xattn__cpu_attend_begin; the decode driver's V scale, see
+     * xattn_cpu_decode.h). */
+    float omul;
 } xattn__cpu_scratch;
 
 /* Bytes of one thread's scratch (a multiple of 64). */
@@ -565,21 +547,13 @@ void xattn__cpu_attend(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t
  * sc->ulo/uhi (equal when nothing is valid). tile: the keys [t0, min(t1,
  * t0+BK)) clipped to [ulo, uhi); kt/vt point at its first key (row pitches kpitch,
  * vpitch, K zero past D, rows readable up to a multiple of 16 keys, vbad: V
- * holds inf/NaN), or are NULL to load and convert it here, or, with `src`
- * (few-row tiles, D and Dv multiples of 16, a table with the _src kernels),
- * are read in place. Returns 1 when the tile was computed (sc->R rows), 0 when
- * skipped. Counts its work into *sc->work: the K/V rows only where it loads
- * them or reads them in place (tiles given by the caller are counted there). */
+ * holds inf/NaN), or are NULL to load and convert it here. (K and V read
+ * where they lie are the decode driver's, xattn_cpu_decode.h.) Returns 1 when
+ * the tile was computed (sc->R rows), 0 when skipped. Counts its work into
+ * *sc->work: the K/V rows only where it loads them (tiles given by the caller
+ * are counted there). */
 void xattn__cpu_attend_begin(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
                              int64_t h0, int nh, int64_t i0, int np, int64_t kmin, int64_t kmax);
-/* K and V rows where they lie (decode in place, see uk->qk_rows_src): key
- * t0 + c of the tile (t0 as given to xattn__cpu_attend_tile) at element
- * kidx + c*kstride of K and vidx + c*vstride of V, or, with krows and vrows
- * (a paged cache), at kidx + krows[c] and vidx + vrows[c]. */
-typedef struct xattn__cpu_kvsrc {
-    int64_t kidx, vidx, kstride, vstride;
-    const int64_t *krows, *vrows; /* both or neither */
-} xattn__cpu_kvsrc;
 
 /* rows[c] = the element offset of key j + c of sequence b in K or V (view
  * v; head 0: add hk * v->sh), c < n, by runs (xattn__cpu_krun). */
@@ -588,7 +562,21 @@ void xattn__cpu_token_rows(const xattn_problem *p, const xattn_view *v, int64_t 
 
 int xattn__cpu_attend_tile(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b, int64_t t0,
                            int64_t t1, const float *kt, int64_t kpitch, const float *vt,
-                           int64_t vpitch, int vbad, const xattn__cpu_kvsrc *src);
+                           int64_t vpitch, int vbad);
+
+/* The steps of a tile that every K/V source shares (attend_tile, and the
+ * decode driver's tile on K/V in place). ranges: each row's keys of [ja, jb)
+ * as local numbers in sc->clo/chi; returns 0 when no row has one, *full = 1
+ * when every row has them all. softmax: on the tile's raw scores st (nc
+ * keys from ja), the rest of the scale, the softcap, ALiBi/bias/masks, the
+ * online-softmax update and the rescale of acc. pv_careful: O += P V over
+ * each row's own keys only, on converted V rows (vt, pitch vpitch) that may
+ * hold inf or NaN; counts its pairs. */
+int xattn__cpu_tile_ranges(xattn__cpu_scratch *sc, int64_t ja, int64_t jb, int *full);
+void xattn__cpu_tile_softmax(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t ja, int nc,
+                             int full);
+void xattn__cpu_tile_pv_careful(const xattn__cpu_ctx *cx, xattn__cpu_scratch *sc, int64_t b,
+                                int64_t ja, const float *vt, int64_t vpitch);
 
 /* The (row, key) pairs a P.V over rows r < nr with keys [clo[r], chi[r])
  * computes when it walks blocks of `block` rows over their span of keys (rows

@@ -96,8 +96,9 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work
 
 /* ---- SPLITKV: partial O/LSE per KV chunk, then combine -------------------- */
 
-/* The split count the kernels would use for p (p->num_splits if > 0, clamped). */
-int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads);
+/* The split count the kernels would use for p on the SIMD path `simd`
+ * (p->num_splits if > 0, clamped). */
+int xattn_cpu_splitkv_num_splits(const xattn_problem *p, xattn_cpu_simd simd, int num_threads);
 /* Bytes of the per-thread scratch of the partial phase (which depends on the
  * SIMD path's kernels: the decode path reads K/V in place where it has them);
  * UINT64_MAX when that overflows 64 bits. The partials themselves, partial O

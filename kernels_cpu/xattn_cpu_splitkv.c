@@ -13,7 +13,7 @@
  * An empty or fully masked chunk writes LSE_s = -inf and no O_s (the merge
  * never reads it); a NaN chunk writes NaN, which the merge propagates.
  */
-#include "xattn_cpu_common.h"
+#include "xattn_cpu_decode.h"
 
 /* Chunks are at least this many keys when the count is chosen automatically. */
 #ifndef XATTN_CPU_SPLITKV_MIN_KEYS
@@ -32,13 +32,14 @@
  * stream). Each head keeps its own tile state; the tiles are computed from the
  * shared buffers [BK][heads][ldk] and [BK][heads][Dvp].
  */
-static int xattn__cpu_skv_streams(const xattn_problem *p)
+static int xattn__cpu_skv_streams(const xattn_problem *p, xattn_cpu_simd simd)
 {
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-    /* (fp8 caches scale each KV head: they take the per-head path, and so,
-     * until its loads are written, does q8_0) */
+    /* (fp8 and q8_0 caches are scaled per head or block: they stream only
+     * where the decode driver reads them in place, which applies the scales;
+     * the lanes' conversion of all heads at once does not) */
     return qt.hblocks == 1 && p->Sq <= qt.pos && p->k.sd == 1 && p->v.sd == 1 &&
-           !xattn__cpu_is_lowp(p->k.dtype);
+           (!xattn__cpu_is_lowp(p->k.dtype) || xattn__cpu_dec_applies(p, simd));
 }
 
 static int64_t xattn__cpu_skv_hgroups(const xattn_problem *p)
@@ -58,43 +59,19 @@ static int64_t xattn__cpu_skv_step(const xattn_problem *p, int64_t nk)
     return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)row, xattn_cpu_l1d_bytes());
 }
 
-/* Keys per step when K and V are read in place: the heads take turns over a
- * block of SB keys, about 128 KiB of K (64 keys of 8 f16 heads of D 128, 32
- * of f32), so that the block is read in address order overall and stays in
- * L2 while every head passes over it (measured on the 2-core VM, B8 H32/8
- * D128 Sk32768: f16 64 keys 64 ms vs 16 keys 77-89 ms; f32 16-32 keys
- * 97-105 ms vs 64 keys 128-132 ms). A multiple of 16 in [16, BK]. */
-static int64_t xattn__cpu_skv_direct_step(const xattn_problem *p, int64_t nk)
-{
-    const int64_t es = xattn__cpu_esize(p->k.dtype);
-    return xattn__cpu_fit_keys(xattn__cpu_bk(p), (uint64_t)(nk * p->D * es), 128u << 10);
-}
-
-/* Whether the streaming path reads K and V in place (no f32 copies of the
- * tiles): the table has the _src micro-kernels, rows are whole vectors, and
- * every query tile has few rows (group * Sq rows at most, so that each tile
- * state's `few` holds). Decided from the problem alone, so that the workspace
- * is sized for it before the call. */
-static int xattn__cpu_skv_direct(const xattn__cpu_uk *uk, const xattn_problem *p)
-{
-    return uk->qk_rows_src && uk->qk_rows && p->D % 16 == 0 && p->Dv % 16 == 0 &&
-           p->group * p->Sq <= XATTN__CPU_FEW_ROWS && !xattn__cpu_is_lowp(p->k.dtype);
-}
-
 /* The keys per step of the streaming path, the same for every group of KV
  * heads (sized for a full group: a last, smaller group takes the same steps),
  * so that one figure describes the call's key tiling (xattn_cpu_splitkv_tile_k). */
-static int64_t xattn__cpu_skv_sb(const xattn__cpu_uk *uk, const xattn_problem *p)
+static int64_t xattn__cpu_skv_sb(xattn_cpu_simd simd, const xattn_problem *p)
 {
     const int64_t nk = xattn__cpu_min(p->Hkv, XATTN__CPU_SKV_HEADS);
-    return xattn__cpu_skv_direct(uk, p) ? xattn__cpu_skv_direct_step(p, nk)
-                                        : xattn__cpu_skv_step(p, nk);
+    return xattn__cpu_dec_applies(p, simd) ? xattn__cpu_dec_step(p, nk)
+                                           : xattn__cpu_skv_step(p, nk);
 }
 
 int xattn_cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd)
 {
-    return (int)(xattn__cpu_skv_streams(p) ? xattn__cpu_skv_sb(xattn__cpu_uk_get(simd), p)
-                                           : xattn__cpu_bk(p));
+    return (int)(xattn__cpu_skv_streams(p, simd) ? xattn__cpu_skv_sb(simd, p) : xattn__cpu_bk(p));
 }
 
 /* Sections the streaming path's tile states go without: their K/V come from
@@ -128,13 +105,14 @@ static uint64_t xattn__cpu_skv_stream_bytes(const xattn_problem *p, int direct)
            (direct ? (uint64_t)XATTN_CPU_BK * dvp * 4u : 0u);
 }
 
-static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p, const xattn__cpu_uk *uk)
+static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p, xattn_cpu_simd simd)
 {
-    return xattn__cpu_skv_streams(p) ? xattn__cpu_skv_stream_bytes(p, xattn__cpu_skv_direct(uk, p))
-                                     : xattn__cpu_scratch_bytes(p);
+    return xattn__cpu_skv_streams(p, simd)
+               ? xattn__cpu_skv_stream_bytes(p, xattn__cpu_dec_applies(p, simd))
+               : xattn__cpu_scratch_bytes(p);
 }
 
-int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
+int xattn_cpu_splitkv_num_splits(const xattn_problem *p, xattn_cpu_simd simd, int num_threads)
 {
     const int64_t bk = xattn__cpu_bk(p), tiles = (p->Sk + bk - 1) / bk;
     const int64_t max_splits = tiles > 1 ? tiles : 1;
@@ -147,12 +125,12 @@ int xattn_cpu_splitkv_num_splits(const xattn_problem *p, int num_threads)
          * Partial work items are (sequence, KV head, head block): see
          * xattn__cpu_qtiling. */
         const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
-        const int64_t u0 = xattn__cpu_skv_streams(p) ? p->B * xattn__cpu_skv_hgroups(p)
-                                                     : p->B * p->Hkv * qt.hblocks;
+        const int64_t u0 = xattn__cpu_skv_streams(p, simd) ? p->B * xattn__cpu_skv_hgroups(p)
+                                                           : p->B * p->Hkv * qt.hblocks;
         const int64_t units = u0 > 0 ? u0 : 1;
         const int64_t nt = num_threads > 0 ? num_threads : 1;
         int64_t want = (2 * nt + units - 1) / units;
-        if (xattn__cpu_skv_streams(p)) /* chunks go by pairs (xattn__cpu_skv_stream) */
+        if (xattn__cpu_skv_streams(p, simd)) /* chunks go by pairs (xattn__cpu_skv_stream) */
             want = 2 * want;
         const int64_t by_len = p->Sk / XATTN_CPU_SPLITKV_MIN_KEYS;
         s = want < by_len ? want : by_len;
@@ -176,7 +154,7 @@ uint64_t xattn_cpu_splitkv_scratch_bytes(const xattn_problem *p, xattn_cpu_simd 
 {
     const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
     uint64_t total;
-    if (__builtin_mul_overflow(nt, xattn__cpu_skv_thread_bytes(p, xattn__cpu_uk_get(simd)), &total))
+    if (__builtin_mul_overflow(nt, xattn__cpu_skv_thread_bytes(p, simd), &total))
         return UINT64_MAX;
     return total;
 }
@@ -204,7 +182,7 @@ static void xattn__cpu_skv_write(const xattn__cpu_ctx *cx, const xattn__cpu_scra
             lpart[row] = -INFINITY;
             continue;
         }
-        const float inv = 1.0f / l;
+        const float inv = sc->omul / l; /* omul: 1, or the decode driver's V scale */
         float *o = opart + row * p->Dv;
         const float *acc = sc->acc + r * cx->Dvp;
         for (int64_t d = 0; d < p->Dv; d++)
@@ -238,9 +216,9 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
     const xattn_problem *p = cx->p;
     const int64_t ldk = cx->ldk, Dvp = cx->Dvp;
     const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
-    /* In place: K and V read where they lie by the _src micro-kernels (no f32
+    /* In place: K and V read where they lie by the decode driver (no f32
      * copy); the workspace was sized by the same test. */
-    const int direct = xattn__cpu_skv_direct(cx->uk, p);
+    const int direct = xattn__cpu_dec_applies(p, cx->a->simd);
     const int without = xattn__cpu_skv_without(direct);
     const int64_t per = (int64_t)xattn__cpu_scratch_bytes_without(p, without);
     const int64_t bufk = (XATTN_CPU_BK + XATTN__CPU_PAD) * nk * ldk;
@@ -270,13 +248,10 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
         if (R_all == 0 || L->ulo >= L->uhi)
             L->ulo = L->uhi = 0;
     }
-    if (direct) /* Q in the order the in-place QK^T loads K, once per query tile */
+    if (direct) /* Q in the order the decode kernels load K, once per query tile */
         for (int l = 0; l < nl; l++)
-            for (int k = 0; k < nk; k++)
-                if (ln[l].sc[k].ulo < ln[l].sc[k].uhi)
-                    cx->uk->order_q_src(ln[l].sc[k].qr, (int)ldk, ln[l].sc[k].R, (int)p->D,
-                                        p->k.dtype);
-    const int64_t SB = xattn__cpu_skv_sb(cx->uk, p);
+            xattn__cpu_dec_begin(cx, ln[l].sc, nk, hk0);
+    const int64_t SB = xattn__cpu_skv_sb(cx->a->simd, p);
     int64_t steps = 0;
     for (int l = 0; l < nl; l++)
         if (ln[l].uhi > ln[l].ulo)
@@ -290,30 +265,8 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             ln[l].vbad = 0;
         }
         if (direct) {
-            /* Contiguous K/V: key ja's rows and the row strides. A paged
-             * cache: the rows of the step's keys (the pages looked up once
-             * per run of keys), shared by the heads, which add their own
-             * offset. The step is at most XATTN_CPU_BK keys. */
-            int64_t krows[XATTN_CPU_BK], vrows[XATTN_CPU_BK];
-            for (int l = 0; l < nl; l++) {
-                if (jb[l] <= ja[l])
-                    continue;
-                xattn__cpu_kvsrc src = {0, 0, p->k.ss, p->v.ss, NULL, NULL};
-                if (p->paged) {
-                    xattn__cpu_token_rows(p, &p->k, b, ja[l], jb[l] - ja[l], krows);
-                    xattn__cpu_token_rows(p, &p->v, b, ja[l], jb[l] - ja[l], vrows);
-                    src.krows = krows;
-                    src.vrows = vrows;
-                }
-                for (int k = 0; k < nk; k++) {
-                    src.kidx = p->paged ? (hk0 + k) * p->k.sh
-                                        : xattn__cpu_krow(&p->k, p, b, ja[l], hk0 + k);
-                    src.vidx = p->paged ? (hk0 + k) * p->v.sh
-                                        : xattn__cpu_krow(&p->v, p, b, ja[l], hk0 + k);
-                    xattn__cpu_attend_tile(cx, &ln[l].sc[k], b, ja[l], jb[l], NULL, 0, NULL, 0, 0,
-                                           &src);
-                }
-            }
+            for (int l = 0; l < nl; l++)
+                xattn__cpu_dec_run(cx, ln[l].sc, nk, b, hk0, ja[l], jb[l]);
             continue;
         }
         /* Key by key, the heads in address order (adjacent with BSHD), the
@@ -340,7 +293,7 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             memset(L->kb + nc * nk * ldk, 0, (size_t)((ncz - nc) * nk * ldk) * sizeof(float));
             for (int k = 0; k < nk; k++)
                 xattn__cpu_attend_tile(cx, &L->sc[k], b, ja[l], jb[l], L->kb + k * ldk, nk * ldk,
-                                       L->vb + k * Dvp, nk * Dvp, L->vbad, NULL);
+                                       L->vb + k * Dvp, nk * Dvp, L->vbad);
         }
     }
     for (int l = 0; l < nl; l++)
@@ -356,7 +309,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
     xattn__cpu_ctx_init(&cx, a);
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     (void)nt; /* unused without OpenMP */
-    const uint64_t per = xattn__cpu_skv_thread_bytes(p, cx.uk);
+    const uint64_t per = xattn__cpu_skv_thread_bytes(p, a->simd);
     const uint64_t nrows = (uint64_t)splits * xattn__cpu_skv_rows(p);
     if (p->poison) {
         xattn__cpu_poison(opart, nrows * (uint64_t)p->Dv * 4u, nt);
@@ -365,7 +318,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
     }
     char *scratch = scratch_ws;
 
-    if (xattn__cpu_skv_streams(p)) {
+    if (xattn__cpu_skv_streams(p, a->simd)) {
         /* Work items: (sequence, group of KV heads, pair of chunks). */
         const int64_t ng = xattn__cpu_skv_hgroups(p), npair = (splits + 1) / 2;
         const int64_t units = p->B * ng * npair;

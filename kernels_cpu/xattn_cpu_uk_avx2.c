@@ -3,7 +3,7 @@
  * shared template. Compiled with a target attribute (not -mavx2), so the rest
  * of the library stays portable; chosen at run time from cpuid.
  */
-#include "xattn_cpu_common.h"
+#include "xattn_cpu_decode.h"
 
 #if XATTN__CPU_X86
 
@@ -262,6 +262,42 @@ static inline XV_TARGET void xv_zip(XV even, XV odd, XV *a, XV *b)
     *b = _mm256_permute2f128_ps(lo, hi, 0x31);
 }
 
+/* fp8 to f32 in registers, as in the AVX-512 file (e4m3: the value times
+ * 2^-8, NaN codes finite, see there). */
+static inline XV_TARGET XV xv_load_e5m2(const uint8_t *p)
+{
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
+}
+static inline XV_TARGET XV xv_load_e4m3(const uint8_t *p)
+{
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16((short)0xbfff)));
+}
+/* Bytes: m = max(m, p[t] | 0x80) over t < n (n a multiple of 16): a lane of
+ * m is 0xff iff one of its bytes is an e4m3 NaN code. */
+#define XB __m256i
+static inline XV_TARGET XB xb_zero(void)
+{
+    return _mm256_setzero_si256();
+}
+static inline XV_TARGET XB xb_or80_max(XB m, const uint8_t *p, int n)
+{
+    const XB hi = _mm256_set1_epi8((char)0x80);
+    int t = 0;
+    for (; t + 32 <= n; t += 32)
+        m = _mm256_max_epu8(m, _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(p + t)), hi));
+    if (t < n) /* 16 bytes; the upper lanes 0x80 */
+        m = _mm256_max_epu8(
+            m,
+            _mm256_or_si256(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + t))), hi));
+    return m;
+}
+static inline XV_TARGET int xb_any_ff(XB m)
+{
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(m, _mm256_set1_epi8(-1))) != 0;
+}
+
 static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
 {
     _mm_storeu_si128((__m128i *)p,
@@ -284,6 +320,8 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
 }
 
 #include "xattn_cpu_uk_template.h"
+#define XV_DEC_TABLE xattn__cpu_dec_avx2
+#include "xattn_cpu_dec_template.h"
 
 #else
 typedef int xattn__cpu_uk_avx2_unused; /* not x86-64 GCC/Clang: portable path only */

@@ -2,7 +2,7 @@
  * The AVX-512 micro-kernels (F, DQ, BW, VL): the vector layer below, then the
  * shared template. Compiled with a target attribute, chosen at run time.
  */
-#include "xattn_cpu_common.h"
+#include "xattn_cpu_decode.h"
 
 #if XATTN__CPU_X86
 
@@ -231,6 +231,48 @@ static inline XV_TARGET void xv_zip(XV even, XV odd, XV *a, XV *b)
     *b = _mm512_permutex2var_ps(even, _mm512_add_epi32(ia, _mm512_set1_epi32(8)), odd);
 }
 
+/* fp8 to f32 in registers (the decode kernels' loads). e5m2 is the top byte
+ * of an f16, so a shift makes the f16 and F16C converts it, exactly (zeros,
+ * subnormals, inf, NaN). e4m3's bits (s eeee mmm, bias 7) go into an f16 as
+ * s 0 eeee mmm 0000000: the sign-extended byte shifted by 7 has the sign in
+ * bits 15 and 14, and the mask clears bit 14. That f16 is the value times
+ * 2^-8 (bias 15 against 7), subnormals included, so the decode driver
+ * multiplies the scale by 2^8 instead (xattn__cpu_dec_unit); the NaN codes
+ * (0x7f, 0xff) come out finite and are found by xb_or80_max instead. */
+static inline XV_TARGET XV xv_load_e5m2(const uint8_t *p)
+{
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+    return _mm512_cvtph_ps(_mm256_slli_epi16(w, 8));
+}
+static inline XV_TARGET XV xv_load_e4m3(const uint8_t *p)
+{
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+    return _mm512_cvtph_ps(
+        _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16((short)0xbfff)));
+}
+/* Bytes: m = max(m, p[t] | 0x80) over t < n (n a multiple of 16), so that
+ * a lane of m is 0xff iff one of its bytes is an e4m3 NaN code. */
+#define XB __m512i
+static inline XV_TARGET XB xb_zero(void)
+{
+    return _mm512_setzero_si512();
+}
+static inline XV_TARGET XB xb_or80_max(XB m, const uint8_t *p, int n)
+{
+    const XB hi = _mm512_set1_epi8((char)0x80);
+    int t = 0;
+    for (; t + 64 <= n; t += 64)
+        m = _mm512_max_epu8(m, _mm512_or_si512(_mm512_loadu_si512(p + t), hi));
+    if (t < n) /* 16, 32 or 48 bytes; the rest of the lanes 0x80 */
+        m = _mm512_max_epu8(
+            m, _mm512_or_si512(_mm512_maskz_loadu_epi8(~0ull >> (64 - (n - t)), p + t), hi));
+    return m;
+}
+static inline XV_TARGET int xb_any_ff(XB m)
+{
+    return _mm512_cmpeq_epi8_mask(m, _mm512_set1_epi8(-1)) != 0;
+}
+
 static inline XV_TARGET void xv_store_f16(uint16_t *p, XV v)
 {
     _mm256_storeu_si256((__m256i *)p,
@@ -249,6 +291,8 @@ static inline XV_TARGET void xv_store_bf16(uint16_t *p, XV v)
 }
 
 #include "xattn_cpu_uk_template.h"
+#define XV_DEC_TABLE xattn__cpu_dec_avx512
+#include "xattn_cpu_dec_template.h"
 
 #else
 typedef int xattn__cpu_uk_avx512_unused; /* not x86-64 GCC/Clang: portable path only */

@@ -2,9 +2,9 @@
  * xattn_ukbench: the CPU decode micro-kernels alone, on one thread, with K and
  * V resident where the chosen size puts them (L1 by default). It times what
  * SPLITKV's in-place decode path runs per KV tile: the few-row QK^T reading K
- * where it lies (uk->qk_rows_src), the online softmax (uk->softmax_tile) and
- * the P.V reading V where it lies (uk->pv_rows_src), for each SIMD path the
- * CPU runs. The result is the decode loop's compute rate in K+V bytes per
+ * where it lies (the decode table's qk), the online softmax (uk->softmax_tile)
+ * and the P.V reading V where it lies (the decode table's pv), for each SIMD
+ * path the CPU runs. The result is the decode loop's compute rate in K+V bytes per
  * second per core: what the loop could stream at most if memory cost nothing,
  * to set against the read ceiling of `xattn devices --measure`
  * (docs/benchmarks-cpu.md). With --rates, the throughput of single vector
@@ -15,7 +15,7 @@
  * kernel-tuning tool: its tests (tool_ukbench*) check that it runs and
  * reports, never its figures.
  */
-#include "xattn_cpu_common.h"
+#include "xattn_cpu_decode.h"
 #include "xattn_parse.h"
 #include "xattn_stats.h"
 #include "xattn_ukbench_modes.h"
@@ -42,22 +42,37 @@ enum { UKB_MIB_MIN = 64, UKB_MIB_MAX = 8192 }; /* --memory's buffer */
 static void ukb_pass(const xattn__cpu_uk *uk, const ukb_opts *o, ukb_bufs *b, xattn_dtype dt,
                      int what)
 {
-    const int64_t es = xattn__cpu_esize(dt), ldk = xattn__cpu_round_up(o->D, 16);
+    const xattn__cpu_dec_uk *dk = xattn__cpu_dec_get(uk->simd);
+    const int64_t ldk = xattn__cpu_round_up(o->D, 16);
+    /* As the library does (xattn_cpu_decode.c), on contiguous K/V. */
+    xattn__cpu_dec_tile t;
+    memset(&t, 0, sizeof t);
+    t.k.base = b->k;
+    t.k.stride = o->stride;
+    t.k.dt = dt;
+    t.k.n = o->D;
+    t.v = t.k;
+    t.v.base = b->v;
+    t.nc = o->tile;
+    t.nr = o->rows;
+    t.qr = b->qr;
+    t.ldq = (int)ldk;
+    t.st = b->st;
+    t.acc = b->acc;
+    t.ldacc = (int)ldk;
+    t.clo = b->clo;
+    t.chi = b->chi;
+    t.v_prefetch = xattn__cpu_v_prefetch_in_qk(dt);
     for (int64_t j = 0; j + o->tile <= o->keys; j += o->tile) {
-        if (what & UKB_QK) {
-            /* As the library does (xattn__cpu_attend_tile), on contiguous K/V. */
-            const void *vpf = xattn__cpu_v_prefetch_in_qk(dt) ? b->v : NULL;
-            uk->qk_rows_src(b->st, b->qr, (int)ldk, o->rows, b->k, j * o->stride, NULL, o->stride,
-                            dt, o->D, o->tile, vpf, j * o->stride, NULL, o->stride,
-                            (int)(o->D * es));
-        }
+        t.k.idx = t.v.idx = j * o->stride;
+        if (what & UKB_QK)
+            dk->qk(&t);
         if (what & UKB_SOFTMAX) {
             uk->softmax_tile(b->st, o->tile, o->rows, b->m, b->l, b->alpha);
             for (int r = 0; r < o->rows; r++)
                 b->m[r] = 0.0f; /* keep the next tile's rescale on the usual path */
         }
-        if ((what & UKB_PV) && uk->pv_rows_src(b->acc, (int)ldk, b->st, b->v, j * o->stride, NULL,
-                                               o->stride, dt, o->D, o->rows, b->clo, b->chi)) {
+        if ((what & UKB_PV) && dk->pv(&t)) {
             fprintf(stderr, "xattn_ukbench: the P.V saw a non-finite sum\n");
             exit(1);
         }
@@ -122,7 +137,7 @@ static int ukb_run(const xattn__cpu_uk *uk, const ukb_opts *o, xattn_dtype dt)
     for (int r = 0; r < o->rows; r++)
         for (int d = 0; d < o->D; d++)
             b.qr[r * ldk + d] = 0.01f * (float)((r * 7 + d) % 13);
-    uk->order_q_src(b.qr, (int)ldk, o->rows, o->D, dt); /* as the library does, once */
+    xattn__cpu_dec_get(uk->simd)->order_q(b.qr, (int)ldk, o->rows, o->D, dt); /* once */
     memset(b.st, 0, (size_t)((o->tile + XATTN__CPU_PAD) * XATTN_CPU_BQ) * 4);
     memset(b.acc, 0, (size_t)(XATTN__CPU_FEW_ROWS * ldk) * 4);
     for (int r = 0; r < XATTN_CPU_BQ; r++) {
@@ -276,7 +291,7 @@ int main(int argc, char **argv)
         if (s > (int)best)
             continue;
         const xattn__cpu_uk *uk = xattn__cpu_uk_get((xattn_cpu_simd)s);
-        if (uk->simd != (xattn_cpu_simd)s || !uk->qk_rows_src || !uk->pv_rows_src)
+        if (uk->simd != (xattn_cpu_simd)s || !xattn__cpu_dec_get(uk->simd))
             continue; /* no in-place decode kernels on this path */
         static const xattn_dtype all[3] = {XATTN_DTYPE_F32, XATTN_DTYPE_F16, XATTN_DTYPE_BF16};
         for (int t = 0; t < 3; t++)
