@@ -21,13 +21,14 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
             _mm_prefetch(base + c * pitch + o, _MM_HINT_T0);
 }
 
-/* ---- decode kernels on K/V in place (f32, f16, bf16, fp8 rows, any row stride) */
+/* ---- decode kernels on K/V in place (f32, f16, bf16, fp8, q8_0 rows, any row stride) */
 
 /*
  * The few-row QK^T (qk_rows) and the P.V (pv_tile) reading K and V rows where
  * they lie, converting each vector as it is loaded (F16C for f16, a shift and
- * a mask for bf16, a widening, shift (and mask) then F16C for fp8): no f32 copy of the tile is written and read back, which is
- * what bounds the decode loop otherwise. Row c at element idx0 + c*stride of
+ * a mask for bf16, a widening, shift (and mask) then F16C for fp8, a widening
+ * times the block's d for q8_0): no f32 copy of the tile is written and read
+ * back, which is what bounds the decode loop otherwise. Row c at element idx0 + c*stride of
  * `base`, or with rows (a paged cache's rows) at idx0 + rows[c]; n (D or Dv)
  * a multiple of 16. Instantiated per dtype. The P.V's sums are inlined twice,
  * for rows and for a stride, so that the strided loop keeps its induction
@@ -43,17 +44,42 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
  * per query tile by order_q_src), and the P.V zips its sums back before it
  * writes them.
  */
-#define XATTN__LOAD2_0(LOADX, p, lo, hi) /* in order */                                    \
+#define XATTN__LOAD2_0(LOADE, p, e, lo, hi) /* in order */                                 \
     do {                                                                                       \
-        (lo) = LOADX(p);                                                                       \
-        (hi) = LOADX((p) + XV_LEN);                                                            \
+        (lo) = LOADE(p, e);                                                                    \
+        (hi) = LOADE(p, (e) + XV_LEN);                                                         \
     } while (0)
-#define XATTN__LOAD2_1(LOADX, p, lo, hi) xv_load2_bf16_eo((p), &(lo), &(hi)) /* zipped */
+#define XATTN__LOAD2_1(LOADE, p, e, lo, hi) xv_load2_bf16_eo((p) + (e), &(lo), &(hi)) /* zipped */
+
+/* Element e of a row at p as loaded: XV_LEN elements from e (e a multiple of
+ * XV_LEN), per dtype. A q8_0 row is blocks of 32 values along it (f16 d, then
+ * 32 int8 qs): its elements are widened to f32 and multiplied by their block's
+ * d before the FMAs (one multiply per vector, shared by every row of Q or P
+ * that uses it, where a block's partial times d would take one per row), and
+ * d * qs is exact in f32, the value the reference computes. */
+static inline XV_TARGET XV XV_FN(load_q8_at)(const uint8_t *p, int64_t e)
+{
+    const uint8_t *d = p + xattn_sem_q8_0_d_byte(e);
+    return xv_mul(xv_load_q8((const int8_t *)(p + xattn_sem_q8_0_qs_byte(e))),
+                  xv_set1(_cvtsh_ss((unsigned short)(d[0] | (d[1] << 8)))));
+}
+#define XATTN__AT_f32(p, e) xv_load((p) + (e))
+#define XATTN__AT_f16(p, e) xv_load_f16((p) + (e))
+#define XATTN__AT_bf16(p, e) xv_load_bf16((p) + (e))
+#define XATTN__AT_e4m3(p, e) xv_load_e4m3((p) + (e))
+#define XATTN__AT_e5m2(p, e) xv_load_e5m2((p) + (e))
+#define XATTN__AT_q8(p, e) XV_FN(load_q8_at)((p), (e))
 
 /* Key c's row: rows[c], or c * stride without rows (folded per inlined copy). */
 #define XATTN__SRC_ROW(rows, stride, c) ((rows) ? (rows)[c] : (int64_t)(c) * (stride))
+/* The address of element off of an array of T (off a whole number of q8_0
+ * blocks with BLK), and the bytes of n elements. */
+#define XATTN__ROWP(BLK, p, off) ((p) + ((BLK) ? xattn_sem_q8_0_d_byte(off) : (off)))
+#define XATTN__ROWB(BLK, T, n)                                                                 \
+    ((BLK) ? xattn_sem_q8_0_d_byte(n) : (n) * (int64_t)sizeof(T))
+#define XATTN__ROWBI(BLK, T, n) ((BLK) ? (int)xattn_sem_q8_0_d_byte(n) : (n) * (int)sizeof(T))
 
-#define XATTN__SRC_KERNELS(SFX, T, LOADX, ZIP)                                                 \
+#define XATTN__SRC_KERNELS(SFX, T, ZIP, BLK)                                                   \
     static XV_TARGET void XV_FN(qk_body_##SFX)(                                                \
         float *st, const float *qr, int ldq, int nr, const T *k, const int64_t *rows,          \
         int64_t kstride, int n, int nc, const T *pf, const int64_t *pfrows, int64_t pfstride,  \
@@ -66,33 +92,37 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                 _Pragma("GCC unroll 16") for (int x = 0; x < XV_LEN; x++) a[x] = xv_zero();    \
                 const T *kp[QR_CB];                                                            \
                 for (int c = 0; c < QR_CB; c++) /* past nc: the last key again (unused) */    \
-                    kp[c] = k + XATTN__SRC_ROW(rows, kstride, c0 + c < nc ? c0 + c : nc - 1);  \
+                    kp[c] = XATTN__ROWP(                                                       \
+                        BLK, k, XATTN__SRC_ROW(rows, kstride, c0 + c < nc ? c0 + c : nc - 1)); \
                 if (r0 == 0) {                                                                 \
                     /* The next block's K rows: this block's loads alone keep too              \
                      * few misses in flight (B8 H32/8 D128 Sk32768, medians of 5:              \
                      * f16 71 -> 65 ms, bf16 67 -> 60 ms; 8 keys ahead gained less). */        \
                     const int nnext = (int)xattn__cpu_min(QR_CB, nc - c0 - QR_CB);             \
                     if (!rows && nnext > 0)                                                    \
-                        XV_FN(prefetch_rows)((const char *)(k + (c0 + QR_CB) * kstride),       \
-                                             kstride * (int64_t)sizeof(T), nnext,              \
-                                             n * (int)sizeof(T));                              \
+                        XV_FN(prefetch_rows)(                                                  \
+                            (const char *)XATTN__ROWP(BLK, k, (c0 + QR_CB) * kstride),         \
+                            XATTN__ROWB(BLK, T, kstride), nnext, XATTN__ROWBI(BLK, T, n));     \
                     for (int c = 0; rows && c < nnext; c++)                                    \
-                        XV_FN(prefetch_rows)((const char *)(k + rows[c0 + QR_CB + c]), 0, 1,   \
-                                             n * (int)sizeof(T));                              \
+                        XV_FN(prefetch_rows)(                                                  \
+                            (const char *)XATTN__ROWP(BLK, k, rows[c0 + QR_CB + c]), 0, 1,     \
+                            XATTN__ROWBI(BLK, T, n));                                          \
                     /* the block's V rows, read next by the P.V */                             \
                     if (pf && !pfrows)                                                         \
-                        XV_FN(prefetch_rows)((const char *)(pf + c0 * pfstride),               \
-                                             pfstride * (int64_t)sizeof(T),                    \
-                                             (int)xattn__cpu_min(QR_CB, nc - c0), pfbytes);    \
+                        XV_FN(prefetch_rows)(                                                  \
+                            (const char *)XATTN__ROWP(BLK, pf, c0 * pfstride),                 \
+                            XATTN__ROWB(BLK, T, pfstride),                                     \
+                            (int)xattn__cpu_min(QR_CB, nc - c0), pfbytes);                     \
                     for (int c = c0; pf && pfrows && c < c0 + QR_CB && c < nc; c++)            \
-                        XV_FN(prefetch_rows)((const char *)(pf + pfrows[c]), 0, 1, pfbytes);   \
+                        XV_FN(prefetch_rows)(                                                  \
+                            (const char *)XATTN__ROWP(BLK, pf, pfrows[c]), 0, 1, pfbytes);     \
                 }                                                                              \
                 const float *qp = qr + (int64_t)r0 * ldq;                                      \
                 int v = 0;                                                                     \
                 for (; v + 2 <= nd; v += 2) {                                                  \
                     XV k0[QR_CB], k1[QR_CB];                                                   \
                     _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++)                  \
-                        XATTN__LOAD2_##ZIP(LOADX, kp[c] + v * XV_LEN, k0[c], k1[c]);           \
+                        XATTN__LOAD2_##ZIP(XATTN__AT_##SFX, kp[c], v * XV_LEN, k0[c], k1[c]);  \
                     _Pragma("GCC unroll 16") for (int r = 0; r < QR_RB; r++)                  \
                     {                                                                          \
                         const XV q0 = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);             \
@@ -105,7 +135,7 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
                 if (v < nd) {                                                                  \
                     XV kv[QR_CB];                                                              \
                     _Pragma("GCC unroll 16") for (int c = 0; c < QR_CB; c++) kv[c] =           \
-                        LOADX(kp[c] + v * XV_LEN);                                             \
+                        XATTN__AT_##SFX(kp[c], v * XV_LEN);                                    \
                     _Pragma("GCC unroll 16") for (int r = 0; r < QR_RB; r++)                  \
                     {                                                                          \
                         const XV q = xv_load(qp + (int64_t)r * ldq + v * XV_LEN);              \
@@ -130,13 +160,16 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                   \
             _Pragma("GCC unroll 8") for (int x = 0; x < nb; x++) a[r][x] = xv_zero();         \
         for (int c = lo; c < hi; c++) {                                                        \
-            const T *vp = vsrc + XATTN__SRC_ROW(rows, vstride, c) + v0 * XV_LEN;               \
+            /* (q8_0: the row's start, and vector v0 as an element offset) */                 \
+            const T *vp = XATTN__ROWP(BLK, vsrc, XATTN__SRC_ROW(rows, vstride, c)) +            \
+                          ((BLK) ? 0 : v0 * XV_LEN);                                           \
+            const int e0 = (BLK) ? v0 * XV_LEN : 0;                                            \
             const float *pp = st + c * XQ + r0;                                                \
             XV vv[PV_DB];                                                                      \
             _Pragma("GCC unroll 8") for (int x = 0; x + 2 <= nb; x += 2)                      \
-                XATTN__LOAD2_##ZIP(LOADX, vp + x * XV_LEN, vv[x], vv[x + 1]);                  \
+                XATTN__LOAD2_##ZIP(XATTN__AT_##SFX, vp, e0 + x * XV_LEN, vv[x], vv[x + 1]);    \
             if (nb % 2)                                                                        \
-                vv[nb - 1] = LOADX(vp + (nb - 1) * XV_LEN);                                    \
+                vv[nb - 1] = XATTN__AT_##SFX(vp, e0 + (nb - 1) * XV_LEN);                      \
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                               \
             {                                                                                  \
                 const XV pb = xv_set1(pp[r]);                                                  \
@@ -227,11 +260,12 @@ static inline XV_TARGET void XV_FN(prefetch_rows)(const char *base, int64_t pitc
         return 0;                                                                              \
     }
 
-XATTN__SRC_KERNELS(f32, float, xv_load, 0)
-XATTN__SRC_KERNELS(f16, uint16_t, xv_load_f16, 0)
-XATTN__SRC_KERNELS(bf16, uint16_t, xv_load_bf16, 1)
-XATTN__SRC_KERNELS(e4m3, uint8_t, xv_load_e4m3, 0)
-XATTN__SRC_KERNELS(e5m2, uint8_t, xv_load_e5m2, 0)
+XATTN__SRC_KERNELS(f32, float, 0, 0)
+XATTN__SRC_KERNELS(f16, uint16_t, 0, 0)
+XATTN__SRC_KERNELS(bf16, uint16_t, 1, 0)
+XATTN__SRC_KERNELS(e4m3, uint8_t, 0, 0)
+XATTN__SRC_KERNELS(e5m2, uint8_t, 0, 0)
+XATTN__SRC_KERNELS(q8, uint8_t, 0, 1)
 #undef XATTN__SRC_KERNELS
 #undef XATTN__LOAD2_0
 #undef XATTN__LOAD2_1
@@ -257,40 +291,47 @@ static XV_TARGET void XV_FN(dec_order_q)(float *qr, int ldq, int nr, int n, xatt
 
 /* The kernels of t's K (V) dtype on its rows; the QK^T also asks L1 for the
  * V rows of the keys it reads (t->v_prefetch: V of K's dtype). */
-#define XATTN__DEC_QK(SFX, T)                                                                  \
-    XV_FN(qk_rows_##SFX)(t->st, t->qr, t->ldq, t->nr, (const T *)t->k.base + t->k.idx,       \
-                         t->k.rows, t->k.stride, t->k.n, t->nc,                                \
-                         t->v_prefetch ? (const T *)t->v.base + t->v.idx : NULL, t->v.rows,    \
-                         t->v.stride, t->v.n * (int)sizeof(T))
-#define XATTN__DEC_PV(SFX, T)                                                                  \
-    XV_FN(pv_rows_##SFX)(t->acc, t->ldacc, t->st, (const T *)t->v.base + t->v.idx, t->v.rows, \
+#define XATTN__DEC_QK(SFX, T, BLK)                                                             \
+    XV_FN(qk_rows_##SFX)(t->st, t->qr, t->ldq, t->nr,                                          \
+                         XATTN__ROWP(BLK, (const T *)t->k.base, t->k.idx), t->k.rows,          \
+                         t->k.stride, t->k.n, t->nc,                                           \
+                         t->v_prefetch ? XATTN__ROWP(BLK, (const T *)t->v.base, t->v.idx)      \
+                                       : NULL,                                                 \
+                         t->v.rows, t->v.stride, XATTN__ROWBI(BLK, T, t->v.n))
+#define XATTN__DEC_PV(SFX, T, BLK)                                                             \
+    XV_FN(pv_rows_##SFX)(t->acc, t->ldacc, t->st,                                              \
+                         XATTN__ROWP(BLK, (const T *)t->v.base, t->v.idx), t->v.rows,          \
                          t->v.stride, t->v.n, t->nr, t->clo, t->chi)
 
 static XV_TARGET void XV_FN(dec_qk)(const xattn__cpu_dec_tile *t)
 {
     if (t->k.dt == XATTN_DTYPE_F32)
-        XATTN__DEC_QK(f32, float);
+        XATTN__DEC_QK(f32, float, 0);
     else if (t->k.dt == XATTN_DTYPE_F16)
-        XATTN__DEC_QK(f16, uint16_t);
+        XATTN__DEC_QK(f16, uint16_t, 0);
     else if (t->k.dt == XATTN_DTYPE_BF16)
-        XATTN__DEC_QK(bf16, uint16_t);
+        XATTN__DEC_QK(bf16, uint16_t, 0);
     else if (t->k.dt == XATTN_DTYPE_FP8_E4M3)
-        XATTN__DEC_QK(e4m3, uint8_t);
+        XATTN__DEC_QK(e4m3, uint8_t, 0);
+    else if (t->k.dt == XATTN_DTYPE_FP8_E5M2)
+        XATTN__DEC_QK(e5m2, uint8_t, 0);
     else
-        XATTN__DEC_QK(e5m2, uint8_t);
+        XATTN__DEC_QK(q8, uint8_t, 1);
 }
 
 static XV_TARGET int XV_FN(dec_pv)(const xattn__cpu_dec_tile *t)
 {
     if (t->v.dt == XATTN_DTYPE_F32)
-        return XATTN__DEC_PV(f32, float);
+        return XATTN__DEC_PV(f32, float, 0);
     if (t->v.dt == XATTN_DTYPE_F16)
-        return XATTN__DEC_PV(f16, uint16_t);
+        return XATTN__DEC_PV(f16, uint16_t, 0);
     if (t->v.dt == XATTN_DTYPE_BF16)
-        return XATTN__DEC_PV(bf16, uint16_t);
+        return XATTN__DEC_PV(bf16, uint16_t, 0);
     if (t->v.dt == XATTN_DTYPE_FP8_E4M3)
-        return XATTN__DEC_PV(e4m3, uint8_t);
-    return XATTN__DEC_PV(e5m2, uint8_t);
+        return XATTN__DEC_PV(e4m3, uint8_t, 0);
+    if (t->v.dt == XATTN_DTYPE_FP8_E5M2)
+        return XATTN__DEC_PV(e5m2, uint8_t, 0);
+    return XATTN__DEC_PV(q8, uint8_t, 1);
 }
 
 /* One pass of byte maxima over the rows (a few instructions per 64 bytes,
@@ -316,6 +357,15 @@ static XV_TARGET uint64_t XV_FN(dec_nan_keys)(const xattn__cpu_dec_rows *r, int 
 #undef XATTN__DEC_QK
 #undef XATTN__DEC_PV
 #undef XATTN__SRC_ROW
+#undef XATTN__ROWP
+#undef XATTN__ROWB
+#undef XATTN__ROWBI
+#undef XATTN__AT_f32
+#undef XATTN__AT_f16
+#undef XATTN__AT_bf16
+#undef XATTN__AT_e4m3
+#undef XATTN__AT_e5m2
+#undef XATTN__AT_q8
 
 const xattn__cpu_dec_uk XV_DEC_TABLE = {
     .simd = XV_SIMD,

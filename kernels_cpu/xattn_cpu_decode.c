@@ -27,9 +27,9 @@ int xattn__cpu_dec_applies(const xattn_problem *p, xattn_cpu_simd simd)
     /* The table for simd as the host uses it (xattn__cpu_uk_get falls back to
      * portable for a path this build lacks). */
     const xattn__cpu_uk *uk = xattn__cpu_uk_get(simd);
-    /* (q8_0: no decode kernels yet; it converts tiles) */
+    /* (q8_0 rows are whole blocks of 32, so whole vectors too) */
     return xattn__cpu_dec_get(uk->simd) && uk->qk_rows && p->D % 16 == 0 && p->Dv % 16 == 0 &&
-           p->group * p->Sq <= XATTN__CPU_FEW_ROWS && p->k.dtype != XATTN_DTYPE_Q8_0;
+           p->group * p->Sq <= XATTN__CPU_FEW_ROWS;
 }
 
 /* The heads take turns over a block of keys, about 128 KiB of K (64 keys of

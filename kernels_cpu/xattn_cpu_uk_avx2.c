@@ -274,6 +274,12 @@ static inline XV_TARGET XV xv_load_e4m3(const uint8_t *p)
     const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
     return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16((short)0xbfff)));
 }
+/* XV_LEN int8 at p widened to f32 (a q8_0 block's qs; the decode kernels
+ * multiply by the block's d). */
+static inline XV_TARGET XV xv_load_q8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
 /* Bytes: m = max(m, p[t] | 0x80) over t < n (n a multiple of 16): a lane of
  * m is 0xff iff one of its bytes is an e4m3 NaN code. */
 #define XB __m256i

@@ -250,6 +250,12 @@ static inline XV_TARGET XV xv_load_e4m3(const uint8_t *p)
     return _mm512_cvtph_ps(
         _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16((short)0xbfff)));
 }
+/* XV_LEN int8 at p widened to f32 (a q8_0 block's qs; the decode kernels
+ * multiply by the block's d). */
+static inline XV_TARGET XV xv_load_q8(const int8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
 /* Bytes: m = max(m, p[t] | 0x80) over t < n (n a multiple of 16), so that
  * a lane of m is 0xff iff one of its bytes is an e4m3 NaN code. */
 #define XB __m512i

@@ -10,6 +10,12 @@
  * K and V both inside and outside the window: NaN exactly where the code is
  * used (a K code: the rows of its head; a V code: its column of them), and
  * nowhere else.
+ *
+ * q8_0 caches (ggml's blocks of 32: f16 d, 32 int8) take the same kernels,
+ * each block's int8 widened and multiplied by its d as loaded: the same
+ * checks over quantized values with every int8 (-128 too) and subnormal,
+ * tiny and large d, and a NaN d in K and in V (a V block's NaN d: its 32
+ * columns of the rows that use it).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "xattn_test.h"
@@ -27,6 +33,11 @@ static const fcase cases[] = {
     /* NaN codes in K and V: used (row NaN) and outside the window (unused) */
     {"e4m3_nan_codes", XATTN_DTYPE_FP8_E4M3, 1, 64, 48, 150, 0, 1},
     {"e4m3_nan_codes_spec2", XATTN_DTYPE_FP8_E4M3, 2, 32, 32, 150, 1, 1},
+    {"q8_0_decode", XATTN_DTYPE_Q8_0, 1, 128, 128, -1, 0, 0},
+    {"q8_0_dv32_sinks", XATTN_DTYPE_Q8_0, 1, 64, 32, -1, 1, 0},
+    {"q8_0_spec4_window", XATTN_DTYPE_Q8_0, 4, 64, 96, 100, 1, 0},
+    {"q8_0_nan_d", XATTN_DTYPE_Q8_0, 1, 64, 64, 150, 0, 1},
+    {"q8_0_nan_d_spec2", XATTN_DTYPE_Q8_0, 2, 32, 64, 150, 1, 1},
 };
 
 enum { B = 2, HQ = 8, HKV = 2 };
@@ -38,7 +49,8 @@ static xattn_status run(xattn_ctx *ctx, const fcase *c, xattn_algo algo, int Sk,
                         const float *sinks, float *o, float *lse)
 {
     const size_t qn = (size_t)B * c->Sq * HQ * c->D, on = (size_t)B * c->Sq * HQ * c->Dv;
-    const size_t kn = (size_t)B * Sk * HKV * c->D, vn = (size_t)B * Sk * HKV * c->Dv;
+    const size_t kn = xattn_dtype_bytes(c->dt, (uint64_t)B * Sk * HKV * c->D),
+                 vn = xattn_dtype_bytes(c->dt, (uint64_t)B * Sk * HKV * c->Dv);
     xattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bs = NULL;
     xattn_status st = xattn_buffer_alloc(ctx, qn * 4, &bq);
     if (!st)
@@ -65,8 +77,10 @@ static xattn_status run(xattn_ctx *ctx, const fcase *c, xattn_algo algo, int Sk,
         d.lse = xattn_tensor_bhsd(bl, 0, XATTN_DTYPE_F32, B, HQ, c->Sq, 1);
         d.k = xattn_tensor_bshd(bk, 0, c->dt, B, Sk, HKV, c->D);
         d.v = xattn_tensor_bshd(bv, 0, c->dt, B, Sk, HKV, c->Dv);
-        d.k_scale = xattn_tensor_bshd(bs, HQ * 4, XATTN_DTYPE_F32, 1, 1, HKV, 1);
-        d.v_scale = xattn_tensor_bshd(bs, (HQ + HKV) * 4, XATTN_DTYPE_F32, 1, 1, HKV, 1);
+        if (c->dt != XATTN_DTYPE_Q8_0) { /* (q8_0 blocks carry their scales) */
+            d.k_scale = xattn_tensor_bshd(bs, HQ * 4, XATTN_DTYPE_F32, 1, 1, HKV, 1);
+            d.v_scale = xattn_tensor_bshd(bs, (HQ + HKV) * 4, XATTN_DTYPE_F32, 1, 1, HKV, 1);
+        }
         d.seqlens_k = lens;
         d.causal = 1;
         d.window_left = c->window_left;
@@ -89,6 +103,42 @@ static xattn_status run(xattn_ctx *ctx, const fcase *c, xattn_algo algo, int Sk,
     return st;
 }
 
+/* n values of q8_0 at x: quantized random values (ggml's rounding) with
+ * block b's values spread over 2^-6 .. 2^2 by block, then a few bytes set by hand:
+ * qs -128 (which quantizing never gives) and subnormal d. */
+static void fill_q8(uint8_t *x, size_t n, uint64_t *rng)
+{
+    float *f = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        f[i] = xattn_test_rng_val(rng) * ldexpf(1.0f, (int)((i / 32) % 9) - 6);
+    EXPECT_OK(xattn_quantize_q8_0(f, x, (int64_t)n));
+    free(f);
+    for (size_t blk = 0; blk < n / 32; blk++) {
+        uint8_t *b = x + blk * 34;
+        if (blk % 7 == 3)
+            b[2 + (blk % 32)] = 0x80; /* qs -128 */
+        if (blk % 11 == 5) {          /* a subnormal d, either sign */
+            b[0] = (uint8_t)(xattn_test_rng_next(rng) >> 24);
+            b[1] = (uint8_t)((blk & 1) << 7 | (xattn_test_rng_next(rng) >> 62));
+        }
+    }
+}
+
+/* Puts the NaN d of the q8_0 block holding value col of the row of (b, key,
+ * KV head) of a cache with n values per row, or sets that value's fp8 byte to
+ * code. */
+static void put_nan(uint8_t *x, xattn_dtype dt, int Sk, int n, int b, int key, int h, int col,
+                    uint8_t code)
+{
+    const size_t e = (((size_t)b * Sk + key) * HKV + h) * n + col;
+    if (dt == XATTN_DTYPE_Q8_0) {
+        x[e / 32 * 34] = 0x01; /* f16 0x7e01 */
+        x[e / 32 * 34 + 1] = 0x7e;
+    } else {
+        x[e] = code;
+    }
+}
+
 int main(void)
 {
     static const char *simd_names[] = {"portable", "avx2", "avx512"};
@@ -100,13 +150,16 @@ int main(void)
         const size_t kn = (size_t)B * Sk * HKV * c->D, vn = (size_t)B * Sk * HKV * c->Dv;
         const size_t ln = (size_t)B * HQ * c->Sq;
         float *q = malloc(qn * 4), sinks[HQ], ks[HKV], vs[HKV];
-        uint8_t *k = calloc(kn, 1), *v = calloc(vn, 1);
-        const int e4 = c->dt == XATTN_DTYPE_FP8_E4M3;
+        const size_t kb = xattn_dtype_bytes(c->dt, kn), vb = xattn_dtype_bytes(c->dt, vn);
+        uint8_t *k = calloc(kb, 1), *v = calloc(vb, 1);
+        const int e4 = c->dt == XATTN_DTYPE_FP8_E4M3, q8 = c->dt == XATTN_DTYPE_Q8_0;
         for (size_t i = 0; i < qn; i++)
             q[i] = xattn_test_rng_val(&rng);
         /* Every byte but the NaN codes (and e5m2's inf/NaN), both signs,
          * subnormals to the largest, under small scales (e4m3 up to 448). */
-        for (int t = 0; t < 2; t++) {
+        for (int t = 0; q8 && t < 2; t++)
+            fill_q8(t ? v : k, t ? vn : kn, &rng);
+        for (int t = 0; !q8 && t < 2; t++) {
             uint8_t *x = t ? v : k;
             for (size_t i = 0, n = t ? vn : kn; i < n; i++) {
                 uint8_t b = (uint8_t)(xattn_test_rng_next(&rng) >> 24);
@@ -125,11 +178,12 @@ int main(void)
         if (c->nan) {
             /* K: sequence 1, KV head 0, key 190 (in the window of the last
              * position 199), and key 10 (outside: unused). */
-            k[(((size_t)1 * Sk + 190) * HKV + 0) * c->D + 5] = 0x7f;
-            k[(((size_t)1 * Sk + 10) * HKV + 0) * c->D + 7] = 0xff;
-            /* V: sequence 0, KV head 1, key 300 (used), key 20 (unused). */
-            v[(((size_t)0 * Sk + 300) * HKV + 1) * c->Dv + 9] = 0xff;
-            v[(((size_t)0 * Sk + 20) * HKV + 1) * c->Dv + 1] = 0x7f;
+            put_nan(k, c->dt, Sk, c->D, 1, 190, 0, 5, 0x7f);
+            put_nan(k, c->dt, Sk, c->D, 1, 10, 0, 7, 0xff);
+            /* V: sequence 0, KV head 1, key 300 (used), key 20 (unused); a
+             * q8_0 NaN d: the block of columns 32 .. 63 of key 300. */
+            put_nan(v, c->dt, Sk, c->Dv, 0, 300, 1, q8 ? 40 : 9, 0xff);
+            put_nan(v, c->dt, Sk, c->Dv, 0, 20, 1, 1, 0x7f);
             nan_k_row = 1 * HKV + 0;
             nan_v_row = 0 * HKV + 1;
         }
@@ -141,11 +195,14 @@ int main(void)
         EXPECT_OK(run(ref, c, XATTN_ALGO_FLASH, Sk, q, k, v, ks, vs, sinks, o0, l0));
         xattn_ctx_destroy(ref);
         /* What the NaN codes reach is NaN (a K code: the rows of its head; a
-         * V code: their column 9), all else finite. */
+         * V code: their column 9, a q8_0 NaN d its block's columns 32 .. 63),
+         * all else finite. */
         for (size_t i = 0; i < on; i++) {
             const size_t row = i / (size_t)c->Dv, b = row / ((size_t)c->Sq * HQ);
             const int bh = (int)(b * HKV + (row % HQ) / (HQ / HKV));
-            const int want = bh == nan_k_row || (bh == nan_v_row && i % (size_t)c->Dv == 9);
+            const size_t col = i % (size_t)c->Dv;
+            const int want =
+                bh == nan_k_row || (bh == nan_v_row && (q8 ? col / 32 == 1 : col == 9));
             if ((o0[i] != o0[i]) != want) {
                 EXPECT(0, "%s: the portable FLASH row %zu is %s", c->name, row,
                        want ? "not NaN" : "NaN");
