@@ -14,6 +14,12 @@
  * to f16 bits and converted by F16C. Their per-head scales are applied once
  * per query tile, not per element: the K scale folded into the Q rows, the V
  * scale into the output rows as the partial is written (sc->omul).
+ *
+ * q8_0 caches too: a vector's int8 are widened to f32 and multiplied by their
+ * block's d (F16C) as they are loaded; rows are whole blocks of 32, so whole
+ * vectors. A NaN or inf d converts to NaN or inf values, so it needs no pass
+ * of its own (unlike e4m3's NaN codes): NaN scores from K, the careful P.V
+ * from V.
  */
 #ifndef XATTN_CPU_DECODE_H
 #define XATTN_CPU_DECODE_H
