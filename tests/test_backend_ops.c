@@ -543,6 +543,12 @@ static void build_cases(void)
     CASE(.dkv = FP8E4, .page = 16, .kvscale = 1, .Sq = 1, .Sk = 300, .lens = LENS_PADDED, .B = 3,
          .splits = 3, .quick = 1);
     CASE(.dkv = FP8E5, .append = 2, .Sq = 2, .Sk = 64, .causal = 1, .kvscale = 1);
+    /* A NaN code in V under decode with GQA (the CPU's in-place fp8 decode kernels find NaN
+     * codes apart from their conversion), seen by every row, and outside a window (unused). */
+    CASE(.dkv = FP8E4, .dq = F16, .nan_in = NAN_V, .kvscale = 1, .Sq = 1, .Sk = 700, .Hq = 8,
+         .Hkv = 2, .D = 128, .splits = 3, .lse = 1);
+    CASE(.dkv = FP8E4, .dq = F16, .nan_in = NAN_V, .Sq = 1, .Sk = 500, .Hq = 4, .Hkv = 1, .D = 128,
+         .wl = 20, .wr = 0);
     /* q8_0 K/V caches (ggml's blocks of 32 with an f16 d): blocks at the format's edges (d 0,
      * subnormal d, qs -128 and 127), a NaN d in K and in V, decode with splits, paged (both
      * page layouts) and appended caches, GQA, Dv != D, packed batches and the masks. */
