@@ -705,10 +705,6 @@ static xattn_status xattn__cuda_plan(const struct xattn_ctx *ctx, const xattn_pr
                                      xattn__plan *plan)
 {
     const xattn_cuda_ctx *c = ctx->bctx;
-    if (p->k.dtype == XATTN_DTYPE_Q8_0)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "cuda: k.dtype q8_0: q8_0 K/V caches are not implemented on this "
-                            "backend yet (the CPU backend runs them)");
     int tuned = 0;
     const xattn__cuda_cfg cfg =
         xattn__cuda_tune_cfg(c->tune, (int)p->algo, (int)p->q.dtype, p->D, p->Dv, &tuned);

@@ -98,7 +98,11 @@ static inline size_t xattn_cuda_dtype_size(int dt)
 static inline xattn_cuda_kview xattn_cuda_make_view(const void *base, const xattn_view &v)
 {
     xattn_cuda_kview kv;
-    kv.ptr = base ? (const char *)base + v.off * (long long)xattn_cuda_dtype_size(v.dtype) : NULL;
+    /* (a q8_0 view's offset is whole blocks: its byte is the block's d) */
+    const long long at = v.dtype == XATTN_DTYPE_Q8_0
+                             ? (long long)xattn_sem_q8_0_d_byte(v.off)
+                             : v.off * (long long)xattn_cuda_dtype_size(v.dtype);
+    kv.ptr = base ? (const char *)base + at : NULL;
     kv.sb = v.sb;
     kv.ss = v.ss;
     kv.sh = v.sh;
@@ -236,13 +240,22 @@ __device__ __forceinline__ float xattn_cuda_kv_scale(const float *scales, long l
     return scales ? scales[(long long)hk * sh] : 1.0f;
 }
 
-/* xattn_cuda_load for K and V, which may also be fp8 (a separate function, so
- * that the loads of q and the bias, inlined everywhere, stay as they were). */
+/* xattn_cuda_load for K and V, which may also be fp8 or q8_0 (a separate
+ * function, so that the loads of q and the bias, inlined everywhere, stay as
+ * they were). q8_0 (ggml's block_q8_0): idx counts values from a block's
+ * start (xattn_cuda_make_view); the semantics header's helpers give the
+ * bytes of the value's int8 and of its block's f16 d, which is 2-byte
+ * aligned (blocks are 34 bytes). */
 __device__ __forceinline__ float xattn_cuda_load_kv(const char *base, int dt, long long idx)
 {
     if (dt == XATTN_DTYPE_FP8_E4M3 || dt == XATTN_DTYPE_FP8_E5M2)
         return xattn_cuda_fp8_to_f32(((const unsigned char *)base)[idx],
                                      dt == XATTN_DTYPE_FP8_E5M2);
+    if (dt == XATTN_DTYPE_Q8_0) {
+        const unsigned short d = ((const unsigned short *)base)[xattn_sem_q8_0_d_byte(idx) / 2];
+        return __half2float(__ushort_as_half(d)) *
+               (float)((const signed char *)base)[xattn_sem_q8_0_qs_byte(idx)];
+    }
     return xattn_cuda_load(base, dt, idx);
 }
 

@@ -43,7 +43,8 @@ static xattn_cuda_plan xattn_cuda_plan_of(const xattn_cuda_args *a)
     pl.bm = XATTN_CUDA_SIMT_BM;
     pl.fn = NULL;
     pl.name = "simt";
-    /* K/V of q's 16-bit dtype, or fp8 (converted to q's dtype in the tile load). */
+    /* K/V of q's 16-bit dtype, or fp8 (converted to q's dtype in the tile load).
+     * q8_0 takes the SIMT path: d * qs needs more bits than a 16-bit type holds. */
     const int kv_ok = p->k.dtype == p->q.dtype || p->k.dtype == XATTN_DTYPE_FP8_E4M3 ||
                       p->k.dtype == XATTN_DTYPE_FP8_E5M2;
     if (a->force_simt || a->cc < 80 || !kv_ok || p->q.dtype == XATTN_DTYPE_F32)

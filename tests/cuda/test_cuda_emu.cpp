@@ -44,6 +44,33 @@ static bool is_fp8(xattn_dtype dt)
     return dt == XATTN_DTYPE_FP8_E4M3 || dt == XATTN_DTYPE_FP8_E5M2;
 }
 
+/* q8_0 K/V (ggml's block_q8_0): addressed by value through the semantics
+ * header's byte helpers, as the kernels are. Writing value i sets its int8
+ * and its block's d, d = 2^-(6 + block % 3) (a NaN value makes d NaN, so
+ * the whole block reads NaN, kernels and reference alike): rows of K/V are
+ * whole blocks, and every value of a row is written. */
+static bool is_q8(xattn_dtype dt)
+{
+    return dt == XATTN_DTYPE_Q8_0;
+}
+
+static float q8_value(const unsigned char *base, int64_t i)
+{
+    uint16_t d;
+    memcpy(&d, base + xattn_sem_q8_0_d_byte(i), 2);
+    return __half2float(__ushort_as_half(d)) * (float)(int8_t)base[xattn_sem_q8_0_qs_byte(i)];
+}
+
+static void q8_write(unsigned char *base, int64_t i, float x)
+{
+    const float dv = isnan(x) ? NAN : ldexpf(1.0f, -(6 + (int)((i / 32) % 3)));
+    const uint16_t d = __half_as_ushort(__float2half_rn(dv));
+    memcpy(base + xattn_sem_q8_0_d_byte(i), &d, 2);
+    const long q = isnan(x) ? 0 : lrintf(x / dv);
+    base[xattn_sem_q8_0_qs_byte(i)] = (unsigned char)(int8_t)(q < -127 ? -127 : q > 127 ? 127 : q);
+}
+
+/* (q8_0: bytes per value rounded up, for the few callers that size by it) */
 static size_t dsz(xattn_dtype dt)
 {
     return dt == XATTN_DTYPE_F32 ? 4 : is_fp8(dt) ? 1 : 2;
@@ -98,6 +125,8 @@ static unsigned char fp8_code(float x, xattn_dtype dt)
 
 static float to_f32(const unsigned char *base, xattn_dtype dt, int64_t i)
 {
+    if (is_q8(dt))
+        return q8_value(base, i);
     if (is_fp8(dt))
         return fp8_value(base[i], dt);
     if (dt == XATTN_DTYPE_F32) {
@@ -117,6 +146,10 @@ static float to_f32(const unsigned char *base, xattn_dtype dt, int64_t i)
 
 static void from_f32(unsigned char *base, xattn_dtype dt, int64_t i, float x)
 {
+    if (is_q8(dt)) {
+        q8_write(base, i, x);
+        return;
+    }
     if (is_fp8(dt)) {
         base[i] = fp8_code(x, dt);
         return;
@@ -181,7 +214,9 @@ static int rint_(int lo, int hi)
 
 /* ---- cases ------------------------------------------------------------------ */
 
-enum { L_BSHD, L_BHSD, L_PADDED, L_STRIDED, L_MISALIGNED };
+/* L_BLOCKED: BSHD with whole q8_0 blocks of offset and of padding between
+ * sequences (offset 32 values, 34 bytes: the view's start is not byte 0). */
+enum { L_BSHD, L_BHSD, L_PADDED, L_STRIDED, L_MISALIGNED, L_BLOCKED };
 enum { LENS_FULL, LENS_PADDED, LENS_VARLEN };
 enum { BIAS_NONE, BIAS_11, BIAS_BH, BIAS_1H, BIAS_B1 };
 
@@ -253,13 +288,16 @@ static void view_make(Tensor *t, xattn_dtype dt, int64_t nb, int64_t ns, int64_t
         v.sd = 2, v.sh = 2 * nd + 1, v.ss = nh * v.sh + 3, v.sb = ns * v.ss, v.off = 5;
         break;
     case L_MISALIGNED: v.sd = 1, v.sh = nd, v.ss = nh * nd, v.sb = ns * nh * nd, v.off = 3; break;
+    case L_BLOCKED:
+        v.sd = 1, v.sh = nd, v.ss = nh * nd, v.sb = ns * nh * nd + 64, v.off = 32;
+        break;
     default: v.sd = 1, v.sh = nd, v.ss = nh * nd, v.sb = ns * nh * nd, v.off = 0;
     }
     if (nb == 1)
         v.sb = 0;
     int64_t last =
         v.off + (nb - 1) * v.sb + (ns > 0 ? ns - 1 : 0) * v.ss + (nh - 1) * v.sh + (nd - 1) * v.sd;
-    t->mem.assign((size_t)(last + 9) * dsz(dt), 0);
+    t->mem.assign(is_q8(dt) ? (size_t)((last + 9) / 32 + 2) * 34 : (size_t)(last + 9) * dsz(dt), 0);
     for (int64_t i = 0; i < last + 9; i++) {
         if (fill_nan)
             from_f32(t->mem.data(), dt, i, NAN);
@@ -319,6 +357,23 @@ static void paginate(Prob *P)
             P->table[(size_t)(b * P->maxp + g)] = perm[(size_t)n++];
         for (int64_t j = 0; j < P->lk[(size_t)b]; j++) {
             const int64_t pg = P->table[(size_t)(b * P->maxp + j / ps)], slot = j % ps;
+            if (is_q8(c.dkv)) { /* whole blocks: 34 bytes from each block's d */
+                for (int64_t h = 0; h < c.Hkv; h++) {
+                    for (int64_t d = 0; d < c.D; d += 32)
+                        memcpy(
+                            &P->k.mem[(size_t)xattn_sem_q8_0_d_byte(vidx(P->k.v, pg, slot, h, d))],
+                            &P->kc.mem[(size_t)xattn_sem_q8_0_d_byte(
+                                vidx(P->kc.v, b, P->k0[(size_t)b] + j, h, d))],
+                            34);
+                    for (int64_t d = 0; d < c.Dv; d += 32)
+                        memcpy(
+                            &P->v.mem[(size_t)xattn_sem_q8_0_d_byte(vidx(P->v.v, pg, slot, h, d))],
+                            &P->vc.mem[(size_t)xattn_sem_q8_0_d_byte(
+                                vidx(P->vc.v, b, P->k0[(size_t)b] + j, h, d))],
+                            34);
+                }
+                continue;
+            }
             for (int64_t h = 0; h < c.Hkv; h++) {
                 for (int64_t d = 0; d < c.D; d++)
                     memcpy(&P->k.mem[(size_t)vidx(P->k.v, pg, slot, h, d) * es],
@@ -939,7 +994,7 @@ static std::vector<Case> cases(void)
     std::vector<Case> v;
     auto add = [&](Case c, const char *name) {
         static const char *an[] = {"auto", "naive", "flash", "splitkv"};
-        static const char *dn[] = {"f32", "f16", "bf16", "e4m3", "e5m2"};
+        static const char *dn[] = {"f32", "f16", "bf16", "e4m3", "e5m2", "q8_0"};
         char buf[256];
         snprintf(buf, sizeof buf, "%s_%s_%s%s_q%s_kv%s_D%dDv%d", name, an[c.algo],
                  c.simt ? "simt" : "auto", c.cc < 80 ? "75" : "", dn[c.dq], dn[c.dkv], c.D, c.Dv);
@@ -1230,6 +1285,38 @@ static std::vector<Case> cases(void)
         h.B = 2, h.Sq = 19, h.Sk = 65, h.Hq = 3, h.Hkv = 1, h.D = 40, h.Dv = 24;
         h.layout = L_STRIDED, h.lens = LENS_VARLEN;
         add(h, "fp8_f32q_strided_varlen");
+    }
+    /* q8_0 K/V caches (ggml's blocks of 32 with an f16 d): the SIMT and NAIVE
+     * loads (the mma path is not taken: d * qs needs more bits than q's
+     * 16-bit type), blocks with three different d, GQA, padding, paged (page
+     * sizes 3 and 16, both stride orders), decode with explicit splits, a NaN
+     * d in K, f32 q with a window, sinks and D != Dv. */
+    const xattn_dtype q8 = XATTN_DTYPE_Q8_0;
+    for (xattn_algo al : algos) {
+        for (int simt = 0; simt < 2; simt++) {
+            Case a;
+            a.algo = al, a.simt = simt, a.dkv = q8;
+            a.B = 3, a.Sq = 33, a.Sk = 90, a.Hq = 4, a.Hkv = 2, a.causal = 1;
+            a.lens = LENS_PADDED, a.layout = L_BLOCKED;
+            add(a, "q8_gqa_padded_offset");
+            Case b;
+            b.algo = al, b.simt = simt, b.dq = XATTN_DTYPE_BF16, b.dkv = q8, b.page = 16;
+            b.splits = al == XATTN_ALGO_SPLITKV ? 5 : 0;
+            b.B = 3, b.Sq = 1, b.Sk = 300, b.Hq = 8, b.Hkv = 2, b.D = b.Dv = 128;
+            b.lens = LENS_PADDED, b.sms = 8;
+            add(b, "q8_paged16_decode");
+            Case d = b;
+            d.dq = XATTN_DTYPE_F16, d.page = 3, d.layout = L_BHSD;
+            add(d, "q8_paged3_decode_hsd");
+            Case e;
+            e.algo = al, e.simt = simt, e.dkv = q8, e.nan = 2, e.Sq = 20, e.Sk = 70;
+            e.causal = 1, e.Hq = 2, e.Hkv = 1;
+            add(e, "q8_nan_k");
+        }
+        Case f;
+        f.algo = al, f.dq = XATTN_DTYPE_F32, f.dkv = q8, f.Sq = 30, f.Sk = 100, f.wl = 40;
+        f.sinks = 1, f.D = 96, f.Dv = 32, f.Hq = 4, f.Hkv = 1, f.lens = LENS_VARLEN, f.B = 2;
+        add(f, "q8_f32q_window_sinks_dv_varlen");
     }
     return v;
 }
