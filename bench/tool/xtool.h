@@ -45,11 +45,17 @@ typedef struct xtool_cell_opts {
     int poison_first;  /* make the first call (a warm-up one, or an extra untimed call
                         * when warmup is 0) with the outputs poisoned (NaN): an element
                         * that no call writes then fails the check that follows */
+    int cpu_time;      /* also take the process's CPU time around each timed call
+                        * (CLOCK_PROCESS_CPUTIME_ID, every thread of the process) */
+    double *keep_ms;   /* when not NULL: every timed call's time, in the order taken
+                        * (max_reps entries); keep_cpu_ms the same for the CPU time */
+    double *keep_cpu_ms;
 } xtool_cell_opts;
 
 typedef struct xtool_cell {
     xtool_stats t;       /* device time of the timed calls, ms */
-    int converged;       /* t.spread <= max_spread */
+    int converged;       /* n >= min_reps and the interval narrow (xtool_stats_ci_narrow) */
+    xtool_stats cpu;     /* the process's CPU time per timed call, ms (cpu.n = 0: not taken) */
     double elapsed_s;    /* wall time of the timed calls */
     double build_ms;     /* one-off costs paid in the warm-up (program builds) */
     xattn_run_info info; /* the last call's */
@@ -63,6 +69,9 @@ typedef struct xtool_cell {
     double intensity;               /* flops_executed / bytes_actual */
 } xtool_cell;
 
+/* The figures of a cell derived from its record and t.median (GFLOP/s, GB/s,
+ * shares of the ceilings, intensity): again after t changed (pooled passes). */
+void xtool_cell_derive(xtool_cell *c);
 /* Warm-up calls, then timed calls (profiling must be on for the record). */
 xattn_status xtool_cell_measure(xattn_ctx *ctx, xtool_case_run *r, const xtool_cell_opts *o,
                                 xtool_cell *out);
@@ -158,12 +167,23 @@ void xtool_utc_now(char *out, size_t n);
 int xtool_load_read(double out[3]);
 /* CPUs online (the load averages are relative to them); 0 unknown. */
 int xtool_cpus_online(void);
+/* CPUs this process may run on (its affinity mask); the online count where
+ * the mask cannot be read; 0 unknown. */
+int xtool_cpus_available(void);
+/* 1 when the machine was oversubscribed: the 1-minute load at the start or
+ * the end above cpus - 0.5 (cpus: those available to the process); 0 when
+ * not, or unknown. */
+int xtool_load_busy(int cpus, const double start[3], const double end[3]);
+/* The load line of a report ("load     0.52 at the start, ..."), ending with
+ * the oversubscription sentence when busy; nothing when unknown. */
+void xtool_load_print(FILE *f, int cpus, const double start[3], const double end[3]);
 /* The opening of the JSON files that record a run (results.json, ab.json):
  * `{` and the members schema, xattn_version, created_utc, command_line and
  * host {hostname, os}; the caller goes on with `,\n  "...": `. */
 void xtool_json_provenance(FILE *f, const char *schema, const char *created,
                            const char *command_line, const char *host, const char *os);
-/* The load member's value: {"cpus": N, "start": [1, 5, 15 min], "end": [...]}. */
+/* The load member's value: {"cpus": N, "start": [1, 5, 15 min], "end": [...],
+ * "busy": B} (busy: xtool_load_busy). */
 void xtool_json_load(FILE *f, int cpus, const double start[3], const double end[3]);
 /* mkdir -p for one level; 0 on success or when it exists. */
 int xtool_mkdir(const char *path);

@@ -48,6 +48,12 @@ typedef struct xtool_bench_result {
     int compute_units;         /* the device's (the ceilings are measured on all of them) */
     double pct_fma_per_thread; /* executed GFLOP/s / (FMA ceiling * min(threads, units) /
                                 * units), in %; -1 unknown or not a CPU cell */
+    /* Every timed call of every pass, in the order taken (malloc'd, n = cell.t.n;
+     * NULL in a report made by hand); cpu_samples the process's CPU time of the
+     * same calls (NULL when not taken: cell.cpu.n = 0). cell.t and cell.cpu are
+     * their statistics. Freed by xtool_bench_results_free. */
+    double *samples, *cpu_samples;
+    int passes; /* passes that timed the cell (--passes; fewer when --budget ran out) */
 } xtool_bench_result;
 
 /* One line of the thread-scaling block: the same device, case and algorithm
@@ -75,6 +81,8 @@ typedef struct xtool_bench_report {
      * last: what else ran while the cells were timed. NaN where unknown. */
     double load_start[3], load_end[3];
     int cpus;
+    int passes_done; /* the most passes any cell got */
+    int budget_hit;  /* --budget ended the passes early */
     xtool_bench_device *devices;
     int n_devices;
     xtool_bench_case *cases;
@@ -128,6 +136,8 @@ typedef struct xtool_bench_trace {
  * trace is written to traces (capacity p->nt). Returns 0, or -1 out of memory. */
 int xtool_bench_run(const xtool_bench_plan *p, xtool_bench_report *rep, xtool_bench_trace *traces,
                     int *ntraces);
+/* Frees the results' samples (the array itself stays the caller's). */
+void xtool_bench_results_free(xtool_bench_report *rep);
 
 /* bench --mpi (xtool_bench_mpi.c): under mpirun, the cases through xattn_mpi on every
  * rank, rank 0 reporting; refused (exit 2) in a build without MPI. Returns an exit

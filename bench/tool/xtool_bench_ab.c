@@ -39,6 +39,9 @@ typedef struct xtool__ab_cell {
     char *new_first; /* [rounds]: 1 when the round ran the new build first */
     xtool_paired st; /* of the ratios */
     double old_med, new_med;
+    xtool_stats old_st, new_st; /* of each build's run medians: their 95% intervals */
+    double side_ratio;          /* new_st.median / old_st.median */
+    xtool_verdict verdict;      /* the one rule: the two intervals separate */
 } xtool__ab_cell;
 
 /* The argv of `run` for one cell: strings kept in buf. */
@@ -310,14 +313,14 @@ static void xtool__ab_header(const xtool__ab *ab)
            xattn_version_string());
     printf("protocol each round runs the cell with both builds back to back, old first in odd "
            "rounds and new first in even ones, each as 'xattn run --no-check --warmup %d --reps "
-           "%d'; ratio = new median / old median of the pair; a change is real when the "
-           "distribution-free interval (>= 90%%) of the median ratio excludes 1 and the median "
-           "ratio is more than %.0f%% from 1%s\n",
-           o->warmup, ab->reps, 100 * XTOOL__AB_MIN_EFFECT,
-           ab->rounds < 5 ? " (fewer than 5 rounds: no interval reaches 90%, nothing can be real)"
-                          : "");
+           "%d'; old ms and new ms: the medians of each build's runs, with their 95%% "
+           "order-statistic intervals ([min, max] up to 5 rounds); ratio = new / old; a change "
+           "is real only when the two intervals separate, else within noise. 'paired' is the "
+           "interval (>= 90%%) of the median of the pairs' ratios new/old, where the machine's "
+           "drift cancels; its verdict (beyond %.0f%% of 1) is in ab.json as paired_verdict\n",
+           o->warmup, ab->reps, 100 * XTOOL__AB_MIN_EFFECT);
     printf("%-9s %-8s %3s %-44s %10s %10s %8s %19s  %s\n", "device", "algo", "thr", "case",
-           "old ms", "new ms", "ratio", "interval", "verdict");
+           "old ms", "new ms", "ratio", "paired", "verdict");
     fflush(stdout);
 }
 
@@ -357,6 +360,11 @@ static void xtool__ab_measure(xtool__ab *ab, xtool__ab_cell *c, xtool__argv args
         xtool_stats_paired(c->ratio, c->n, XTOOL__AB_MIN_EFFECT, &c->st);
         c->old_med = xtool__median_of(c->old_ms, c->n);
         c->new_med = xtool__median_of(c->new_ms, c->n);
+        xtool_stats_compute(c->old_ms, c->n, &c->old_st);
+        xtool_stats_compute(c->new_ms, c->n, &c->new_st);
+        c->verdict = xtool_stats_verdict_ci(c->old_st.ci_low, c->old_st.median, c->old_st.ci_high,
+                                            c->new_st.ci_low, c->new_st.median, c->new_st.ci_high,
+                                            &c->side_ratio);
     }
 }
 
@@ -380,12 +388,14 @@ static void xtool__ab_row(xtool__ab *ab, const xtool__ab_cell *c, const char *dn
             snprintf(iv, sizeof iv, "[%.3f, %.3f]", c->st.lo, c->st.hi);
         else
             snprintf(iv, sizeof iv, "(too few)");
-        ab->faster += c->st.verdict == XTOOL_VERDICT_FASTER;
-        ab->slower += c->st.verdict == XTOOL_VERDICT_SLOWER;
-        printf("%-9s %-8s %3s %-44.44s %10.4f %10.4f %7.3fx %19s  %s\n", dname,
-               xattn_algo_name(c->algo), thr, key, c->old_med, c->new_med, c->st.median, iv,
-               c->st.verdict == XTOOL_VERDICT_NOISE ? "~ (within noise)"
-                                                    : xtool_verdict_name(c->st.verdict));
+        ab->faster += c->verdict == XTOOL_VERDICT_FASTER;
+        ab->slower += c->verdict == XTOOL_VERDICT_SLOWER;
+        printf("%-9s %-8s %3s %-44.44s %10.4f %10.4f %7.3fx %19s  %s  old [%.4f, %.4f] new "
+               "[%.4f, %.4f]\n",
+               dname, xattn_algo_name(c->algo), thr, key, c->old_med, c->new_med, c->side_ratio, iv,
+               c->verdict == XTOOL_VERDICT_NOISE ? "~ (within noise)"
+                                                 : xtool_verdict_name(c->verdict),
+               c->old_st.ci_low, c->old_st.ci_high, c->new_st.ci_low, c->new_st.ci_high);
     }
     fflush(stdout);
 }
@@ -401,17 +411,16 @@ static void xtool__ab_summary(const xtool__ab *ab)
            "mean of the median ratios %.3f\n",
            ab->n, ab->faster, ab->slower, ok_cells - ab->faster - ab->slower, ab->failed,
            ok_cells ? exp(logsum / ok_cells) : 1.0);
+    xtool_load_print(stdout, xtool_cpus_available(), ab->load_start, ab->load_end);
     if (isfinite(ab->load_start[0]) && isfinite(ab->load_end[0]))
-        printf("load     %.2f at the start, %.2f at the end (1-minute load average, %d CPUs); "
-               "both builds ran under the same load, pair by pair\n",
-               ab->load_start[0], ab->load_end[0], xtool_cpus_online());
+        printf("         both builds ran under the same load, pair by pair\n");
 }
 
 static void xtool__ab_json_header(FILE *f, const xtool__ab *ab)
 {
     xtool_json_provenance(f, "xattn.ab/1", ab->created, ab->p->command_line, ab->host, ab->os);
     fprintf(f, ",\n  \"load\": ");
-    xtool_json_load(f, xtool_cpus_online(), ab->load_start, ab->load_end);
+    xtool_json_load(f, xtool_cpus_available(), ab->load_start, ab->load_end);
     fprintf(f, ",\n  \"old\": ");
     xattn__json_str(f, ab->o->ab_old);
     fprintf(f, ", \"old_version\": ");
@@ -460,11 +469,26 @@ static void xtool__ab_json_cell(FILE *f, const xtool__ab *ab, const xtool__ab_ce
         xtool_json_field(f, "interval_lo", c->st.lo);
         xtool_json_field(f, "interval_hi", c->st.hi);
         xtool_json_field(f, "confidence", c->st.confidence);
-        fprintf(f, ", \"verdict\": \"%s\"}", xtool_verdict_name(c->st.verdict));
+        fprintf(f, ", \"paired_verdict\": \"%s\"", xtool_verdict_name(c->st.verdict));
+        const xtool_stats *sides[2] = {&c->old_st, &c->new_st};
+        const char *names[2] = {"old", "new"};
+        for (int k = 0; k < 2; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s_ci_low", names[k]);
+            xtool_json_field(f, key, sides[k]->ci_low);
+            snprintf(key, sizeof key, "%s_ci_high", names[k]);
+            xtool_json_field(f, key, sides[k]->ci_high);
+            snprintf(key, sizeof key, "%s_ci_level", names[k]);
+            xtool_json_field(f, key, sides[k]->ci_level);
+        }
+        xtool_json_field(f, "ratio", c->side_ratio);
+        fprintf(f, ", \"verdict\": \"%s\"}", xtool_verdict_name(c->verdict));
     } else {
         fprintf(f, ", \"old_median_ms\": null, \"new_median_ms\": null, \"median_ratio\": "
                    "null, \"interval_lo\": null, \"interval_hi\": null, \"confidence\": "
-                   "null, \"verdict\": null}");
+                   "null, \"paired_verdict\": null, \"old_ci_low\": null, \"old_ci_high\": "
+                   "null, \"old_ci_level\": null, \"new_ci_low\": null, \"new_ci_high\": null, "
+                   "\"new_ci_level\": null, \"ratio\": null, \"verdict\": null}");
     }
 }
 

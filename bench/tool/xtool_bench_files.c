@@ -53,6 +53,13 @@ static void xtool__json_header(FILE *f, const xtool_bench_report *rep)
             o->warmup, o->min_reps, o->reps);
     xattn__json_num(f, o->max_spread);
     xtool_json_field(f, "cell_budget_s", o->cell_budget);
+    fprintf(f, ", \"passes\": %d, \"passes_done\": %d, \"budget_s\": ", o->passes,
+            rep->passes_done);
+    if (o->budget > 0)
+        xattn__json_num(f, o->budget);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"budget_hit\": %s", xtool__bool(rep->budget_hit));
     fprintf(f, ", \"check\": %s, \"check_limit_flops\": ", xtool__bool(o->check));
     xattn__json_num(f, o->check_limit);
     fprintf(f, ", \"threads\": %d, \"thread_list\": [", o->threads);
@@ -131,13 +138,56 @@ static void xtool__json_result_case(FILE *f, const xtool_bench_report *rep,
     xtool_json_str_or_null(f, r->error);
 }
 
+/* A list of n numbers: [a, b, ...]. */
+static void xtool__json_nums(FILE *f, const double *v, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputs(", ", f);
+        xattn__json_num(f, v[i]);
+    }
+    fputc(']', f);
+}
+
+/* A stats dict (docs/tool.md): n, median, min, max, p90, mad, spread, ci_low,
+ * ci_high, ci_level, converged, samples (NULL: an empty list). */
+static void xtool__json_stats(FILE *f, const xtool_stats *t, int converged, const double *samples)
+{
+    fprintf(f, "{\"n\": %d", t->n);
+    const struct {
+        const char *key;
+        double v;
+    } nums[] = {{"median", t->median}, {"min", t->min},         {"max", t->max},
+                {"p90", t->p90},       {"mad", t->mad},         {"spread", t->spread},
+                {"ci_low", t->ci_low}, {"ci_high", t->ci_high}, {"ci_level", t->ci_level}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        xtool_json_field(f, nums[i].key, nums[i].v);
+    fprintf(f, ", \"converged\": %s, \"samples\": ", xtool__bool(converged));
+    xtool__json_nums(f, samples, samples ? t->n : 0);
+    fputc('}', f);
+}
+
 /* The timed calls' statistics, the record's work and the figures derived
  * from them, the last call's phases and kernel. */
-static void xtool__json_result_timing(FILE *f, const xtool_bench_result *r)
+static void xtool__json_result_timing(FILE *f, const xtool_cli_opts *o, const xtool_bench_result *r)
 {
     const xtool_cell *cl = &r->cell;
     const xattn_record *rc = &cl->rec;
-    fprintf(f, ", \"reps\": %d, \"converged\": %s", cl->t.n, xtool__bool(cl->converged));
+    fprintf(f, ", \"reps\": %d, \"converged\": %s, \"passes\": %d", cl->t.n,
+            xtool__bool(cl->converged), r->passes);
+    xtool_json_field(f, "ci_low", cl->t.ci_low);
+    xtool_json_field(f, "ci_high", cl->t.ci_high);
+    xtool_json_field(f, "ci_level", cl->t.ci_level);
+    fputs(", \"clock\": \"device\", \"samples\": ", f);
+    xtool__json_nums(f, r->samples, r->samples ? cl->t.n : 0);
+    fputs(", \"cpu_time\": ", f);
+    if (cl->cpu.n > 0)
+        xtool__json_stats(
+            f, &cl->cpu, cl->cpu.n >= o->min_reps && xtool_stats_ci_narrow(&cl->cpu, o->max_spread),
+            r->cpu_samples);
+    else
+        fputs("null", f);
     const struct {
         const char *key;
         double v;
@@ -189,7 +239,10 @@ static void xtool__json_result_timing(FILE *f, const xtool_bench_result *r)
 static void xtool__json_result_untimed(FILE *f)
 {
     fprintf(f, ", \"kernel\": null, \"matrix_units\": null, \"work_counted\": null");
-    fprintf(f, ", \"reps\": 0, \"converged\": false, \"median_ms\": null, \"min_ms\": null, "
+    fprintf(f, ", \"reps\": 0, \"converged\": false, \"passes\": 0, \"ci_low\": null, "
+               "\"ci_high\": null, \"ci_level\": null, \"clock\": \"device\", \"samples\": [], "
+               "\"cpu_time\": null");
+    fprintf(f, ", \"median_ms\": null, \"min_ms\": null, "
                "\"p90_ms\": null, \"max_ms\": null, \"mean_ms\": null, \"mad_ms\": null, "
                "\"spread\": null, \"elapsed_s\": null, \"build_ms\": null, "
                "\"flops_dense\": null, \"flops_useful\": null, \"flops_executed\": null, "
@@ -286,7 +339,7 @@ int xtool_bench_write_json(const xtool_bench_report *rep, const char *path, char
         fputs(i ? ",\n    " : "\n    ", f);
         xtool__json_result_case(f, rep, r, timed);
         if (timed)
-            xtool__json_result_timing(f, r);
+            xtool__json_result_timing(f, rep->o, r);
         else
             xtool__json_result_untimed(f);
         model_errors += xtool__json_result_check(f, rep, r);
@@ -330,7 +383,8 @@ int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char 
           "pct_fma_ceiling,pct_bw_ceiling,model_errors,kernel,matrix_units,work_counted,"
           "intensity,flops_useful,bytes_actual,padding_waste,"
           "workspace_bytes,peak_bytes,check,check_scope,rel_l2,max_abs,threads,"
-          "pct_fma_per_thread,gbytes_min_per_s,pct_bw_min_ceiling\n",
+          "pct_fma_per_thread,gbytes_min_per_s,pct_bw_min_ceiling,ci_low_ms,ci_high_ms,ci_level,"
+          "passes,cpu_median_ms,cpu_ci_low_ms,cpu_ci_high_ms\n",
           f);
     for (int i = 0; i < rep->n_results; i++) {
         const xtool_bench_result *r = &rep->results[i];
@@ -392,6 +446,13 @@ int xtool_bench_write_csv(const xtool_bench_report *rep, const char *path, char 
         xtool__csv_num(f, r->pct_fma_per_thread, has);
         xtool__csv_num(f, xtool_bench_gbps_min(cl), has);
         xtool__csv_num(f, xtool_bench_pct_bw_min(cl), has);
+        xtool__csv_num(f, cl->t.ci_low, has);
+        xtool__csv_num(f, cl->t.ci_high, has);
+        xtool__csv_num(f, cl->t.ci_level, has);
+        fprintf(f, ",%d", has ? r->passes : 0);
+        xtool__csv_num(f, cl->cpu.median, has && cl->cpu.n > 0);
+        xtool__csv_num(f, cl->cpu.ci_low, has && cl->cpu.n > 0);
+        xtool__csv_num(f, cl->cpu.ci_high, has && cl->cpu.n > 0);
         fputs("\n", f);
     }
     return xtool_file_close(f, path, err, errlen);

@@ -61,8 +61,9 @@ static int xtool__mpi_options(const xtool_cli_opts *o, int rank, xtool_mpi_run *
                       : o->cases_path     ? "--cases"
                       : o->n_algos        ? "--algo (each rank's blocks use the library's choice)"
                       : o->n_backends > 1 ? "more than one --backend"
-                      : o->thread_list.n > 1 ? "a list of --threads"
-                                             : NULL;
+                      : o->thread_list.n > 1           ? "a list of --threads"
+                      : o->passes > 1 || o->budget > 0 ? "--passes and --budget"
+                                                       : NULL;
     if (bad) {
         if (rank == 0)
             fprintf(stderr, "%s: bench: --mpi: %s is not supported with --mpi\n", xtool_prog, bad);

@@ -266,10 +266,18 @@ void xtool_bench_plan_print(const xtool_bench_plan *p, FILE *f)
             p->cells);
     xtool_bench_plan_print_scale(p, f);
     fprintf(f,
-            "cells    warm-up %d, then %d..%d timed calls until MAD/median <= %g or %g s; "
-            "reference %s\n",
-            o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget,
+            "cells    warm-up %d, then %d..%d timed calls until the median's 95%% interval is "
+            "within +-%g%% or %g s; reference %s\n",
+            o->warmup, o->min_reps > 5 ? o->min_reps : 5, o->reps, 100.0 * o->max_spread,
+            o->cell_budget,
             o->check ? "on (once per case, reused by every device and algorithm)" : "off");
+    if (o->passes > 1 || o->budget > 0) {
+        fprintf(f, "passes   %d, in turns over the cells of each device, samples pooled",
+                o->passes);
+        if (o->budget > 0)
+            fprintf(f, "; no pass after the first starts once %g s are spent", o->budget);
+        fputc('\n', f);
+    }
     for (int ci = 0, shown = 0; ci < p->nc && shown < 8; ci++) { /* what padded69/69#b92d means */
         char legend[400];
         if (xtool_case_lengths_legend(&p->cases[ci].c, legend, sizeof legend)) {

@@ -67,9 +67,9 @@ static const char *xtool__check_cell(const xtool_bench_result *r)
 
 void xtool_bench_table_header(FILE *f, int casew)
 {
-    fprintf(f, "%-9s %-8s %-8s %3s %-*s %5s %10s %7s %10s %9s %8s %6s %6s %10s %8s %s\n", "device",
-            "algo", "kernel", "thr", casew, "case", "reps", "median ms", "spread", "p90 ms",
-            "GFLOP/s", "GB/s", "%FMA", "%BW", "peak mem", "rel err", "check");
+    fprintf(f, "%-9s %-8s %-8s %3s %-*s %5s %10s %7s %10s %10s %9s %8s %6s %6s %10s %8s %s\n",
+            "device", "algo", "kernel", "thr", casew, "case", "reps", "median ms", "+-CI", "p90 ms",
+            "CPU ms", "GFLOP/s", "GB/s", "%FMA", "%BW", "peak mem", "rel err", "check");
 }
 
 void xtool_bench_table_row(FILE *f, const xtool_bench_report *rep, const xtool_bench_result *r,
@@ -104,19 +104,32 @@ void xtool_bench_table_row(FILE *f, const xtool_bench_report *rep, const xtool_b
     else
         snprintf(algo, sizeof algo, "%s", xattn_algo_name(r->algo));
     const char *kernel = c->has_rec && c->rec.kernel[0] ? c->rec.kernel : "-";
+    char cpu[24];
+    if (c->cpu.n > 0)
+        snprintf(cpu, sizeof cpu, "%10.4f", c->cpu.median);
+    else
+        snprintf(cpu, sizeof cpu, "%10s", "-");
+    char ci[24]; /* the interval's half-width in % of the median, 7 characters */
+    double hw = 100.0 * xtool_stats_ci_halfwidth(&c->t);
+    if (hw < 999.95)
+        snprintf(ci, sizeof ci, "%6.1f%%", hw);
+    else
+        snprintf(ci, sizeof ci, "%7s", ">999%");
     fprintf(f,
-            "%-9s %-8s %-8.8s %3s %-*s %5d %10.4f %6.1f%%%s %9.4f %9.2f %8.2f %6s %6s %10s %8s "
+            "%-9s %-8s %-8.8s %3s %-*s %5d %10.4f %s%s %9.4f %s %9.2f %8.2f %6s %6s %10s %8s "
             "%s%s%s\n",
-            dev, algo, kernel, thr, casew, key, c->t.n, c->t.median, 100.0 * c->t.spread,
-            c->converged ? " " : "~", c->t.p90, c->gflops_useful, c->gbytes_per_s, fma, bw, pk, err,
+            dev, algo, kernel, thr, casew, key, c->t.n, c->t.median, ci, c->converged ? " " : "~",
+            c->t.p90, cpu, c->gflops_useful, c->gbytes_per_s, fma, bw, pk, err,
             xtool__check_cell(r), r->error[0] ? "  " : "", r->error);
 }
 
 void xtool_bench_table_notes(FILE *f, const xtool_bench_report *rep)
 {
-    int flagged = 0, modelled = 0, measured = 0;
+    int flagged = 0, modelled = 0, measured = 0, unconverged = 0, cpu = 0;
     for (int i = 0; i < rep->n_results; i++) {
         const xtool_bench_result *r = &rep->results[i];
+        unconverged += r->cell.t.n > 0 && !r->cell.converged;
+        cpu += r->cell.cpu.n > 0;
         char list[160];
         flagged += xtool_bench_model_errors(rep, r, list, sizeof list) > 0;
         if (r->cell.t.n > 0 && r->cell.has_rec) {
@@ -127,8 +140,28 @@ void xtool_bench_table_notes(FILE *f, const xtool_bench_report *rep)
     for (int i = 0; i < rep->n_scaling; i++)
         flagged += xtool_stats_over_ceiling(rep->scaling[i].pct_fma_per_thread_base) ||
                    xtool_stats_over_ceiling(rep->scaling[i].pct_fma_per_thread);
+    if (measured)
+        fprintf(f,
+                "+-CI     half the width of the median's confidence interval (95%%; [min, max] "
+                "below 6 calls), relative to the median; median, +-CI and p90 on the device's "
+                "own clock%s\n",
+                cpu ? "; CPU ms: the process's CPU time per call, every thread (a second clock, "
+                      "less inflated by other processes)"
+                    : "");
+    if (unconverged)
+        fprintf(f,
+                "~        %d cell%s not converged: the interval stayed wider than +-%.1f%% "
+                "(--max-spread) until the cell's budget or --max-reps ended it; its median is "
+                "less certain\n",
+                unconverged, unconverged == 1 ? "" : "s", 100.0 * rep->o->max_spread);
+    int low = 0; /* devices whose ceilings were measured under load */
+    for (int d = 0; d < rep->n_devices; d++)
+        low += rep->devices[d].has_ceilings && rep->devices[d].ceilings.under_load;
     if (flagged)
-        fprintf(f, "!        %d figure%s marked '!': %s\n", flagged, flagged == 1 ? "" : "s",
+        fprintf(f, "!        %d figure%s marked '!': %s%s\n", flagged, flagged == 1 ? "" : "s",
+                low ? "here most likely ceilings measured under load, so too low (measured "
+                      "again by the next run with --measure-ceilings); otherwise "
+                    : "",
                 XTOOL_MODEL_ERROR_NOTE);
     if (modelled)
         fprintf(f,
@@ -252,11 +285,11 @@ void xtool_bench_summary_print(FILE *f, const xtool_bench_report *rep, const cha
     if (unchecked)
         fprintf(f, "skip     not checked: the reference is above --check-limit even for a "
                    "sub-batch\n");
-    if (isfinite(rep->load_start[0]) && isfinite(rep->load_end[0]))
-        fprintf(f,
-                "load     %.2f at the start, %.2f at the end (1-minute load average, %d CPUs): "
-                "other work on the machine slows the cells down\n",
-                rep->load_start[0], rep->load_end[0], rep->cpus);
+    xtool_load_print(f, rep->cpus, rep->load_start, rep->load_end);
+    if (rep->o->passes > 1)
+        fprintf(f, "passes   %d of %d%s: each cell's samples pooled over its passes\n",
+                rep->passes_done, rep->o->passes,
+                rep->budget_hit ? " (--budget spent: later passes cut short)" : "");
     fprintf(f,
             "%d cells: %d ok, %d failed, %d unsupported, %d skipped; %.1f s; written to "
             "%s/{results.json,results.csv,chart.svg,%s}\n",

@@ -27,12 +27,67 @@ typedef struct xtool__bench_run {
     xtool_progress prog;
     int casew;
     double t_first; /* when the first context was made: the traces' common time zero */
+    double t_start; /* when the run began: --budget counts from here */
+    int pass;       /* 0-based: the pass under way */
+    int next;       /* passes after the first: the next result, in the order they were made */
+    double *keep, *keep_cpu; /* one pass's samples of a cell (--max-reps entries each) */
 } xtool__bench_run;
+
+/* 1 when --budget is given and spent. */
+static int xtool__budget_spent(const xtool__bench_run *b)
+{
+    return b->o->budget > 0 && xtool_now_s() - b->t_start >= b->o->budget;
+}
+
+/* Adds one pass's n samples (and CPU times, or NULL) to the cell's pool and
+ * makes its statistics those of the pool: -1 out of memory (the pool kept). */
+static int xtool__pool_add(xtool__bench_run *b, xtool_bench_result *r, const xtool_cell *pass,
+                           const double *ms, const double *cpu, int n)
+{
+    int old = r->samples ? r->cell.t.n : 0;
+    double *s = realloc(r->samples, (size_t)(old + n) * sizeof *s);
+    if (!s)
+        return -1;
+    r->samples = s;
+    memcpy(s + old, ms, (size_t)n * sizeof *s);
+    if (cpu && (old == 0 || r->cpu_samples)) {
+        double *c = realloc(r->cpu_samples, (size_t)(old + n) * sizeof *c);
+        if (c) {
+            r->cpu_samples = c;
+            memcpy(c + old, cpu, (size_t)n * sizeof *c);
+        } else {
+            free(r->cpu_samples);
+            r->cpu_samples = NULL;
+        }
+    } else if (old > 0 && r->cpu_samples) { /* a pass without CPU times: none kept */
+        free(r->cpu_samples);
+        r->cpu_samples = NULL;
+    }
+    if (old == 0) { /* the first pass: its record and figures */
+        r->cell = *pass;
+    } else {
+        r->cell.elapsed_s += pass->elapsed_s;
+        r->cell.build_ms += pass->build_ms;
+        if (pass->peak_bytes > r->cell.peak_bytes)
+            r->cell.peak_bytes = pass->peak_bytes;
+    }
+    r->passes++;
+    xtool_stats_compute(r->samples, old + n, &r->cell.t);
+    memset(&r->cell.cpu, 0, sizeof r->cell.cpu);
+    if (r->cpu_samples)
+        xtool_stats_compute(r->cpu_samples, old + n, &r->cell.cpu);
+    r->cell.converged =
+        r->cell.t.n >= b->o->min_reps && xtool_stats_ci_narrow(&r->cell.t, b->o->max_spread);
+    xtool_cell_derive(&r->cell);
+    return 0;
+}
 
 /* The identity of a result cell: device, case, algorithm, CPU threads. */
 static xtool_bench_result *xtool__result_new(xtool__bench_run *b, int ti, int ci, xattn_algo algo,
                                              int threads)
 {
+    if (b->pass > 0) /* the same cell as in the first pass, made in the same order */
+        return &b->rep->results[b->next++];
     xtool_bench_result *r = &b->rep->results[b->rep->n_results++];
     r->device = ti;
     r->case_idx = ci;
@@ -57,10 +112,13 @@ static void xtool__per_thread(xtool_bench_result *r)
         100.0 * c->gflops_executed / (c->fma_ceiling * (double)used / (double)r->compute_units);
 }
 
-/* A finished cell: counted, its row printed. */
+/* A finished cell: counted, its row printed (with --passes, once the passes
+ * of its device are done). */
 static void xtool__cell_done(xtool__bench_run *b, const xtool_bench_result *r)
 {
     b->prog.done++;
+    if (b->o->passes > 1)
+        return;
     xtool_progress_clear(&b->prog);
     xtool_bench_table_row(stdout, b->rep, r, b->casew);
     fflush(stdout);
@@ -75,11 +133,20 @@ static xattn_ctx *xtool__device_open(xtool__bench_run *b, xtool_bench_device *bd
     if (st == XATTN_STATUS_OK && b->o->measure_ceilings) {
         xattn_ceilings c;
         xtool_progress_clear(&b->prog);
-        if (xattn_ceilings_get(ctx, &c) != XATTN_STATUS_OK) {
-            printf("%-9s measuring the ceilings (seconds)...\n", dname);
+        /* None cached, or cached ones measured under load: measured (again). */
+        int have = xattn_ceilings_get(ctx, &c) == XATTN_STATUS_OK;
+        if (!have || c.under_load) {
+            printf("%-9s %s (seconds)...\n", dname,
+                   have ? "the cached ceilings were measured under load: measuring them again"
+                        : "no ceilings cached: measuring them");
             fflush(stdout);
+            double t0 = xtool_now_s();
             if (xattn_ceilings_measure(ctx, 0, &c) != XATTN_STATUS_OK)
                 printf("%-9s ceilings not measured: %s\n", dname, xattn_last_error());
+            else
+                printf("%-9s ceilings measured in %.1f s (wall clock)%s\n", dname,
+                       xtool_now_s() - t0,
+                       c.from_cache ? ", under a heavier load still: the cached ones kept" : "");
         }
     }
     if (st == XATTN_STATUS_OK)
@@ -116,9 +183,12 @@ static void xtool__device_failed(xtool__bench_run *b, int ti, const char *dname)
 static void xtool__device_line(const xtool_bench_device *bd, const char *dname)
 {
     if (bd->has_ceilings)
-        printf("%-9s %s: ceilings %.1f GFLOP/s f32 FMA, %.1f GB/s read%s\n", dname, bd->t.info.name,
-               bd->ceilings.fma_f32_gflops, bd->ceilings.read_gbps,
-               bd->ceilings.from_cache ? " (cached)" : "");
+        printf("%-9s %s: ceilings %.1f GFLOP/s f32 FMA, %.1f GB/s read%s%s\n", dname,
+               bd->t.info.name, bd->ceilings.fma_f32_gflops, bd->ceilings.read_gbps,
+               bd->ceilings.from_cache ? " (cached)" : "",
+               bd->ceilings.under_load ? "; measured under load, likely low: shares of them read "
+                                         "high (--measure-ceilings measures again)"
+                                       : "");
     else
         printf("%-9s %s: no ceilings known (run '%s devices --measure' once, or bench "
                "--measure-ceilings)\n",
@@ -216,18 +286,38 @@ static void xtool__cell_measure(xtool__bench_run *b, xattn_ctx *ctx, const xtool
     if (xtool__cell_skip_workspace(ctx, t, bc, r))
         return;
     run->desc.algo = r->algo;
-    xtool_cell_opts co = {o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget, o->check};
+    /* The check (and its poisoned first call) in the first pass only. */
+    int check = o->check && b->pass == 0;
+    xtool_cell_opts co = {.warmup = o->warmup,
+                          .min_reps = o->min_reps,
+                          .max_reps = o->reps,
+                          .max_spread = o->max_spread,
+                          .budget_s = o->cell_budget,
+                          .poison_first = check,
+                          .cpu_time = t->backend == XATTN_BACKEND_CPU,
+                          .keep_ms = b->keep,
+                          .keep_cpu_ms = b->keep_cpu};
+    xtool_cell pass;
     xattn_range_push(ctx, bc->key);
-    xattn_status mst = xtool_cell_measure(ctx, run, &co, &r->cell);
+    xattn_status mst = xtool_cell_measure(ctx, run, &co, &pass);
     xattn_range_pop(ctx);
     if (mst != XATTN_STATUS_OK) {
         r->status = mst == XATTN_STATUS_UNSUPPORTED ? XTOOL_CELL_UNSUPPORTED : XTOOL_CELL_FAILED;
-        snprintf(r->error, sizeof r->error, "%s: %s", xattn_status_name(mst), xattn_last_error());
+        snprintf(r->error, sizeof r->error, "%s%s: %s", b->pass ? "a later pass: " : "",
+                 xattn_status_name(mst), xattn_last_error());
+        free(r->samples);
+        free(r->cpu_samples);
+        r->samples = r->cpu_samples = NULL;
         memset(&r->cell, 0, sizeof r->cell);
         return;
     }
+    if (xtool__pool_add(b, r, &pass, b->keep, pass.cpu.n ? b->keep_cpu : NULL, pass.t.n)) {
+        r->status = XTOOL_CELL_FAILED;
+        snprintf(r->error, sizeof r->error, "out of memory for the samples");
+        return;
+    }
     xtool__per_thread(r);
-    if (o->check)
+    if (check)
         xtool__cell_check(b, ctx, t, ci, run, r);
 }
 
@@ -283,6 +373,11 @@ static void xtool__case_cells(xtool__bench_run *b, xattn_ctx *ctx, int ti, int c
                          xattn_last_error());
         }
         xtool_bench_result *r = xtool__result_new(b, ti, ci, algos[ai], th[hi]);
+        if (b->pass > 0 && (r->status != XTOOL_CELL_OK || xtool__budget_spent(b))) {
+            b->prog.done++; /* not timed in the first pass, or the budget is spent */
+            b->rep->budget_hit |= r->status == XTOOL_CELL_OK;
+            continue;
+        }
         char label[400];
         if (th[hi] > 0)
             snprintf(label, sizeof label, "%s %s t%d %s", dname, xattn_algo_name(algos[ai]), th[hi],
@@ -290,6 +385,11 @@ static void xtool__case_cells(xtool__bench_run *b, xattn_ctx *ctx, int ti, int c
         else
             snprintf(label, sizeof label, "%s %s %s", dname, xattn_algo_name(algos[ai]), bc->key);
         xtool_progress_draw(&b->prog, label);
+        if (b->pass > 0 && (sst != XATTN_STATUS_OK || tst != XATTN_STATUS_OK)) {
+            /* timed in the first pass, not now: the first passes' samples stand */
+            b->prog.done++;
+            continue;
+        }
         if (mem_skip[0]) {
             r->status = XTOOL_CELL_SKIPPED;
             snprintf(r->error, sizeof r->error, "%s", mem_skip);
@@ -327,11 +427,36 @@ static void xtool__device_cells(xtool__bench_run *b, int ti, xtool_bench_trace *
     bd->has_ceilings = xattn_ceilings_get(ctx, &bd->ceilings) == XATTN_STATUS_OK;
     xtool_progress_clear(&b->prog);
     xtool__device_line(bd, dname);
-    if (ti == 0 || !b->rep->devices[ti - 1].opened)
+    if (b->o->passes <= 1 && (ti == 0 || !b->rep->devices[ti - 1].opened))
         xtool_bench_table_header(stdout, b->casew);
     fflush(stdout);
-    for (int ci = 0; ci < b->p->nc; ci++)
-        xtool__case_cells(b, ctx, ti, ci, dname);
+    /* --passes: every cell of the device in turn, then again, so that a burst of
+     * load hits every cell alike; each cell's samples pooled. */
+    int base = b->rep->n_results, passes = b->o->passes > 1 ? b->o->passes : 1;
+    for (b->pass = 0; b->pass < passes; b->pass++) {
+        if (b->pass > 0 && xtool__budget_spent(b)) {
+            b->rep->budget_hit = 1;
+            break;
+        }
+        b->next = base;
+        for (int ci = 0; ci < b->p->nc; ci++)
+            xtool__case_cells(b, ctx, ti, ci, dname);
+        if (passes > 1) {
+            xtool_progress_clear(&b->prog);
+            printf("%-9s pass %d of %d done\n", dname, b->pass + 1, passes);
+            fflush(stdout);
+        }
+    }
+    if (b->pass > b->rep->passes_done)
+        b->rep->passes_done = b->pass;
+    if (passes > 1) { /* the rows once the device's passes are done, under their header */
+        xtool_progress_clear(&b->prog);
+        xtool_bench_table_header(stdout, b->casew);
+        for (int i = base; i < b->rep->n_results; i++)
+            xtool_bench_table_row(stdout, b->rep, &b->rep->results[i], b->casew);
+        fflush(stdout);
+    }
+    b->pass = 0;
     /* This context's trace, shifted onto the bench's timeline when merged. */
     xtool_bench_trace *pt = &traces[*ntraces];
     snprintf(pt->path, sizeof pt->path, "%s/trace-%s-%d.json", b->o->out_dir,
@@ -354,16 +479,35 @@ int xtool_bench_run(const xtool_bench_plan *p, xtool_bench_report *rep, xtool_be
     b.rep = rep;
     b.casew = xtool_bench_plan_casew(p);
     b.t_first = -1;
+    b.t_start = xtool_now_s();
     b.refs = calloc((size_t)(p->nc ? p->nc : 1), sizeof *b.refs);
-    if (!b.refs)
+    size_t cap = (size_t)(p->o.reps > 0 ? p->o.reps : 1);
+    b.keep = malloc(cap * sizeof *b.keep);
+    b.keep_cpu = malloc(cap * sizeof *b.keep_cpu);
+    if (!b.refs || !b.keep || !b.keep_cpu) {
+        free(b.refs);
+        free(b.keep);
+        free(b.keep_cpu);
         return -1;
+    }
     *ntraces = 0;
-    xtool_progress_init(&b.prog, p->o.progress, p->cells);
+    xtool_progress_init(&b.prog, p->o.progress, p->cells * (p->o.passes > 1 ? p->o.passes : 1));
     for (int ti = 0; ti < p->nt; ti++)
         xtool__device_cells(&b, ti, traces, ntraces);
     xtool_progress_done(&b.prog);
     for (int i = 0; i < p->nc; i++)
         xtool_case_ref_free(&b.refs[i].ref);
     free(b.refs);
+    free(b.keep);
+    free(b.keep_cpu);
     return 0;
+}
+
+void xtool_bench_results_free(xtool_bench_report *rep)
+{
+    for (int i = 0; rep->results && i < rep->n_results; i++) {
+        free(rep->results[i].samples);
+        free(rep->results[i].cpu_samples);
+        rep->results[i].samples = rep->results[i].cpu_samples = NULL;
+    }
 }

@@ -33,6 +33,8 @@ typedef struct xtool__total {
     int device, threads;
     xattn_algo algo; /* XATTN_ALGO_COUNT: the fastest algorithm per case */
     double ms;       /* sum of count x median */
+    double lo, hi;   /* sums of count x the median's interval bounds */
+    int unconverged; /* cases whose cell did not converge */
     int64_t calls;
     int missing; /* cases without a usable median */
 } xtool__total;
@@ -72,20 +74,24 @@ static int xtool__totals(const xtool_bench_report *rep, xtool__total *t, int cap
     }
     for (int k = 0; k < n; k++) {
         for (int ci = 0; ci < rep->n_cases && ci < cf->n; ci++) {
-            double best = -1;
+            const xtool_cell *best = NULL;
             for (int i = 0; i < rep->n_results; i++) {
                 const xtool_bench_result *r = &rep->results[i];
                 if (r->case_idx != ci || r->device != t[k].device || r->threads != t[k].threads ||
                     (t[k].algo != XATTN_ALGO_COUNT && r->algo != t[k].algo))
                     continue;
                 if (r->status == XTOOL_CELL_OK && r->cell.t.n > 0 &&
-                    (best < 0 || r->cell.t.median < best))
-                    best = r->cell.t.median;
+                    (!best || r->cell.t.median < best->t.median))
+                    best = &r->cell;
             }
-            if (best < 0)
+            if (!best)
                 t[k].missing++;
             else {
-                t[k].ms += best * (double)cf->entries[ci].count;
+                double count = (double)cf->entries[ci].count;
+                t[k].ms += best->t.median * count;
+                t[k].lo += best->t.ci_low * count;
+                t[k].hi += best->t.ci_high * count;
+                t[k].unconverged += !best->converged;
                 t[k].calls += cf->entries[ci].count;
             }
         }
@@ -104,11 +110,12 @@ void xtool_cases_summary_print(const xtool_bench_report *rep, FILE *out)
     int n = xtool__totals(rep, t, XTOOL__MAX_TOTALS);
     fprintf(out,
             "\nmodel    %s%s%lld attention calls per forward in %d case%s (%s); per device and "
-            "algorithm, each case's median x its count, summed:\n",
+            "algorithm, each case's median x its count, summed (interval: the cases' intervals "
+            "x their counts, summed; device clock):\n",
             cf->model[0] ? cf->model : "", cf->model[0] ? ": " : "", (long long)cf->calls, cf->n,
             cf->n == 1 ? "" : "s", cf->path[0] ? cf->path : "the cases file");
-    fprintf(out, "%-9s %-8s %3s %8s %14s %9s\n", "device", "algo", "thr", "calls", "ms/forward",
-            "vs best");
+    fprintf(out, "%-9s %-8s %3s %8s %14s %25s %9s\n", "device", "algo", "thr", "calls",
+            "ms/forward", "interval", "vs best");
     for (int k = 0; k < n; k++) {
         const xtool_bench_device *d = &rep->devices[t[k].device];
         char dev[32], thr[16];
@@ -126,18 +133,25 @@ void xtool_cases_summary_print(const xtool_bench_report *rep, FILE *out)
                     t[k].missing == 1 ? "" : "s");
             continue;
         }
-        double best = -1;
+        const xtool__total *best = NULL;
         for (int j = 0; j < n; j++)
             if (t[j].device == t[k].device && t[j].threads == t[k].threads &&
                 t[j].algo == XATTN_ALGO_COUNT && !t[j].missing)
-                best = t[j].ms;
-        char vs[64] = "";
+                best = &t[j];
+        char vs[96] = "", iv[64];
         if (t[k].algo == XATTN_ALGO_COUNT)
             snprintf(vs, sizeof vs, "(the fastest algorithm of each case)");
-        else if (best > 0)
-            snprintf(vs, sizeof vs, "%8.2fx", t[k].ms / best);
-        fprintf(out, "%-9s %-8s %3s %8lld %14.4f %s\n", dev, algo, thr, (long long)t[k].calls,
-                t[k].ms, vs);
+        else if (best && best->ms > 0) {
+            double ratio;
+            xtool_verdict v = xtool_stats_verdict_ci(best->lo, best->ms, best->hi, t[k].lo, t[k].ms,
+                                                     t[k].hi, &ratio);
+            snprintf(vs, sizeof vs, "%8.2fx%s", ratio,
+                     v == XTOOL_VERDICT_NOISE ? " (within noise)" : "");
+        }
+        snprintf(iv, sizeof iv, "[%.4f, %.4f]", t[k].lo, t[k].hi);
+        fprintf(out, "%-9s %-8s %3s %8lld %14.4f %25s %s%s\n", dev, algo, thr,
+                (long long)t[k].calls, t[k].ms, iv, vs,
+                t[k].unconverged ? "  ~ a case did not converge" : "");
     }
 }
 
@@ -181,10 +195,13 @@ void xtool_cases_summary_json(const xtool_bench_report *rep, FILE *f)
         fprintf(f, ", \"calls\": %lld, \"missing_cases\": %d, \"ms_per_forward\": ",
                 (long long)t[k].calls, t[k].missing);
         if (t[k].missing)
-            fputs("null", f);
-        else
+            fputs("null, \"ms_low\": null, \"ms_high\": null", f);
+        else {
             xattn__json_num(f, t[k].ms);
-        fputs("}", f);
+            xtool_json_field(f, "ms_low", t[k].lo);
+            xtool_json_field(f, "ms_high", t[k].hi);
+        }
+        fprintf(f, ", \"unconverged_cases\": %d}", t[k].unconverged);
     }
     fprintf(f, "\n    ]}");
 }

@@ -129,6 +129,8 @@ typedef struct xtool_cli_opts {
     int warmup;
     double max_spread;  /* stop when MAD / median is at most this */
     double cell_budget; /* seconds of timed repetitions per cell */
+    int passes;         /* bench: the whole set of cells this many times, in turns */
+    double budget;      /* bench: seconds for the whole run; no pass starts after (0 = none) */
     int check;          /* compare with the reference (default on) */
     double check_limit; /* FLOPs the reference may spend on one case */
 

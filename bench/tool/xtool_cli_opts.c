@@ -521,6 +521,10 @@ static int xtool__cross_check(xtool_cli_opts *o, char *err, size_t errlen)
     const char *ab_rounds = xtool_opt_default(o->cmd, "ab-rounds");
     if (ab_rounds && o->ab_rounds != atoi(ab_rounds) && !o->ab_old)
         return xtool_cli_fail(err, errlen, "bench: --ab-rounds needs --ab OLD_XATTN");
+    if (o->ab_old && (o->passes > 1 || o->budget > 0))
+        return xtool_cli_fail(err, errlen,
+                              "bench: --passes and --budget do not apply to --ab (its rounds "
+                              "already alternate the two builds; --ab-rounds sets how many)");
     if (o->preset && (o->given & XTOOL_GIVEN_LENGTHS))
         return xtool_cli_fail(err, errlen,
                               "bench: --lengths replaces a preset's lengths only "

@@ -469,7 +469,7 @@ const xtool_opt_def xtool_opt_defs[] = {
      .ilo = 1,
      .ihi = 100000,
      .dflt = "5",
-     .help = "timed calls before the spread may end a cell"},
+     .help = "timed calls before the median's interval may end a cell (never fewer than 5)"},
     {.name = "max-reps",
      .cmds = BENCH | ADV,
      .section = XTOOL_SEC_MEASURE,
@@ -502,7 +502,8 @@ const xtool_opt_def xtool_opt_defs[] = {
      .dhi = 10,
      .dflt = "0.05",
      .expected = "a number in 0..10 (a ratio: 0.05 = 5%)",
-     .help = "end a cell once the relative spread MAD / median is at most R"},
+     .help = "end a cell once the median's 95% confidence interval is within +-R of the "
+             "median (its width at most 2R x the median): the cell is then converged"},
     {.name = "cell-budget",
      .cmds = BENCH,
      .section = XTOOL_SEC_MEASURE,
@@ -514,6 +515,29 @@ const xtool_opt_def xtool_opt_defs[] = {
      .dflt = "1",
      .expected = "seconds in 0..86400",
      .help = "seconds of timed calls per cell, at most"},
+    {.name = "passes",
+     .cmds = BENCH,
+     .section = XTOOL_SEC_MEASURE,
+     .kind = XTOOL_ARG_INT,
+     .arg = "N",
+     .off = OFF(passes),
+     .ilo = 1,
+     .ihi = 1000,
+     .dflt = "1",
+     .help = "time the whole set of cells N times in turns, pooling each cell's samples, so "
+             "that a burst of load hits every cell alike"},
+    {.name = "budget",
+     .cmds = BENCH,
+     .section = XTOOL_SEC_MEASURE,
+     .kind = XTOOL_ARG_NUM,
+     .arg = "S",
+     .off = OFF(budget),
+     .dlo = 0,
+     .dhi = 864000,
+     .dflt = "0",
+     .expected = "seconds in 0..864000",
+     .help = "seconds for the whole run: once spent, no further pass (nor a later pass's cell) "
+             "starts; the first pass always times every cell; 0 = no limit"},
     {.name = "cell-budget",
      .cmds = ADV,
      .section = XTOOL_SEC_MEASURE,
@@ -686,8 +710,9 @@ const xtool_opt_def xtool_opt_defs[] = {
      .off = OFF(ab_old),
      .expected = "path (expected another xattn binary)",
      .help = "time every cell with OLD_XATTN and with this xattn, alternating run by run "
-             "('xattn run --reps MIN_REPS' each), judged on the paired ratios new/old; writes "
-             "DIR/ab.json instead of the cells' files"},
+             "('xattn run --reps MIN_REPS' each), faster or slower only where the two builds' "
+             "intervals separate (the paired ratios new/old beside); writes DIR/ab.json instead "
+             "of the cells' files"},
     {.name = "ab-rounds",
      .cmds = BENCH,
      .section = XTOOL_SEC_AB,
@@ -741,9 +766,10 @@ const xtool_cmd_def xtool_cmd_defs[XTOOL_CLI_CMD_COUNT] = {
      "            options: the default preset on every available backend)",
      "Benchmarks cases x algorithms x devices. With no options: the 'default' preset on\n"
      "every device of every available backend with naive, flash and splitkv.\n"
-     "Each cell: --warmup calls, then timed calls until the relative spread (MAD / median)\n"
-     "is at most --max-spread (after --min-reps) or --cell-budget seconds are spent or\n"
-     "--max-reps calls are made; then one more call checked against the reference.\n"
+     "Each cell: --warmup calls, then timed calls until the median's 95% confidence\n"
+     "interval is within +-max-spread (after --min-reps, at least 5 calls) or --cell-budget\n"
+     "seconds are spent or --max-reps calls are made; then one more call checked against\n"
+     "the reference. --passes N times every cell N times in turns, samples pooled.\n"
      "Writes DIR/results.json (schema xattn.bench/1, docs/tool.md), results.csv, chart.svg\n"
      "and trace.json, and prints a table. The case flags take lists here, and make sweep\n"
      "axes: 128,256 or 128..4096 (doubling); --sk follows --sq unless given.",
@@ -755,13 +781,15 @@ const xtool_cmd_def xtool_cmd_defs[XTOOL_CLI_CMD_COUNT] = {
      "double-precision reference, with outputs poisoned first, and prints a matrix.",
      "exit status: 0 all passed, 1 a mismatch or a failure, 2 bad command line"},
     {"compare", "A.json B.json [C.json ...] [options]",
-     "the same cells across bench result files, with noise taken into account",
+     "the same cells across bench result files (or profile.json files), with their noise",
      "Matches the cells of xattn bench result files (same backend, device index, algorithm\n"
      "and case) and prints the ratio of each file's median to the first file's. A change\n"
-     "is real only when the two [min, p90] intervals do not overlap and the ratio is\n"
-     "beyond both runs' relative spread; otherwise it is within noise. The drift of the\n"
-     "machine between two separate runs is not measured (each file's load is shown): to\n"
-     "measure a change, alternate the builds cell by cell with xattn bench --ab OLD_XATTN.",
+     "is real only where the two medians' confidence intervals separate; otherwise it is\n"
+     "within noise (files without intervals: the older [min, p90] and spread rule, said).\n"
+     "The drift of the machine between two separate runs is not measured (each file's\n"
+     "load is shown): to measure a change, alternate the builds cell by cell with xattn\n"
+     "bench --ab OLD_XATTN. Given profile.json files (the Python package's profile) of\n"
+     "one model, judges the attention time per forward, its share, and each layer's.",
      "exit status: 0, 1 (--fail-on-slower and a real slowdown, or a file cannot be used),\n"
      "2 bad command line or unreadable file"},
     {"advise", "[options]", "naive vs flash vs split-KV, padding waste and roofline for one shape",

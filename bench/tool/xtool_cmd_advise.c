@@ -199,7 +199,11 @@ static int xtool__device(xtool_advise_plan *p, int ti)
     d->opened = 1;
     printf("\n%s %s\n", dname, d->t.info.name);
     fflush(stdout);
-    xtool_cell_opts co = {o->warmup, o->min_reps, o->reps, o->max_spread, o->cell_budget, 0};
+    xtool_cell_opts co = {.warmup = o->warmup,
+                          .min_reps = o->min_reps,
+                          .max_reps = o->reps,
+                          .max_spread = o->max_spread,
+                          .budget_s = o->cell_budget};
     int failures = xtool__device_algos(p, d, ctx, &run, &co);
     xtool_case_teardown(&run);
     if (p->has_lengths)

@@ -51,7 +51,7 @@ static int xtool__bench_cells(const xtool_bench_plan *p, double wall0)
     snprintf(rep.command_line, sizeof rep.command_line, "%s", p->command_line);
     xtool_utc_now(rep.created, sizeof rep.created);
     xtool_load_read(rep.load_start);
-    rep.cpus = xtool_cpus_online();
+    rep.cpus = xtool_cpus_available();
     xtool_host_describe(rep.host, sizeof rep.host, rep.os, sizeof rep.os);
     rep.cases = p->cases;
     rep.n_cases = p->nc;
@@ -85,6 +85,7 @@ static int xtool__bench_cells(const xtool_bench_plan *p, double wall0)
     xtool_bench_summary_print(stdout, &rep, trace_note);
 done:
     free(traces);
+    xtool_bench_results_free(&rep);
     free(rep.results);
     free(rep.scaling);
     free(rep.devices);

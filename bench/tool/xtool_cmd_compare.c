@@ -16,16 +16,28 @@
 
 #include "xtool_compare_read.h"
 
+/* xtool__cmp_load's answer when every file is a profile.json. */
+#define XTOOL__PROFILES 100
+
 /* Reads and parses one result file: 0, or an exit status with err set (2 for
- * a file that cannot be read or is not a bench result file). */
-static int xtool__load(const char *path, xtool_cmp_file *f, char *err, size_t errlen)
+ * a file that cannot be read or is not a bench result file). A profile.json
+ * (schema xattn.profile/N) is not parsed: *profile set, its text kept in
+ * *keep (the caller frees it). */
+static int xtool__load(const char *path, xtool_cmp_file *f, int *profile, char **keep, char *err,
+                       size_t errlen)
 {
     memset(f, 0, sizeof *f);
     f->path = path;
+    *profile = 0;
     char *text = xtool_read_text(path, XTOOL_CMP_MAX_BYTES, err, errlen);
     if (!text)
         return XTOOL_EXIT_USAGE;
     int rc = xtool_cmp_parse(text, strlen(text), path, f, err, errlen);
+    if (rc == XTOOL_EXIT_USAGE && strstr(err, "(schema \"xattn.profile/")) {
+        *profile = 1;
+        *keep = text;
+        return 0;
+    }
     free(text);
     return rc;
 }
@@ -90,7 +102,14 @@ static void xtool__cmp_csv(FILE *csv, const xtool_cmp_file *a, const xtool_cmp_f
     xattn__csv_str(csv, ca->kernel);
     fputc(',', csv);
     xattn__csv_str(csv, cb->kernel);
-    fputc('\n', csv);
+    int ci = ca->has_ci && cb->has_ci;
+    const double iv[4] = {ca->ci_low, ca->ci_high, cb->ci_low, cb->ci_high};
+    for (int k = 0; k < 4; k++) {
+        fputc(',', csv);
+        if (ci)
+            xattn__csv_num(csv, iv[k]);
+    }
+    fprintf(csv, ",%s\n", ci ? "interval" : "min-p90");
 }
 
 /* One matched cell: its row, its CSV line, its bar. A share of a ceiling
@@ -120,6 +139,9 @@ static void xtool__cmp_row(xtool__cmp_out *out, const xtool_cmp_file *a, const x
     bar->group = nf > 2 ? out->groups[fi] : "";
     bar->ratio = ratio;
     double noise = ca->spread + cb->spread;
+    if (ca->has_ci && cb->has_ci && ca->median > 0 && cb->median > 0)
+        noise = 0.5 *
+                ((ca->ci_high - ca->ci_low) / ca->median + (cb->ci_high - cb->ci_low) / cb->median);
     bar->lo = 1.0 - noise > 0.01 ? 1.0 - noise : 0.01;
     bar->hi = 1.0 + noise;
     bar->verdict = (int)v;
@@ -133,14 +155,16 @@ static int xtool__cmp_pair(xtool__cmp_out *out, const xtool_cmp_file *files, int
     char grp = (char)('A' + fi);
     if (out->groups)
         snprintf(out->groups[fi], sizeof out->groups[fi], "%c vs A", grp);
-    printf("\n%c vs A (ratio = %c median / A median; real only when the [min, p90] intervals "
-           "do not overlap and |ratio - 1| > both spreads):\n",
+    printf("\n%c vs A (ratio = %c median / A median, on the device clock; faster or slower only "
+           "where the two medians' confidence intervals separate, else within noise; a cell of a "
+           "file written before the intervals falls back to the older rule: [min, p90] intervals "
+           "disjoint and |ratio - 1| > both spreads):\n",
            grp, grp);
     char bms[16];
     snprintf(bms, sizeof bms, "%c ms", grp);
     printf("%-9s %-8s %-50s %11s %11s %8s  %s\n", "device", "algo", "case", "A ms", bms, "ratio",
            "verdict");
-    int matched = 0, faster = 0, slower = 0, only_a = 0, only_b = 0, unusable = 0;
+    int matched = 0, faster = 0, slower = 0, only_a = 0, only_b = 0, unusable = 0, old_rule = 0;
     double logsum = 0;
     for (int ci = 0; ci < a->n; ci++) {
         const xtool_cmp_cell *ca = &a->cells[ci];
@@ -151,8 +175,15 @@ static int xtool__cmp_pair(xtool__cmp_out *out, const xtool_cmp_file *files, int
             continue;
         }
         double ratio;
-        xtool_verdict v = xtool_stats_verdict(ca->min, ca->median, ca->p90, ca->spread, cb->min,
-                                              cb->median, cb->p90, cb->spread, &ratio);
+        xtool_verdict v;
+        if (ca->has_ci && cb->has_ci) {
+            v = xtool_stats_verdict_ci(ca->ci_low, ca->median, ca->ci_high, cb->ci_low, cb->median,
+                                       cb->ci_high, &ratio);
+        } else {
+            old_rule++;
+            v = xtool_stats_verdict(ca->min, ca->median, ca->p90, ca->spread, cb->min, cb->median,
+                                    cb->p90, cb->spread, &ratio);
+        }
         matched++;
         faster += v == XTOOL_VERDICT_FASTER;
         slower += v == XTOOL_VERDICT_SLOWER;
@@ -166,6 +197,11 @@ static int xtool__cmp_pair(xtool__cmp_out *out, const xtool_cmp_file *files, int
            "%.3f; %d only in A, %d only in %c, %d without a result in one of them\n",
            grp, matched, faster, slower, matched - faster - slower,
            matched ? exp(logsum / matched) : 1.0, only_a, only_b, grp, unusable);
+    if (old_rule)
+        printf("%c vs A: %d of %d matched cell%s judged by the older [min, p90] rule: %s\n", grp,
+               old_rule, matched, old_rule == 1 ? "" : "s",
+               "a file without the medians' intervals (ci_low, ci_high), written by an older "
+               "xattn bench");
     if (matched == 0)
         printf("%c vs A: no cell in common (same backend, device index, algorithm and case)\n",
                grp);
@@ -191,8 +227,9 @@ static void xtool__cmp_header(const xtool_cmp_file *files, int nf)
 
 /* The files read, the outputs checked writable: 0 or an exit status with
  * the message printed (the files freed). */
-static int xtool__cmp_load(const xtool_cli_opts *o, xtool_cmp_file *files, int *nf)
+static int xtool__cmp_load(const xtool_cli_opts *o, xtool_cmp_file *files, int *nf, char **texts)
 {
+    int profiles = 0;
     char err[1024];
     *nf = 0;
     if ((o->svg_path && xtool_out_probe("--svg", o->svg_path, NULL, err, sizeof err)) ||
@@ -202,8 +239,21 @@ static int xtool__cmp_load(const xtool_cli_opts *o, xtool_cmp_file *files, int *
     }
     for (int i = 0; i < o->n_files; i++) {
         err[0] = '\0';
-        int lrc = xtool__load(o->files[i], &files[*nf], err, sizeof err);
+        int is_profile = 0;
+        int lrc = xtool__load(o->files[i], &files[*nf], &is_profile, &texts[i], err, sizeof err);
+        profiles += is_profile;
+        if (!lrc && profiles && profiles != i + 1) {
+            snprintf(err, sizeof err,
+                     "cannot compare a profile.json (schema xattn.profile/1) with a bench result "
+                     "file (results.json): give files of one kind (%s)",
+                     o->files[i]);
+            lrc = XTOOL_EXIT_USAGE;
+        }
         if (lrc) {
+            for (int j = 0; j <= i; j++) {
+                free(texts[j]);
+                texts[j] = NULL;
+            }
             fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
             xtool_cmp_free(&files[*nf]);
             for (int j = 0; j < *nf; j++)
@@ -211,6 +261,12 @@ static int xtool__cmp_load(const xtool_cli_opts *o, xtool_cmp_file *files, int *
             return lrc;
         }
         ++*nf;
+    }
+    if (profiles > 0) { /* every file a profile.json: none parsed here */
+        for (int j = 0; j < *nf; j++)
+            xtool_cmp_free(&files[j]);
+        *nf = 0;
+        return XTOOL__PROFILES;
     }
     return 0;
 }
@@ -227,7 +283,7 @@ static int xtool__cmp_open(const xtool_cli_opts *o, const xtool_cmp_file *files,
             return XTOOL_EXIT_FAIL;
         }
         fputs("file_a,file_b,device,algo,case,a_median_ms,b_median_ms,ratio,a_spread,b_spread,"
-              "verdict,model_error,a_kernel,b_kernel\n",
+              "verdict,model_error,a_kernel,b_kernel,a_ci_low,a_ci_high,b_ci_low,b_ci_high,rule\n",
               out->csv);
     }
     int cap = 0;
@@ -260,11 +316,182 @@ static int xtool__cmp_chart(const xtool_cli_opts *o, const xtool_cmp_file *files
     return 0;
 }
 
+/* ---- profile.json: a model's attention before and after ----------------------------- */
+
+static const char *xtool__prof_from_name(xtool_prof_from f)
+{
+    switch (f) {
+    case XTOOL_PROF_CI: return "";
+    case XTOOL_PROF_SAMPLES: return "s";
+    default: return "p";
+    }
+}
+
+/* One figure of two profiles: its row. Returns the verdict (-1 not judged). */
+static int xtool__prof_row(const char *what, const xtool_prof_stat *a, const xtool_prof_stat *b,
+                           int share, int *fallbacks)
+{
+    printf("%-36.36s ", what);
+    if (!a->ok || !b->ok) {
+        printf("not compared: %s in %s\n", !a->ok ? a->why : b->why, !a->ok ? "A" : "B");
+        return -1;
+    }
+    if (a->clock[0] && b->clock[0] && strcmp(a->clock, b->clock)) {
+        printf("not compared: A on the %s clock, B on the %s clock\n", a->clock, b->clock);
+        return -1;
+    }
+    double ratio;
+    xtool_verdict v =
+        xtool_stats_verdict_ci(a->lo, a->median, a->hi, b->lo, b->median, b->hi, &ratio);
+    const double k = share ? 100.0 : 1.0;
+    char ia[64], ib[64];
+    snprintf(ia, sizeof ia, "[%.4g, %.4g]%s", k * a->lo, k * a->hi, xtool__prof_from_name(a->from));
+    snprintf(ib, sizeof ib, "[%.4g, %.4g]%s", k * b->lo, k * b->hi, xtool__prof_from_name(b->from));
+    *fallbacks |= (1 << a->from) | (1 << b->from);
+    const char *word = v == XTOOL_VERDICT_NOISE    ? "~ (within noise)"
+                       : v == XTOOL_VERDICT_FASTER ? (share ? "lower" : "faster")
+                                                   : (share ? "higher" : "slower");
+    printf("%10.4g %-23s %10.4g %-23s %7.3fx  %s\n", k * a->median, ia, k * b->median, ib, ratio,
+           word);
+    return (int)v;
+}
+
+/* A profile's line in the header. */
+static void xtool__prof_header(char tag, const xtool_prof_file *f)
+{
+    printf("%c: %s (model %s, device %s, xattn %s", tag, f->path, f->model[0] ? f->model : "?",
+           f->device[0] ? f->device : "?", f->version[0] ? f->version : "?");
+    if (f->calls >= 0)
+        printf(", %d attention calls per forward", f->calls);
+    printf(")\n");
+}
+
+/* The layers of a that b has too. */
+static int xtool__prof_common(const xtool_prof_file *a, const xtool_prof_file *b)
+{
+    int common = 0;
+    for (int i = 0; i < a->n_layers; i++)
+        common += xtool_prof_find(b, a->layers[i].name) != NULL;
+    return common;
+}
+
+/* 0 when a and b are profiles of one model (the same name where both say it,
+ * and a layer in common where both have layers); else -1, the message printed. */
+static int xtool__prof_same_model(const xtool_prof_file *a, const xtool_prof_file *b)
+{
+    int common = xtool__prof_common(a, b);
+    if ((a->model[0] && b->model[0] && strcmp(a->model, b->model)) ||
+        (a->n_layers > 0 && b->n_layers > 0 && common == 0)) {
+        fprintf(stderr,
+                "%s: compare: %s and %s are profiles of different models (\"%s\" and \"%s\"; "
+                "%d layer%s in common): compare profiles of one model, before and after a "
+                "change\n",
+                xtool_prog, a->path, b->path, a->model, b->model, common, common == 1 ? "" : "s");
+        return -1;
+    }
+    return 0;
+}
+
+/* Profile fi against the first (of one model). Returns the count of figures
+ * really slower (attention time per forward and per layer). */
+static int xtool__prof_pair(const xtool_prof_file *a, const xtool_prof_file *b, int fi)
+{
+    char grp = (char)('A' + fi);
+    int common = xtool__prof_common(a, b);
+    printf("\n%c vs A (ratio = %c median / A median; faster or slower only where the medians' "
+           "intervals separate, else within noise; shares in %% of the forward):\n",
+           grp, grp);
+    char bm[16], bi[24];
+    snprintf(bm, sizeof bm, "%c median", grp);
+    snprintf(bi, sizeof bi, "%c interval", grp);
+    printf("%-36s %10s %-23s %10s %-23s %8s  %s\n", "figure", "A median", "A interval", bm, bi,
+           "ratio", "verdict");
+    int fallbacks = 0, slower = 0, faster = 0, noise = 0, layers = 0;
+    int v = xtool__prof_row("attention ms per forward", &a->attention_ms, &b->attention_ms, 0,
+                            &fallbacks);
+    int total_slower = v == XTOOL_VERDICT_SLOWER;
+    xtool__prof_row("attention share of the forward, %", &a->attention_share, &b->attention_share,
+                    1, &fallbacks);
+    for (int i = 0; i < a->n_layers; i++) {
+        const xtool_prof_layer *lb = xtool_prof_find(b, a->layers[i].name);
+        if (!lb)
+            continue;
+        char what[200];
+        snprintf(what, sizeof what, "layer %s ms", a->layers[i].name);
+        v = xtool__prof_row(what, &a->layers[i].attn, &lb->attn, 0, &fallbacks);
+        layers++;
+        slower += v == XTOOL_VERDICT_SLOWER;
+        faster += v == XTOOL_VERDICT_FASTER;
+        noise += v == XTOOL_VERDICT_NOISE;
+    }
+    printf("%c vs A: %d layer%s matched: %d faster, %d slower, %d within noise, %d not compared; "
+           "%d only in A, %d only in %c\n",
+           grp, layers, layers == 1 ? "" : "s", faster, slower, noise,
+           layers - faster - slower - noise, a->n_layers - common, b->n_layers - common, grp);
+    if (fallbacks & (1 << XTOOL_PROF_SAMPLES))
+        printf("s        interval computed here from the file's samples (a file without ci_low, "
+               "ci_high)\n");
+    if (fallbacks & (1 << XTOOL_PROF_MIN_P90))
+        printf("p        [min, p90] stands in for the interval: a file without ci_low, ci_high "
+               "or samples (an older profile); a weaker rule than the confidence interval\n");
+    if (a->calls >= 0 && b->calls >= 0 && a->calls != b->calls)
+        printf("note     A makes %d attention calls per forward, %c %d\n", a->calls, grp, b->calls);
+    return slower + total_slower;
+}
+
+/* compare on profile.json files: each against the first. */
+static int xtool__cmp_profiles(const xtool_cli_opts *o, char **texts)
+{
+    if (o->svg_path || o->csv_path) {
+        fprintf(stderr,
+                "%s: compare: --svg and --csv are for bench result files, not for "
+                "profile.json\n",
+                xtool_prog);
+        return XTOOL_EXIT_USAGE;
+    }
+    xtool_prof_file files[XTOOL_CLI_MAX_FILES];
+    int nf = 0, rc = XTOOL_EXIT_OK, slower = 0;
+    char err[1024];
+    for (int i = 0; i < o->n_files && rc == XTOOL_EXIT_OK; i++) {
+        int prc =
+            xtool_prof_parse(texts[i], strlen(texts[i]), o->files[i], &files[nf], err, sizeof err);
+        nf++;
+        if (prc) {
+            fprintf(stderr, "%s: compare: %s\n", xtool_prog, err);
+            rc = prc;
+        }
+    }
+    for (int fi = 1; fi < nf && rc == XTOOL_EXIT_OK; fi++)
+        if (xtool__prof_same_model(&files[0], &files[fi]))
+            rc = XTOOL_EXIT_USAGE;
+    if (rc == XTOOL_EXIT_OK) {
+        for (int i = 0; i < nf; i++)
+            xtool__prof_header((char)('A' + i), &files[i]);
+        printf("clock    each figure on the clock its file names (\"clock\"), else the attention "
+               "calls' wall time inside the forward as the profile took it; a figure whose files "
+               "name different clocks is not compared\n");
+        for (int fi = 1; fi < nf; fi++)
+            slower += xtool__prof_pair(&files[0], &files[fi], fi);
+        if (rc == XTOOL_EXIT_OK && o->fail_on_slower && slower)
+            rc = XTOOL_EXIT_FAIL;
+    }
+    for (int i = 0; i < nf; i++)
+        xtool_prof_free(&files[i]);
+    return rc;
+}
+
 int xtool_cmd_compare(const xtool_cli_opts *o)
 {
     xtool_cmp_file files[XTOOL_CLI_MAX_FILES];
     int nf;
-    int rc = xtool__cmp_load(o, files, &nf);
+    char *texts[XTOOL_CLI_MAX_FILES] = {0};
+    int rc = xtool__cmp_load(o, files, &nf, texts);
+    if (rc == XTOOL__PROFILES) {
+        rc = xtool__cmp_profiles(o, texts);
+        for (int i = 0; i < o->n_files; i++)
+            free(texts[i]);
+        return rc;
+    }
     if (rc)
         return rc;
     xtool__cmp_out out;

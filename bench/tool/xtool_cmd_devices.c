@@ -47,6 +47,10 @@ static int xtool__print_ceilings(xattn_backend be, int index, int force)
     else
         printf("    %-14s measured now; not cached (no cache folder: set XATTN_CACHE_DIR)\n",
                "source");
+    if (c.load_others >= 0)
+        printf("    %-14s %.0f%% of the CPUs busy with other work while measured%s\n", "load",
+               100 * c.load_others,
+               c.under_load ? ": measured under load, likely low (measured again next time)" : "");
     xattn_ctx_destroy(ctx);
     return 0;
 }

@@ -196,7 +196,8 @@ static int xtool__run_calls(xtool__run *run)
                               .max_reps = o->reps,
                               .max_spread = -1,
                               .budget_s = 1e30,
-                              .poison_first = o->check};
+                              .poison_first = o->check,
+                              .cpu_time = xattn_ctx_backend(run->ctx) == XATTN_BACKEND_CPU};
         st = xtool_cell_measure(run->ctx, &run->r, &co, &run->cell);
     }
     if (st != XATTN_STATUS_OK) {
@@ -222,8 +223,14 @@ static void xtool__run_print(const xtool_cell *cell)
                cell->rec.work_counted ? "counted by the kernels as they ran"
                                       : "modelled from the tile sizes (docs/measurement.md), not "
                                         "counted by the kernels");
-    printf("time     median %.4f ms, min %.4f ms, p90 %.4f ms over %d reps (spread %.1f%%)\n",
-           cell->t.median, cell->t.min, cell->t.p90, cell->t.n, 100.0 * cell->t.spread);
+    printf("time     median %.4f ms, min %.4f ms, p90 %.4f ms over %d reps (spread %.1f%%); "
+           "the median's interval [%.4f, %.4f] ms at %.1f%% (device clock)\n",
+           cell->t.median, cell->t.min, cell->t.p90, cell->t.n, 100.0 * cell->t.spread,
+           cell->t.ci_low, cell->t.ci_high, 100.0 * cell->t.ci_level);
+    if (cell->cpu.n > 0)
+        printf("cpu      median %.4f ms, interval [%.4f, %.4f] ms of the process's CPU time per "
+               "call (every thread; a second clock, less inflated by other processes)\n",
+               cell->cpu.median, cell->cpu.ci_low, cell->cpu.ci_high);
     if (cell->build_ms > 0)
         printf("build    %.1f ms of one-off costs (program builds) in the warm-up, not timed\n",
                cell->build_ms);

@@ -115,6 +115,10 @@ static void xtool__cell(const xtool_json *r, xtool_cmp_cell *c)
             isfinite(c->min) && isfinite(c->p90);
     if (!isfinite(c->spread))
         c->spread = 0;
+    c->ci_low = xtool_json_num_of(r, "ci_low");
+    c->ci_high = xtool_json_num_of(r, "ci_high");
+    c->has_ci = c->ok && isfinite(c->ci_low) && isfinite(c->ci_high) && c->ci_low <= c->median &&
+                c->median <= c->ci_high;
     c->pct_fma = xtool_json_num_of(r, "pct_fma_ceiling");
     c->pct_bw = xtool_json_num_of(r, "pct_bw_ceiling");
     c->pct_fma_per_thread = xtool_json_num_of(r, "pct_fma_per_thread");
@@ -206,4 +210,145 @@ int xtool_cmp_cell_model_error(const xtool_cmp_cell *c)
     return xtool_stats_over_ceiling(c->pct_fma) || xtool_stats_over_ceiling(c->pct_bw) ||
            xtool_stats_over_ceiling(c->pct_fma_per_thread) ||
            xtool_stats_over_ceiling(c->pct_bw_min);
+}
+
+/* ---- profile.json ------------------------------------------------------------------ */
+
+/* A stats dict: its median and the interval of the median (ci_low/ci_high,
+ * else from its samples, else [min, p90]). */
+static void xtool__prof_stat(const xtool_json *d, const char *section_clock, xtool_prof_stat *s)
+{
+    memset(s, 0, sizeof *s);
+    s->lo = s->hi = s->median = NAN;
+    snprintf(s->clock, sizeof s->clock, "%s", section_clock);
+    if (!d || d->type != XTOOL_JSON_OBJECT) {
+        snprintf(s->why, sizeof s->why, "no stats dict");
+        return;
+    }
+    const char *clk = xtool_json_str_of(d, "clock");
+    if (clk[0])
+        snprintf(s->clock, sizeof s->clock, "%s", clk);
+    s->median = xtool_json_num_of(d, "median");
+    s->n = xtool_json_int_of(d, "n", 0);
+    if (!isfinite(s->median)) {
+        snprintf(s->why, sizeof s->why, "no median");
+        return;
+    }
+    double lo = xtool_json_num_of(d, "ci_low"), hi = xtool_json_num_of(d, "ci_high");
+    s->level = xtool_json_num_of(d, "ci_level");
+    const xtool_json *smp = xtool_json_get(d, "samples");
+    if (isfinite(lo) && isfinite(hi)) {
+        s->from = XTOOL_PROF_CI;
+    } else if (smp && smp->type == XTOOL_JSON_ARRAY && smp->n > 0 && smp->n <= (1u << 24)) {
+        double *v = malloc(smp->n * sizeof *v);
+        size_t k = 0;
+        for (size_t i = 0; v && i < smp->n; i++)
+            if (smp->items[i].type == XTOOL_JSON_NUMBER && isfinite(smp->items[i].number))
+                v[k++] = smp->items[i].number;
+        xtool_stats st;
+        if (v && k > 0 && xtool_stats_compute(v, (int)k, &st) == 0) {
+            lo = st.ci_low;
+            hi = st.ci_high;
+            s->level = st.ci_level;
+            s->n = st.n;
+            s->from = XTOOL_PROF_SAMPLES;
+        }
+        free(v);
+    }
+    if (!isfinite(lo) || !isfinite(hi)) {
+        lo = xtool_json_num_of(d, "min");
+        hi = xtool_json_num_of(d, "p90");
+        s->level = 0;
+        s->from = XTOOL_PROF_MIN_P90;
+    }
+    if (!isfinite(s->level) || s->level < 0 || s->level > 1)
+        s->level = 0;
+    if (!isfinite(lo) || !isfinite(hi)) {
+        snprintf(s->why, sizeof s->why, "no interval (no ci_low/ci_high, samples, min/p90)");
+        return;
+    }
+    if (!(lo <= s->median && s->median <= hi)) {
+        snprintf(s->why, sizeof s->why, "an interval that does not hold its median");
+        return;
+    }
+    s->lo = lo;
+    s->hi = hi;
+    s->ok = 1;
+}
+
+int xtool_prof_parse(const char *text, size_t len, const char *path, xtool_prof_file *f, char *err,
+                     size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    f->calls = -1;
+    char jerr[256];
+    xtool_json *doc = xtool_json_parse(text, len, jerr, sizeof jerr);
+    if (!doc) {
+        snprintf(err, errlen, "%s: not JSON: %s", path, jerr);
+        return XTOOL_EXIT_USAGE;
+    }
+    const char *schema = xtool_json_str_of(doc, "schema");
+    const xtool_json *fwd = xtool_json_get(doc, "forward");
+    int rc = 0;
+    if (strncmp(schema, "xattn.profile/1", 15) != 0) {
+        snprintf(err, errlen,
+                 "%s: not an xattn profile (schema \"%.80s\", expected \"xattn.profile/1\", "
+                 "written by the Python package's profile as DIR/profile.json)",
+                 path, schema);
+        rc = XTOOL_EXIT_USAGE;
+    } else if (!fwd || fwd->type != XTOOL_JSON_OBJECT || !xtool_json_get(fwd, "attention_ms") ||
+               xtool_json_get(fwd, "attention_ms")->type != XTOOL_JSON_OBJECT) {
+        snprintf(err, errlen, "%s: no \"forward\" object with an \"attention_ms\" stats dict",
+                 path);
+        rc = XTOOL_EXIT_USAGE;
+    }
+    if (rc) {
+        xtool_json_free(doc);
+        return rc;
+    }
+    snprintf(f->model, sizeof f->model, "%s", xtool_json_str_of(doc, "model"));
+    snprintf(f->device, sizeof f->device, "%s", xtool_json_str_of(doc, "device"));
+    snprintf(f->version, sizeof f->version, "%s", xtool_json_str_of(doc, "xattn_version"));
+    f->calls = xtool_json_int_of(doc, "calls", -1);
+    const char *fclock = xtool_json_str_of(fwd, "clock");
+    xtool__prof_stat(xtool_json_get(fwd, "attention_ms"), fclock, &f->attention_ms);
+    xtool__prof_stat(xtool_json_get(fwd, "attention_share"), fclock, &f->attention_share);
+    const xtool_json *layers = xtool_json_get(doc, "layers");
+    const xtool_json *rows = xtool_json_get(layers, "rows");
+    if (rows && rows->type == XTOOL_JSON_ARRAY && rows->n > 0) {
+        if (rows->n > (size_t)INT32_MAX / 2 || !(f->layers = calloc(rows->n, sizeof *f->layers))) {
+            snprintf(err, errlen, "%s: out of memory for %zu layers", path, rows->n);
+            xtool_json_free(doc);
+            return XTOOL_EXIT_FAIL;
+        }
+        const char *lclock = xtool_json_str_of(layers, "clock");
+        for (size_t i = 0; i < rows->n; i++) {
+            const xtool_json *r = &rows->items[i];
+            const char *name = xtool_json_str_of(r, "layer");
+            if (r->type != XTOOL_JSON_OBJECT || !name[0])
+                continue;
+            xtool_prof_layer *L = &f->layers[f->n_layers++];
+            snprintf(L->name, sizeof L->name, "%s", name);
+            xtool__prof_stat(xtool_json_get(r, "attention_ms"), lclock[0] ? lclock : fclock,
+                             &L->attn);
+        }
+    }
+    xtool_json_free(doc);
+    return 0;
+}
+
+void xtool_prof_free(xtool_prof_file *f)
+{
+    free(f->layers);
+    f->layers = NULL;
+    f->n_layers = 0;
+}
+
+const xtool_prof_layer *xtool_prof_find(const xtool_prof_file *f, const char *name)
+{
+    for (int i = 0; i < f->n_layers; i++)
+        if (!strcmp(f->layers[i].name, name))
+            return &f->layers[i];
+    return NULL;
 }

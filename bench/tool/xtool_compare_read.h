@@ -20,6 +20,11 @@ typedef struct xtool_cmp_cell {
     int threads;     /* CPU worker threads of the cell; 0 = not recorded (older files, GPUs) */
     int ok;          /* status "ok" with a median, a min and a p90 */
     double median, min, p90, spread;
+    /* The median's confidence interval (ci_low, ci_high: NaN where the file has
+     * none, files from before it): has_ci when both are finite, ordered and
+     * around the median. */
+    double ci_low, ci_high;
+    int has_ci;
     /* Shares of the device's ceilings, in % (NaN where the file has none). A share
      * above 100% is an accounting-model error, never a real figure. */
     double pct_fma, pct_bw, pct_fma_per_thread, pct_bw_min;
@@ -67,5 +72,52 @@ void xtool_cmp_free(xtool_cmp_file *f);
 
 /* 1 when one of the cell's shares of a ceiling is above 100% (xtool_stats_over_ceiling). */
 int xtool_cmp_cell_model_error(const xtool_cmp_cell *c);
+
+/* ---- profile.json (schema xattn.profile/1, written by the Python package) ---------- */
+
+/* Where a figure's interval came from. */
+typedef enum xtool_prof_from {
+    XTOOL_PROF_CI = 0,      /* the stats dict's ci_low, ci_high */
+    XTOOL_PROF_SAMPLES = 1, /* computed here from its "samples" (xtool_stats_median_ci) */
+    XTOOL_PROF_MIN_P90 = 2  /* neither: [min, p90], a weaker stand-in (older files) */
+} xtool_prof_from;
+
+/* One stats dict of a profile, as compare judges it. ok: a finite median inside
+ * a finite interval lo <= median <= hi; else why says what was missing. */
+typedef struct xtool_prof_stat {
+    int ok;
+    double median, lo, hi, level; /* level: the interval's coverage; 0 unknown */
+    int n;
+    xtool_prof_from from;
+    char clock[32]; /* the dict's (or its section's) "clock"; "" not said */
+    char why[64];
+} xtool_prof_stat;
+
+typedef struct xtool_prof_layer {
+    char name[160];
+    xtool_prof_stat attn; /* rows[i].attention_ms */
+} xtool_prof_layer;
+
+typedef struct xtool_prof_file {
+    const char *path;
+    char model[256], device[64], version[40];
+    int calls; /* attention calls per forward; -1 not said */
+    xtool_prof_stat attention_ms, attention_share;
+    xtool_prof_layer *layers;
+    int n_layers;
+} xtool_prof_file;
+
+/*
+ * Parses the text of a profile.json (schema xattn.profile/1) into f, like
+ * xtool_cmp_parse: 0; 2 with a message when the text is not JSON, not a
+ * profile, or has no "forward" object with an "attention_ms" stats dict; 1
+ * out of memory. Layers without a name are skipped; a stats dict that is
+ * unusable is kept with ok = 0. Pure; release with xtool_prof_free.
+ */
+int xtool_prof_parse(const char *text, size_t len, const char *path, xtool_prof_file *f, char *err,
+                     size_t errlen);
+void xtool_prof_free(xtool_prof_file *f);
+/* The layer of f named name, or NULL. */
+const xtool_prof_layer *xtool_prof_find(const xtool_prof_file *f, const char *name);
 
 #endif

@@ -1,6 +1,7 @@
 /* The machine a run is made on: its name and system, the time, its load and
  * CPUs (xtool.h). */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -73,7 +74,45 @@ void xtool_json_load(FILE *f, int cpus, const double start[3], const double end[
         fputs(i ? ", " : "", f);
         xattn__json_num(f, end[i]);
     }
-    fputs("]}", f);
+    fprintf(f, "], \"busy\": %s}", xtool_load_busy(cpus, start, end) ? "true" : "false");
+}
+
+int xtool_cpus_available(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    return xtool_cpus_online();
+}
+
+int xtool_load_busy(int cpus, const double start[3], const double end[3])
+{
+    if (cpus <= 0)
+        return 0;
+    double limit = (double)cpus - 0.5;
+    return (isfinite(start[0]) && start[0] > limit) || (isfinite(end[0]) && end[0] > limit);
+}
+
+void xtool_load_print(FILE *f, int cpus, const double start[3], const double end[3])
+{
+    if (!isfinite(start[0]) || !isfinite(end[0]))
+        return;
+    fprintf(f,
+            "load     %.2f at the start, %.2f at the end (1-minute load average, %d CPUs "
+            "available): ",
+            start[0], end[0], cpus);
+    if (xtool_load_busy(cpus, start, end))
+        fprintf(f,
+                "busy: the machine was oversubscribed (load above %d - 0.5 CPUs), other "
+                "work slowed the cells down and widened their intervals; the verdicts stay "
+                "interval-based\n",
+                cpus);
+    else
+        fprintf(f, "not oversubscribed; other work on the machine still slows the cells down\n");
 }
 
 int xtool_cpus_online(void)

@@ -29,18 +29,26 @@ xattn_status xtool_cell_measure(xattn_ctx *ctx, xtool_case_run *r, const xtool_c
     double *ms = malloc((size_t)cap * sizeof *ms);
     if (!ms)
         return XATTN_STATUS_OUT_OF_MEMORY;
+    double *cpu = o->cpu_time ? malloc((size_t)cap * sizeof *cpu) : NULL;
+    if (o->cpu_time && !cpu) {
+        free(ms);
+        return XATTN_STATUS_OUT_OF_MEMORY;
+    }
     double t0 = xtool_now_s();
     int n = 0;
     while (n < cap) {
+        double c0 = cpu ? xtool_cpu_now_s() : 0;
         st = xattn_attention(ctx, &r->desc, &out->info);
         if (st != XATTN_STATUS_OK)
             break;
+        if (cpu)
+            cpu[n] = (xtool_cpu_now_s() - c0) * 1e3;
         out->build_ms += out->info.build_ms;
         ms[n++] = out->info.device_ms;
         out->elapsed_s = xtool_now_s() - t0;
-        if (n >= o->min_reps) {
+        if (n >= o->min_reps && n >= 5) {
             xtool_stats_compute(ms, n, &out->t);
-            if (out->t.spread <= o->max_spread)
+            if (xtool_stats_ci_narrow(&out->t, o->max_spread))
                 break;
         }
         if (n >= 2 && out->elapsed_s >= o->budget_s)
@@ -48,12 +56,19 @@ xattn_status xtool_cell_measure(xattn_ctx *ctx, xtool_case_run *r, const xtool_c
     }
     if (n > 0) {
         xtool_stats_compute(ms, n, &out->t);
-        /* Converged only when the bound was met with at least --min-reps calls: a
-         * cell stopped by its budget after 2 or 3 calls has a spread from too few
-         * samples to mean anything. */
-        out->converged = n >= o->min_reps && out->t.spread <= o->max_spread;
+        if (cpu)
+            xtool_stats_compute(cpu, n, &out->cpu);
+        /* Converged only when the median's interval became narrow with at least
+         * --min-reps (and 5) calls: a cell stopped by its budget or --max-reps
+         * first is not. */
+        out->converged = n >= o->min_reps && xtool_stats_ci_narrow(&out->t, o->max_spread);
+        if (o->keep_ms)
+            memcpy(o->keep_ms, ms, (size_t)n * sizeof *ms);
+        if (o->keep_cpu_ms && cpu)
+            memcpy(o->keep_cpu_ms, cpu, (size_t)n * sizeof *cpu);
     }
     free(ms);
+    free(cpu);
     if (st != XATTN_STATUS_OK)
         return st;
 
@@ -64,6 +79,15 @@ xattn_status xtool_cell_measure(xattn_ctx *ctx, xtool_case_run *r, const xtool_c
     if (xattn_profiler_count(ctx, &count) == XATTN_STATUS_OK && count &&
         xattn_profiler_get(ctx, count - 1, &out->rec) == XATTN_STATUS_OK)
         out->has_rec = 1;
+    xtool_cell_derive(out);
+    return XATTN_STATUS_OK;
+}
+
+void xtool_cell_derive(xtool_cell *out)
+{
+    out->pct_fma = out->pct_bw = -1;
+    out->gflops_useful = out->gflops_executed = out->gbytes_per_s = 0;
+    out->fma_ceiling = out->bw_ceiling = out->intensity = 0;
     double med = out->t.median;
     if (out->has_rec && med > 0) {
         const xattn_record *rec = &out->rec;
@@ -83,7 +107,6 @@ xattn_status xtool_cell_measure(xattn_ctx *ctx, xtool_case_run *r, const xtool_c
     }
     if (out->has_rec && out->rec.bytes_actual > 0)
         out->intensity = out->rec.flops_executed / out->rec.bytes_actual;
-    return XATTN_STATUS_OK;
 }
 
 xattn_status xtool_cell_poisoned_call(xattn_ctx *ctx, xtool_case_run *r, xattn_run_info *info)

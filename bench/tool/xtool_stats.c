@@ -12,6 +12,14 @@ double xtool_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double xtool_cpu_now_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int xtool__cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -49,8 +57,64 @@ int xtool_stats_compute(const double *samples, int n, xtool_stats *out)
     qsort(dev, (size_t)n, sizeof *dev, xtool__cmp_d);
     out->mad = xtool__median_sorted(dev, n);
     out->spread = out->median > 0 ? out->mad / out->median : 0;
+    xtool_stats_median_ci(v, n, &out->ci_low, &out->ci_high, &out->ci_level);
     free(v);
     return 0;
+}
+
+void xtool_stats_median_ci(const double *sorted, int n, double *lo, double *hi, double *level)
+{
+    *lo = *hi = NAN;
+    *level = 0;
+    if (n < 1 || !sorted)
+        return;
+    *lo = sorted[0];
+    *hi = sorted[n - 1];
+    /* [min, max] (l = 1) covers the median with 1 - 2 P(B <= 0) = 1 - 2^(1-n). */
+    *level = 1.0 - 2.0 * pow(0.5, n);
+    if (n <= 5)
+        return;
+    /* cdf = P(Binomial(n, 1/2) <= l - 1), grown term by term; l grows while
+     * the coverage stays at 95% or more. */
+    double term = pow(0.5, n), cdf = 0;
+    for (int l = 1; 2 * l <= n; l++) {
+        cdf += term; /* adds P(B = l - 1) */
+        term = term * (double)(n - (l - 1)) / (double)l;
+        double cover = 1.0 - 2.0 * cdf;
+        if (cover < 0.95)
+            break;
+        *lo = sorted[l - 1];
+        *hi = sorted[n - l];
+        *level = cover;
+    }
+}
+
+int xtool_stats_ci_narrow(const xtool_stats *s, double target)
+{
+    return s->n >= 5 && s->median > 0 && isfinite(s->ci_low) && isfinite(s->ci_high) &&
+           (s->ci_high - s->ci_low) / s->median <= 2.0 * target;
+}
+
+double xtool_stats_ci_halfwidth(const xtool_stats *s)
+{
+    return s->median > 0 && isfinite(s->ci_low) && isfinite(s->ci_high)
+               ? 0.5 * (s->ci_high - s->ci_low) / s->median
+               : 0;
+}
+
+xtool_verdict xtool_stats_verdict_ci(double a_lo, double a_median, double a_hi, double b_lo,
+                                     double b_median, double b_hi, double *ratio)
+{
+    double r = a_median > 0 ? b_median / a_median : (b_median > 0 ? INFINITY : 1.0);
+    if (ratio)
+        *ratio = r;
+    if (!isfinite(a_lo) || !isfinite(a_hi) || !isfinite(b_lo) || !isfinite(b_hi))
+        return XTOOL_VERDICT_NOISE;
+    if (b_hi < a_lo)
+        return XTOOL_VERDICT_FASTER;
+    if (a_hi < b_lo)
+        return XTOOL_VERDICT_SLOWER;
+    return XTOOL_VERDICT_NOISE;
 }
 
 xtool_verdict xtool_stats_verdict(double a_min, double a_median, double a_p90, double a_spread,

@@ -9,17 +9,38 @@
 
 /* Monotonic seconds. */
 double xtool_now_s(void);
+/* The process's CPU time in seconds (CLOCK_PROCESS_CPUTIME_ID: every thread of
+ * the process; other processes inflate it far less than the wall clock). */
+double xtool_cpu_now_s(void);
 
 typedef struct xtool_stats {
     int n;
     double min, max, mean, median, p90;
     double mad;    /* median absolute deviation from the median */
     double spread; /* relative spread: mad / median (0 when the median is 0) */
+    /* The distribution-free confidence interval of the median from order
+     * statistics (docs/measurement.md): the sorted samples of ranks l and
+     * n + 1 - l, l the largest with coverage 1 - 2 P(Binomial(n, 1/2) <= l - 1)
+     * >= 0.95; [min, max] when n <= 5, whose coverage 1 - 2^(1-n) is below. */
+    double ci_low, ci_high;
+    double ci_level; /* the interval's real coverage */
 } xtool_stats;
 
 /* Summarizes n samples (n >= 1; the array is not modified). p90 is the
  * nearest-rank 90th percentile: the sorted sample at index ceil(0.9 n) - 1. */
 int xtool_stats_compute(const double *samples, int n, xtool_stats *out);
+
+/* The 95% order-statistic interval of the median of n sorted samples (n >= 1):
+ * the 1-based ranks l and n + 1 - l into *lo and *hi, the coverage into
+ * *level. n <= 5 gives [min, max] with coverage 1 - 2^(1-n). */
+void xtool_stats_median_ci(const double *sorted, int n, double *lo, double *hi, double *level);
+
+/* The "converged" flag of a cell: n >= 5 and (ci_high - ci_low) / median <=
+ * 2 * target (target: the cell's spread bound, --max-spread). */
+int xtool_stats_ci_narrow(const xtool_stats *s, double target);
+/* (ci_high - ci_low) / 2 / median: the interval's relative half-width (0 when
+ * the median is not positive). */
+double xtool_stats_ci_halfwidth(const xtool_stats *s);
 
 typedef enum xtool_verdict {
     XTOOL_VERDICT_NOISE = 0,  /* within both runs' noise */
@@ -34,6 +55,12 @@ xtool_verdict xtool_stats_verdict(double a_min, double a_median, double a_p90, d
                                   double b_min, double b_median, double b_p90, double b_spread,
                                   double *ratio);
 const char *xtool_verdict_name(xtool_verdict v);
+
+/* The one verdict rule (docs/measurement.md): B is faster than A only when
+ * the two intervals separate (B.hi < A.lo), slower when A.hi < B.lo; else
+ * within noise. ratio = B.median / A.median. Any non-finite figure: noise. */
+xtool_verdict xtool_stats_verdict_ci(double a_lo, double a_median, double a_hi, double b_lo,
+                                     double b_median, double b_hi, double *ratio);
 
 /* The re-measurement of `xattn bench --ab`: n paired ratios new/old, each
  * from two runs made back to back (in alternating order), so that the

@@ -9,6 +9,9 @@
  * p90; every cell is found in its own file, under its own key; a cell found
  * as itself is "within noise" against itself, as compare promises for a file
  * compared with itself; the file's index is freed whatever the result.
+ * The same bytes are read as a profile.json too (xtool_prof_parse): the same
+ * status oracles, terminated strings, and every usable figure a finite median
+ * inside its finite interval, within noise against itself.
  */
 #include <math.h>
 #include <stdint.h>
@@ -31,6 +34,49 @@ static int xattn__terminated(const char *s, size_t n)
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void xattn__fuzz_stat(const xtool_prof_stat *s)
+{
+    if (!xattn__terminated(s->clock, sizeof s->clock) || !xattn__terminated(s->why, sizeof s->why))
+        xattn__fuzz_fail("a profile figure's string is not terminated");
+    if (!s->ok)
+        return;
+    if (!(isfinite(s->median) && isfinite(s->lo) && isfinite(s->hi) && s->lo <= s->median &&
+          s->median <= s->hi))
+        xattn__fuzz_fail("a usable profile figure outside its interval");
+    if (xtool_stats_verdict_ci(s->lo, s->median, s->hi, s->lo, s->median, s->hi, NULL) !=
+        XTOOL_VERDICT_NOISE)
+        xattn__fuzz_fail("a profile figure is faster or slower than itself");
+}
+
+static void xattn__fuzz_profile(const uint8_t *data, size_t size)
+{
+    xtool_prof_file p;
+    char err[512];
+    err[0] = '\0';
+    int rc = xtool_prof_parse((const char *)data, size, "fuzz", &p, err, sizeof err);
+    if (rc != 0 && rc != 1 && rc != 2)
+        xattn__fuzz_fail("xtool_prof_parse returned neither 0, 1 nor 2");
+    if (rc != 0 && err[0] == '\0')
+        xattn__fuzz_fail("xtool_prof_parse failed without a message");
+    if (!xattn__terminated(p.model, sizeof p.model) ||
+        !xattn__terminated(p.device, sizeof p.device))
+        xattn__fuzz_fail("a profile header string is not terminated");
+    if (rc == 0) {
+        xattn__fuzz_stat(&p.attention_ms);
+        xattn__fuzz_stat(&p.attention_share);
+        for (int i = 0; i < p.n_layers; i++) {
+            if (!xattn__terminated(p.layers[i].name, sizeof p.layers[i].name))
+                xattn__fuzz_fail("a layer name is not terminated");
+            if (xtool_prof_find(&p, p.layers[i].name) == NULL)
+                xattn__fuzz_fail("a layer is not found in its own profile");
+            xattn__fuzz_stat(&p.layers[i].attn);
+        }
+    }
+    xtool_prof_free(&p);
+    if (p.layers)
+        xattn__fuzz_fail("xtool_prof_free left pointers behind");
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -80,5 +126,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     xtool_cmp_free(&f);
     if (f.cells || f.bucket || f.next)
         xattn__fuzz_fail("xtool_cmp_free left pointers behind");
+    xattn__fuzz_profile(data, size);
     return 0;
 }

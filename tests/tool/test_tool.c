@@ -540,6 +540,10 @@ static void test_parse(void)
         {{"compare", "a.json"}, "two"},
         {{"bench", "--ab-rounds", "0", "--ab", "x"}, "--ab-rounds"},
         {{"bench", "--ab-rounds", "7"}, "--ab OLD_XATTN"},
+        {{"bench", "--passes", "0"}, "--passes"},
+        {{"bench", "--passes", "2", "--ab", "x"}, "--passes and --budget do not apply to --ab"},
+        {{"bench", "--budget", "-1"}, "--budget"},
+        {{"run", "--passes", "2"}, "--passes"},
         {{"run", "--ab", "x"}, "--ab"},
         {{"advise", "--algo", "flash"}, "--algo"},
         {{"devices", "--sq", "5"}, "--sq"},
@@ -774,6 +778,52 @@ static void test_stats(void)
     /* disjoint intervals but a change within the spreads: noise */
     EXPECT(xtool_stats_verdict(1, 1.0, 1.01, 0.2, 1.02, 1.05, 1.06, 0.2, &r) == XTOOL_VERDICT_NOISE,
            "within spread");
+
+    /* The median's order-statistic interval (docs/measurement.md). n = 10: l = 2
+     * (P(B <= 1) = 11/1024, coverage 1 - 22/1024; l = 3 would give 1 - 112/1024 < 0.95). */
+    EXPECT(s.ci_low == 1 && s.ci_high == 5 && fabs(s.ci_level - (1 - 22.0 / 1024)) < 1e-12,
+           "n 10: [%g, %g] level %.17g", s.ci_low, s.ci_high, s.ci_level);
+    /* n = 5: too few for 95%: [min, max] at 1 - 2^-4 = 0.9375 */
+    const double five[5] = {3, 1, 2, 5, 4};
+    EXPECT(xtool_stats_compute(five, 5, &s) == 0 && s.ci_low == 1 && s.ci_high == 5 &&
+               s.ci_level == 0.9375 && xtool_stats_ci_narrow(&s, 10) &&
+               !xtool_stats_ci_narrow(&s, 0.5) && !xtool_stats_ci_narrow(&s, 0.0),
+           "n 5: [%g, %g] level %g", s.ci_low, s.ci_high, s.ci_level);
+    /* n = 6: [min, max] at 1 - 2/64 (l = 2 would be 1 - 14/64) */
+    const double six[6] = {1, 2, 3, 4, 5, 6};
+    EXPECT(xtool_stats_compute(six, 6, &s) == 0 && s.ci_low == 1 && s.ci_high == 6 &&
+               s.ci_level == 1 - 2.0 / 64,
+           "n 6: [%g, %g] level %g", s.ci_low, s.ci_high, s.ci_level);
+    /* n = 1 and 2: [min, max], coverage 0 and 0.5 */
+    EXPECT(xtool_stats_compute(six, 1, &s) == 0 && s.ci_low == 1 && s.ci_high == 1 &&
+               s.ci_level == 0,
+           "n 1: level %g", s.ci_level);
+    /* n = 20: l = 6 (P(B <= 5) = 21700/2^20: coverage 0.9586; l = 7: 0.8847) */
+    double twenty[20];
+    for (int i = 0; i < 20; i++)
+        twenty[i] = 100 + (double)((i * 7) % 20); /* 100..119, shuffled */
+    EXPECT(xtool_stats_compute(twenty, 20, &s) == 0 && s.ci_low == 105 && s.ci_high == 114 &&
+               fabs(s.ci_level - (1 - 2 * 21700.0 / 1048576)) < 1e-12,
+           "n 20: [%g, %g] level %.17g", s.ci_low, s.ci_high, s.ci_level);
+    /* converged: n >= 5 and width / median <= 2 * target: 9 / 109.5 = 0.082 */
+    EXPECT(xtool_stats_ci_narrow(&s, 0.05) && !xtool_stats_ci_narrow(&s, 0.04) &&
+               fabs(xtool_stats_ci_halfwidth(&s) - 4.5 / 109.5) < 1e-12,
+           "narrow at 5%%, not at 4%%");
+    /* The one verdict rule: only separated intervals make a verdict. */
+    EXPECT(xtool_stats_verdict_ci(9.5, 10, 10.5, 6.8, 7, 7.3, &r) == XTOOL_VERDICT_FASTER &&
+               fabs(r - 0.7) < 1e-12,
+           "ci faster %g", r);
+    EXPECT(xtool_stats_verdict_ci(6.8, 7, 7.3, 9.5, 10, 10.5, &r) == XTOOL_VERDICT_SLOWER,
+           "ci slower");
+    EXPECT(xtool_stats_verdict_ci(9.5, 10, 10.5, 10.5, 11, 12, &r) == XTOOL_VERDICT_NOISE,
+           "ci touching: noise");
+    EXPECT(xtool_stats_verdict_ci(9.5, 10, 10.5, NAN, 11, 12, &r) == XTOOL_VERDICT_NOISE,
+           "ci unknown: noise");
+    /* The load: busy above the CPUs - 0.5 at either end. */
+    const double l1[3] = {1.4, 0, 0}, l2[3] = {1.6, 0, 0}, ln[3] = {NAN, NAN, NAN};
+    EXPECT(!xtool_load_busy(2, l1, l1) && xtool_load_busy(2, l1, l2) &&
+               xtool_load_busy(2, l2, ln) && !xtool_load_busy(0, l2, l2),
+           "load busy rule");
 
     /* The paired ratios of bench --ab (fixed inputs, verdicts by hand). 5 pairs:
      * the interval is [min, max], coverage 1 - 2/32 = 0.9375. */
@@ -1436,9 +1486,16 @@ static void test_model_errors(const char *dir)
         r->compute_units = 2;
         r->pct_fma_per_thread = -1;
         xtool_cell *cl = &r->cell;
-        const double t[5] = {1.0, 1.1, 1.2, 1.0, 1.05};
+        static double t[5] = {1.0, 1.1, 1.2, 1.0, 1.05};
+        static double cpu[5] = {2.0, 2.2, 2.4, 2.0, 2.1};
         xtool_stats_compute(t, 5, &cl->t);
-        cl->converged = 1;
+        cl->converged = i == 0; /* the second cell: not converged */
+        if (i == 0) {           /* the samples kept, in their order; CPU time beside */
+            r->samples = t;
+            r->cpu_samples = cpu;
+            r->passes = 1;
+            xtool_stats_compute(cpu, 5, &cl->cpu);
+        }
         cl->has_rec = 1;
         cl->rec.flops_executed = cl->rec.flops_useful = 1e9;
         cl->rec.bytes_actual = cl->rec.bytes_min = 1e8;
@@ -1476,8 +1533,15 @@ static void test_model_errors(const char *dir)
     EXPECT(text &&
                strstr(text, "!        1 figure marked '!': a share of a ceiling above 100% is "
                             "not a real figure") &&
-               strstr(text, "work     1 of 2 cells: executed work"),
+               strstr(text, "work     1 of 2 cells: executed work") &&
+               strstr(text, "+-CI     half the width of the median's confidence interval") &&
+               strstr(text, "CPU ms: the process's CPU time per call") &&
+               strstr(text, "~        1 cell not converged"),
            "table notes:\n%s", text ? text : "");
+    /* +-CI: [1.0, 1.2] around 1.05 -> 9.5%; the second row marked ~; CPU ms 2.1 */
+    EXPECT(text && strstr(text, "   9.5%  ") && row1 && strstr(row1, "   9.5%~") &&
+               strstr(text, "     2.1000 ") && strstr(row1, "          - "),
+           "table +-CI and CPU ms:\n%s", text ? text : "");
     free(text);
 
     char path[4096];
@@ -1510,6 +1574,23 @@ static void test_model_errors(const char *dir)
                json_is_false(json_object_get(r0, "work_counted")) &&
                json_is_false(json_object_get(r0, "matrix_units")),
            "results.json kernel, work_counted, matrix_units");
+    json_t *smp = json_object_get(r0, "samples"), *cpu0 = json_object_get(r0, "cpu_time");
+    EXPECT(json_array_size(smp) == 5 && json_number_value(json_array_get(smp, 1)) == 1.1 &&
+               json_number_value(json_array_get(smp, 4)) == 1.05 &&
+               json_number_value(json_object_get(r0, "ci_low")) == 1.0 &&
+               json_number_value(json_object_get(r0, "ci_high")) == 1.2 &&
+               json_number_value(json_object_get(r0, "ci_level")) == 0.9375 &&
+               !strcmp(jstr(json_object_get(r0, "clock")), "device") &&
+               json_is_true(json_object_get(r0, "converged")) &&
+               json_is_false(json_object_get(r1, "converged")) &&
+               json_array_size(json_object_get(r1, "samples")) == 0,
+           "results.json samples and interval");
+    EXPECT(json_is_object(cpu0) && json_integer_value(json_object_get(cpu0, "n")) == 5 &&
+               json_number_value(json_object_get(cpu0, "median")) == 2.1 &&
+               json_number_value(json_object_get(cpu0, "ci_high")) == 2.4 &&
+               json_array_size(json_object_get(cpu0, "samples")) == 5 &&
+               json_is_null(json_object_get(r1, "cpu_time")),
+           "results.json cpu_time");
     json_decref(doc);
 #endif
 }
@@ -1846,8 +1927,9 @@ static void test_compare(const char *data)
            "compare's model-error note:\n%s", out);
     char *csv = read_all(csvp);
     EXPECT(csv && count_lines(csv) == 9 && strstr(csv, ",0.5,") && strstr(csv, ",faster,0,") &&
-               strstr(csv, ",slower,0,") && strstr(csv, ",noise,1,avx2,avx512\n") &&
-               strstr(csv, ",verdict,model_error,a_kernel,b_kernel\n"),
+               strstr(csv, ",slower,0,") && strstr(csv, ",noise,1,avx2,avx512,,,,,min-p90\n") &&
+               strstr(csv, ",verdict,model_error,a_kernel,b_kernel,a_ci_low,a_ci_high,b_ci_low,"
+                           "b_ci_high,rule\n"),
            "compare --csv: %d lines\n%s", csv ? count_lines(csv) : -1, csv ? csv : "");
     free(csv);
     char *svg = read_all(svgp);
@@ -1908,6 +1990,103 @@ static void test_compare(const char *data)
 
 /* ---- threads: the thread axis and the scaling block ------------------------------ */
 
+/* ---- compare: profile.json (data/profile-*.json, verdicts known) -------------------- */
+
+/* The line of out that starts with prefix, or NULL (a static copy). */
+static const char *line_of(const char *out, const char *prefix)
+{
+    static char line[1024];
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, prefix, strlen(prefix))) {
+            const char *e = strchr(p, '\n');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            snprintf(line, sizeof line, "%.*s", (int)n, p);
+            return line;
+        }
+    return NULL;
+}
+
+static void test_compare_profiles(const char *data)
+{
+    char a[4096], b[4096], o[4096], m[4096], r[4096], bad[4096];
+    snprintf(a, sizeof a, "%s/profile-a.json", data);
+    snprintf(b, sizeof b, "%s/profile-b.json", data);
+    snprintf(o, sizeof o, "%s/profile-old.json", data);
+    snprintf(m, sizeof m, "%s/profile-other-model.json", data);
+    snprintf(r, sizeof r, "%s/compare-a.json", data);
+    int rc = run_tool("compare", a, b, NULL);
+    EXPECT(rc == 0, "compare profiles: exit %d\n%s%s", rc, g_out, g_err);
+    const struct {
+        const char *row, *ratio, *verdict;
+    } want[] = {
+        {"attention ms per forward", "0.700x", "faster"},
+        {"attention share of the forward", "0.975x", "~ (within noise)"},
+        {"layer encoder.layer.0 ms", "0.700x", "faster"},
+        {"layer encoder.layer.1 ms", "1.010x", "~ (within noise)"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *l = line_of(g_out, want[i].row);
+        EXPECT(l && strstr(l, want[i].ratio) && strstr(l, want[i].verdict), "profile row %s: '%s'",
+               want[i].row, l ? l : "(missing)");
+    }
+    EXPECT(strstr(g_out, "B vs A: 2 layers matched: 1 faster, 0 slower, 1 within noise, 0 not "
+                         "compared; 1 only in A, 1 only in B"),
+           "profile summary:\n%s", g_out);
+    rc = run_tool("compare", b, a, "--fail-on-slower", NULL);
+    EXPECT(rc == 1, "profiles reversed, --fail-on-slower: exit %d\n%s", rc, g_out);
+    rc = run_tool("compare", a, a, "--fail-on-slower", NULL);
+    EXPECT(rc == 0 && strstr(g_out, "0 faster, 0 slower, 3 within noise"),
+           "a profile against itself: exit %d\n%s", rc, g_out);
+    /* An older profile: intervals from its samples ('s'), else [min, p90] ('p'). */
+    rc = run_tool("compare", a, o, NULL);
+    const char *l0 = line_of(g_out, "attention ms per forward"), *l1;
+    EXPECT(rc == 0 && l0 && strstr(l0, "[9.8, 10.3]s") && strstr(l0, "within noise"),
+           "older profile, samples: '%s'\n%s", l0 ? l0 : "", g_out);
+    l1 = line_of(g_out, "layer encoder.layer.0 ms");
+    EXPECT(l1 && strstr(l1, "[5.5, 6.4]p") && strstr(l1, "1.200x  slower"),
+           "older profile, [min, p90]: '%s'", l1 ? l1 : "");
+    EXPECT(strstr(g_out, "computed here from the file's samples") &&
+               strstr(g_out, "[min, p90] stands in for the interval"),
+           "the fallbacks said:\n%s", g_out);
+    /* Refusals: another model, a mix with a bench result file, a partial file. */
+    rc = run_tool("compare", a, m, NULL);
+    EXPECT(rc == 2 && strstr(g_err, "different models") && !strstr(g_out, "vs A"),
+           "other model: exit %d: %s", rc, g_err);
+    rc = run_tool("compare", a, r, NULL);
+    EXPECT(rc == 2 && strstr(g_err, "give files of one kind"), "profile + results: exit %d: %s", rc,
+           g_err);
+    rc = run_tool("compare", r, a, NULL);
+    EXPECT(rc == 2 && strstr(g_err, "give files of one kind"), "results + profile: exit %d: %s", rc,
+           g_err);
+    snprintf(bad, sizeof bad, "%s/partial-profile.json", g_dir);
+    FILE *f = fopen(bad, "w");
+    if (f) {
+        fputs("{\"schema\": \"xattn.profile/1\", \"model\": \"fixture-model\", \"forward\": "
+              "{\"attention_ms\": {\"median\": \"x\"}}, \"layers\": {\"rows\": [1, {}, "
+              "{\"layer\": \"encoder.layer.0\", \"attention_ms\": {\"median\": 3, \"ci_low\": 4, "
+              "\"ci_high\": 5}}]}}\n",
+              f);
+        fclose(f);
+    }
+    rc = run_tool("compare", a, bad, NULL);
+    l0 = line_of(g_out, "attention ms per forward");
+    EXPECT(rc == 0 && l0 && strstr(l0, "not compared: no median in B"),
+           "partial profile: exit %d '%s'\n%s%s", rc, l0 ? l0 : "", g_out, g_err);
+    l1 = line_of(g_out, "layer encoder.layer.0 ms");
+    EXPECT(l1 && strstr(l1, "not compared: an interval that does not hold its median"),
+           "interval without its median: '%s'", l1 ? l1 : "");
+    f = fopen(bad, "w");
+    if (f) {
+        fputs("{\"schema\": \"xattn.profile/1\", \"forward\": []}", f);
+        fclose(f);
+    }
+    rc = run_tool("compare", a, bad, NULL);
+    EXPECT(rc == 2 && strstr(g_err, "no \"forward\" object"), "no forward: exit %d: %s", rc, g_err);
+    rc = run_tool("compare", a, b, "--csv", bad, NULL);
+    EXPECT(rc == 2 && strstr(g_err, "not for profile.json"), "--csv with profiles: exit %d: %s", rc,
+           g_err);
+}
+
 static void test_threads(void)
 {
     char out[2048], path[4096];
@@ -1950,6 +2129,65 @@ static void test_threads(void)
            json_is_true(json_object_get(br, "converged")) ? "true" : "false");
     json_decref(bdoc);
 #endif
+    /* --passes 3: every sample of every pass kept and pooled; the interval holds
+     * the median; CPU time beside the device time on the CPU. Nothing timed is
+     * asserted: only counts and orderings that hold whatever the machine does. */
+    snprintf(out, sizeof out, "%s/bench-passes", g_dir);
+    wrc = run_tool("bench", "--backend", "cpu", "--sq", "16", "--heads", "2", "--head-dim", "32",
+                   "--algo", "flash,naive", "--passes", "3", "--max-reps", "6", "--no-check",
+                   "--no-progress", "--out", out, NULL);
+    EXPECT(wrc == 0 && strstr(g_out, "pass 3 of 3 done") && strstr(g_out, "passes   3 of 3") &&
+               strstr(g_out, "+-CI") && strstr(g_out, "CPU ms") && strstr(g_out, "load     "),
+           "bench --passes 3: exit %d\n%s%s", wrc, g_out, g_err);
+#ifdef XATTN_TEST_HAVE_JANSSON
+    snprintf(path, sizeof path, "%s/results.json", out);
+    bdoc = json_load_file(path, 0, &bje);
+    EXPECT(bdoc &&
+               json_integer_value(json_object_get(json_object_get(bdoc, "settings"), "passes")) ==
+                   3 &&
+               json_is_boolean(json_object_get(json_object_get(bdoc, "load"), "busy")),
+           "settings.passes, load.busy");
+    size_t pi;
+    json_t *pr;
+    json_array_foreach(json_object_get(bdoc, "results"), pi, pr)
+    {
+        json_t *smp = json_object_get(pr, "samples"), *cpu = json_object_get(pr, "cpu_time");
+        long long reps = json_integer_value(json_object_get(pr, "reps"));
+        double med = json_number_value(json_object_get(pr, "median_ms"));
+        double lo = json_number_value(json_object_get(pr, "ci_low"));
+        double hi = json_number_value(json_object_get(pr, "ci_high"));
+        double lvl = json_number_value(json_object_get(pr, "ci_level"));
+        EXPECT(json_integer_value(json_object_get(pr, "passes")) == 3 && reps >= 6 && reps <= 18 &&
+                   (long long)json_array_size(smp) == reps && lo <= med && med <= hi &&
+                   lvl >= 0.95 && lvl < 1,
+               "results[%zu]: passes %lld, reps %lld, %zu samples, [%g, %g] around %g at %g", pi,
+               (long long)json_integer_value(json_object_get(pr, "passes")), reps,
+               json_array_size(smp), lo, hi, med, lvl);
+        EXPECT(json_is_object(cpu) && json_integer_value(json_object_get(cpu, "n")) == reps &&
+                   (long long)json_array_size(json_object_get(cpu, "samples")) == reps &&
+                   json_number_value(json_object_get(cpu, "ci_low")) <=
+                       json_number_value(json_object_get(cpu, "median")),
+               "results[%zu].cpu_time", pi);
+        /* the median is the pooled samples' */
+        double v[64];
+        size_t nv = json_array_size(smp) < 64 ? json_array_size(smp) : 0;
+        for (size_t k = 0; k < nv; k++)
+            v[k] = json_number_value(json_array_get(smp, k));
+        xtool_stats ps;
+        EXPECT(nv > 0 && xtool_stats_compute(v, (int)nv, &ps) == 0 && ps.median == med &&
+                   ps.ci_low == lo && ps.ci_high == hi,
+               "results[%zu]: statistics of the pooled samples", pi);
+    }
+    json_decref(bdoc);
+#endif
+    /* --budget spent by the first pass: no later pass starts (the first always runs). */
+    snprintf(out, sizeof out, "%s/bench-total-budget", g_dir);
+    wrc = run_tool("bench", "--backend", "cpu", "--sq", "16", "--heads", "2", "--head-dim", "32",
+                   "--algo", "flash", "--passes", "4", "--budget", "0.000001", "--max-reps", "6",
+                   "--no-check", "--no-progress", "--out", out, NULL);
+    EXPECT(wrc == 0 && strstr(g_out, "passes   1 of 4 (--budget spent"),
+           "bench --budget: exit %d\n%s%s", wrc, g_out, g_err);
+
     snprintf(out, sizeof out, "%s/bench-threads", g_dir);
     /* 1 case x 2 algorithms x 2 thread counts: 4 cells, 2 scaling lines. */
     int rc =
@@ -1966,7 +2204,8 @@ static void test_threads(void)
     snprintf(path, sizeof path, "%s/results.csv", out);
     char *csv = read_all(path);
     EXPECT(csv && strstr(csv, ",rel_l2,max_abs,threads,pct_fma_per_thread,gbytes_min_per_s,"
-                              "pct_bw_min_ceiling\n"),
+                              "pct_bw_min_ceiling,ci_low_ms,ci_high_ms,ci_level,passes,"
+                              "cpu_median_ms,cpu_ci_low_ms,cpu_ci_high_ms\n"),
            "csv header");
     EXPECT(csv && count_lines(csv) == 5, "csv: %d lines", csv ? count_lines(csv) : -1);
     free(csv);
@@ -2112,9 +2351,30 @@ static void test_ab(void)
                                                    : "noise";
         EXPECT(med == want.median && lo == mn && hi == mx &&
                    json_number_value(json_object_get(c, "confidence")) == 0.9375 &&
-                   !strcmp(jstr(json_object_get(c, "verdict")), v),
-               "cell %zu: median %g [%g, %g] verdict %s; expected %g [%g, %g] %s", i, med, lo, hi,
-               jstr(json_object_get(c, "verdict")), want.median, mn, mx, v);
+                   !strcmp(jstr(json_object_get(c, "paired_verdict")), v),
+               "cell %zu: median %g [%g, %g] paired verdict %s; expected %g [%g, %g] %s", i, med,
+               lo, hi, jstr(json_object_get(c, "paired_verdict")), want.median, mn, mx, v);
+        /* The verdict: the one rule on each build's 5 run medians ([min, max] at 93.75%). */
+        double om[5], nm[5];
+        for (int r = 0; r < 5; r++) {
+            json_t *x = json_array_get(runs, (size_t)(2 * r)),
+                   *y = json_array_get(runs, (size_t)(2 * r + 1));
+            double xo = json_number_value(json_object_get(x, "median_ms"));
+            double yo = json_number_value(json_object_get(y, "median_ms"));
+            om[r] = r % 2 == 0 ? xo : yo;
+            nm[r] = r % 2 == 0 ? yo : xo;
+        }
+        xtool_stats so_, sn_;
+        xtool_stats_compute(om, 5, &so_);
+        xtool_stats_compute(nm, 5, &sn_);
+        xtool_verdict wv = xtool_stats_verdict_ci(so_.ci_low, so_.median, so_.ci_high, sn_.ci_low,
+                                                  sn_.median, sn_.ci_high, NULL);
+        EXPECT(!strcmp(jstr(json_object_get(c, "verdict")), xtool_verdict_name(wv)) &&
+                   json_number_value(json_object_get(c, "old_ci_low")) == so_.min &&
+                   json_number_value(json_object_get(c, "new_ci_high")) == sn_.max &&
+                   json_number_value(json_object_get(c, "new_ci_level")) == 0.9375,
+               "cell %zu: verdict %s, expected %s", i, jstr(json_object_get(c, "verdict")),
+               xtool_verdict_name(wv));
     }
     json_decref(doc);
 #else
@@ -2500,6 +2760,7 @@ int main(int argc, char **argv)
             return 1;
         }
         test_compare(argv[4]);
+        test_compare_profiles(argv[4]);
     } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads") ||
                 !strcmp(what, "ab") || !strcmp(what, "tune") || !strcmp(what, "serving") ||
                 !strcmp(what, "paged")) &&
