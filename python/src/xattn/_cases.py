@@ -95,6 +95,24 @@ def case_dict(first, calls) -> dict:
     }
     if first.reason:
         c["info"]["note"] = first.reason
+    phases = sorted({x.phase for x in calls if x.phase})
+    if phases:
+        c["info"]["phase"] = "+".join(phases)
+    if a.pad_k is not None:
+        c["info"]["left_padding"] = {"pad_q": list(a.pad_q), "pad_k": list(a.pad_k),
+                                     "meaning": "each sequence's first pad_k keys (pad_q query rows) are "
+                                                "padding; the lengths count the real tokens, placed first"}
+    sks = sorted({x.sk for x in calls})
+    if len(sks) > 1:  # decode steps merged into a KV-length bucket
+        counts = {}
+        for x in calls:
+            counts[x.sk] = counts.get(x.sk, 0) + 1
+        c["info"]["kv_bucket"] = {
+            "representative_sk": first.sk, "sk_min": sks[0], "sk_max": sks[-1],
+            "mean_sk": sum(x.sk for x in calls) / len(calls),
+            "sk_counts": {str(k): counts[k] for k in sks},
+            "meaning": "decode calls of Sk in [sk_min, sk_max] replayed at the representative's shape "
+                       "(the Sk nearest their mean) times count"}
     return c
 
 
@@ -121,14 +139,28 @@ def cases_document(capture, model: str = "", info: Optional[dict] = None) -> dic
             "device": capture.calls[0].q.device if capture.calls else "",
         },
         "calls": len(capture.calls),
-        "forward_ms": None if math.isnan(capture.forward_ms) else round(capture.forward_ms, 6),
+        "forward_ms": _forward_ms(capture),
+        "forward_ms_source": ("the median of the profile's timing passes (wall clock)"
+                              if getattr(capture, "timed_forward_ms", None) is not None
+                              else "the capture pass (wall clock; it copies what it records)"),
         "cases": cases,
     }
+    if getattr(capture, "kv_buckets", None) is not None and any("kv_bucket" in c["info"] for c in cases):
+        doc["kv_buckets"] = capture.kv_buckets
     if skipped:
         doc["not_replayable"] = skipped
     if info:
         doc["info"] = info
     return doc
+
+
+def _forward_ms(capture):
+    """The forward's wall time: the profile's timing passes' median where a profile
+    measured it, else the capture pass's own (slower: it records every call)."""
+    t = getattr(capture, "timed_forward_ms", None)
+    if t is None:
+        t = capture.forward_ms
+    return None if t is None or math.isnan(t) else round(t, 6)
 
 
 def write_tensors(capture, path) -> str:

@@ -3,18 +3,23 @@ cost with xattn's algorithms on each backend, memory, padding, and agreement
 with PyTorch's SDPA on the real activations.
 
 Steps (docs/python.md, "The profile"):
-1. a warm-up forward, then a capture pass (shapes, masks, activations, memory);
-2. `reps` timing passes: the forward's wall time, each SDPA call's wall time and
-   each model block's, with a light wrapper (nothing recorded but three clocks);
+1. a warm-up forward, then a capture pass (shapes, masks, activations);
+2. `passes` timing passes: the forward's wall and CPU time, each SDPA call's wall
+   time and each model block's, with a light wrapper; after each, one forward
+   under torch.profiler (attention's share as torch sees it, memory events);
 3. for each distinct call shape (a case): SDPA alone on the captured tensors,
    and xattn's NAIVE, FLASH and SPLITKV on every backend (and, for padded
-   batches, FLASH on the same batch packed), each repeated until its spread is
-   under `max_spread` or `budget_s` is spent;
+   batches, FLASH on the same batch packed), called in turns (round-robin) until
+   each cell's interval of the median is narrow or the case's share of
+   `budget_s` is spent; then SDPA under torch.profiler in turns with xattn (the
+   kernel clock). Every comparison is on one clock (wall, or kernel) and gives a
+   ratio only where the intervals separate (_stats.verdict);
 4. every call's output from xattn compared with SDPA's and with the reference.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -27,7 +32,7 @@ import torch.nn.functional as F
 
 from .. import _core
 from .._numerics import compare_outputs
-from .._stats import real_difference, summarize
+from .._stats import is_converged, load_line, load_section, load_snapshot, summarize, verdict
 from ._capture import Capture, _block_name, capture
 
 ALGOS = ("naive", "flash", "splitkv")
@@ -92,22 +97,176 @@ def _device_of(model, inputs):
 
 
 def _measure(fn, warmup: int, min_reps: int, max_reps: int, budget_s: float, max_spread: float):
-    """Calls fn (which returns a time in ms) until the spread is under max_spread
-    after min_reps calls, or budget_s is spent (at least 2 calls), or max_reps."""
+    """Calls fn (which returns a time in ms) until the median's interval is narrow
+    (docs/python.md: (ci_high - ci_low) / median <= 2 x max_spread) after min_reps
+    calls, or budget_s is spent (then the cell is not converged), or max_reps."""
     for _ in range(warmup):
         fn()
-    xs, t_start = [], time.perf_counter()
+    xs, t_start, exhausted = [], time.perf_counter(), False
     while len(xs) < max_reps:
         xs.append(fn())
-        n = len(xs)
-        s = summarize(xs)
-        if n >= min_reps and s["spread"] <= max_spread:
+        if len(xs) >= min_reps and is_converged(summarize(xs, max_spread), max_spread):
             break
-        if n >= 2 and time.perf_counter() - t_start >= budget_s:
+        if len(xs) >= min_reps and time.perf_counter() - t_start >= budget_s:
+            exhausted = True
             break
-    s = summarize(xs)
-    s["converged"] = bool(s["spread"] is not None and s["spread"] <= max_spread)
-    return s
+    return summarize(xs, max_spread, budget_exhausted=exhausted)
+
+
+SDPA_OP = "aten::scaled_dot_product_attention"
+
+
+class _Cell:
+    """One timed thing of a case (SDPA or an xattn algorithm on a backend). The
+    cells of a case are called in turns (round-robin), so that a burst of load
+    hits them alike. Each call is read on the wall clock and on the process's CPU
+    clock (all its threads); xattn's calls also on the backend's own clock."""
+
+    clocks = ("wall_ms", "cpu_ms")
+    judged = ("wall_ms",)  # the clocks whose intervals say when the cell has converged
+
+    def __init__(self, name: str):
+        self.name = name
+        self.samples = {k: [] for k in self.clocks}
+        self.exhausted = False
+
+    def call(self) -> dict:  # one call; returns the extra clocks' readings
+        raise NotImplementedError
+
+    def once(self):
+        c0, t0 = time.process_time(), time.perf_counter()
+        extra = self.call()
+        t1, c1 = time.perf_counter(), time.process_time()
+        self.samples["wall_ms"].append((t1 - t0) * 1e3)
+        self.samples["cpu_ms"].append((c1 - c0) * 1e3)
+        for k, v in extra.items():
+            self.samples[k].append(v)
+
+    def n(self) -> int:
+        return len(self.samples["wall_ms"])
+
+    def done(self, target: float, max_reps: int) -> bool:
+        return self.n() >= max_reps or all(is_converged(summarize(self.samples[k], target), target)
+                                           for k in self.judged)
+
+    def stats(self, target: float) -> dict:
+        return {k: summarize(v, target, budget_exhausted=self.exhausted) for k, v in self.samples.items()}
+
+
+class _SdpaCell(_Cell):
+    """PyTorch's SDPA alone on a call's captured tensors (the Python call: wall
+    clock, what the model pays), and its op time in torch.profiler's events."""
+
+    def __init__(self, c):
+        super().__init__("pytorch sdpa")
+        t = c.tensors
+        self.q, self.k, self.v = t["q"], t["k"], t["v"]
+        self.kw = {"attn_mask": t["mask"], "is_causal": c.is_causal, "scale": c.scale}
+        if c.enable_gqa:
+            self.kw["enable_gqa"] = True
+
+    def call(self) -> dict:
+        F.scaled_dot_product_attention(self.q, self.k, self.v, **self.kw)
+        if self.q.is_cuda:
+            torch.cuda.synchronize(self.q.device)
+        return {}
+
+
+class _XattnCell(_Cell):
+    """xattn's algorithm on a backend: the whole Python call (wall and CPU clocks)
+    and the backend's own clock (device_ms: the kernels' time)."""
+
+    clocks = ("wall_ms", "cpu_ms", "device_ms")
+    judged = ("wall_ms", "device_ms")
+
+    def __init__(self, ctx, q, k, v, opts, algo, form=None):
+        super().__init__(f"{ctx.backend} {algo}" + (" packed" if form else ""))
+        self.ctx, self.q, self.k, self.v, self.opts, self.algo, self.form = ctx, q, k, v, opts, algo, form
+        self.copy = ctx.backend == "cuda" and not q.is_cuda
+        self.last = None
+
+    def call(self) -> dict:
+        o, rec = _core.attention(self.q, self.k, self.v, algo=self.algo, backend=self.ctx, copy=self.copy,
+                                 **self.opts)
+        self.last = (o, rec)
+        return {"device_ms": rec["device_ms"]}
+
+    def device_once(self):
+        """A call whose only reading kept is the device clock (the kernel phase,
+        under torch.profiler, whose overhead would inflate the wall clock)."""
+        self.samples["device_ms"].append(self.call()["device_ms"])
+
+    def cell(self, target: float) -> dict:
+        rec, ctx, st = self.last[1], self.ctx, self.stats(target)
+        d = st["device_ms"]
+        out = {"backend": ctx.backend, "device": ctx.device, "device_name": ctx.device_info["name"],
+               "algo": self.algo, "algo_chosen": rec["algo_chosen"], "kernel": rec["kernel"],
+               "device_ms": d, "wall_ms": st["wall_ms"], "cpu_ms": st["cpu_ms"],
+               "workspace_bytes": rec["workspace_bytes"], "context_peak_bytes": ctx.mem_stats()["peak_bytes"],
+               "flops_dense": rec["flops_dense"], "flops_useful": rec["flops_useful"],
+               "flops_executed": rec["flops_executed"], "work_counted": bool(rec["work_counted"]),
+               "bytes_min": rec["bytes_min"], "bytes_actual": rec["bytes_actual"],
+               "padding_waste": rec["padding_waste"],
+               "gflops_useful": rec["flops_useful"] / (d["median"] * 1e6) if d["median"] else None,
+               "phases": dict(zip(rec["phase_names"], rec["phase_ms"]))}
+        if self.form:
+            out["form"] = self.form
+        return out
+
+
+def _round_robin(cells, warmup: int, budget_s: float, target: float, max_reps: int, min_reps: int = 5):
+    """Calls the cells in turns until each has converged (or made max_reps calls),
+    or budget_s is spent after min_reps rounds (then the cells still running are
+    marked as having run out of their budget: not converged). The order of a
+    round rotates, so that no cell always follows the same one."""
+    for c in cells:
+        for _ in range(warmup):
+            c.call()
+    t0, rnd = time.perf_counter(), 0
+    while True:
+        active = [c for c in cells if rnd < min_reps or not c.done(target, max_reps)]
+        active = [c for c in active if c.n() < max_reps]
+        if not active:
+            return
+        if rnd >= min_reps and time.perf_counter() - t0 >= budget_s:
+            for c in active:
+                c.exhausted = True
+            return
+        k = rnd % len(active)
+        for c in active[k:] + active[:k]:
+            c.once()
+        rnd += 1
+
+
+def _op_times(prof, name: str, cuda: bool) -> list:
+    """The durations (ms, in call order) of the outermost `name` ops in a
+    torch.profiler trace: on CPU the op's own span (its CPU time total), on CUDA
+    the time of the kernels it launched."""
+    evs = [e for e in prof.events() if e.name == name and not (e.cpu_parent is not None and e.cpu_parent.name == name)]
+    evs.sort(key=lambda e: e.time_range.start)
+    if cuda:
+        return [getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) / 1e3 for e in evs]
+    return [e.cpu_time_total / 1e3 for e in evs]
+
+
+def _kernel_phase(sdpa: _SdpaCell, xcells, rounds: int, target: float) -> dict:
+    """SDPA under torch.profiler in turns with the xattn cells (whose device clock
+    is read): SDPA's own op time, the kernel-clock side of the comparison."""
+    from torch.profiler import ProfilerActivity, profile as tprofile
+
+    cuda = sdpa.q.is_cuda
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    cells = [sdpa] + list(xcells)
+    with tprofile(activities=acts) as pr:
+        for r in range(rounds):
+            k = r % len(cells)
+            for c in cells[k:] + cells[:k]:
+                if c is sdpa:
+                    c.call()
+                else:
+                    c.device_once()
+    ts = _op_times(pr, SDPA_OP, cuda)
+    return summarize(ts, target, budget_exhausted=False)
 
 
 def _packed(t: torch.Tensor, lengths, heads_dim=1):
@@ -177,19 +336,42 @@ def _pick_backends(backends) -> list:
 
 
 def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = "", backends=None,
-            algos=ALGOS, reps: int = 5, warmup: int = 1, budget_s: float = 0.5, max_spread: float = 0.05,
-            max_reps: int = 50, compare: bool = True, packed: bool = True, threads: Optional[int] = None,
-            out_dir=None, verbose: bool = False, **kwargs) -> Profile:
+            algos=ALGOS, passes: Optional[int] = None, reps: Optional[int] = None, warmup: int = 1,
+            budget_s: float = 10.0, max_spread: float = 0.05, max_reps: int = 200, compare: bool = True,
+            packed: bool = True, threads: Optional[int] = None, torch_profiler: bool = True, out_dir=None,
+            verbose: bool = False, generate: Optional[int] = None, kv_buckets="pow2", **kwargs) -> Profile:
     """Profiles the attention of model(*inputs, **kwargs) (or of run(), a callable
     that runs the model, e.g. a prefill and decode steps). Returns a Profile;
     with out_dir, writes profile.json, profile.txt, chart.svg and cases.json there.
 
     backends: None = every available one ("cpu", "opencl", "cuda"); algos: the
-    xattn algorithms replayed; reps: timing passes of the whole forward; budget_s,
-    max_spread, max_reps: how long each xattn and SDPA cell is repeated; compare:
-    check every call's output against SDPA's and the reference; packed: time the
-    packed (varlen) form of padded batches; threads: the CPU backend's threads.
+    xattn algorithms replayed; passes (reps, its old name): timing passes of the
+    whole forward (7), each followed by one under torch.profiler (attention's
+    share as torch sees it, and memory) unless torch_profiler=False; budget_s: the
+    seconds that all the timed cells share (each cell makes at least 5 calls);
+    max_spread: the target of a cell's interval ((ci_high - ci_low) / median <=
+    2 x max_spread: converged); max_reps: the most calls of a cell; compare: check
+    every call's output against SDPA's and the reference; packed: time the packed
+    (varlen) form of padded batches; threads: the CPU backend's threads.
+    generate=N: run model.generate(*inputs, **kwargs) greedily for a prefill and N
+    decode steps instead of a forward, and report them apart (report["generation"]);
+    kv_buckets: how decode steps are grouped into cases by KV length ("pow2", a
+    width, or None for one case per Sk).
     """
+    if passes is not None and reps is not None and passes != reps:
+        raise ValueError(f"profile: passes={passes} and reps={reps} (its old name) disagree")
+    passes_n = passes if passes is not None else (reps if reps is not None else 7)
+    if not isinstance(passes_n, int) or passes_n < 1:
+        raise ValueError(f"profile: passes must be a positive integer, not {passes_n!r}")
+    if not budget_s >= 0 or not max_spread > 0 or max_reps < 1:
+        raise ValueError("profile: budget_s >= 0, max_spread > 0 and max_reps >= 1 are required")
+    load_start = load_snapshot()
+    gen = None
+    if generate is not None:  # model.generate(*inputs, **kwargs): a prefill and `generate` decode steps
+        from ._generate import GenerateRun
+
+        gen = GenerateRun(model, inputs, kwargs, generate)
+        run = gen.run
     if run is None:
         if not callable(model):
             raise TypeError("profile: model must be callable (an nn.Module), or give run=")
@@ -205,7 +387,7 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     with torch.no_grad():
         run()
         _sync(device)
-        cap = Capture(model, keep_tensors=True)
+        cap = Capture(model, keep_tensors=True, kv_buckets=kv_buckets)
         with cap:
             _sync(device)
             t0 = time.perf_counter()
@@ -222,26 +404,39 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     block_names = sorted({c.layer for c in calls if c.layer})
     mods = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
     blocks = {n: mods[n] for n in block_names if n in mods}
-    passes = []
+    passes, tprof = [], []
     with torch.no_grad():
-        for _ in range(reps):
+        for _ in range(passes_n):
             tm = _Timer(blocks)
-            with tm:
+            clk = gen.clock() if gen else contextlib.nullcontext()
+            with tm, clk:
                 _sync(device)
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 run()
                 _sync(device)
-                fwd = (time.perf_counter() - t0) * 1e3
+                fwd, fwd_cpu = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
             if len(tm.times) != len(calls):
                 raise RuntimeError(f"profile: a timing pass made {len(tm.times)} attention calls, the "
                                    f"capture {len(calls)}: the forward is not repeatable")
-            passes.append({"forward_ms": fwd, "call_ms": tm.times, "block_ms": tm.block_ms})
+            passes.append({"forward_ms": fwd, "cpu_ms": fwd_cpu, "call_ms": tm.times, "block_ms": tm.block_ms})
+            if gen:
+                passes[-1]["step_ms"] = clk.times
+            if torch_profiler:  # in turns with the timing passes: a burst of load hits both alike
+                tprof.append(_profiler_pass(run, device, calls, memory=True))
+    # cases.json's forward_ms: the timing passes' median, not the capture pass (which copies every tensor)
+    cap.capture_forward_ms = cap.forward_ms
+    cap.timed_forward_ms = summarize([p["forward_ms"] for p in passes])["median"]
 
     report = {"schema": "xattn.profile/1", "model": model_name, "xattn_version": _core.version(),
-              "torch_version": torch.__version__, "device": str(device), "reps": reps,
-              "calls": len(calls)}
-    report["forward"] = _forward_section(calls, passes)
+              "torch_version": torch.__version__, "device": str(device), "passes": passes_n, "reps": passes_n,
+              "calls": len(calls), "settings": {"passes": passes_n, "budget_s": budget_s, "target": max_spread,
+                                                "max_reps": max_reps, "min_reps": 5, "warmup": warmup}}
+    report["forward"] = _forward_section(calls, passes, tprof, max_spread)
     report["layers"] = _layer_section(calls, passes)
+    if gen:
+        from ._generate import generation_section
+
+        report["generation"] = generation_section(cap, passes, gen)
     report["calls_detail"] = [_call_row(c, passes) for c in calls]
 
     # 3. the cases: SDPA alone, xattn on every backend and algorithm, packed
@@ -253,12 +448,18 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
                 ctxs[b] = _core.Context(b, 0, threads=threads if b == "cpu" else None)
             except Exception as e:  # a backend that fails to open is reported, not fatal
                 report.setdefault("backend_errors", {})[b] = str(e)
-        cases = []
-        for ci, (first, group) in enumerate(cap.cases()):
+        cases, groups = [], list(cap.cases())
+        t_cells = time.perf_counter()
+        for ci, (first, group) in enumerate(groups):
             log(f"case {ci}: {_case_key(first)} x {len(group)}")
-            cases.append(_case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s,
+            # the budget left, shared by the cases left (a case that converges early leaves its rest)
+            share = max(budget_s - (time.perf_counter() - t_cells), 0.0) / (len(groups) - ci)
+            cases.append(_case_section(ci, first, group, passes, ctxs, algos, warmup, share,
                                        max_spread, max_reps, packed))
         report["cases"] = cases
+        from ._generate import annotate_buckets
+
+        annotate_buckets(cases, groups, cap.kv_bucket)
         report["backends"] = {b: ctxs[b].device_info["name"] for b in ctxs}
         # 4. numerics on every call
         if compare:
@@ -266,7 +467,9 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     finally:
         for c in ctxs.values():
             c.close()
-    report["memory"] = _memory_section(report)
+    report["memory"] = _memory_section(report, tprof, calls)
+    report["load"] = load_section(load_start, load_snapshot())
+    report["load"]["line"] = load_line(report["load"])
     report["wall_s"] = time.perf_counter() - t_all
     prof = Profile(report, cap)
     if out_dir is not None:
@@ -274,13 +477,113 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     return prof
 
 
-def _forward_section(calls, passes) -> dict:
-    fwd = summarize([p["forward_ms"] for p in passes])
-    att = summarize([sum(p["call_ms"]) for p in passes])
-    share = summarize([sum(p["call_ms"]) / p["forward_ms"] for p in passes if p["forward_ms"] > 0])
-    return {"forward_ms": fwd, "attention_ms": att, "attention_share": share,
-            "note": "medians over the timing passes; attention = the SDPA calls' wall time inside the "
-                    "forward, share = attention / forward per pass"}
+def _profiler_pass(run, device, calls, memory: bool = True) -> dict:
+    """One forward under torch.profiler (with profile_memory): the SDPA ops' time
+    as torch sees it, the forward's time in the same pass, and the memory events."""
+    from torch.profiler import ProfilerActivity, profile as tprofile
+
+    cuda = device is not None and device.type == "cuda"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    out = {}
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    with tprofile(activities=acts, profile_memory=memory) as pr:
+        _sync(device)
+        t0 = time.perf_counter()
+        run()
+        _sync(device)
+        fwd = (time.perf_counter() - t0) * 1e3
+    if cuda:
+        out["cuda_peak_bytes"] = torch.cuda.max_memory_allocated(device) - before
+    ts = _op_times(pr, SDPA_OP, cuda)
+    out.update({"forward_ms": fwd, "sdpa_ms": ts, "attention_ms": sum(ts), "calls": len(ts)})
+    if memory:
+        out["memory"] = _torch_memory(pr, device, calls)
+    return out
+
+
+def _torch_memory(pr, device, calls) -> dict:
+    """The allocations of one forward as torch.profiler's memory events show them
+    (profile_memory=True): the forward's peak above what was live at its start,
+    and per SDPA call the bytes it allocated at its peak, kept (its output) and
+    freed before it returned (its workspace); the copies made between two SDPA
+    calls of exactly the size of a repeated K or V (transformers' repeat_kv);
+    and the allocations of exactly the size of the call's mask."""
+    cuda = device is not None and device.type == "cuda"
+    want = "CUDA" if cuda else "CPU"
+    try:
+        evs = list(pr.profiler.kineto_results.events())
+    except AttributeError:
+        return {"error": "this torch's profiler does not expose its memory events"}
+    mem = sorted((e.start_ns(), e.nbytes()) for e in evs
+                 if e.name() == "[memory]" and want in str(e.device_type()))
+    spans = sorted((e.start_ns(), e.end_ns()) for e in evs if e.name() == SDPA_OP)
+    outer = []
+    for s0, s1 in spans:  # the outermost SDPA ops
+        if outer and s0 >= outer[-1][0] and s1 <= outer[-1][1]:
+            continue
+        outer.append((s0, s1))
+    run, peak = 0, 0
+    for _, nb in mem:
+        run += nb
+        peak = max(peak, run)
+    per_call, prev_end = [], -1
+    for i, (s0, s1) in enumerate(outer):
+        inside = [nb for t, nb in mem if s0 <= t <= s1]
+        r, pk = 0, 0
+        for nb in inside:
+            r += nb
+            pk = max(pk, r)
+        row = {"peak_bytes": pk, "kept_bytes": r, "workspace_bytes": max(pk - max(r, 0), 0),
+               "allocated_bytes": sum(nb for nb in inside if nb > 0)}
+        c = calls[i] if i < len(calls) and len(outer) == len(calls) else None
+        if c is not None and c.kv_repeated > 1 and c.tensors is not None:
+            sizes = {c.tensors["k"].numel() * c.tensors["k"].element_size(),
+                     c.tensors["v"].numel() * c.tensors["v"].element_size()}
+            before = [nb for t, nb in mem if prev_end < t < s0 and nb in sizes]
+            row["repeat_kv_copies"] = len(before)
+            row["repeat_kv_bytes"] = sum(before)
+        per_call.append(row)
+        prev_end = s1
+    masks = {}
+    for c in calls:
+        m = c.tensors.get("mask") if c.tensors else None
+        if isinstance(m, torch.Tensor):
+            masks[m.numel() * m.element_size()] = str(m.dtype).replace("torch.", "")
+    outside = [nb for t, nb in mem if nb > 0 and not any(s0 <= t <= s1 for s0, s1 in outer)]
+    mask_rows = [{"bytes": b, "dtype": dt, "allocations": sum(1 for nb in outside if nb == b)}
+                 for b, dt in masks.items()]
+    return {"kind": f"torch.profiler profile_memory ({want})", "forward_peak_bytes": peak,
+            "forward_allocated_bytes": sum(nb for _, nb in mem if nb > 0), "calls": per_call,
+            "masks": mask_rows, "sdpa_calls_seen": len(outer)}
+
+
+def _forward_section(calls, passes, tprof=(), target: float = 0.05) -> dict:
+    fwd = summarize([p["forward_ms"] for p in passes], target)
+    cpu = summarize([p["cpu_ms"] for p in passes if p.get("cpu_ms") is not None], target)
+    att = summarize([sum(p["call_ms"]) for p in passes], target)
+    share = summarize([sum(p["call_ms"]) / p["forward_ms"] for p in passes if p["forward_ms"] > 0], target)
+    out = {"forward_ms": fwd, "forward_cpu_ms": cpu, "attention_ms": att, "attention_share": share,
+           "clock": "wall clock (time.perf_counter around each SDPA call and the whole forward, from Python)",
+           "note": "over the timing passes; attention = the SDPA calls' wall time inside the forward, share = "
+                   "attention / forward per pass; forward_cpu_ms = the process's CPU time (all threads)"}
+    if tprof:
+        tp_share = summarize([t["attention_ms"] / t["forward_ms"] for t in tprof if t["forward_ms"] > 0], target)
+        agree = bool(share.get("n") and tp_share.get("n") and share["ci_low"] <= tp_share["ci_high"]
+                     and tp_share["ci_low"] <= share["ci_high"])
+        cuda = any("cuda_peak_bytes" in t for t in tprof)
+        out["torch_profiler"] = {
+            "attention_ms": summarize([t["attention_ms"] for t in tprof], target),
+            "forward_ms": summarize([t["forward_ms"] for t in tprof], target),
+            "attention_share": tp_share, "agree": agree,
+            "calls_seen": [t["calls"] for t in tprof],
+            "clock": ("the kernels' device time of each " if cuda else "the duration of each ") + SDPA_OP
+                     + " op in torch.profiler, over the forward's wall time in the same pass",
+            "note": "one forward under torch.profiler after each timing pass; agree = the two shares' "
+                    "intervals overlap"}
+    return out
 
 
 def _layer_section(calls, passes) -> dict:
@@ -376,58 +679,6 @@ def _sdpa_out(c):
     return o
 
 
-def _sdpa_alone(c, warmup, budget_s, max_spread, max_reps):
-    t = c.tensors
-    q, k, v, mask = t["q"], t["k"], t["v"], t["mask"]
-    kw = {"attn_mask": mask, "is_causal": c.is_causal, "scale": c.scale}
-    if c.enable_gqa:
-        kw["enable_gqa"] = True
-
-    def once():
-        t0 = time.perf_counter()
-        F.scaled_dot_product_attention(q, k, v, **kw)
-        if q.is_cuda:
-            torch.cuda.synchronize(q.device)
-        return (time.perf_counter() - t0) * 1e3
-
-    with torch.no_grad():
-        return _measure(once, warmup, 5, max_reps, budget_s, max_spread)
-
-
-def _xattn_cell(ctx, q, k, v, opts, algo, warmup, budget_s, max_spread, max_reps, out=None):
-    """Times xattn on ctx; returns (cell dict, the last output)."""
-    last = {}
-    copy = ctx.backend == "cuda" and not q.is_cuda
-
-    def once():
-        o, rec = _core.attention(q, k, v, algo=algo, backend=ctx, copy=copy, out=out, **opts)
-        last["o"], last["rec"] = o, rec
-        return rec["device_ms"]
-
-    walls = []
-
-    def timed():
-        t0 = time.perf_counter()
-        ms = once()
-        walls.append((time.perf_counter() - t0) * 1e3)
-        return ms
-
-    ctx.reset_peak()
-    s = _measure(timed, warmup, 5, max_reps, budget_s, max_spread)
-    rec = last["rec"]
-    cell = {"backend": ctx.backend, "device": ctx.device, "device_name": ctx.device_info["name"],
-            "algo": algo, "algo_chosen": rec["algo_chosen"], "kernel": rec["kernel"], "time_ms": s,
-            "wall_ms": summarize(walls[-s["n"]:]),
-            "workspace_bytes": rec["workspace_bytes"], "context_peak_bytes": ctx.mem_stats()["peak_bytes"],
-            "flops_dense": rec["flops_dense"], "flops_useful": rec["flops_useful"],
-            "flops_executed": rec["flops_executed"], "work_counted": bool(rec["work_counted"]),
-            "bytes_min": rec["bytes_min"],
-            "bytes_actual": rec["bytes_actual"], "padding_waste": rec["padding_waste"],
-            "gflops_useful": rec["flops_useful"] / (s["median"] * 1e6) if s["median"] else None,
-            "phases": dict(zip(rec["phase_names"], rec["phase_ms"]))}
-    return cell, last["o"]
-
-
 def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_spread, max_reps,
                   packed) -> dict:
     a = first.analysis
@@ -445,42 +696,67 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
                        "seqlens_q": a.seqlens_q, "seqlens_k": a.seqlens_k},
            "naive_scores_bytes": 4 * first.batch * first.heads * first.sq * first.sk,
            "xattn": [], "packed": [], "errors": []}
-    mem = [c.mem.get("peak_delta") for c in group if c.mem.get("peak_delta") is not None]
+    # the allocator's peak around the call (CUDA); the host's RSS high-water mark is no
+    # peak of the call (the allocator reuses freed memory): torch.profiler's figures replace it
+    mem = [c.mem.get("peak_delta") for c in group
+           if c.mem.get("peak_delta") is not None and c.mem.get("kind") == "cuda-allocator"]
     if mem:
         sec["pytorch"]["peak_delta_bytes"] = max(mem)
         sec["pytorch"]["peak_kind"] = group[0].mem.get("kind")
     if not first.supported:
         sec["verdict"] = f"not replayed: {first.reason}"
         return sec
-    sec["pytorch"]["alone_ms"] = _sdpa_alone(first, warmup, budget_s, max_spread, max_reps)
     q, k, v, opts = _inputs_for_xattn(first)
     sdpa_out = _sdpa_out(first)
     if q.is_cuda:  # the captured copies were made on PyTorch's stream; xattn has its own
         torch.cuda.synchronize(q.device)
+    sdpa = _SdpaCell(first)
+    xcells = []  # (list, cell): "xattn" or "packed"
     for b, ctx in ctxs.items():
         q, k, v, opts = _on_backend(ctx, *_inputs_for_xattn(first))
-        for algo in algos:
-            try:
-                cell, o = _xattn_cell(ctx, q, k, v, opts, algo, warmup, budget_s, max_spread, max_reps)
-                cell["xattn_vs_sdpa"] = _quick_agreement(o, sdpa_out, a, first)
-                sec["xattn"].append(cell)
-            except _core.XattnError as e:
-                sec["errors"].append({"backend": b, "algo": algo, "status": e.status_name, "message": e.message})
+        todo = [(algo, q, k, v, opts, None) for algo in algos]
         if packed and a.seqlens_k is not None and a.seqlens_q is not None and a.kind == "lengths" \
-                and a.window is None:
+                and a.window is None and "flash" in algos:
             lq, lk = a.seqlens_q, a.seqlens_k
-            qp, kp, vp = _packed(q, lq), _packed(k, lk), _packed(v, lk)
             popts = {"layout": "bshd", "scale": first.scale, "cu_seqlens_q": _cu(lq), "cu_seqlens_k": _cu(lk)}
             if a.causal:
                 popts["causal"] = a.causal
+            todo.append(("flash", _packed(q, lq), _packed(k, lk), _packed(v, lk), popts, "packed (varlen)"))
+        for algo, q_, k_, v_, o_, form in todo:
+            cell = _XattnCell(ctx, q_, k_, v_, o_, algo, form)
             try:
-                cell, _ = _xattn_cell(ctx, qp, kp, vp, popts, "flash", warmup, budget_s, max_spread, max_reps)
-                cell["form"] = "packed (varlen)"
-                sec["packed"].append(cell)
+                cell.call()  # the first call: refused cases are reported, not timed
             except _core.XattnError as e:
-                sec["errors"].append({"backend": b, "algo": "flash packed", "status": e.status_name,
-                                      "message": e.message})
-    sec["verdict"] = _verdict(sec)
+                sec["errors"].append({"backend": b, "algo": algo + (" packed" if form else ""),
+                                      "status": e.status_name, "message": e.message})
+                continue
+            xcells.append(("packed" if form else "xattn", cell))
+    for _, cell in xcells:
+        cell.ctx.reset_peak()
+    cells = [sdpa] + [c for _, c in xcells]
+    t0 = time.perf_counter()
+    _round_robin(cells, max(0, warmup - 1), budget_s * 0.65, max_spread, max_reps)
+    spent = time.perf_counter() - t0
+    # the kernel clock: SDPA's op time from torch.profiler, in turns with xattn's device clock
+    per_round = sum(summarize(c.samples["wall_ms"])["median"] or 0 for c in cells) / 1e3
+    left = max(budget_s - spent, 0.0)
+    rounds = int(min(max_reps, max(5, left / max(2 * per_round, 1e-6))))
+    kernel = _kernel_phase(sdpa, [c for _, c in xcells], rounds, max_spread)
+    st = sdpa.stats(max_spread)
+    sec["pytorch"].update({"wall_ms": st["wall_ms"], "cpu_ms": st["cpu_ms"], "kernel_ms": kernel,
+                           "kernel_clock": ("torch.profiler: the device time of the kernels launched by "
+                                            if sdpa.q.is_cuda else "torch.profiler: the duration of ")
+                           + SDPA_OP})
+    for where, cell in xcells:
+        row = cell.cell(max_spread)
+        o = cell.last[0]
+        if where == "xattn":
+            row["xattn_vs_sdpa"] = _quick_agreement(o, sdpa_out, a, first)
+        row["vs_sdpa"] = _vs_sdpa(row, sec["pytorch"])
+        sec[where].append(row)
+    sec["rounds"] = {"wall": sdpa.n(), "kernel": rounds, "seconds": time.perf_counter() - t0}
+    sec["verdicts"] = _verdicts(sec)
+    sec["verdict"] = "; ".join(v["text"] for v in sec["verdicts"]) or "no timing"
     return sec
 
 
@@ -507,26 +783,42 @@ def _quick_agreement(o, sdpa_out, a, c) -> Optional[float]:
     return rel_l2(x[m], s[m])
 
 
-def _verdict(sec) -> str:
-    cells = [(f"{c['backend']} {c['algo']}", c["time_ms"]) for c in sec["xattn"] if c["time_ms"]["n"]]
-    cells += [(f"{c['backend']} flash packed", c["time_ms"]) for c in sec["packed"] if c["time_ms"]["n"]]
-    sd = sec["pytorch"].get("alone_ms")
-    if sd and sd["n"]:
-        cells.append(("pytorch sdpa", sd))
-    if not cells:
-        return "no timing"
-    cells.sort(key=lambda x: x[1]["median"])
-    best, bs = cells[0]
-    parts = [f"{best} is fastest ({bs['median']:.4g} ms, spread {100 * bs['spread']:.0f}%)"]
-    for name, s in cells[1:3]:
-        ratio = s["median"] / bs["median"] if bs["median"] > 0 else float("inf")
-        real = real_difference(bs, s)
-        parts.append(f"{ratio:.2f}x vs {name}" + ("" if real else " (within noise)"))
-    if sd and sd["n"] and best != "pytorch sdpa":
-        ratio = sd["median"] / bs["median"] if bs["median"] > 0 else float("inf")
-        if not any("pytorch" in p for p in parts):
-            parts.append(f"{ratio:.2f}x vs pytorch sdpa" + ("" if real_difference(bs, sd) else " (within noise)"))
-    return ", ".join(parts)
+def _vs_sdpa(row, sd) -> dict:
+    """An xattn cell against SDPA on each clock, never across: wall (both whole
+    Python calls) and kernel (xattn's device_ms against SDPA's op time)."""
+    name = f"xattn {row['backend']} {row['algo']}" + (" packed" if row.get("form") else "")
+    return {"wall": verdict(row["wall_ms"], sd.get("wall_ms", {}), name, "pytorch sdpa", "wall clock"),
+            "kernel": verdict(row["device_ms"], sd.get("kernel_ms", {}), name, "pytorch sdpa", "kernel clock")}
+
+
+def _best(cells, clock):
+    have = [c for c in cells if c[clock].get("median") is not None]
+    return min(have, key=lambda c: c[clock]["median"]) if have else None
+
+
+def _verdicts(sec) -> list:
+    """The case's verdicts, one per clock, each by the one rule (intervals that
+    separate, else "within noise"): the best xattn cell against SDPA on the wall
+    clock (both whole Python calls), and on the kernel clock (xattn's device time
+    against SDPA's op time in torch.profiler)."""
+    out = []
+    cells = sec["xattn"] + sec["packed"]
+    sd = sec["pytorch"]
+    for clock, mine, theirs, label in (("wall", "wall_ms", "wall_ms", "wall clock"),
+                                       ("kernel", "device_ms", "kernel_ms", "kernel clock")):
+        best = _best(cells, mine)
+        if best is None or not sd.get(theirs, {}).get("n"):
+            continue
+        name = f"{best['backend']} {best['algo']}" + (" packed" if best.get("form") else "")
+        v = verdict(best[mine], sd[theirs], f"xattn {name}", "pytorch sdpa", label)
+        v["on"] = clock
+        v["xattn_cell"] = name
+        out.append(v)
+    return out
+
+
+def _verdict(sec) -> str:  # the verdicts in one line (kept for callers of the old name)
+    return "; ".join(v["text"] for v in _verdicts(sec)) or "no timing"
 
 
 def _numerics_section(calls, ctx) -> dict:
@@ -566,18 +858,50 @@ def _numerics_section(calls, ctx) -> dict:
                     "2 x (3 e_r + 1e-5), e_r = the error of the reference rounded to the dtype"}
 
 
-def _memory_section(report) -> dict:
+def _memory_section(report, tprof=(), calls=()) -> dict:
+    """Memory as PyTorch sees it (torch.profiler's memory events, the last
+    profiled forward; on CUDA also the caching allocator's peak) beside xattn's
+    own exact figures (each algorithm's workspace, the context's peak)."""
+    tm = next((t["memory"] for t in reversed(list(tprof)) if t.get("memory") and "calls" in t["memory"]), None)
     rows = []
     for c in report.get("cases", []):
         by_algo = {}
-        for cell in c["xattn"]:
-            by_algo.setdefault(cell["algo"], []).append(
+        for cell in c["xattn"] + c["packed"]:
+            by_algo.setdefault(cell["algo"] + (" packed" if cell.get("form") else ""), []).append(
                 {"backend": cell["backend"], "workspace_bytes": cell["workspace_bytes"],
                  "context_peak_bytes": cell["context_peak_bytes"]})
-        rows.append({"case": c["key"], "naive_scores_bytes": c["naive_scores_bytes"],
-                     "pytorch_peak_delta_bytes": c["pytorch"].get("peak_delta_bytes"),
-                     "pytorch_peak_kind": c["pytorch"].get("peak_kind"), "xattn": by_algo})
-    return {"rows": rows}
+        row = {"case": c["key"], "naive_scores_bytes": c["naive_scores_bytes"], "xattn": by_algo}
+        if tm is not None and len(tm["calls"]) == len(calls):
+            mine = [tm["calls"][i] for i in c["calls"] if i < len(tm["calls"])]
+            if mine:
+                row["pytorch"] = {
+                    "sdpa_peak_bytes": max(m["peak_bytes"] for m in mine),
+                    "sdpa_workspace_bytes": max(m["workspace_bytes"] for m in mine),
+                    "sdpa_kept_bytes": max(m["kept_bytes"] for m in mine),
+                    "repeat_kv_bytes_per_call": max((m.get("repeat_kv_bytes", 0) for m in mine), default=0),
+                    "repeat_kv_copies_per_call": max((m.get("repeat_kv_copies", 0) for m in mine), default=0),
+                }
+        rows.append(row)
+    out = {"rows": rows,
+           "note": "pytorch: torch.profiler's memory events (profile_memory=True) of one forward; per SDPA call "
+                   "peak = the most bytes it held above its entry, kept = its output, workspace = peak - kept; "
+                   "repeat_kv = copies of a repeated K or V's exact size made before the call; xattn: the "
+                   "library's exact workspace of each algorithm and the context's peak"}
+    if tm is not None:
+        out["torch"] = {k: tm[k] for k in ("kind", "forward_peak_bytes", "forward_allocated_bytes", "masks",
+                                           "sdpa_calls_seen") if k in tm}
+        out["torch"]["forward_peak_bytes_passes"] = [t["memory"].get("forward_peak_bytes") for t in tprof
+                                                     if t.get("memory")]
+        if any("cuda_peak_bytes" in t for t in tprof):
+            out["torch"]["cuda_allocator_peak_bytes"] = max(t.get("cuda_peak_bytes", 0) for t in tprof)
+        if len(tm["calls"]) != len(calls):
+            out["torch"]["note"] = (f"torch.profiler saw {len(tm['calls'])} SDPA ops for {len(calls)} captured "
+                                    "calls: the per-call figures are not matched")
+    elif tprof:
+        out["torch"] = {"error": next((t["memory"].get("error") for t in tprof if t.get("memory")), "no data")}
+    else:
+        out["torch"] = {"error": "not measured (torch_profiler=False)"}
+    return out
 
 
 __all__ = ["Profile", "profile", "capture", "_block_name"]
