@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages that building and testing xattn need, when any
-# is missing. Used by the README's two commands and by .ci/run.
-# CUDA is not installed here: the CUDA backend is built when nvcc is found
-# (PATH or /usr/local/cuda/bin) and left out otherwise. clang-format-14 and
+# is missing. Used by bench/quickstart.sh, tests/run-all.sh and .ci/run.
+# CUDA is not installed here: the test command's builds compile the CUDA
+# backend when nvcc is found (PATH or /usr/local/cuda/bin), and the quick start
+# only for a GPU the machine shows (cmake/xattn_cuda.cmake). clang-format-14 and
 # cppcheck are the versions the gates (.ci/check-format.sh,
 # .ci/check-cppcheck.sh) are written for: Debian 12's.
 set -eu

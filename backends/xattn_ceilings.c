@@ -12,19 +12,37 @@
  * is not trusted, does not parse, has another key, or holds a non-positive
  * figure is ignored with a warning and measured again.
  * Numbers are read and written in the "C" locale whatever the caller's.
+ *
+ * Load: each measurement records the share of the host's CPU time that other
+ * processes used while the micro-benchmarks ran (Linux: /proc/stat's busy time
+ * less this process's CPU time, over the same interval), as load_others=
+ * (absent from entries written before it was recorded: those stay valid, load
+ * unknown). On a device that runs on the host's CPUs, a share above
+ * XATTN__CEIL_LOAD_FLAG marks the entry under_load: it is used (the shares of
+ * it are then likely high), and the next xattn_ceilings_measure without force
+ * measures again; the new figures replace the entry unless they were measured
+ * under a heavier load still. A GPU's own loops do not share the host's CPUs,
+ * so its load is recorded but never flags it. The quick (test) mode records
+ * no load; XATTN_CEILINGS_LOAD=<share> stands in for the measured share
+ * (tests of this logic, which must not depend on the machine's real load).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "xattn_file.h"
 #include "xattn_internal.h"
 
 #define XATTN__CEIL_FORMAT 1
+/* Other processes' share of the host's CPU time above which a ceiling
+ * measured on a CPU device is flagged under_load. */
+#define XATTN__CEIL_LOAD_FLAG 0.10
 
 int xattn__ceilings_quick(void)
 {
@@ -122,6 +140,7 @@ int xattn__ceil_parse(const char *text, size_t n, const char *key, xattn_ceiling
 {
     memset(c, 0, sizeof *c);
     c->struct_size = sizeof *c;
+    c->load_others = -1; /* not recorded */
     int format = 0, key_ok = 0, bad = 0;
     unsigned seen = 0;
     char line[2048];
@@ -166,6 +185,8 @@ int xattn__ceil_parse(const char *text, size_t n, const char *key, xattn_ceiling
             bad |= !xattn__parse_pos(v, &c->mma_f16_gflops, 1);
         else if (!strcmp(k, "mma_bf16_gflops"))
             bad |= !xattn__parse_pos(v, &c->mma_bf16_gflops, 1);
+        else if (!strcmp(k, "load_others")) /* optional: a share, 0..1 */
+            bad |= !xattn__parse_pos(v, &c->load_others, 1) || c->load_others > 1;
         /* other keys (measured_at, notes) are informative */
     }
     xattn__c_locale_leave(&loc);
@@ -184,8 +205,89 @@ size_t xattn__ceil_format(char *out, size_t n, const char *key, const xattn_ceil
                  "copy_gbps=%.17g\nmma_f16_gflops=%.17g\nmma_bf16_gflops=%.17g\n",
                  XATTN__CEIL_FORMAT, key, c->fma_f32_gflops, c->fma_f16_gflops, c->fma_bf16_gflops,
                  c->read_gbps, c->copy_gbps, c->mma_f16_gflops, c->mma_bf16_gflops);
+    /* The load, when known: other processes' share of the host's CPU time. */
+    if (w > 0 && (size_t)w < n && c->load_others >= 0 && c->load_others <= 1) {
+        int w2 = snprintf(out + w, n - (size_t)w, "load_others=%.17g\n", c->load_others);
+        w = w2 > 0 ? w + w2 : -1;
+    }
     xattn__c_locale_leave(&loc);
     return w > 0 && (size_t)w < n ? (size_t)w : 0;
+}
+
+/* Whether ceilings measured with c->load_others are to be trusted: a device on
+ * the host's CPUs measured while other processes took a share of them is not. */
+static void xattn__ceil_flag(const struct xattn_ctx *ctx, xattn_ceilings *c)
+{
+    c->under_load =
+        ctx->info.device_type == XATTN_DEVICE_TYPE_CPU && c->load_others > XATTN__CEIL_LOAD_FLAG;
+}
+
+/* The host's CPU time (seconds, all CPUs): busy (with steal: another guest's
+ * time) and in all, from /proc/stat; and this process's own CPU time. */
+typedef struct xattn__cpu_times {
+    double busy, total, self;
+} xattn__cpu_times;
+
+static int xattn__cpu_times_now(xattn__cpu_times *t)
+{
+    char buf[512];
+    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n <= 4 || hz <= 0 || strncmp(buf, "cpu ", 4))
+        return 0;
+    buf[n] = '\0';
+    /* user nice system idle iowait irq softirq steal (guest time is in user) */
+    double v[8] = {0};
+    char *p = buf + 4;
+    int k = 0;
+    for (; k < 8; k++) {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(p, &end, 10);
+        if (end == p || errno)
+            break;
+        v[k] = (double)x / (double)hz;
+        p = end;
+    }
+    struct timespec ts;
+    if (k < 4 || clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+        return 0;
+    t->busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    t->total = t->busy + v[3] + v[4];
+    t->self = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return 1;
+}
+
+double xattn__ceil_load_share(double busy, double total, double self)
+{
+    if (!(total >= 0.2) || !isfinite(total) || !isfinite(busy) || !isfinite(self))
+        return -1;
+    double others = busy - self;
+    return others <= 0 ? 0 : others >= total ? 1 : others / total;
+}
+
+/* XATTN_CEILINGS_LOAD: a share 0..1 recorded in place of the measured one
+ * (tests); 1 when set and valid. */
+static int xattn__ceil_load_override(double *share)
+{
+    const char *e = getenv("XATTN_CEILINGS_LOAD");
+    if (!e || !*e)
+        return 0;
+    xattn__c_locale loc;
+    xattn__c_locale_enter(&loc);
+    double x;
+    int ok = xattn__parse_pos(e, &x, 1) && x <= 1;
+    xattn__c_locale_leave(&loc);
+    if (!ok) {
+        xattn__log(XATTN_LOG_WARN, "XATTN_CEILINGS_LOAD=%s: not a share 0..1, ignored", e);
+        return 0;
+    }
+    *share = x;
+    return 1;
 }
 
 /* Reads the cache entry of ctx's device into *c; 0 when there is none (an
@@ -226,6 +328,7 @@ static int xattn__ceil_lookup(const struct xattn_ctx *ctx, xattn_ceilings *c)
     }
     c->from_cache = 1;
     memcpy(c->cache_path, l.path, sizeof c->cache_path);
+    xattn__ceil_flag(ctx, c);
     return 1;
 }
 
@@ -273,11 +376,14 @@ static xattn_status xattn__ceilings_measure(xattn_ctx *ctx, int force, xattn_cei
         return xattn__error(XATTN_STATUS_INVALID_ARGUMENT, "force: %d, expected 0 or 1", force);
     XATTN_RETURN_IF_ERROR(xattn__ctx_enter(ctx));
     xattn_status st = XATTN_STATUS_OK;
-    xattn_ceilings c;
-    if (!force && xattn__ceil_lookup(ctx, &c)) {
-        ctx->prof.ceil = c;
+    xattn_ceilings c, cached;
+    /* A cached entry is used unless it was measured under load: that one is
+     * measured again, and kept if the new figures' load is heavier still. */
+    int have_cached = !force && xattn__ceil_lookup(ctx, &cached);
+    if (have_cached && !cached.under_load) {
+        ctx->prof.ceil = cached;
         ctx->prof.ceil_state = 1;
-        *out = c;
+        *out = cached;
         xattn__ctx_leave(ctx);
         return XATTN_STATUS_OK;
     }
@@ -291,7 +397,17 @@ static xattn_status xattn__ceilings_measure(xattn_ctx *ctx, int force, xattn_cei
     }
     memset(&c, 0, sizeof c);
     c.struct_size = sizeof c;
+    xattn__cpu_times t0, t1;
+    int timed = !xattn__ceilings_quick() && xattn__cpu_times_now(&t0);
     st = ctx->be->measure_ceilings(ctx, &c);
+    c.load_others =
+        timed && xattn__cpu_times_now(&t1)
+            ? xattn__ceil_load_share(t1.busy - t0.busy, t1.total - t0.total, t1.self - t0.self)
+            : -1;
+    double injected;
+    if (xattn__ceil_load_override(&injected))
+        c.load_others = injected;
+    xattn__ceil_flag(ctx, &c);
     if (st == XATTN_STATUS_OK &&
         !(c.fma_f32_gflops > 0 && isfinite(c.fma_f32_gflops) && c.read_gbps > 0 &&
           isfinite(c.read_gbps) && c.copy_gbps > 0 && isfinite(c.copy_gbps) &&
@@ -301,10 +417,26 @@ static xattn_status xattn__ceilings_measure(xattn_ctx *ctx, int force, xattn_cei
                           "ceilings: the %s micro-benchmarks gave fma %g GFLOP/s, read %g GB/s, "
                           "copy %g GB/s; expected positive figures",
                           ctx->be->name, c.fma_f32_gflops, c.read_gbps, c.copy_gbps);
-    if (st == XATTN_STATUS_OK) {
+    if (st != XATTN_STATUS_OK && have_cached) {
+        /* The entry flagged under load is still better than none. */
+        xattn__log(XATTN_LOG_WARN, "ceilings not measured again (%s): the cached ones are kept",
+                   xattn_last_error());
+        xattn__clear_error();
+        st = XATTN_STATUS_OK;
+        c = cached;
+    } else if (st == XATTN_STATUS_OK && have_cached && c.under_load &&
+               c.load_others > cached.load_others) {
+        xattn__log(XATTN_LOG_INFO,
+                   "ceilings measured again under a heavier load (%.0f%% of the CPUs busy with "
+                   "other work, %.0f%% when cached): the cached ones are kept",
+                   100 * c.load_others, 100 * cached.load_others);
+        c = cached;
+    } else if (st == XATTN_STATUS_OK) {
         c.from_cache = 0;
         c.cache_path[0] = '\0';
         xattn__ceil_store(ctx, &c);
+    }
+    if (st == XATTN_STATUS_OK) {
         ctx->prof.ceil = c;
         ctx->prof.ceil_state = 1;
         *out = c;

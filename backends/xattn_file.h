@@ -124,5 +124,10 @@ int xattn__ceil_parse(const char *text, size_t n, const char *key, xattn_ceiling
 /* Writes the file for `key` and *c into out; its length, or 0 when it does
  * not fit in n bytes. Parsing it back gives the same figures, bit for bit. */
 size_t xattn__ceil_format(char *out, size_t n, const char *key, const xattn_ceilings *c);
+/* Other processes' share (0..1) of the host's CPU time over an interval, from
+ * its deltas (seconds): the host's busy and total CPU time, this process's CPU
+ * time; -1 when it cannot be told (under 0.2 CPU-seconds in all: too few of
+ * the kernel's clock ticks). */
+double xattn__ceil_load_share(double busy, double total, double self);
 
 #endif /* XATTN_FILE_H */

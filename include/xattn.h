@@ -609,6 +609,15 @@ typedef struct xattn_ceilings {
      * does not measure them. Runs with matrix_units = 1 are shares of these. */
     double mma_f16_gflops;
     double mma_bf16_gflops;
+    /* Appended: the load they were measured under. load_others: the share
+     * (0..1) of the host's CPU time that other processes used while the
+     * micro-benchmarks ran; -1 when not known (not Linux, the quick test mode,
+     * or an entry cached before it was recorded). under_load: 1 when that
+     * share was above 10% on a device that runs on the host's CPUs, where the
+     * figures are then likely low: such ceilings are still used, and the next
+     * xattn_ceilings_measure (force 0) measures them again. */
+    double load_others;
+    int under_load;
 } xattn_ceilings;
 
 /**
@@ -618,7 +627,9 @@ typedef struct xattn_ceilings {
  * afterwards carry % of ceiling. Cache folder: $XATTN_CACHE_DIR ("" = none),
  * else $XDG_CACHE_HOME/xattn, else ~/.cache/xattn, used only when it is the
  * user's own and private (docs/guarantees.md); a cache that cannot be written
- * is not an error (cache_path is then ""). XATTN_CEILINGS_QUICK=1 shortens the
+ * is not an error (cache_path is then ""). A cached entry flagged under_load
+ * is measured again (force 0 too); the new figures replace it unless they were
+ * measured under a heavier load. XATTN_CEILINGS_QUICK=1 shortens the
  * micro-benchmarks (tests; cached apart). XATTN_STATUS_UNSUPPORTED when the
  * backend has no micro-benchmarks.
  */

@@ -13,8 +13,10 @@
 # same machine). Each step prints its duration.
 #
 # Environment: XATTN_PY_TORCH=0 skips torch (the torch suites then skip);
-# XATTN_WITH_CUDA (default OFF here) is passed to the package's build: the CUDA
-# kernels take minutes to compile and no GPU runs them in CI.
+# XATTN_WITH_CUDA (default AUTO, as for pip) is passed to the package's build:
+# CUDA is compiled only for a GPU the machine shows (for that GPU alone), never
+# on a machine without one such as CI's (the test command's release build
+# compiles and links every CUDA path there).
 # Exit status: 0 ready (the torch suites may still skip, and it says why);
 # 3 Python, its venv module, numpy or pytest could not be had (the suites
 # cannot run here); 1 the package did not build or install, or (CI=true) the
@@ -42,7 +44,7 @@ fi
 step "numpy and pytest"
 
 t0=$(date +%s)
-if ! XATTN_WITH_CUDA="${XATTN_WITH_CUDA:-OFF}" $pip install -q "$root/python"; then
+if ! XATTN_WITH_CUDA="${XATTN_WITH_CUDA:-AUTO}" $pip install -q "$root/python"; then
     echo "python-env: pip install ./python failed"
     exit 1
 fi
