@@ -123,9 +123,12 @@ def test_tensor_errors():
         xattn.attention([q], q, q, layout="bhsd")
 
 
-def test_requires_grad_inputs_are_read_in_place():
+def test_requires_grad_inputs_are_refused_in_grad_mode_and_read_in_place_without():
     q = torch.randn(1, 2, 8, 16, requires_grad=True)
-    o, _ = xattn.attention(q, q, q, layout="bhsd")
+    with pytest.raises(xattn.XattnInputError, match="no backward pass"):  # no silent graph loss
+        xattn.attention(q, q, q, layout="bhsd")
+    with torch.no_grad():
+        o, _ = xattn.attention(q, q, q, layout="bhsd")
     assert not o.requires_grad  # xattn computes forward only (no autograd)
     assert rel_l2(o.double().numpy(), F.scaled_dot_product_attention(q, q, q).detach().double().numpy()) < 2e-5
 

@@ -8,6 +8,7 @@ import dataclasses
 import ctypes
 import math
 import threading
+import time
 from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
 
 import numpy as np
@@ -764,7 +765,7 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
               bias=None, seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
               scale=None, return_lse=False, algo="auto", backend="auto", device=0, out=None,
               align=None, num_splits=0, copy=False, sinks=None, block_table=None, k_new=None, v_new=None,
-              kv_dtype=None, k_scale=None, v_scale=None):
+              kv_dtype=None, k_scale=None, v_scale=None, name=None, record=True):
     """Attention over arrays, in place: numpy arrays, torch tensors (CPU or CUDA),
     or anything with __array_interface__ / __cuda_array_interface__.
 
@@ -797,27 +798,81 @@ def attention(q, k, v, *, layout="bshd", causal=False, window=None, softcap=0, a
     (CUDA) stage host arrays through buffers of its own. Raises XattnError (an
     XattnInputError, also a ValueError, for bad arguments) with the library's
     status name and message.
+
+    name: a label for the call (the layer it serves); with torch.profiler active
+    (after ``import xattn.torch``), each call is a ``record_function`` range named
+    by it, the backend and the algorithm (docs/python.md, "Inside PyTorch").
+    xattn has no backward pass: torch tensors that require grad are refused while
+    grad mode is on (run under torch.no_grad() or pass .detach()'ed tensors).
+    record=False returns None in the record's place (the library still keeps it
+    with keep_records=True): the conversion to a dict is skipped.
     """
+    _refuse_requires_grad(((q, "q"), (k, "k"), (v, "v"), (bias, "bias"), (sinks, "sinks")))
     views = [_arrays.view_of(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
     ctx = _resolve_context(backend, device, views)
-    with ctx._lock:
-        prep, out_obj, lse_obj, meta = _prepare(ctx, *views, **_options(locals()), algo=algo,
-                                                num_splits=num_splits, out=out, need_outputs=True,
-                                                copy=copy)
-        try:
-            h = ctx._handle()
-            raw, info = new_filled(RunInfo)
-            _check(lib.xattn_attention(h, byref(prep.desc), ctypes.addressof(info)))
-            for buf, vw, n in prep.staged:
-                _check(lib.xattn_buffer_read(buf, 0, c_void_p(vw.ptr), n))
-            rec = _last_record(ctx)
-            if rec is None:  # no record (cannot happen with profiling on): the run info
-                rec = _struct_dict(info)
-        finally:
-            prep.free()
+    opts = _options(locals())
+    tracer = _tracer  # the range covers the whole call: checks, wrapping, the run, the record
+    span = tracer.begin(ctx, name, algo) if tracer is not None else None
+    rec, t_call, t_back = None, 0, 0
+    try:
+        with ctx._lock:
+            prep, out_obj, lse_obj, meta = _prepare(ctx, *views, **opts, algo=algo, num_splits=num_splits,
+                                                    out=out, need_outputs=True, copy=copy)
+            try:
+                h = ctx._handle()
+                raw, info = new_filled(RunInfo)
+                pdesc, pinfo = byref(prep.desc), ctypes.addressof(info)
+                t_call = time.monotonic_ns()  # CLOCK_MONOTONIC, the records' clock: brackets the C call
+                st = lib.xattn_attention(h, pdesc, pinfo)
+                t_back = time.monotonic_ns()
+                _check(st)
+                for buf, vw, n in prep.staged:
+                    _check(lib.xattn_buffer_read(buf, 0, c_void_p(vw.ptr), n))
+                if record or span is not None:
+                    rec = _last_record(ctx)
+                    if rec is None:  # no record (cannot happen with profiling on): the run info
+                        rec = _struct_dict(info)
+                elif not ctx.keep_records:
+                    _check(lib.xattn_profiler_reset(h))
+            finally:
+                prep.free()
+    finally:
+        if span is not None:
+            tracer.end(span, rec, t_call, t_back)
+    if not record:
+        rec = None
     if return_lse:
         return out_obj, lse_obj, rec
     return out_obj, rec
+
+
+# A tracer of the calls (xattn.torch installs one: torch.profiler ranges and the
+# records' times on PyTorch's time base). begin(ctx, name, algo) -> span or None
+# (None: not tracing now); end(span, record or None, t_call, t_back) closes it, with
+# CLOCK_MONOTONIC nanoseconds read just before and just after the C call (0: no call).
+_tracer = None
+
+
+def set_tracer(tracer) -> None:
+    """Installs (or, with None, removes) the call tracer (used by xattn.torch)."""
+    global _tracer
+    _tracer = tracer
+
+
+def _refuse_requires_grad(items) -> None:
+    """xattn has no backward pass: a tensor that requires grad, in grad mode, would
+    come back without a graph. Refused, saying how to proceed."""
+    import sys
+
+    t = sys.modules.get("torch")
+    if t is None or not t.is_grad_enabled():
+        return
+    for x, nm in items:
+        if isinstance(x, t.Tensor) and x.requires_grad:
+            raise input_error("INVALID_ARGUMENT",
+                              f"{nm}: requires grad, but xattn has no backward pass (its output would carry "
+                              "no graph and gradients would silently stop here); run the call under "
+                              "torch.no_grad() or torch.inference_mode(), or pass .detach()'ed tensors")
 
 
 def _last_record(ctx: Context):

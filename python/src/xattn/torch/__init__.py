@@ -16,5 +16,13 @@ except ImportError as e:  # pragma: no cover - exercised where torch is absent
 
 from ._capture import AttentionCall, Capture, TensorInfo, capture
 from ._profile import Profile, profile
+from ._sdpa import scaled_dot_product_attention
+from ._trace import export_chrome_trace
+from ._hf import attention_options, set_attention_options, xattn_attention_forward
+from ._hf import register as _register_hf
 
-__all__ = ["AttentionCall", "Capture", "Profile", "TensorInfo", "capture", "profile"]
+_register_hf()  # attn_implementation="xattn" in transformers, where it is installed
+
+__all__ = ["AttentionCall", "Capture", "Profile", "TensorInfo", "attention_options", "capture",
+           "export_chrome_trace", "profile", "scaled_dot_product_attention", "set_attention_options",
+           "xattn_attention_forward"]
