@@ -18,20 +18,41 @@
 #ifdef XATTN_HAVE_HWLOC
 #include <hwloc.h>
 #endif
+#if defined(XATTN_HAVE_HWLOC) && defined(XATTN_HAVE_OPENMP)
+#define XATTN__CPU_CAN_BIND 1
+#endif
 
 #include "xattn_cpu_ceilings.h"
 #include "xattn_cpu_kernels.h"
 #include "xattn_internal.h"
+
+/* A call's thread placement (xattn_cpu_kernels.h; see "Thread placement"). */
+struct xattn_cpu_bind {
+#ifdef XATTN__CPU_CAN_BIND
+    hwloc_topology_t topo;
+    int nt;                 /* the team size it was made for */
+    hwloc_bitmap_t *places; /* [nt] thread t's CPUs */
+    hwloc_bitmap_t *saved;  /* [nt] thread t's own mask while it is placed (its entry only) */
+#else
+    int unused;
+#endif
+};
 
 typedef struct xattn_cpu_ctx {
     xattn_cpu_args call; /* the call in progress (prepare .. finish) */
     xattn_cpu_work work; /* what its kernels counted */
     xattn_cpu_simd simd; /* path in use */
     int num_threads;     /* resolved from XATTN_OPT_NUM_THREADS */
-    int bound_threads;   /* thread count the workers were last placed for; 0 = none */
-#ifdef XATTN_HAVE_HWLOC
-    hwloc_topology_t topo; /* loaded on the first placement; NULL before */
-    int topo_failed;
+#ifdef XATTN__CPU_CAN_BIND
+    /* Thread placement (xattn__cpu_bind_for). */
+    hwloc_topology_t topo;      /* loaded on the first placement; NULL before */
+    int topo_failed;            /* hwloc could not load it: no placement */
+    struct xattn_cpu_bind bind; /* places and saved masks, cap entries each */
+    int cap;
+    hwloc_bitmap_t caller;     /* the calling thread's mask, read by each call */
+    hwloc_bitmap_t places_for; /* the caller's mask the places were made for */
+    int places_nt;             /* and the team size (0 = not made) */
+    int places_ok;             /* the caller's mask holds nt cores (or PUs) */
 #endif
 } xattn_cpu_ctx;
 
@@ -194,12 +215,35 @@ static xattn_status xattn__cpu_ctx_create(struct xattn_ctx *ctx)
     return XATTN_STATUS_OK;
 }
 
+#ifdef XATTN__CPU_CAN_BIND
+static void xattn__cpu_places_free(xattn_cpu_ctx *c)
+{
+    for (int i = 0; i < c->cap; i++) {
+        if (c->bind.saved)
+            hwloc_bitmap_free(c->bind.saved[i]);
+        if (c->bind.places)
+            hwloc_bitmap_free(c->bind.places[i]);
+    }
+    free(c->bind.saved);
+    free(c->bind.places);
+    c->bind.saved = NULL;
+    c->bind.places = NULL;
+    c->cap = 0;
+    c->places_nt = 0;
+}
+#endif
+
 static void xattn__cpu_ctx_destroy(struct xattn_ctx *ctx)
 {
-#ifdef XATTN_HAVE_HWLOC
+#ifdef XATTN__CPU_CAN_BIND
     xattn_cpu_ctx *c = ctx->bctx;
-    if (c && c->topo)
-        hwloc_topology_destroy(c->topo);
+    if (c) {
+        xattn__cpu_places_free(c);
+        hwloc_bitmap_free(c->caller);
+        hwloc_bitmap_free(c->places_for);
+        if (c->topo)
+            hwloc_topology_destroy(c->topo);
+    }
 #endif
     xattn__host_free(ctx, ctx->bctx, sizeof(xattn_cpu_ctx));
     ctx->bctx = NULL;
@@ -294,65 +338,178 @@ static xattn_status xattn__cpu_buffer_copy(struct xattn_ctx *ctx, struct xattn_b
 }
 
 /*
- * Thread placement (hwloc): once per context and thread count, OpenMP thread
- * t of the team is bound to core t of the topology (to PU t when there are
- * more threads than cores, not at all when there are more than PUs), as
- * OMP_PROC_BIND=close would do. Thread 0 is the calling thread: it is bound
- * too, because a floating master that the scheduler puts on a worker's core
- * makes every barrier wait a time slice (16 ms instead of 0.5 ms a call, seen
- * on a 2-core VM). Runtimes keep their worker threads between parallel regions
- * of the same size (libgomp, libomp), so the binding holds for later calls.
- * Skipped when the user places threads himself (OMP_PROC_BIND, OMP_PLACES,
- * GOMP_CPU_AFFINITY, KMP_AFFINITY) or sets XATTN_CPU_BIND=0 (for example on
- * an oversubscribed machine, where letting the scheduler migrate threads wins).
+ * Thread placement (hwloc), region by region, only where the user asks for it
+ * (XATTN_CPU_BIND=1). A placed call hands the kernels a xattn_cpu_bind: in
+ * each of the call's parallel regions, thread t of the team first saves its
+ * own CPU mask and binds itself to core t of the CPUs the calling thread may
+ * run on (to PU t when the caller's mask holds fewer cores than threads; no
+ * placement when it holds fewer PUs), as OMP_PROC_BIND=close would do within
+ * the caller's mask; at the end of the region, before the team's closing
+ * barrier, it puts its saved mask back. So no thread is ever bound outside a
+ * region of the library: the calling thread and the OpenMP runtime's workers,
+ * which belong to the host process and serve its own OpenMP code too, leave
+ * every call as they entered it, whatever its status, and a worker the runtime
+ * starts (from the calling thread, at the top of a region) inherits the
+ * caller's own mask.
+ *
+ * Not by default: binding that must be undone at every call costs more than it
+ * gains on the machines measured. On the shared 2-core VM (load 3; each
+ * call's host wall time on the monotonic clock, calls alternating placed and
+ * not): a decode step (B1 H8/2 Sk512 D64 f32, SPLITKV, 2
+ * threads) took 34 us unbound and 73 us placed region by region (+36 us, 95%
+ * CI 35..37); a causal prefill (S512 H8 D64, FLASH) 4.0 ms unbound and 8.0 ms
+ * placed (medians; the paired difference within noise, its interval -0.6..3.8
+ * ms). A thread that moves itself onto a core another process is running on
+ * waits for that core; binding the team once for good, as earlier versions
+ * did, avoided that but changed the host's threads for good. An earlier
+ * design that bound and restored in regions of its own (two more team
+ * wake-ups a call) cost 8 us a decode step at load 1.
+ *
+ * Thread 0 is the calling thread: it is placed too, because a floating caller
+ * that the scheduler puts on a worker's core makes every barrier wait a time
+ * slice. Nothing is placed, even with XATTN_CPU_BIND=1, when the team has one
+ * thread, when the call is made from inside an OpenMP parallel region (the
+ * host's threads are the host's), when the user places threads through the
+ * runtime (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY, KMP_AFFINITY), or
+ * without hwloc or OpenMP (docs/api.md, "Threads").
  */
-static void xattn__cpu_place_threads(xattn_cpu_ctx *c, int nt)
+#ifdef XATTN__CPU_CAN_BIND
+/* Whether calls are placed: XATTN_CPU_BIND=1, read at each call, and no
+ * placement of the user's through the OpenMP runtime. */
+static int xattn__cpu_bind_wanted(void)
 {
-    if (c->bound_threads == nt)
-        return;
-    c->bound_threads = nt;
-#if defined(XATTN_HAVE_HWLOC) && defined(XATTN_HAVE_OPENMP)
     static const char *const user_env[] = {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
                                            "KMP_AFFINITY"};
     const char *e = getenv("XATTN_CPU_BIND");
-    if (nt < 2 || (e && !strcmp(e, "0")) || c->topo_failed)
-        return;
+    if (!e || strcmp(e, "1") != 0)
+        return 0;
     for (size_t i = 0; i < sizeof user_env / sizeof user_env[0]; i++)
         if (getenv(user_env[i]))
-            return;
+            return 0;
+    return 1;
+}
+
+/* The topology (loaded once per context) and the bitmaps of nt threads;
+ * 0 when either cannot be had (then nothing is placed). */
+static int xattn__cpu_bind_state(xattn_cpu_ctx *c, int nt)
+{
+    if (c->topo_failed)
+        return 0;
     if (!c->topo) {
         if (hwloc_topology_init(&c->topo) != 0) {
             c->topo = NULL;
             c->topo_failed = 1;
-            return;
+            return 0;
         }
         if (hwloc_topology_load(c->topo) != 0) {
             hwloc_topology_destroy(c->topo);
             c->topo = NULL;
             c->topo_failed = 1;
-            return;
+            return 0;
         }
     }
-    const int cores = hwloc_get_nbobjs_by_type(c->topo, HWLOC_OBJ_CORE);
-    const int pus = hwloc_get_nbobjs_by_type(c->topo, HWLOC_OBJ_PU);
-    hwloc_obj_type_t type;
-    if (cores > 0 && nt <= cores)
-        type = HWLOC_OBJ_CORE;
-    else if (pus > 0 && nt <= pus)
-        type = HWLOC_OBJ_PU;
-    else
-        return;
-    hwloc_topology_t topo = c->topo;
-    int failed = 0;
-#pragma omp parallel num_threads(nt) reduction(+ : failed)
-    {
-        int t = omp_get_thread_num();
-        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, (unsigned)t);
-        if (obj && obj->cpuset && hwloc_set_cpubind(topo, obj->cpuset, HWLOC_CPUBIND_THREAD))
-            failed++;
+    if (!c->caller)
+        c->caller = hwloc_bitmap_alloc();
+    if (!c->places_for)
+        c->places_for = hwloc_bitmap_alloc();
+    if (!c->caller || !c->places_for)
+        return 0;
+    if (nt <= c->cap)
+        return 1;
+    xattn__cpu_places_free(c);
+    c->bind.saved = calloc((size_t)nt, sizeof *c->bind.saved);
+    c->bind.places = calloc((size_t)nt, sizeof *c->bind.places);
+    if (!c->bind.saved || !c->bind.places) {
+        xattn__cpu_places_free(c);
+        return 0;
     }
-    if (failed)
-        xattn__log(XATTN_LOG_DEBUG, "cpu: binding %d of %d worker threads failed", failed, nt - 1);
+    c->cap = nt;
+    for (int i = 0; i < nt; i++) {
+        c->bind.saved[i] = hwloc_bitmap_alloc();
+        c->bind.places[i] = hwloc_bitmap_alloc();
+        if (!c->bind.saved[i] || !c->bind.places[i]) {
+            xattn__cpu_places_free(c);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Thread t's CPUs within the caller's mask (c->caller): the caller's part of
+ * the t-th core that has one, else of the t-th PU. Kept while the caller's
+ * mask and the team size stay the same. Returns 0 when the mask holds fewer
+ * PUs than threads. */
+static int xattn__cpu_places(xattn_cpu_ctx *c, int nt)
+{
+    if (c->places_nt == nt && hwloc_bitmap_isequal(c->places_for, c->caller))
+        return c->places_ok;
+    hwloc_bitmap_copy(c->places_for, c->caller);
+    c->places_nt = nt;
+    c->places_ok = 0;
+    static const hwloc_obj_type_t types[] = {HWLOC_OBJ_CORE, HWLOC_OBJ_PU};
+    for (size_t k = 0; k < 2 && !c->places_ok; k++) {
+        const int count = hwloc_get_nbobjs_by_type(c->topo, types[k]);
+        int n = 0;
+        for (int i = 0; i < count && n < nt; i++) {
+            hwloc_obj_t o = hwloc_get_obj_by_type(c->topo, types[k], (unsigned)i);
+            if (o && o->cpuset && hwloc_bitmap_intersects(o->cpuset, c->caller))
+                hwloc_bitmap_and(c->bind.places[n++], o->cpuset, c->caller);
+        }
+        c->places_ok = n == nt;
+    }
+    return c->places_ok;
+}
+#endif
+
+/* The placement of a call (or of the ceilings' micro-benchmarks) on nt
+ * threads, from the calling thread's mask now; NULL when the call is not
+ * placed (see above). */
+static const xattn_cpu_bind *xattn__cpu_bind_for(xattn_cpu_ctx *c, int nt)
+{
+#ifdef XATTN__CPU_CAN_BIND
+    if (nt < 2 || omp_in_parallel() || !xattn__cpu_bind_wanted() || !xattn__cpu_bind_state(c, nt))
+        return NULL;
+    if (hwloc_get_cpubind(c->topo, c->caller, HWLOC_CPUBIND_THREAD) != 0 ||
+        !xattn__cpu_places(c, nt))
+        return NULL;
+    c->bind.topo = c->topo;
+    c->bind.nt = nt;
+    return &c->bind;
+#else
+    (void)c;
+    (void)nt;
+    return NULL;
+#endif
+}
+
+int xattn_cpu_bind_enter(const xattn_cpu_bind *b)
+{
+#ifdef XATTN__CPU_CAN_BIND
+    if (!b)
+        return 0;
+    const int t = omp_get_thread_num();
+    /* A smaller team than planned (a thread limit): not placed. */
+    if (omp_get_num_threads() != b->nt || t >= b->nt)
+        return 0;
+    if (hwloc_get_cpubind(b->topo, b->saved[t], HWLOC_CPUBIND_THREAD) != 0 ||
+        hwloc_bitmap_isequal(b->saved[t], b->places[t]))
+        return 0;
+    return hwloc_set_cpubind(b->topo, b->places[t], HWLOC_CPUBIND_THREAD) == 0;
+#else
+    (void)b;
+    return 0;
+#endif
+}
+
+void xattn_cpu_bind_leave(const xattn_cpu_bind *b, int bound)
+{
+#ifdef XATTN__CPU_CAN_BIND
+    if (bound &&
+        hwloc_set_cpubind(b->topo, b->saved[omp_get_thread_num()], HWLOC_CPUBIND_THREAD) != 0)
+        xattn__log(XATTN_LOG_WARN, "cpu: a thread's own CPU mask could not be put back");
+#else
+    (void)b;
+    (void)bound;
 #endif
 }
 
@@ -427,7 +584,7 @@ static xattn_status xattn__cpu_prepare(struct xattn_ctx *ctx, const xattn_proble
     a->num_threads = c->num_threads > 0 ? c->num_threads : 1;
     a->simd = c->simd;
     memset(&c->work, 0, sizeof c->work);
-    xattn__cpu_place_threads(c, a->num_threads);
+    a->bind = xattn__cpu_bind_for(c, a->num_threads);
     return XATTN_STATUS_OK;
 }
 
@@ -444,7 +601,7 @@ static xattn_status xattn__cpu_ws_alloc(struct xattn_ctx *ctx, const xattn_probl
     if (!ws)
         return st;
     if (touch > 0)
-        xattn_cpu_prefault(ws, bytes, touch);
+        xattn_cpu_prefault(ws, bytes, touch, ((xattn_cpu_ctx *)ctx->bctx)->call.bind);
     *out = ws;
     return XATTN_STATUS_OK;
 }
@@ -496,6 +653,7 @@ static xattn_status xattn__cpu_finish(struct xattn_ctx *ctx, const xattn_problem
 {
     (void)timed;
     xattn_cpu_ctx *c = ctx->bctx;
+    c->call.bind = NULL;
     if (!ok)
         return XATTN_STATUS_OK;
     /* The device time is the kernels' time; workspace allocation is not in it. */
@@ -529,12 +687,12 @@ static xattn_status xattn__cpu_measure_ceilings(struct xattn_ctx *ctx, xattn_cei
     xattn_cpu_ctx *c = ctx->bctx;
     const int quick = xattn__ceilings_quick();
     const int nt = xattn__cpu_default_threads();
-    xattn__cpu_place_threads(c, nt);
+    const xattn_cpu_bind *bind = xattn__cpu_bind_for(c, nt);
     const double secs = quick ? 0.02 : 0.2;
     const int runs = quick ? 2 : 3;
-    out->fma_f32_gflops = xattn_cpu_ceiling_fma_f32(xattn_cpu_simd_detect(), nt, secs, runs);
-    out->fma_f16_gflops = xattn_cpu_ceiling_fma_f16(nt, secs, runs);
-    out->fma_bf16_gflops = xattn_cpu_ceiling_fma_bf16(nt, secs, runs);
+    out->fma_f32_gflops = xattn_cpu_ceiling_fma_f32(xattn_cpu_simd_detect(), nt, secs, runs, bind);
+    out->fma_f16_gflops = xattn_cpu_ceiling_fma_f16(nt, secs, runs, bind);
+    out->fma_bf16_gflops = xattn_cpu_ceiling_fma_bf16(nt, secs, runs, bind);
 
     const uint64_t mib = 1ull << 20;
     uint64_t bytes = quick ? 32 * mib : 4 * ctx->info.cache_bytes;
@@ -566,11 +724,11 @@ static xattn_status xattn__cpu_measure_ceilings(struct xattn_ctx *ctx, xattn_cei
         xattn__host_free(ctx, src, bytes);
         return st;
     }
-    xattn_cpu_ceiling_touch(src, (size_t)bytes, nt);
-    xattn_cpu_ceiling_touch(dst, (size_t)bytes, nt);
+    xattn_cpu_ceiling_touch(src, (size_t)bytes, nt, bind);
+    xattn_cpu_ceiling_touch(dst, (size_t)bytes, nt, bind);
     const int bw_runs = quick ? 3 : 5;
-    out->read_gbps = xattn_cpu_ceiling_read(src, (size_t)bytes, nt, bw_runs);
-    out->copy_gbps = xattn_cpu_ceiling_copy(dst, src, (size_t)bytes, nt, bw_runs);
+    out->read_gbps = xattn_cpu_ceiling_read(src, (size_t)bytes, nt, bw_runs, bind);
+    out->copy_gbps = xattn_cpu_ceiling_copy(dst, src, (size_t)bytes, nt, bw_runs, bind);
     xattn__host_free(ctx, dst, bytes);
     xattn__host_free(ctx, src, bytes);
     xattn__log(XATTN_LOG_INFO,

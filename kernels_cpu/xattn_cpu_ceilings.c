@@ -208,7 +208,7 @@ static _Thread_local volatile float xattn__fma_sink;
 
 /* Team FLOP rate of fn: calibrated on one thread to last about `seconds`. */
 static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, double seconds,
-                               int runs)
+                               int runs, const xattn_cpu_bind *bind)
 {
     int64_t iters = 1024;
     for (;;) {
@@ -233,6 +233,7 @@ static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, 
 #pragma omp parallel num_threads(nt) reduction(+ : sum)
 #endif
         {
+            const int bound = xattn_cpu_bind_enter(bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp barrier
 #pragma omp master
@@ -250,6 +251,7 @@ static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, 
 #pragma omp master
 #endif
             t1 = xattn__cpu_clock();
+            xattn_cpu_bind_leave(bind, bound);
         }
         xattn__fma_sink += sum;
         double rate = (double)team * (double)iters * flops_per_iter / (t1 - t0) * 1e-9;
@@ -259,36 +261,37 @@ static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, 
     return best;
 }
 
-double xattn_cpu_ceiling_fma_f32(xattn_cpu_simd simd, int nt, double seconds, int runs)
+double xattn_cpu_ceiling_fma_f32(xattn_cpu_simd simd, int nt, double seconds, int runs,
+                                 const xattn_cpu_bind *bind)
 {
 #if XATTN__CPU_X86
     if (simd == XATTN_CPU_SIMD_AVX512)
-        return xattn__fma_bench(xattn__fma_avx512, XATTN__ACC * 16 * 2, nt, seconds, runs);
+        return xattn__fma_bench(xattn__fma_avx512, XATTN__ACC * 16 * 2, nt, seconds, runs, bind);
     if (simd == XATTN_CPU_SIMD_AVX2)
-        return xattn__fma_bench(xattn__fma_avx2, XATTN__ACC * 8 * 2, nt, seconds, runs);
+        return xattn__fma_bench(xattn__fma_avx2, XATTN__ACC * 8 * 2, nt, seconds, runs, bind);
 #else
     (void)simd;
 #endif
-    return xattn__fma_bench(xattn__fma_portable, 16 * 2, nt, seconds, runs);
+    return xattn__fma_bench(xattn__fma_portable, 16 * 2, nt, seconds, runs, bind);
 }
 
-double xattn_cpu_ceiling_fma_f16(int nt, double seconds, int runs)
+double xattn_cpu_ceiling_fma_f16(int nt, double seconds, int runs, const xattn_cpu_bind *bind)
 {
 #if XATTN__CPU_X86 && XATTN__CPU_HAVE_FP16_ISA
     if (xattn_cpu_simd_detect() == XATTN_CPU_SIMD_AVX512 && xattn__cpu_has_leaf7(0, 3, 23))
-        return xattn__fma_bench(xattn__fma_f16, XATTN__ACC * 32 * 2, nt, seconds, runs);
+        return xattn__fma_bench(xattn__fma_f16, XATTN__ACC * 32 * 2, nt, seconds, runs, bind);
 #endif
-    (void)nt, (void)seconds, (void)runs;
+    (void)nt, (void)seconds, (void)runs, (void)bind;
     return 0.0;
 }
 
-double xattn_cpu_ceiling_fma_bf16(int nt, double seconds, int runs)
+double xattn_cpu_ceiling_fma_bf16(int nt, double seconds, int runs, const xattn_cpu_bind *bind)
 {
 #if XATTN__CPU_X86
     if (xattn_cpu_simd_detect() == XATTN_CPU_SIMD_AVX512 && xattn__cpu_has_leaf7(1, 0, 5))
-        return xattn__fma_bench(xattn__fma_bf16, XATTN__ACC * 16 * 4, nt, seconds, runs);
+        return xattn__fma_bench(xattn__fma_bf16, XATTN__ACC * 16 * 4, nt, seconds, runs, bind);
 #endif
-    (void)nt, (void)seconds, (void)runs;
+    (void)nt, (void)seconds, (void)runs, (void)bind;
     return 0.0;
 }
 
@@ -363,7 +366,7 @@ typedef uint64_t (*xattn__read_fn)(const char *p, size_t n);
 
 static _Thread_local volatile uint64_t xattn__read_sink; /* per thread, as above */
 
-void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt)
+void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt, const xattn_cpu_bind *bind)
 {
     (void)nt;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
@@ -379,6 +382,7 @@ void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt)
 #pragma omp parallel num_threads(nt)
 #endif
     {
+        const int bound = xattn_cpu_bind_enter(bind);
         int t = 0, team = 1;
 #ifdef XATTN_HAVE_OPENMP
         t = omp_get_thread_num();
@@ -387,11 +391,13 @@ void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt)
         size_t a, b;
         xattn__share(bytes, team, t, &a, &b);
         memset((char *)buf + a, 1 + t, b - a);
+        xattn_cpu_bind_leave(bind, bound);
     }
 }
 
 /* Best rate of `runs` passes: mode 0 reads buf, mode 1 copies src -> dst. */
-static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes, int nt, int runs)
+static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes, int nt, int runs,
+                              const xattn_cpu_bind *bind)
 {
     xattn__read_fn rd = xattn__read_portable;
 #if XATTN__CPU_X86
@@ -409,6 +415,7 @@ static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes
 #pragma omp parallel num_threads(nt) reduction(^ : x)
 #endif
         {
+            const int bound = xattn_cpu_bind_enter(bind);
             int t = 0, team = 1;
 #ifdef XATTN_HAVE_OPENMP
             t = omp_get_thread_num();
@@ -431,6 +438,7 @@ static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes
 #pragma omp master
 #endif
             t1 = xattn__cpu_clock();
+            xattn_cpu_bind_leave(bind, bound);
         }
         xattn__read_sink ^= x;
         double moved = (double)(bytes / 256 * 256) * (mode == 0 ? 1.0 : 2.0);
@@ -441,12 +449,14 @@ static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes
     return best;
 }
 
-double xattn_cpu_ceiling_read(const void *buf, size_t bytes, int nt, int runs)
+double xattn_cpu_ceiling_read(const void *buf, size_t bytes, int nt, int runs,
+                              const xattn_cpu_bind *bind)
 {
-    return xattn__bw_bench(0, NULL, buf, bytes, nt, runs);
+    return xattn__bw_bench(0, NULL, buf, bytes, nt, runs, bind);
 }
 
-double xattn_cpu_ceiling_copy(void *dst, const void *src, size_t bytes, int nt, int runs)
+double xattn_cpu_ceiling_copy(void *dst, const void *src, size_t bytes, int nt, int runs,
+                              const xattn_cpu_bind *bind)
 {
-    return xattn__bw_bench(1, dst, src, bytes, nt, runs);
+    return xattn__bw_bench(1, dst, src, bytes, nt, runs, bind);
 }

@@ -331,31 +331,39 @@ void xattn__cpu_scratch_map(xattn__cpu_scratch *sc, void *base, const xattn_prob
     xattn__cpu_scratch_map_without(sc, base, p, 0);
 }
 
-/* Sets bytes to `v` in 1 MiB chunks across the threads. */
-static void xattn__cpu_fill(void *ptr, uint64_t bytes, int num_threads, int v)
+/* Sets bytes to `v` in 1 MiB chunks across the threads (placed by `bind`). */
+static void xattn__cpu_fill(void *ptr, uint64_t bytes, int num_threads, int v,
+                            const xattn_cpu_bind *bind)
 {
     const uint64_t chunk = 1u << 20;
     int64_t n = (int64_t)((bytes + chunk - 1) / chunk);
     (void)num_threads;
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(num_threads) schedule(static)
+#pragma omp parallel num_threads(num_threads)
 #endif
-    for (int64_t k = 0; k < n; k++) {
-        uint64_t off = (uint64_t)k * chunk;
-        uint64_t len = bytes - off < chunk ? bytes - off : chunk;
-        memset((char *)ptr + off, v, (size_t)len);
+    {
+        const int bound = xattn_cpu_bind_enter(bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t off = (uint64_t)k * chunk;
+            uint64_t len = bytes - off < chunk ? bytes - off : chunk;
+            memset((char *)ptr + off, v, (size_t)len);
+        }
+        xattn_cpu_bind_leave(bind, bound);
     }
 }
 
-void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads)
+void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads, const xattn_cpu_bind *bind)
 {
-    xattn__cpu_fill(ptr, bytes, num_threads, 0);
+    xattn__cpu_fill(ptr, bytes, num_threads, 0, bind);
 }
 
 void xattn__cpu_poison(void *ptr, uint64_t bytes, int num_threads)
 {
     /* All-ones bytes are a NaN in f32 (and in f16/bf16). */
-    xattn__cpu_fill(ptr, bytes, num_threads, 0xff);
+    xattn__cpu_fill(ptr, bytes, num_threads, 0xff, NULL);
 }
 
 /* ---- the flash tile loop ---------------------------------------------------- */

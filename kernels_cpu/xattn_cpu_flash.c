@@ -86,21 +86,28 @@ static void xattn__cpu_flash_pack(const xattn__cpu_ctx *cx, char *base, xattn__c
     vbad[n] = 0;
     (void)nt; /* unused without OpenMP */
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel num_threads(nt)
 #endif
-    for (int64_t u = 0; u < n; u++) {
-        /* Tile u = tile0[b] * Hkv + hk * ntiles(b) + t: find b by its range. */
-        int64_t lo = 0, hi = p->B - 1;
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) / 2;
-            if (tile0[mid] * Hkv <= u)
-                lo = mid;
-            else
-                hi = mid - 1;
+    {
+        const int bound = xattn_cpu_bind_enter(cx->a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+        for (int64_t u = 0; u < n; u++) {
+            /* Tile u = tile0[b] * Hkv + hk * ntiles(b) + t: find b by its range. */
+            int64_t lo = 0, hi = p->B - 1;
+            while (lo < hi) {
+                const int64_t mid = (lo + hi + 1) / 2;
+                if (tile0[mid] * Hkv <= u)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            const int64_t b = lo, nb = tile0[b + 1] - tile0[b], r = u - tile0[b] * Hkv;
+            vbad[u] = (unsigned char)xattn__cpu_pack_tile(
+                cx, b, r / nb, r % nb, k + u * BK * cx->ldk, v + u * BK * cx->Dvp);
         }
-        const int64_t b = lo, nb = tile0[b + 1] - tile0[b], r = u - tile0[b] * Hkv;
-        vbad[u] = (unsigned char)xattn__cpu_pack_tile(cx, b, r / nb, r % nb, k + u * BK * cx->ldk,
-                                                      v + u * BK * cx->Dvp);
+        xattn_cpu_bind_leave(cx->a->bind, bound);
     }
     kv->k = k;
     kv->v = v;
@@ -139,29 +146,37 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work
     xattn_cpu_work total = {0, 0, 0};
     /* Dynamic: under causal masks or uneven lengths, tiles differ in work. */
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(xattn__cpu_work_sum : total)
+#pragma omp parallel num_threads(nt) reduction(xattn__cpu_work_sum : total)
 #endif
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t t = u % nqt, hb = (u / nqt) % qt.hblocks;
-        const int64_t hk = (u / (nqt * qt.hblocks)) % p->Hkv, b = u / (nqt * qt.hblocks * p->Hkv);
-        const int64_t h0 = hk * p->group + hb * qt.heads;
-        const int nh = (int)xattn__cpu_min(qt.heads, p->group - hb * qt.heads);
-        const int64_t rows = xattn_problem_rows_q(p, b), i0 = t * qt.pos;
-        if (i0 >= rows)
-            continue;
-        const int64_t nrows = xattn__cpu_min(qt.pos, rows - i0);
-        /* Real positions first; positions i >= len_q (padded mode) are padding. */
-        const int np = (int)xattn__cpu_min(xattn__cpu_max((int64_t)p->len_q[b] - i0, 0), nrows);
-        for (int hh = 0; hh < nh; hh++)
-            for (int64_t r = np; r < nrows; r++)
-                xattn__cpu_write_empty_row(&cx, b, h0 + hh, i0 + r);
-        if (np == 0)
-            continue;
-        xattn__cpu_scratch sc;
-        xattn__cpu_scratch_map(&sc, (char *)ws + (uint64_t)XATTN__CPU_TID() * per, p);
-        sc.work = &total; /* this thread's copy */
-        xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, 0, INT64_MAX, kv);
-        xattn__cpu_flash_finish(&cx, &sc, b, nh * np);
+    {
+        const int bound = xattn_cpu_bind_enter(a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t t = u % nqt, hb = (u / nqt) % qt.hblocks;
+            const int64_t hk = (u / (nqt * qt.hblocks)) % p->Hkv,
+                          b = u / (nqt * qt.hblocks * p->Hkv);
+            const int64_t h0 = hk * p->group + hb * qt.heads;
+            const int nh = (int)xattn__cpu_min(qt.heads, p->group - hb * qt.heads);
+            const int64_t rows = xattn_problem_rows_q(p, b), i0 = t * qt.pos;
+            if (i0 >= rows)
+                continue;
+            const int64_t nrows = xattn__cpu_min(qt.pos, rows - i0);
+            /* Real positions first; positions i >= len_q (padded mode) are padding. */
+            const int np = (int)xattn__cpu_min(xattn__cpu_max((int64_t)p->len_q[b] - i0, 0), nrows);
+            for (int hh = 0; hh < nh; hh++)
+                for (int64_t r = np; r < nrows; r++)
+                    xattn__cpu_write_empty_row(&cx, b, h0 + hh, i0 + r);
+            if (np == 0)
+                continue;
+            xattn__cpu_scratch sc;
+            xattn__cpu_scratch_map(&sc, (char *)ws + (uint64_t)XATTN__CPU_TID() * per, p);
+            sc.work = &total; /* this thread's copy */
+            xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, 0, INT64_MAX, kv);
+            xattn__cpu_flash_finish(&cx, &sc, b, nh * np);
+        }
+        xattn_cpu_bind_leave(a->bind, bound);
     }
     xattn__cpu_work_add(w, &total);
 }

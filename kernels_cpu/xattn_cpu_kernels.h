@@ -4,7 +4,9 @@
  * (xattn_problem.h) plus base pointers; they never validate user input.
  *
  * Threading: each entry runs its own `#pragma omp parallel` with
- * a->num_threads threads (1 when OpenMP is absent).
+ * a->num_threads threads (1 when OpenMP is absent). When a->bind is set, each
+ * thread of each region calls xattn_cpu_bind_enter first and
+ * xattn_cpu_bind_leave last, so that no thread is bound outside a region.
  * SIMD: a->simd picks the path; the portable path runs anywhere, the AVX2+FMA
  * (with F16C) and AVX-512 paths are compiled with target attributes and chosen
  * at run time by the host module from cpuid.
@@ -28,6 +30,18 @@ xattn_cpu_simd xattn_cpu_simd_detect(void);
 /* "portable", "avx2", "avx512". */
 const char *xattn_cpu_simd_name(xattn_cpu_simd s);
 
+/*
+ * Thread placement for the length of one parallel region (the CPU backend
+ * makes it; xattn_backend_cpu.c): thread t of a team of the planned size
+ * saves its own CPU mask and binds itself to its place, then puts the mask
+ * back before the region ends. NULL: no placement (both calls do nothing).
+ */
+typedef struct xattn_cpu_bind xattn_cpu_bind;
+/* At the top of a region, by each thread: 1 when it bound itself. */
+int xattn_cpu_bind_enter(const xattn_cpu_bind *b);
+/* At the bottom of the region, by each thread, with enter's result. */
+void xattn_cpu_bind_leave(const xattn_cpu_bind *b, int bound);
+
 typedef struct xattn_cpu_args {
     const xattn_problem *p;
     /* Buffer base addresses (byte 0 of each view's buffer); add p->x.off elements. */
@@ -39,6 +53,7 @@ typedef struct xattn_cpu_args {
     const float *k_scale, *v_scale; /* fp8 caches' per-head scales; NULL = absent */
     int num_threads;                /* >= 1 */
     xattn_cpu_simd simd;
+    const xattn_cpu_bind *bind; /* the threads' placement, NULL = none */
 } xattn_cpu_args;
 
 /*
@@ -68,7 +83,7 @@ uint64_t xattn_cpu_l1d_bytes(void);
 /* Writes zeros over a freshly allocated workspace with num_threads threads:
  * the pages are faulted in (and placed near the threads, first touch) as
  * part of the allocation, before the phase timers start. */
-void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads);
+void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads, const xattn_cpu_bind *bind);
 /* Bytes of the score workspace: B*Hq*Sq*Sk*4 (the caller checked overflow). */
 uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p);
 /* Phase 1: S[b,h,i,j] = score with softcap, ALiBi, bias and masks (-inf). */

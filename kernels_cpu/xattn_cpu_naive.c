@@ -113,6 +113,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
 #pragma omp parallel num_threads(nt) reduction(+ : qk)
 #endif
     {
+        const int bound = xattn_cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1) nowait
 #endif
@@ -216,6 +217,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
         }
         if (uk->stream_fence)
             uk->stream_fence();
+        xattn_cpu_bind_leave(a->bind, bound);
     }
     w->qk_pairs += qk;
 }
@@ -232,43 +234,50 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
     const int64_t units = p->B * p->Hq * p->Sq;
 
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 64)
+#pragma omp parallel num_threads(nt)
 #endif
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t i = u % p->Sq, h = (u / p->Sq) % p->Hq, b = u / (p->Sq * p->Hq);
-        if (i >= xattn_problem_rows_q(p, b))
-            continue;
-        float *s = xattn__cpu_srow(p, scores, b, h, i);
-        float m = -INFINITY, sum = 0.0f;
-        int64_t lo = 0, hi = 0;
-        if (i < p->len_q[b]) {
-            /* Outside the row's interval S is -inf already; only [lo, hi) can
-             * hold a max. */
-            xattn__cpu_row rw;
-            xattn__cpu_row_init(&cx, &rw, b, h, i, 0, INT64_MAX);
-            lo = rw.lo;
-            hi = rw.hi;
-            if (hi > lo) /* then Sk > 0, and s is a row of the matrix */
-                m = uk->row_max(s + lo, hi - lo);
+    {
+        const int bound = xattn_cpu_bind_enter(a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 64) nowait
+#endif
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t i = u % p->Sq, h = (u / p->Sq) % p->Hq, b = u / (p->Sq * p->Hq);
+            if (i >= xattn_problem_rows_q(p, b))
+                continue;
+            float *s = xattn__cpu_srow(p, scores, b, h, i);
+            float m = -INFINITY, sum = 0.0f;
+            int64_t lo = 0, hi = 0;
+            if (i < p->len_q[b]) {
+                /* Outside the row's interval S is -inf already; only [lo, hi) can
+                 * hold a max. */
+                xattn__cpu_row rw;
+                xattn__cpu_row_init(&cx, &rw, b, h, i, 0, INT64_MAX);
+                lo = rw.lo;
+                hi = rw.hi;
+                if (hi > lo) /* then Sk > 0, and s is a row of the matrix */
+                    m = uk->row_max(s + lo, hi - lo);
+            }
+            const int seen = m != -INFINITY;
+            float c = 1.0f;
+            if (seen)
+                sum = uk->exp_sum(s + lo, hi - lo, m);
+            /* A real row folds its head's sink into the denominator (a padding
+             * row has none: it keeps LSE = -inf). */
+            if (p->has_sinks && i < p->len_q[b])
+                c = xattn_sem_sink_fold(&m, &sum, xattn__cpu_sink(&cx, h));
+            if (!seen) {    /* padding or fully masked: P = 0 */
+                if (Sk > 0) /* Sk = 0: no score matrix, and memset wants a pointer */
+                    memset(s, 0, (size_t)Sk * sizeof(float));
+            } else {
+                uk->scale(s + lo, hi - lo, c / sum);
+                memset(s, 0, (size_t)lo * sizeof(float));
+                memset(s + hi, 0, (size_t)(Sk - hi) * sizeof(float));
+            }
+            if (p->has_lse)
+                a->lse[xattn__cpu_lse_idx(p, b, h, i)] = xattn_sem_lse(m, sum);
         }
-        const int seen = m != -INFINITY;
-        float c = 1.0f;
-        if (seen)
-            sum = uk->exp_sum(s + lo, hi - lo, m);
-        /* A real row folds its head's sink into the denominator (a padding
-         * row has none: it keeps LSE = -inf). */
-        if (p->has_sinks && i < p->len_q[b])
-            c = xattn_sem_sink_fold(&m, &sum, xattn__cpu_sink(&cx, h));
-        if (!seen) {    /* padding or fully masked: P = 0 */
-            if (Sk > 0) /* Sk = 0: no score matrix, and memset wants a pointer */
-                memset(s, 0, (size_t)Sk * sizeof(float));
-        } else {
-            uk->scale(s + lo, hi - lo, c / sum);
-            memset(s, 0, (size_t)lo * sizeof(float));
-            memset(s + hi, 0, (size_t)(Sk - hi) * sizeof(float));
-        }
-        if (p->has_lse)
-            a->lse[xattn__cpu_lse_idx(p, b, h, i)] = xattn_sem_lse(m, sum);
+        xattn_cpu_bind_leave(a->bind, bound);
     }
 }
 
@@ -331,94 +340,101 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_w
     uint64_t pv = 0;
 
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(+ : pv)
+#pragma omp parallel num_threads(nt) reduction(+ : pv)
 #endif
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t i0 = (u % nblk) * NQ, h = (u / nblk) % p->Hq, b = u / (nblk * p->Hq);
-        const int64_t rows = xattn_problem_rows_q(p, b);
-        if (i0 >= rows)
-            continue;
-        const int64_t nrows = xattn__cpu_min(NQ, rows - i0);
-        const int R = xattn__cpu_real_rows(p, b, i0, nrows);
-        for (int64_t r = R; r < nrows; r++) {
-            /* Padding rows: O = 0 (LSE was written by the softmax phase). */
-            int64_t idx = xattn__cpu_qrow(&p->o, p, b, i0 + r, h);
-            for (int64_t d = 0; d < Dv; d++)
-                xattn__cpu_store1(a->o, idx + d * p->o.sd, p->o.dtype, 0.0f);
-        }
-        if (R == 0)
-            continue;
-        _Alignas(64) float vt[KC * NL];    /* V[ca + c][dv0 + x] at vt[c*NL + x] */
-        _Alignas(64) float acc[NQ * DM];   /* output rows, pitch Dvp */
-        _Alignas(64) float st[NQ * NL];    /* one product: st[r*NL + x] */
-        _Alignas(64) float pc[TAILR * KC]; /* copied P rows, pitch KC */
-        xattn__cpu_row rws[NQ];
-        int64_t ulo = INT64_MAX, uhi = INT64_MIN;
-        for (int r = 0; r < R; r++) {
-            xattn__cpu_row_init(&cx, &rws[r], b, h, i0 + r, 0, INT64_MAX);
-            if (rws[r].lo < rws[r].hi) {
-                ulo = xattn__cpu_min(ulo, rws[r].lo);
-                uhi = xattn__cpu_max(uhi, rws[r].hi);
-            }
-        }
-        memset(acc, 0, (size_t)R * (size_t)Dvp * sizeof(float));
-        const int64_t hk = h / p->group;
-        const float *p0 = xattn__cpu_srow(p, P, b, h, i0);
-        const int Rd = direct ? R / XATTN__CPU_PAD * XATTN__CPU_PAD : 0;
-        for (int64_t ca = ulo; ca < uhi; ca += KC) {
-            const int64_t kc = xattn__cpu_min(KC, uhi - ca);
-            int any = 0; /* the union may have holes (windows) */
-            for (int r = 0; r < R && !any; r++)
-                any = rws[r].lo < ca + kc && rws[r].hi > ca && rws[r].lo < rws[r].hi;
-            if (!any)
+    {
+        const int bound = xattn_cpu_bind_enter(a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t i0 = (u % nblk) * NQ, h = (u / nblk) % p->Hq, b = u / (nblk * p->Hq);
+            const int64_t rows = xattn_problem_rows_q(p, b);
+            if (i0 >= rows)
                 continue;
-            if (ca + kc < uhi) /* the next chunk's V rows (converted once per query block) */
-                xattn__cpu_prefetch_rows(p, &p->v, a->v, Dv, b, hk, ca + kc,
-                                         xattn__cpu_min(KC, uhi - ca - kc));
-            for (int64_t dv0 = 0; dv0 < Dv; dv0 += NL) {
-                const int64_t nm = xattn__cpu_min(NL, Dv - dv0);
-                const int64_t nmz = xattn__cpu_round_up(nm, XATTN__CPU_PAD);
-                if (xattn__cpu_load_v(&cx, vt, b, hk, ca, kc, dv0, nm)) {
-                    if (Rd > 0)
-                        uk->qk_tile(st, vt, p0 + ca, (int)Sk, (int)kc, Rd, (int)nm);
-                    for (int r0 = Rd; r0 < R; r0 += TAILR) {
-                        const int g = (int)xattn__cpu_min(TAILR, R - r0);
-                        for (int r = 0; r < g; r++)
-                            memcpy(pc + r * KC, p0 + (uint64_t)(r0 + r) * (uint64_t)Sk + ca,
-                                   (size_t)kc * sizeof(float));
-                        for (int r = g; r < TAILR; r++)
-                            xattn__cpu_fill(pc + r * KC, kc, 0.0f);
-                        uk->qk_tile(st + r0 * NL, vt, pc, KC, (int)kc, g, (int)nm);
-                    }
-                    pv += (uint64_t)R * (uint64_t)kc * (uint64_t)nm;
-                    for (int r = 0; r < R; r++) {
-                        float *ar = acc + r * Dvp + dv0;
-                        const float *sr = st + r * NL;
-                        for (int64_t x = 0; x < nm; x++)
-                            ar[x] += sr[x];
-                    }
-                    continue;
+            const int64_t nrows = xattn__cpu_min(NQ, rows - i0);
+            const int R = xattn__cpu_real_rows(p, b, i0, nrows);
+            for (int64_t r = R; r < nrows; r++) {
+                /* Padding rows: O = 0 (LSE was written by the softmax phase). */
+                int64_t idx = xattn__cpu_qrow(&p->o, p, b, i0 + r, h);
+                for (int64_t d = 0; d < Dv; d++)
+                    xattn__cpu_store1(a->o, idx + d * p->o.sd, p->o.dtype, 0.0f);
+            }
+            if (R == 0)
+                continue;
+            _Alignas(64) float vt[KC * NL];    /* V[ca + c][dv0 + x] at vt[c*NL + x] */
+            _Alignas(64) float acc[NQ * DM];   /* output rows, pitch Dvp */
+            _Alignas(64) float st[NQ * NL];    /* one product: st[r*NL + x] */
+            _Alignas(64) float pc[TAILR * KC]; /* copied P rows, pitch KC */
+            xattn__cpu_row rws[NQ];
+            int64_t ulo = INT64_MAX, uhi = INT64_MIN;
+            for (int r = 0; r < R; r++) {
+                xattn__cpu_row_init(&cx, &rws[r], b, h, i0 + r, 0, INT64_MAX);
+                if (rws[r].lo < rws[r].hi) {
+                    ulo = xattn__cpu_min(ulo, rws[r].lo);
+                    uhi = xattn__cpu_max(uhi, rws[r].hi);
                 }
-                for (int r = 0; r < R; r++) {
-                    const int64_t lo = xattn__cpu_max(rws[r].lo, ca);
-                    const int64_t hi = xattn__cpu_min(rws[r].hi, ca + kc);
-                    const float *pr = p0 + (uint64_t)r * (uint64_t)Sk;
-                    float *ar = acc + r * Dvp + dv0;
-                    for (int64_t j = lo; j < hi; j++) {
-                        const float *vr = vt + (j - ca) * NL;
-                        if (pr[j] != 0.0f) {
-                            uk->axpy_rows(ar, 0, 1, &pr[j], vr, (int)nmz);
-                            pv += (uint64_t)nm;
-                        } else if (uk->nonfinite(vr, nmz) &&
-                                   xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
-                            xattn__cpu_add_negligible(ar, vr, nm);
+            }
+            memset(acc, 0, (size_t)R * (size_t)Dvp * sizeof(float));
+            const int64_t hk = h / p->group;
+            const float *p0 = xattn__cpu_srow(p, P, b, h, i0);
+            const int Rd = direct ? R / XATTN__CPU_PAD * XATTN__CPU_PAD : 0;
+            for (int64_t ca = ulo; ca < uhi; ca += KC) {
+                const int64_t kc = xattn__cpu_min(KC, uhi - ca);
+                int any = 0; /* the union may have holes (windows) */
+                for (int r = 0; r < R && !any; r++)
+                    any = rws[r].lo < ca + kc && rws[r].hi > ca && rws[r].lo < rws[r].hi;
+                if (!any)
+                    continue;
+                if (ca + kc < uhi) /* the next chunk's V rows (converted once per query block) */
+                    xattn__cpu_prefetch_rows(p, &p->v, a->v, Dv, b, hk, ca + kc,
+                                             xattn__cpu_min(KC, uhi - ca - kc));
+                for (int64_t dv0 = 0; dv0 < Dv; dv0 += NL) {
+                    const int64_t nm = xattn__cpu_min(NL, Dv - dv0);
+                    const int64_t nmz = xattn__cpu_round_up(nm, XATTN__CPU_PAD);
+                    if (xattn__cpu_load_v(&cx, vt, b, hk, ca, kc, dv0, nm)) {
+                        if (Rd > 0)
+                            uk->qk_tile(st, vt, p0 + ca, (int)Sk, (int)kc, Rd, (int)nm);
+                        for (int r0 = Rd; r0 < R; r0 += TAILR) {
+                            const int g = (int)xattn__cpu_min(TAILR, R - r0);
+                            for (int r = 0; r < g; r++)
+                                memcpy(pc + r * KC, p0 + (uint64_t)(r0 + r) * (uint64_t)Sk + ca,
+                                       (size_t)kc * sizeof(float));
+                            for (int r = g; r < TAILR; r++)
+                                xattn__cpu_fill(pc + r * KC, kc, 0.0f);
+                            uk->qk_tile(st + r0 * NL, vt, pc, KC, (int)kc, g, (int)nm);
+                        }
+                        pv += (uint64_t)R * (uint64_t)kc * (uint64_t)nm;
+                        for (int r = 0; r < R; r++) {
+                            float *ar = acc + r * Dvp + dv0;
+                            const float *sr = st + r * NL;
+                            for (int64_t x = 0; x < nm; x++)
+                                ar[x] += sr[x];
+                        }
+                        continue;
+                    }
+                    for (int r = 0; r < R; r++) {
+                        const int64_t lo = xattn__cpu_max(rws[r].lo, ca);
+                        const int64_t hi = xattn__cpu_min(rws[r].hi, ca + kc);
+                        const float *pr = p0 + (uint64_t)r * (uint64_t)Sk;
+                        float *ar = acc + r * Dvp + dv0;
+                        for (int64_t j = lo; j < hi; j++) {
+                            const float *vr = vt + (j - ca) * NL;
+                            if (pr[j] != 0.0f) {
+                                uk->axpy_rows(ar, 0, 1, &pr[j], vr, (int)nmz);
+                                pv += (uint64_t)nm;
+                            } else if (uk->nonfinite(vr, nmz) &&
+                                       xattn__cpu_score1(&cx, &rws[r], b, j) != -INFINITY)
+                                xattn__cpu_add_negligible(ar, vr, nm);
+                        }
                     }
                 }
             }
+            for (int r = 0; r < R; r++)
+                uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,
+                          p->o.dtype, 1.0f);
         }
-        for (int r = 0; r < R; r++)
-            uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,
-                      p->o.dtype, 1.0f);
+        xattn_cpu_bind_leave(a->bind, bound);
     }
     w->pv_terms += pv;
 }

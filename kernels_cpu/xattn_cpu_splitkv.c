@@ -324,14 +324,21 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
         const int64_t units = p->B * ng * npair;
         xattn_cpu_work total = {0, 0, 0};
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(xattn__cpu_work_sum : total)
+#pragma omp parallel num_threads(nt) reduction(xattn__cpu_work_sum : total)
 #endif
-        for (int64_t u = 0; u < units; u++) {
-            const int64_t pr = u % npair, g = (u / npair) % ng, b = u / (npair * ng);
-            const int64_t hk0 = g * XATTN__CPU_SKV_HEADS;
-            const int nk = (int)xattn__cpu_min(XATTN__CPU_SKV_HEADS, p->Hkv - hk0);
-            xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk,
-                                  splits, 2 * pr, opart, lpart, &total);
+        {
+            const int bound = xattn_cpu_bind_enter(a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+            for (int64_t u = 0; u < units; u++) {
+                const int64_t pr = u % npair, g = (u / npair) % ng, b = u / (npair * ng);
+                const int64_t hk0 = g * XATTN__CPU_SKV_HEADS;
+                const int nk = (int)xattn__cpu_min(XATTN__CPU_SKV_HEADS, p->Hkv - hk0);
+                xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk,
+                                      splits, 2 * pr, opart, lpart, &total);
+            }
+            xattn_cpu_bind_leave(a->bind, bound);
         }
         xattn__cpu_work_add(w, &total);
         return;
@@ -343,26 +350,33 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
     const int64_t units = p->B * p->Hkv * qt.hblocks * (int64_t)splits;
     xattn_cpu_work total = {0, 0, 0};
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(xattn__cpu_work_sum : total)
+#pragma omp parallel num_threads(nt) reduction(xattn__cpu_work_sum : total)
 #endif
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t s = u % splits, hb = (u / splits) % qt.hblocks;
-        const int64_t hk = (u / (splits * qt.hblocks)) % p->Hkv;
-        const int64_t b = u / ((int64_t)splits * qt.hblocks * p->Hkv);
-        const int64_t h0 = hk * p->group + hb * qt.heads;
-        const int nh = (int)xattn__cpu_min(qt.heads, p->group - hb * qt.heads);
-        int64_t k0, k1;
-        xattn__cpu_skv_chunk(p, splits, s, &k0, &k1);
-        /* Real rows only; padding rows are written by the combine phase. */
-        const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
-        xattn__cpu_scratch sc;
-        xattn__cpu_scratch_map(&sc, scratch + (uint64_t)XATTN__CPU_TID() * per, p);
-        sc.work = &total; /* this thread's copy */
-        for (int64_t i0 = 0; i0 < R_all; i0 += qt.pos) {
-            const int np = (int)xattn__cpu_min(qt.pos, R_all - i0);
-            xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, k0, k1, NULL);
-            xattn__cpu_skv_write(&cx, &sc, s, b, opart, lpart);
+    {
+        const int bound = xattn_cpu_bind_enter(a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t s = u % splits, hb = (u / splits) % qt.hblocks;
+            const int64_t hk = (u / (splits * qt.hblocks)) % p->Hkv;
+            const int64_t b = u / ((int64_t)splits * qt.hblocks * p->Hkv);
+            const int64_t h0 = hk * p->group + hb * qt.heads;
+            const int nh = (int)xattn__cpu_min(qt.heads, p->group - hb * qt.heads);
+            int64_t k0, k1;
+            xattn__cpu_skv_chunk(p, splits, s, &k0, &k1);
+            /* Real rows only; padding rows are written by the combine phase. */
+            const int64_t R_all = xattn__cpu_min(xattn_problem_rows_q(p, b), p->len_q[b]);
+            xattn__cpu_scratch sc;
+            xattn__cpu_scratch_map(&sc, scratch + (uint64_t)XATTN__CPU_TID() * per, p);
+            sc.work = &total; /* this thread's copy */
+            for (int64_t i0 = 0; i0 < R_all; i0 += qt.pos) {
+                const int np = (int)xattn__cpu_min(qt.pos, R_all - i0);
+                xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, k0, k1, NULL);
+                xattn__cpu_skv_write(&cx, &sc, s, b, opart, lpart);
+            }
         }
+        xattn_cpu_bind_leave(a->bind, bound);
     }
     xattn__cpu_work_add(w, &total);
 }
@@ -379,42 +393,49 @@ void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float 
     const int64_t Dv = p->Dv;
 
 #ifdef XATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel num_threads(nt)
 #endif
-    for (int64_t u = 0; u < (int64_t)rows_all; u++) {
-        const int64_t i = u % p->Sq, h = (u / p->Sq) % p->Hq, b = u / (p->Sq * p->Hq);
-        if (i >= xattn_problem_rows_q(p, b))
-            continue; /* varlen: not a row of this sequence */
-        if (i >= p->len_q[b]) {
-            xattn__cpu_write_empty_row(&cx, b, h, i);
-            continue;
-        }
-        /* Max over chunks, NaN sticky. */
-        float M = -INFINITY;
-        for (int s = 0; s < splits; s++) {
-            const float L = lpart[(uint64_t)s * rows_all + (uint64_t)u];
-            M = (L > M || L != L) ? L : M;
-        }
-        if (M == -INFINITY) { /* no chunk saw a key */
-            xattn__cpu_write_row(&cx, b, h, i, M, 0.0f, NULL);
-            continue;
-        }
-        float acc[XATTN__CPU_DMAX];
-        float sw = 0.0f;
-        for (int64_t d = 0; d < Dv; d++)
-            acc[d] = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            const uint64_t row = (uint64_t)s * rows_all + (uint64_t)u;
-            const float L = lpart[row];
-            if (L == -INFINITY)
-                continue; /* empty chunk: its O was never written */
-            const float w = expf(L - M);
-            const float *o = opart + row * (uint64_t)Dv;
-            sw += w;
+    {
+        const int bound = xattn_cpu_bind_enter(a->bind);
+#ifdef XATTN_HAVE_OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+        for (int64_t u = 0; u < (int64_t)rows_all; u++) {
+            const int64_t i = u % p->Sq, h = (u / p->Sq) % p->Hq, b = u / (p->Sq * p->Hq);
+            if (i >= xattn_problem_rows_q(p, b))
+                continue; /* varlen: not a row of this sequence */
+            if (i >= p->len_q[b]) {
+                xattn__cpu_write_empty_row(&cx, b, h, i);
+                continue;
+            }
+            /* Max over chunks, NaN sticky. */
+            float M = -INFINITY;
+            for (int s = 0; s < splits; s++) {
+                const float L = lpart[(uint64_t)s * rows_all + (uint64_t)u];
+                M = (L > M || L != L) ? L : M;
+            }
+            if (M == -INFINITY) { /* no chunk saw a key */
+                xattn__cpu_write_row(&cx, b, h, i, M, 0.0f, NULL);
+                continue;
+            }
+            float acc[XATTN__CPU_DMAX];
+            float sw = 0.0f;
             for (int64_t d = 0; d < Dv; d++)
-                acc[d] += w * o[d];
+                acc[d] = 0.0f;
+            for (int s = 0; s < splits; s++) {
+                const uint64_t row = (uint64_t)s * rows_all + (uint64_t)u;
+                const float L = lpart[row];
+                if (L == -INFINITY)
+                    continue; /* empty chunk: its O was never written */
+                const float w = expf(L - M);
+                const float *o = opart + row * (uint64_t)Dv;
+                sw += w;
+                for (int64_t d = 0; d < Dv; d++)
+                    acc[d] += w * o[d];
+            }
+            /* The chunks' partials hold no sink: it is folded here, once. */
+            xattn__cpu_write_row(&cx, b, h, i, M, sw, acc);
         }
-        /* The chunks' partials hold no sink: it is folded here, once. */
-        xattn__cpu_write_row(&cx, b, h, i, M, sw, acc);
+        xattn_cpu_bind_leave(a->bind, bound);
     }
 }
