@@ -6,6 +6,7 @@
  * uneven and zero weights, and the bad arguments.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,11 @@ typedef struct mcase {
     int causal, wl, wr, alibi, bhsd, packed;
     const int32_t *lq, *lk; /* padded lengths, or packed per-sequence lengths */
     int bias;               /* 1: [1, Hq, Sq, Sk] (broadcast over the batch), 2: [B, 1, Sq, Sk] */
+    int split;              /* every device of weight > 0 must get query rows */
+    int top_left;           /* causal/window alignment top-left (default: bottom-right) */
 } mcase;
+
+static xattn_multi_info g_last; /* the last run's record */
 
 static void run(xattn_ctx **ctxs, int n, const double *w, const mcase *c)
 {
@@ -81,6 +86,8 @@ static void run(xattn_ctx **ctxs, int n, const double *w, const mcase *c)
     d.o = view(o1, 0, XATTN_DTYPE_F32, B, tq, c->Hq, c->D);
     d.lse = xattn_tensor_bshd(l1, 0, XATTN_DTYPE_F32, B, c->Hq, tq, 1);
     d.causal = c->causal;
+    if (c->top_left)
+        d.align = XATTN_ALIGN_TOP_LEFT;
     d.window_left = c->wl;
     d.window_right = c->wr;
     if (c->alibi)
@@ -139,10 +146,28 @@ static void run(xattn_ctx **ctxs, int n, const double *w, const mcase *c)
             CHECK(info.part[i].unit_end == info.part[i].unit_begin && info.part[i].calls == 0,
                   "%s: device %d of weight 0 ran %d calls", c->name, i, info.part[i].calls);
     }
-    CHECK(st != XATTN_STATUS_OK || (u == info.units && info.units == (int64_t)c->B * c->Hkv),
-          "%s: units %lld of %lld", c->name, (long long)u, (long long)info.units);
+    /* units: (batch, KV head) pairs, each cut into R blocks of query rows */
+    int64_t pairs = (int64_t)c->B * c->Hkv;
+    CHECK(st != XATTN_STATUS_OK ||
+              (u == info.units && info.units >= pairs && info.units % pairs == 0),
+          "%s: units %lld of %lld (%lld pairs)", c->name, (long long)u, (long long)info.units,
+          (long long)pairs);
+    /* largest remainder: every share within one unit of its quota */
+    double wsum = 0;
+    for (int i = 0; i < n && w; i++)
+        wsum += w[i];
+    for (int i = 0; i < n && w && st == XATTN_STATUS_OK; i++) {
+        double quota = (double)info.units * w[i] / wsum;
+        double got = (double)(info.part[i].unit_end - info.part[i].unit_begin);
+        CHECK(fabs(got - quota) < 1, "%s: device %d got %g units, quota %g", c->name, i, got,
+              quota);
+        if (c->split && w[i] > 0)
+            CHECK(got > 0 && info.part[i].calls > 0, "%s: device %d of weight %g got no query rows",
+                  c->name, i, w[i]);
+    }
     if (!bad)
         g_pass++;
+    g_last = info;
     free(a);
     free(b);
     free(la);
@@ -168,13 +193,26 @@ int main(void)
     static const int32_t lq[3] = {17, 5, 0}, lk[3] = {21, 9, 30};
     static const int32_t pq[4] = {7, 0, 5, 3}, pk[4] = {9, 4, 0, 6};
     static const int32_t lq4[3] = {12, 3, 8}, lk4[3] = {15, 0, 9};
+    static const int32_t lq1[1] = {23}, lk1[1] = {31}, pq1[1] = {37}, pk1[1] = {45};
     const mcase cases[] = {
-        {"padded GQA causal", 3, 8, 4, 16, 17, 30, 1, -1, -1, 0, 0, 0, lq, lk, 0},
-        {"full MQA", 2, 4, 1, 8, 9, 13, 0, -1, -1, 0, 0, 0, NULL, NULL, 0},
-        {"window ALiBi BHSD", 2, 6, 3, 16, 19, 19, 0, 4, 2, 1, 1, 0, NULL, NULL, 0},
-        {"packed causal (empty sequences)", 4, 4, 2, 8, 0, 0, 1, -1, -1, 0, 0, 1, pq, pk, 0},
-        {"bias per head, causal GQA", 3, 6, 3, 8, 11, 14, 1, -1, -1, 0, 0, 0, NULL, NULL, 1},
-        {"bias per batch entry, padded", 3, 4, 2, 8, 12, 15, 0, 5, -1, 0, 0, 0, lq4, lk4, 2},
+        {"padded GQA causal", 3, 8, 4, 16, 17, 30, 1, -1, -1, 0, 0, 0, lq, lk, 0, 0, 0},
+        {"full MQA", 2, 4, 1, 8, 9, 13, 0, -1, -1, 0, 0, 0, NULL, NULL, 0, 0, 0},
+        {"window ALiBi BHSD", 2, 6, 3, 16, 19, 19, 0, 4, 2, 1, 1, 0, NULL, NULL, 0, 0, 0},
+        {"packed causal (empty sequences)", 4, 4, 2, 8, 0, 0, 1, -1, -1, 0, 0, 1, pq, pk, 0, 0, 0},
+        {"bias per head, causal GQA", 3, 6, 3, 8, 11, 14, 1, -1, -1, 0, 0, 0, NULL, NULL, 1, 0, 0},
+        {"bias per batch entry, padded", 3, 4, 2, 8, 12, 15, 0, 5, -1, 0, 0, 0, lq4, lk4, 2, 0, 0},
+        /* one (batch, KV head) pair: cut along query rows, every device gets some */
+        {"one MQA sequence, causal", 1, 4, 1, 16, 40, 52, 1, -1, -1, 0, 0, 0, NULL, NULL, 0, 1, 0},
+        {"one MQA sequence, causal top-left", 1, 4, 1, 8, 40, 52, 1, -1, -1, 0, 0, 0, NULL, NULL, 0,
+         1, 1},
+        {"one MQA sequence, causal, more queries than keys", 1, 2, 1, 8, 50, 20, 1, -1, -1, 0, 0, 0,
+         NULL, NULL, 0, 1, 0},
+        {"one MQA sequence, full, BHSD", 1, 2, 1, 8, 33, 17, 0, -1, -1, 0, 1, 0, NULL, NULL, 0, 1,
+         0},
+        {"one padded sequence, causal, left window, bias per head", 1, 2, 1, 8, 30, 40, 1, 6, -1, 0,
+         0, 0, lq1, lk1, 1, 1, 0},
+        {"one packed sequence, causal", 1, 4, 1, 8, 0, 0, 1, -1, -1, 0, 0, 1, pq1, pk1, 0, 1, 0},
+        {"two GQA pairs, causal", 1, 4, 2, 8, 21, 21, 1, -1, -1, 0, 0, 0, NULL, NULL, 0, 1, 0},
     };
     xattn_ctx *two[2] = {cpu, other}, *three[3] = {cpu, other, cpu2};
     static const double even[2] = {1, 1}, uneven[2] = {1, 3}, none0[2] = {0, 1}, none1[2] = {1, 0};
@@ -186,6 +224,112 @@ int main(void)
         run(two, 2, none1, &cases[i]);
         run(two, 2, NULL, &cases[i]);
         run(three, have_cl ? 3 : 2, have_cl ? w3 : even, &cases[i]);
+    }
+
+    /* Shares round to the nearest (largest remainder): weights {100, 1} over
+     * one unit (ALiBi without a causal mask: its rows are not cut) give it to
+     * device 0. */
+    {
+        static const mcase one = {
+            "one pair, ALiBi", 1, 2, 1, 8, 9, 11, 0, -1, -1, 1, 0, 0, NULL, NULL, 0, 0, 0};
+        static const double w100[2] = {100, 1}, w1_100[2] = {1, 100};
+        run(two, 2, w100, &one);
+        CHECK(g_last.units == 1 && g_last.part[0].unit_end == 1 && g_last.part[1].calls == 0,
+              "weights {100, 1}, one unit: device 0 has units %lld..%lld of %lld",
+              (long long)g_last.part[0].unit_begin, (long long)g_last.part[0].unit_end,
+              (long long)g_last.units);
+        run(two, 2, w1_100, &one);
+        CHECK(g_last.part[0].unit_end == 0 && g_last.part[1].unit_end == 1,
+              "weights {1, 100}, one unit: device 1 has units %lld..%lld",
+              (long long)g_last.part[1].unit_begin, (long long)g_last.part[1].unit_end);
+        static const mcase five = {"five pairs", 5, 2, 1, 8,    4,    6, 0, -1,
+                                   -1,           1, 0, 0, NULL, NULL, 0, 0, 0};
+        static const double w3x[3] = {1, 1, 1};
+        xattn_ctx *tri[3] = {cpu, other, cpu2};
+        run(tri, have_cl ? 3 : 2, w3x, &five); /* 5/3 or 5/2 each: 2, 2, 1 or 3, 2 */
+        CHECK(g_last.part[0].unit_end - g_last.part[0].unit_begin == (have_cl ? 2 : 3),
+              "five units over equal weights: device 0 got %lld",
+              (long long)(g_last.part[0].unit_end - g_last.part[0].unit_begin));
+    }
+
+    /* A failed call leaves O and LSE as they were: the second device runs
+     * out of memory (a 4 KiB limit) after ctxs[0] has computed its share. */
+    {
+        xattn_ctx *lim = NULL;
+        CHECK(xattn_ctx_create(XATTN_BACKEND_CPU, 0, &lim) == XATTN_STATUS_OK, "context: %s",
+              xattn_last_error());
+        CHECK(xattn_ctx_set_option(lim, XATTN_OPT_MEMORY_LIMIT, 4096) == XATTN_STATUS_OK,
+              "memory limit: %s", xattn_last_error());
+        const int64_t B = 3, S = 40, H = 4, D = 16;
+        size_t n = (size_t)(B * S * H * D), nl = (size_t)(B * H * S);
+        xattn_buffer *q = rand_buf(cpu, n), *k = rand_buf(cpu, n), *v = rand_buf(cpu, n);
+        xattn_buffer *o = rand_buf(cpu, n), *l = rand_buf(cpu, nl);
+        float *before = malloc((n + nl) * 4), *after = malloc((n + nl) * 4);
+        xattn_buffer_read(o, 0, before, n * 4);
+        xattn_buffer_read(l, 0, before + n, nl * 4);
+        xattn_attn_desc fd;
+        xattn_attn_desc_init(&fd);
+        fd.q = xattn_tensor_bshd(q, 0, XATTN_DTYPE_F32, B, S, H, D);
+        fd.k = xattn_tensor_bshd(k, 0, XATTN_DTYPE_F32, B, S, H, D);
+        fd.v = xattn_tensor_bshd(v, 0, XATTN_DTYPE_F32, B, S, H, D);
+        fd.o = xattn_tensor_bshd(o, 0, XATTN_DTYPE_F32, B, S, H, D);
+        fd.lse = xattn_tensor_bshd(l, 0, XATTN_DTYPE_F32, B, H, S, 1);
+        fd.causal = 1;
+        xattn_ctx *pair[2] = {cpu, lim};
+        static const double ws[3][2] = {{1, 1}, {3, 1}, {1, 100}};
+        for (int t = 0; t < 3; t++) {
+            xattn_multi_info mi;
+            xattn_status st = xattn_attention_multi(pair, 2, ws[t], &fd, &mi);
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", xattn_last_error());
+            xattn_buffer_read(o, 0, after, n * 4);
+            xattn_buffer_read(l, 0, after + n, nl * 4);
+            size_t changed = 0;
+            for (size_t i = 0; i < n + nl; i++)
+                changed += memcmp(&before[i], &after[i], 4) != 0;
+            CHECK(st == XATTN_STATUS_OUT_OF_MEMORY && strstr(msg, "device 1") &&
+                      strstr(msg, "unchanged"),
+                  "weights {%g, %g}: a device out of memory: %s (%s)", ws[t][0], ws[t][1],
+                  xattn_status_name(st), msg);
+            CHECK(changed == 0, "weights {%g, %g}: a failed call changed %zu of %zu O/LSE elements",
+                  ws[t][0], ws[t][1], changed, n + nl);
+            if (changed == 0 && st == XATTN_STATUS_OUT_OF_MEMORY)
+                g_pass++;
+        }
+        free(before);
+        free(after);
+        xattn_buffer *all[] = {q, k, v, o, l};
+        for (int i = 0; i < 5; i++)
+            xattn_buffer_free(all[i]);
+        xattn_ctx_destroy(lim);
+    }
+
+    /* A 0.1 descriptor (an older caller, or an FFI through the plain
+     * xattn_attn_desc_init symbol), on the heap at exactly its size: read
+     * only up to its struct_size (valgrind or ASan see a read past it). */
+    {
+        const size_t v1 = offsetof(xattn_attn_desc, num_splits) + sizeof(int);
+        unsigned char *od = malloc(v1);
+        xattn_buffer *ob = rand_buf(cpu, 4 * 2 * 4 * 8 * 4);
+        if (od) {
+            xattn_attn_desc full;
+            xattn_attn_desc_init(&full);
+            full.q = xattn_tensor_bshd(ob, 0, XATTN_DTYPE_F32, 2, 4, 2, 8);
+            full.k = xattn_tensor_bshd(ob, 512, XATTN_DTYPE_F32, 2, 4, 2, 8);
+            full.v = xattn_tensor_bshd(ob, 1024, XATTN_DTYPE_F32, 2, 4, 2, 8);
+            full.o = xattn_tensor_bshd(ob, 1536, XATTN_DTYPE_F32, 2, 4, 2, 8);
+            full.causal = 1;
+            full.struct_size = v1;
+            memcpy(od, &full, v1);
+            xattn_status st =
+                xattn_attention_multi(two, 2, even, (const xattn_attn_desc *)(void *)od, NULL);
+            CHECK(st == XATTN_STATUS_OK, "0.1 descriptor: %s (%s)", xattn_status_name(st),
+                  xattn_last_error());
+            if (st == XATTN_STATUS_OK)
+                g_pass++;
+        }
+        free(od);
+        xattn_buffer_free(ob);
     }
 
     /* bad arguments */

@@ -2,6 +2,7 @@
  * (loading, the model totals) is in xtool_cases_replay.c. */
 #include "xtool_cases_file.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -21,6 +22,68 @@ static int xtool__cfail(char *err, size_t errlen, int line, const char *fmt, ...
     vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+/* A string of the file as it may be printed: control characters (C0, DEL,
+ * C1) and bytes that are not UTF-8 become \xHH or \u00HH escapes, so a name
+ * cannot drive the terminal. */
+static void xtool__printable(char *dst, size_t cap, const char *src)
+{
+    size_t k = 0;
+    const unsigned char *p = (const unsigned char *)src;
+    if (!cap)
+        return;
+    for (; *p && k + 7 < cap; p++) {
+        if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) { /* U+0080..U+009F */
+            k += (size_t)snprintf(dst + k, cap - k, "\\u%04x", p[1]);
+            p++;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            k += (size_t)snprintf(dst + k, cap - k, "\\x%02x", *p);
+        } else {
+            dst[k++] = (char)*p;
+        }
+    }
+    dst[k] = 0;
+}
+
+/* The length of the UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when it is not one. */
+static size_t xtool__utf8_len(const unsigned char *p, size_t left)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    if (!n || n > left)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* The file is UTF-8 (RFC 8259): else the line and byte of the first bad one. */
+static int xtool__check_utf8(const char *text, size_t len, char *err, size_t errlen)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    int line = 1;
+    for (size_t i = 0; i < len;) {
+        size_t n = xtool__utf8_len(p + i, len - i);
+        if (!n)
+            return xtool__cfail(err, errlen, line,
+                                "byte %zu (0x%02x) is not UTF-8 (a cases file is UTF-8 text, "
+                                "RFC 8259)",
+                                i, p[i]);
+        line += p[i] == '\n';
+        i += n;
+    }
+    return 0;
 }
 
 /* The members a case may have; anything else is a mistake worth naming (a typo
@@ -76,6 +139,14 @@ static int xtool__num(const xtool__cctx *c, const char *key, double lo, double h
             c->err, c->errlen, v->line, "cases[%d].%s: expected a number in %g..%g, found %s",
             c->idx, key, lo, hi,
             v->type == XTOOL_JSON_NUMBER ? "one outside" : xtool_json_type_name(v->type));
+    /* The replay passes it as an f32: a value f32 cannot hold as a normal
+     * number would turn into another (1e-50 into 0, which means the default). */
+    if (v->number != 0 && fabs(v->number) < FLT_MIN)
+        return xtool__cfail(c->err, c->errlen, v->line,
+                            "cases[%d].%s: %g is below f32's smallest normal number (%g): it "
+                            "would not be replayed as given (0 is %s)",
+                            c->idx, key, v->number, (double)FLT_MIN,
+                            strcmp(key, "scale") ? "off" : "the default 1/sqrt(head_dim)");
     *out = v->number;
     return 0;
 }
@@ -106,16 +177,21 @@ static int xtool__dtype_of(const xtool__cctx *c, const char *key, int required, 
         *out = def;
         return 0;
     }
+    /* The schema's dtypes, for q/o and k/v alike: the 8-bit K/V caches (fp8,
+     * q8_0) are not replayed from a cases file. */
+    static const xattn_dtype allowed[3] = {XATTN_DTYPE_F32, XATTN_DTYPE_F16, XATTN_DTYPE_BF16};
     if (v->type == XTOOL_JSON_STRING)
-        for (int d = 0; d < XATTN_DTYPE_COUNT; d++)
-            if (!strcmp(v->string, xattn_dtype_name((xattn_dtype)d))) {
-                *out = (xattn_dtype)d;
+        for (int d = 0; d < 3; d++)
+            if (!strcmp(v->string, xattn_dtype_name(allowed[d]))) {
+                *out = allowed[d];
                 return 0;
             }
-    return xtool__cfail(
-        c->err, c->errlen, v->line, "cases[%d].%s: expected \"f32\", \"f16\" or \"bf16\"%s%.32s%s",
-        c->idx, key, v->type == XTOOL_JSON_STRING ? ", found \"" : "",
-        v->type == XTOOL_JSON_STRING ? v->string : "", v->type == XTOOL_JSON_STRING ? "\"" : "");
+    char found[160];
+    xtool__printable(found, sizeof found, v->type == XTOOL_JSON_STRING ? v->string : "");
+    return xtool__cfail(c->err, c->errlen, v->line,
+                        "cases[%d].%s: expected \"f32\", \"f16\" or \"bf16\"%s%.40s%s", c->idx, key,
+                        v->type == XTOOL_JSON_STRING ? ", found \"" : "", found,
+                        v->type == XTOOL_JSON_STRING ? "\"" : "");
 }
 
 /* seqlens_q / seqlens_k: null, or `batch` integers in 0..max. *out malloc'd or NULL. */
@@ -159,13 +235,16 @@ static int xtool__case_members(const xtool__cctx *c)
                             xtool_json_type_name(o->type));
     for (size_t i = 0; i < o->n; i++) {
         int known = 0;
+        char key[100];
         for (size_t k = 0; k < sizeof xtool__case_keys / sizeof *xtool__case_keys; k++)
             known |= !strcmp(o->keys[i], xtool__case_keys[k]);
+        if (!known)
+            xtool__printable(key, sizeof key, o->keys[i]);
         if (!known)
             return xtool__cfail(c->err, c->errlen, o->items[i].line,
                                 "cases[%d]: unknown member \"%.64s\" (schema %s; free-form data "
                                 "goes under \"info\")",
-                                c->idx, o->keys[i], XTOOL_CASES_SCHEMA);
+                                c->idx, key, XTOOL_CASES_SCHEMA);
     }
     return 0;
 }
@@ -313,7 +392,7 @@ static int xtool__case(const xtool__cctx *c, uint64_t seed, xtool_bench_case *bc
     if (v && v->type != XTOOL_JSON_STRING && v->type != XTOOL_JSON_NULL)
         return xtool__cfail(c->err, c->errlen, v->line, "cases[%d].name: %s, expected a string",
                             c->idx, xtool_json_type_name(v->type));
-    snprintf(ent->name, sizeof ent->name, "%s", v && v->string ? v->string : "");
+    xtool__printable(ent->name, sizeof ent->name, v && v->string ? v->string : "");
     ent->count = count;
     ent->line = o->line;
     int32_t *lq = NULL, *lk = NULL;
@@ -350,6 +429,8 @@ int xtool_cases_parse(const char *text, size_t len, uint64_t seed, xtool_bench_c
                       xtool_cases_file *cf, char *err, size_t errlen)
 {
     memset(cf, 0, sizeof *cf);
+    if (xtool__check_utf8(text, len, err, errlen))
+        return -1;
     char jerr[256];
     xtool_json *root = xtool_json_parse(text, len, jerr, sizeof jerr);
     if (!root)
@@ -362,10 +443,11 @@ int xtool_cases_parse(const char *text, size_t len, uint64_t seed, xtool_bench_c
                      xtool_json_type_name(root->type));
     } else if (!schema || schema->type != XTOOL_JSON_STRING ||
                strcmp(schema->string, XTOOL_CASES_SCHEMA)) {
+        char found[200];
+        xtool__printable(found, sizeof found, schema && schema->string ? schema->string : "");
         xtool__cfail(err, errlen, schema ? schema->line : root->line,
                      "schema: expected \"%s\"%s%.40s%s", XTOOL_CASES_SCHEMA,
-                     schema && schema->string ? ", found \"" : " (missing or not a string)",
-                     schema && schema->string ? schema->string : "",
+                     schema && schema->string ? ", found \"" : " (missing or not a string)", found,
                      schema && schema->string ? "\"" : "");
     } else if (!cases || cases->type != XTOOL_JSON_ARRAY || cases->n == 0) {
         xtool__cfail(err, errlen, cases ? cases->line : root->line,
@@ -377,7 +459,7 @@ int xtool_cases_parse(const char *text, size_t len, uint64_t seed, xtool_bench_c
     } else {
         const xtool_json *model = xtool_json_get(root, "model");
         if (model && model->type == XTOOL_JSON_STRING)
-            snprintf(cf->model, sizeof cf->model, "%s", model->string);
+            xtool__printable(cf->model, sizeof cf->model, model->string);
         cf->entries = calloc(cases->n, sizeof *cf->entries);
         if (!cf->entries)
             xtool__cfail(err, errlen, cases->line, "out of memory");

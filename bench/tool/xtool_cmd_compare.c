@@ -172,6 +172,14 @@ static int xtool__cmp_pair(xtool__cmp_out *out, const xtool_cmp_file *files, int
         if (!cb || !ca->ok || !cb->ok) {
             only_a += !cb;
             unusable += cb != NULL;
+            /* a non-positive median: said, never turned into a ratio */
+            const xtool_cmp_cell *np = !cb                                         ? NULL
+                                       : isfinite(ca->median) && !(ca->median > 0) ? ca
+                                       : isfinite(cb->median) && !(cb->median > 0) ? cb
+                                                                                   : NULL;
+            if (np)
+                printf("%-9s %-8s %-50.50s  not compared: the %c median is %.4g ms, not > 0\n",
+                       ca->device, ca->algo, ca->label, np == ca ? 'A' : grp, np->median);
             continue;
         }
         double ratio;

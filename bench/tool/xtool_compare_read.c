@@ -12,6 +12,40 @@
 #include "xtool_json.h"
 #include "xtool_stats.h"
 
+/* A string of a file, as compare prints it: control characters (C0, DEL and
+ * C1: ESC or CSI would drive the terminal) and bytes that are not UTF-8 become
+ * \xHH or \u00HH, so a crafted name shows what it holds and does nothing.
+ * Both files go through it, so keys still match. */
+static void xtool__clean(char *dst, size_t cap, const char *src)
+{
+    size_t k = 0;
+    if (!cap)
+        return;
+    for (const unsigned char *p = (const unsigned char *)src; *p && k + 7 < cap; p++) {
+        if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) { /* U+0080..U+009F */
+            k += (size_t)snprintf(dst + k, cap - k, "\\u%04x", p[1]);
+            p++;
+            continue;
+        }
+        int cont = 0; /* a UTF-8 sequence: its continuation bytes */
+        if (*p >= 0xc2 && *p <= 0xf4)
+            cont = *p < 0xe0 ? 1 : *p < 0xf0 ? 2 : 3;
+        int ok = *p >= 0x20 && *p != 0x7f && (*p < 0x80 || cont > 0);
+        for (int i = 1; ok && i <= cont; i++)
+            ok = (p[i] & 0xc0) == 0x80;
+        if (!ok) {
+            k += (size_t)snprintf(dst + k, cap - k, "\\x%02x", *p);
+            continue;
+        }
+        if (k + (size_t)cont + 1 >= cap)
+            break;
+        for (int i = 0; i <= cont; i++)
+            dst[k++] = (char)p[i];
+        p += cont;
+    }
+    dst[k] = 0;
+}
+
 /* FNV-1a over the parts of the match key, with a separator between them. */
 static unsigned xtool__hash(const xtool_cmp_cell *c)
 {
@@ -72,17 +106,19 @@ static void xtool__load_avg(const xtool_json *a, double out[3])
 /* The header: when the file was made, where, on which devices, under what load. */
 static void xtool__header(const xtool_json *doc, xtool_cmp_file *f)
 {
-    snprintf(f->created, sizeof f->created, "%s", xtool_json_str_of(doc, "created_utc"));
-    snprintf(f->host, sizeof f->host, "%s",
-             xtool_json_str_of(xtool_json_get(doc, "host"), "hostname"));
+    xtool__clean(f->created, sizeof f->created, xtool_json_str_of(doc, "created_utc"));
+    xtool__clean(f->host, sizeof f->host,
+                 xtool_json_str_of(xtool_json_get(doc, "host"), "hostname"));
     size_t k = 0;
     const xtool_json *devs = xtool_json_get(doc, "devices");
     for (size_t i = 0; devs && devs->type == XTOOL_JSON_ARRAY && i < devs->n; i++) {
         const xtool_json *d = &devs->items[i];
+        char be[64], name[256];
+        xtool__clean(be, sizeof be, xtool_json_str_of(d, "backend"));
+        xtool__clean(name, sizeof name, xtool_json_str_of(d, "name"));
         if (k < sizeof f->devices)
             k += (size_t)snprintf(f->devices + k, sizeof f->devices - k, "%s%s:%d %s",
-                                  i ? ", " : "", xtool_json_str_of(d, "backend"),
-                                  xtool_json_int_of(d, "device", 0), xtool_json_str_of(d, "name"));
+                                  i ? ", " : "", be, xtool_json_int_of(d, "device", 0), name);
     }
     const xtool_json *load = xtool_json_get(doc, "load");
     if (load && load->type == XTOOL_JSON_OBJECT) {
@@ -97,9 +133,11 @@ static void xtool__header(const xtool_json *doc, xtool_cmp_file *f)
 static void xtool__cell(const xtool_json *r, xtool_cmp_cell *c)
 {
     int dev = xtool_json_int_of(r, "device", 0);
-    snprintf(c->dev, sizeof c->dev, "%.12s:%d", xtool_json_str_of(r, "backend"), dev);
-    snprintf(c->algo, sizeof c->algo, "%s", xtool_json_str_of(r, "algo"));
-    snprintf(c->label, sizeof c->label, "%s", xtool_json_str_of(r, "case"));
+    char be[64];
+    xtool__clean(be, sizeof be, xtool_json_str_of(r, "backend"));
+    snprintf(c->dev, sizeof c->dev, "%.12s:%d", be, dev);
+    xtool__clean(c->algo, sizeof c->algo, xtool_json_str_of(r, "algo"));
+    xtool__clean(c->label, sizeof c->label, xtool_json_str_of(r, "case"));
     c->threads = xtool_json_int_of(r, "threads", 0);
     if (c->threads < 0)
         c->threads = 0;
@@ -111,7 +149,8 @@ static void xtool__cell(const xtool_json *r, xtool_cmp_cell *c)
     c->min = xtool_json_num_of(r, "min_ms");
     c->p90 = xtool_json_num_of(r, "p90_ms");
     c->spread = xtool_json_num_of(r, "spread");
-    c->ok = !strcmp(xtool_json_str_of(r, "status"), "ok") && isfinite(c->median) &&
+    /* A time is > 0: a median of 0 or below has no ratio (compare says so). */
+    c->ok = !strcmp(xtool_json_str_of(r, "status"), "ok") && isfinite(c->median) && c->median > 0 &&
             isfinite(c->min) && isfinite(c->p90);
     if (!isfinite(c->spread))
         c->spread = 0;
@@ -123,7 +162,7 @@ static void xtool__cell(const xtool_json *r, xtool_cmp_cell *c)
     c->pct_bw = xtool_json_num_of(r, "pct_bw_ceiling");
     c->pct_fma_per_thread = xtool_json_num_of(r, "pct_fma_per_thread");
     c->pct_bw_min = xtool_json_num_of(r, "pct_bw_min_ceiling");
-    snprintf(c->kernel, sizeof c->kernel, "%s", xtool_json_str_of(r, "kernel"));
+    xtool__clean(c->kernel, sizeof c->kernel, xtool_json_str_of(r, "kernel"));
     const xtool_json *wc = xtool_json_get(r, "work_counted");
     c->work_counted = wc && wc->type == XTOOL_JSON_BOOL ? wc->boolean : -1;
     c->hash = xtool__hash(c);
@@ -141,13 +180,15 @@ int xtool_cmp_parse(const char *text, size_t len, const char *path, xtool_cmp_fi
         return XTOOL_EXIT_USAGE;
     }
     const char *schema = xtool_json_str_of(doc, "schema");
+    char shown[100];
+    xtool__clean(shown, sizeof shown, schema);
     const xtool_json *results = xtool_json_get(doc, "results");
     int rc = 0;
     if (strncmp(schema, "xattn.bench/1", 13) != 0) {
         snprintf(err, errlen,
                  "%s: not an xattn bench result (schema \"%.80s\", expected \"xattn.bench/1\"; "
                  "bench writes it as DIR/results.json)",
-                 path, schema);
+                 path, shown);
         rc = XTOOL_EXIT_USAGE;
     } else if (!results || results->type != XTOOL_JSON_ARRAY) {
         snprintf(err, errlen, "%s: no \"results\" array", path);
@@ -227,11 +268,15 @@ static void xtool__prof_stat(const xtool_json *d, const char *section_clock, xto
     }
     const char *clk = xtool_json_str_of(d, "clock");
     if (clk[0])
-        snprintf(s->clock, sizeof s->clock, "%s", clk);
+        xtool__clean(s->clock, sizeof s->clock, clk);
     s->median = xtool_json_num_of(d, "median");
     s->n = xtool_json_int_of(d, "n", 0);
     if (!isfinite(s->median)) {
         snprintf(s->why, sizeof s->why, "no median");
+        return;
+    }
+    if (!(s->median > 0)) { /* a time or a share: a ratio needs it > 0 */
+        snprintf(s->why, sizeof s->why, "a median of %.4g, not > 0", s->median);
         return;
     }
     double lo = xtool_json_num_of(d, "ci_low"), hi = xtool_json_num_of(d, "ci_high");
@@ -289,13 +334,15 @@ int xtool_prof_parse(const char *text, size_t len, const char *path, xtool_prof_
         return XTOOL_EXIT_USAGE;
     }
     const char *schema = xtool_json_str_of(doc, "schema");
+    char shown[100];
+    xtool__clean(shown, sizeof shown, schema);
     const xtool_json *fwd = xtool_json_get(doc, "forward");
     int rc = 0;
     if (strncmp(schema, "xattn.profile/1", 15) != 0) {
         snprintf(err, errlen,
                  "%s: not an xattn profile (schema \"%.80s\", expected \"xattn.profile/1\", "
                  "written by the Python package's profile as DIR/profile.json)",
-                 path, schema);
+                 path, shown);
         rc = XTOOL_EXIT_USAGE;
     } else if (!fwd || fwd->type != XTOOL_JSON_OBJECT || !xtool_json_get(fwd, "attention_ms") ||
                xtool_json_get(fwd, "attention_ms")->type != XTOOL_JSON_OBJECT) {
@@ -307,9 +354,9 @@ int xtool_prof_parse(const char *text, size_t len, const char *path, xtool_prof_
         xtool_json_free(doc);
         return rc;
     }
-    snprintf(f->model, sizeof f->model, "%s", xtool_json_str_of(doc, "model"));
-    snprintf(f->device, sizeof f->device, "%s", xtool_json_str_of(doc, "device"));
-    snprintf(f->version, sizeof f->version, "%s", xtool_json_str_of(doc, "xattn_version"));
+    xtool__clean(f->model, sizeof f->model, xtool_json_str_of(doc, "model"));
+    xtool__clean(f->device, sizeof f->device, xtool_json_str_of(doc, "device"));
+    xtool__clean(f->version, sizeof f->version, xtool_json_str_of(doc, "xattn_version"));
     f->calls = xtool_json_int_of(doc, "calls", -1);
     const char *fclock = xtool_json_str_of(fwd, "clock");
     xtool__prof_stat(xtool_json_get(fwd, "attention_ms"), fclock, &f->attention_ms);
@@ -329,7 +376,7 @@ int xtool_prof_parse(const char *text, size_t len, const char *path, xtool_prof_
             if (r->type != XTOOL_JSON_OBJECT || !name[0])
                 continue;
             xtool_prof_layer *L = &f->layers[f->n_layers++];
-            snprintf(L->name, sizeof L->name, "%s", name);
+            xtool__clean(L->name, sizeof L->name, name);
             xtool__prof_stat(xtool_json_get(r, "attention_ms"), lclock[0] ? lclock : fclock,
                              &L->attn);
         }

@@ -246,6 +246,23 @@ static void cases_bad(void)
          "cases[0].info: a number, expected an object"},
         {"\"name\": \"dec\"", "\"name\": 5", "cases[1].name: a number, expected a string"},
         {"]}\n", "]\n", "not JSON: line 12: expected ',' or '}' in an object, found ']'"},
+        /* the schema's dtypes only: no 8-bit K/V cache from a cases file */
+        {"\"dtype\": \"bf16\"", "\"dtype\": \"fp8e4m3\"",
+         "line 6: cases[1].dtype: expected \"f32\", \"f16\" or \"bf16\", found \"fp8e4m3\""},
+        {"\"dtype\": \"bf16\"", "\"dtype\": \"bf16\", \"kv_dtype\": \"q8_0\"",
+         "line 6: cases[1].kv_dtype: expected \"f32\", \"f16\" or \"bf16\", found \"q8_0\""},
+        {"\"dtype\": \"bf16\"", "\"dtype\": \"bf16\", \"kv_dtype\": \"fp8e5m2\"",
+         "cases[1].kv_dtype: expected"},
+        /* a number f32 cannot hold is refused, never replayed as another */
+        {"\"scale\": 0.5", "\"scale\": 1e-50",
+         "line 8: cases[1].scale: 1e-50 is below f32's smallest normal number"},
+        {"\"scale\": 0.5", "\"scale\": -1e-40", "cases[1].scale: -1e-40 is below f32's"},
+        {"\"scale\": 0.5", "\"softcap\": 1e-45", "cases[1].softcap: 1e-45 is below f32's"},
+        /* UTF-8 text only (RFC 8259): a stray byte, an overlong form, a surrogate */
+        {"\"name\": \"dec\"", "\"name\": \"d\xff\"", "line 6: byte "},
+        {"\"name\": \"dec\"", "\"name\": \"d\xc0\xaf\"", "(0xc0) is not UTF-8"},
+        {"\"name\": \"dec\"", "\"name\": \"d\xed\xa0\x80\"", "(0xed) is not UTF-8"},
+        {"\"model\": \"m\"", "\"model\": \"m\xe2\x82\"", "line 1: byte 39 (0xe2) is not UTF-8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char text[4096], err[512] = "";
@@ -281,6 +298,32 @@ static void cases_bad(void)
             xtool_cases_parse(docs[i].text, strlen(docs[i].text), 1, bc, 2, &cf, err, sizeof err);
         EXPECT(n == -1 && strstr(err, docs[i].expect), "doc %zu: got '%s', expected '%s'", i, err,
                docs[i].expect);
+    }
+    /* names keep their UTF-8 but never reach the terminal as control
+     * characters (ESC, DEL, C1 CSI); a small normal scale is kept as given */
+    {
+        char text[4096] = "";
+        with("\"name\": \"dec\"", "\"name\": \"d\\u001b[31m\xc3\xa9\\u007f\\u009b2J\"", text,
+             sizeof text);
+        char t2[4096] = "";
+        const char *sc = strstr(text, "\"scale\": 0.5");
+        if (sc)
+            snprintf(t2, sizeof t2, "%.*s\"scale\": 3e-38%s", (int)(sc - text), text, sc + 12);
+        char err2[512] = "";
+        xtool_bench_case bc2[8];
+        xtool_cases_file cf2;
+        int n2 = xtool_cases_parse(t2, strlen(t2), 1, bc2, 8, &cf2, err2, sizeof err2);
+        EXPECT(n2 == 2, "escaped name: n = %d (%s)", n2, err2);
+        if (n2 == 2) {
+            EXPECT(!strcmp(cf2.entries[1].name, "d\\x1b[31m\xc3\xa9\\x7f\\u009b2J"),
+                   "the name is printed as '%s'", cf2.entries[1].name);
+            EXPECT(bc2[1].c.scale == 3e-38f, "scale 3e-38 replayed as %g", (double)bc2[1].c.scale);
+            for (int i = 0; i < n2; i++) {
+                free(bc2[i].lq);
+                free(bc2[i].lk);
+            }
+            xtool_cases_file_free(&cf2);
+        }
     }
     /* more cases than the caller has room for */
     char err[512] = "";

@@ -2087,6 +2087,120 @@ static void test_compare_profiles(const char *data)
            g_err);
 }
 
+/* Hostile files: a median of 0 or below is said, never a ratio such as
+ * "-5.000x faster"; control characters in names (ESC, DEL, C1 CSI, a byte that
+ * is not UTF-8) are printed escaped and never reach the terminal. */
+static void test_compare_hostile(void)
+{
+    char a[4096], b[4096], pa[4096], pb[4096];
+    snprintf(a, sizeof a, "%s/hostile-a.json", g_dir);
+    snprintf(b, sizeof b, "%s/hostile-b.json", g_dir);
+    static const char head[] =
+        "{\"schema\": \"xattn.bench/1\", \"created_utc\": "
+        "\"t\\u001b]0;owned\\u0007\", \"host\": {\"hostname\": "
+        "\"h\\u009b2J\"}, \"devices\": [{\"backend\": \"cpu\", \"device\": 0, "
+        "\"name\": \"c\\u007fpu\"}], \"results\": [";
+    static const char cell[] = "{\"backend\": \"cpu\", \"device\": 0, \"algo\": \"flash\", "
+                               "\"case\": \"%s\", \"status\": \"ok\", \"median_ms\": %g, "
+                               "\"min_ms\": %g, \"p90_ms\": %g, \"spread\": 0}";
+    char text[4096];
+    for (int k = 0; k < 2; k++) {
+        int n = snprintf(text, sizeof text, "%s", head);
+        double t = k ? -5 : 1, z = k ? 0 : 2;
+        n += snprintf(text + n, sizeof text - (size_t)n, cell, "neg case", t, t, t);
+        text[n++] = ',';
+        n += snprintf(text + n, sizeof text - (size_t)n, cell, "zero case", z, z, z);
+        text[n++] = ',';
+        n += snprintf(text + n, sizeof text - (size_t)n, cell,
+                      "esc\\u001b[31mred\\u001b[0m \xff\xc3\xa9", 1.0, 1.0, 1.0);
+        snprintf(text + n, sizeof text - (size_t)n, "]}\n");
+        write_text(k ? b : a, text);
+    }
+    int rc = run_tool("compare", a, b, NULL);
+    char line[1024];
+    const char *l = cmp_line(g_out, "cpu:0", "flash", "neg case", line, sizeof line);
+    EXPECT(rc == 0 && l && strstr(l, "not compared: the B median is -5 ms, not > 0") &&
+               !strstr(g_out, "-5.000x"),
+           "a negative median: exit %d, '%s'\n%s%s", rc, l ? l : "", g_out, g_err);
+    l = cmp_line(g_out, "cpu:0", "flash", "zero case", line, sizeof line);
+    EXPECT(l && strstr(l, "not compared: the B median is 0 ms, not > 0"), "a zero median: '%s'",
+           l ? l : "");
+    EXPECT(strstr(g_out, "esc\\x1b[31mred\\x1b[0m \\xff\xc3\xa9") &&
+               strstr(g_out, "t\\x1b]0;owned\\x07") && strstr(g_out, "h\\u009b2J") &&
+               strstr(g_out, "c\\x7fpu"),
+           "names escaped:\n%s", g_out);
+    int raw = 0;
+    for (const unsigned char *p = (const unsigned char *)g_out; *p; p++)
+        raw += *p == 0x1b || *p == 0x07 || *p == 0x7f || *p == 0xff ||
+               (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+    EXPECT(raw == 0, "%d control bytes reached the output", raw);
+    /* profiles: a median of 0 or below in a stats dict is not compared */
+    snprintf(pa, sizeof pa, "%s/hostile-pa.json", g_dir);
+    snprintf(pb, sizeof pb, "%s/hostile-pb.json", g_dir);
+    static const char prof[] =
+        "{\"schema\": \"xattn.profile/1\", \"model\": \"m\\u001b[2J\", \"forward\": "
+        "{\"attention_ms\": {\"median\": %g, \"ci_low\": %g, \"ci_high\": 11}}, \"layers\": "
+        "{\"rows\": [{\"layer\": \"l\\u001b[1m0\", \"attention_ms\": {\"median\": 3, "
+        "\"ci_low\": 2, \"ci_high\": 4}}]}}\n";
+    snprintf(text, sizeof text, prof, 10.0, 9.0);
+    write_text(pa, text);
+    snprintf(text, sizeof text, prof, -5.0, -6.0);
+    write_text(pb, text);
+    rc = run_tool("compare", pa, pb, NULL);
+    l = line_of(g_out, "attention ms per forward");
+    EXPECT(rc == 0 && l && strstr(l, "not compared: a median of -5, not > 0 in B") &&
+               !strstr(g_out, "-0.500x"),
+           "a negative profile median: exit %d '%s'\n%s%s", rc, l ? l : "", g_out, g_err);
+    EXPECT(line_of(g_out, "layer l\\x1b[1m0 ms") && !strchr(g_out, 0x1b) &&
+               strstr(g_out, "m\\x1b[2J"),
+           "profile names escaped:\n%s", g_out);
+}
+
+/* ---- docs: what FFI users and MPI users are told --------------------------------- */
+
+/* docs/api.md's "Calling from other languages" names every `_sized` entry
+ * point the header declares (an FFI gets the plain symbols, which pass the
+ * 0.1 struct sizes), and docs/scale.md says that the MPI strategies refuse a
+ * global Sk = 0 that one device accepts. */
+static void test_docs(const char *header, const char *api, const char *scale)
+{
+    char *h = read_all(header), *a = read_all(api), *sc = read_all(scale);
+    EXPECT(h && a && sc, "cannot read %s, %s or %s", header, api, scale);
+    if (h && a && sc) {
+        const char *sec = strstr(a, "\n## Calling from other languages\n");
+        EXPECT(sec != NULL, "docs/api.md has no section \"Calling from other languages\"");
+        const char *end = sec ? strstr(sec + 4, "\n## ") : NULL;
+        size_t len = sec ? (end ? (size_t)(end - sec) : strlen(sec)) : 0;
+        char *body = sec ? strndup(sec, len) : NULL;
+        int n = 0;
+        for (const char *p = h; body && (p = strstr(p, "XATTN_API ")) != NULL; p++) {
+            const char *e = strstr(p, "_sized(");
+            const char *nl = strchr(p, '(');
+            if (!e || e > nl)
+                continue;
+            const char *b = e;
+            while (b > p && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z')))
+                b--;
+            char name[80];
+            snprintf(name, sizeof name, "`%.*s_sized`", (int)(e - b), b);
+            char bare[80]; /* also accepted: the name followed by "(" inside code */
+            snprintf(bare, sizeof bare, "`%.*s_sized(", (int)(e - b), b);
+            n++;
+            EXPECT(strstr(body, name) || strstr(body, bare),
+                   "docs/api.md, \"Calling from other languages\": %s is not named", name);
+        }
+        EXPECT(n >= 7, "include/xattn.h: %d _sized entry points found", n);
+        EXPECT(body && strstr(body, "silently") && strstr(body, "ctypes") && strstr(body, "cffi"),
+               "the section says the fields are silently ignored, for ctypes and cffi");
+        free(body);
+        EXPECT(strstr(sc, "`sk_global = 0`") && strstr(sc, "accepts `Sk = 0`"),
+               "docs/scale.md: the MPI strategies' refusal of a global Sk = 0 is not documented");
+    }
+    free(h);
+    free(a);
+    free(sc);
+}
+
 static void test_threads(void)
 {
     char out[2048], path[4096];
@@ -2744,6 +2858,8 @@ int main(int argc, char **argv)
         test_cmp_index();
         test_tune_candidates();
         test_tune_cuda_candidates();
+    } else if (!strcmp(what, "docs") && argc > 4) {
+        test_docs(argv[2], argv[3], argv[4]);
     } else if (!strcmp(what, "manual") && argc > 2) {
         test_manual(argv[2], argc > 3 && !strcmp(argv[3], "--write"));
     } else if (!strcmp(what, "writers") && argc > 2) {
@@ -2761,6 +2877,7 @@ int main(int argc, char **argv)
         }
         test_compare(argv[4]);
         test_compare_profiles(argv[4]);
+        test_compare_hostile();
     } else if ((!strcmp(what, "outputs") || !strcmp(what, "usage") || !strcmp(what, "threads") ||
                 !strcmp(what, "ab") || !strcmp(what, "tune") || !strcmp(what, "serving") ||
                 !strcmp(what, "paged")) &&
@@ -2787,7 +2904,8 @@ int main(int argc, char **argv)
             test_usage();
     } else {
         fprintf(stderr,
-                "usage: test_tool unit | manual DOC [--write] | outputs XATTN_BIN DIR | usage "
+                "usage: test_tool unit | manual DOC [--write] | docs HEADER API_MD SCALE_MD | "
+                "outputs XATTN_BIN DIR | usage "
                 "XATTN_BIN DIR | "
                 "threads XATTN_BIN DIR | ab XATTN_BIN DIR | tune XATTN_BIN DIR | serving XATTN_BIN "
                 "DIR | "
