@@ -9,10 +9,17 @@
  *          be->prepare        programs, per-sequence arrays, timers
  *          be->ws_alloc       the regions: NAIVE's scores or SPLITKV's partials,
  *                             then the backend's scratch (or its fallback)
+ *          be->ready          the backend's own call buffers
+ *          append             k_new/v_new into the cache: only here, once
+ *                             everything that can refuse the call has
+ *                             succeeded (a refused call writes nothing)
  *          be->phase          each phase of the algorithm, in order
  *          be->finish         wait, times, the kernels' counts
  *          be->ws_free        the regions
  *        and fills the run info (phases, times, workspace, tiles, kernel).
+ *        Before all of it, the call's own copy of the host arrays the append
+ *        and the kernels read (a paged cache's block table, the ALiBi slopes):
+ *        the caller's may lie in memory the call writes.
  *   xattn_attention_check -> xattn__plan_make (the same checks, no work)
  *
  * The driver owns the algorithm's structure (its phases and their names, the
@@ -80,6 +87,18 @@ static xattn_status xattn__regions(const xattn_problem *p, xattn__plan *plan)
     return XATTN_STATUS_OK;
 }
 
+/* A paged cache's table entries per sequence in the call's own copy (see
+ * xattn__own_arrays): the longest sequence's page count, at least 1. */
+static int64_t xattn__table_width(const xattn_problem *p)
+{
+    int64_t width = 1;
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t n = ((int64_t)p->len_k[b] + p->page_size - 1) / p->page_size;
+        width = n > width ? n : width;
+    }
+    return width;
+}
+
 xattn_status xattn__plan_make(const struct xattn_ctx *ctx, const xattn_problem *p,
                               xattn__plan *plan)
 {
@@ -87,7 +106,12 @@ xattn_status xattn__plan_make(const struct xattn_ctx *ctx, const xattn_problem *
     plan->splits = 1;
     if (!xattn__phases_of(p->algo))
         return xattn__error(XATTN_STATUS_INTERNAL, "algo: %d reached the driver", (int)p->algo);
-    XATTN_RETURN_IF_ERROR(ctx->be->plan(ctx, p, plan));
+    /* The backend plans the table the run uses (a check plans the caller's):
+     * its rows are the longest sequence's pages. */
+    xattn_problem run = *p;
+    if (run.paged)
+        run.max_pages = xattn__table_width(p);
+    XATTN_RETURN_IF_ERROR(ctx->be->plan(ctx, &run, plan));
     if (p->algo != XATTN_ALGO_SPLITKV)
         plan->splits = 0;
     else if (plan->splits < 1)
@@ -189,8 +213,9 @@ static xattn_status xattn__append_view(struct xattn_ctx *ctx, const xattn_proble
 }
 
 /* The append step (xattn_attn_desc.k_new): the new tokens into the cache,
- * on the context's queue before the phases, once the plan has accepted the
- * call (a refused call writes nothing). */
+ * on the context's queue before the phases, once the plan, the program, the
+ * regions and the backend's call buffers have all succeeded (a refused call
+ * writes nothing). */
 static xattn_status xattn__append(struct xattn_ctx *ctx, const xattn_problem *p, int timed,
                                   xattn_run_info *info)
 {
@@ -211,17 +236,73 @@ static xattn_status xattn__append(struct xattn_ctx *ctx, const xattn_problem *p,
     return XATTN_STATUS_OK;
 }
 
-xattn_status xattn__drive(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
-                          int timed, struct xattn__exec *exec)
+/*
+ * The call's own copy of the host arrays that the append and the kernels read
+ * after validation: a paged cache's table (only the entries the sequences use,
+ * rows of the longest sequence's page count) and the ALiBi slopes, through the
+ * tracking allocator. The caller's arrays may lie in memory the call writes (a
+ * K/V cache wrapped from host memory that an append writes, or o): what was
+ * validated is what is used.
+ */
+static xattn_status xattn__own_arrays(struct xattn_ctx *ctx, xattn_problem *p, void **mem,
+                                      uint64_t *bytes)
+{
+    const int64_t w = p->paged ? xattn__table_width(p) : 0; /* table entries per sequence */
+    const uint64_t n_table = (uint64_t)p->B * (uint64_t)w;
+    const uint64_t n_alibi = p->alibi ? (uint64_t)p->Hq : 0;
+    *mem = NULL;
+    *bytes = (n_table + n_alibi) * 4u;
+    if (!*bytes)
+        return XATTN_STATUS_OK;
+    xattn_status st;
+    unsigned char *m = xattn__host_alloc(ctx, *bytes, "the call's block table and slopes", &st);
+    if (!m)
+        return st;
+    if (p->paged) {
+        int32_t *t = (int32_t *)(void *)m;
+        for (int64_t b = 0; b < p->B; b++) {
+            const int64_t n = ((int64_t)p->len_k[b] + p->page_size - 1) / p->page_size;
+            for (int64_t g = 0; g < w; g++) /* past a sequence's pages: never read */
+                t[b * w + g] = g < n ? p->block_table[b * p->max_pages + g] : 0;
+        }
+        p->block_table = t;
+        p->max_pages = w;
+    }
+    if (p->alibi) {
+        float *a = (float *)(void *)(m + n_table * 4u);
+        memcpy(a, p->alibi, (size_t)n_alibi * sizeof *a);
+        p->alibi = a;
+    }
+    *mem = m;
+    return XATTN_STATUS_OK;
+}
+
+static xattn_status xattn__run(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
+                               int timed, struct xattn__exec *exec);
+
+xattn_status xattn__drive(struct xattn_ctx *ctx, const xattn_problem *caller_p,
+                          xattn_run_info *info, int timed, struct xattn__exec *exec)
+{
+    xattn_problem p = *caller_p;
+    void *mem;
+    uint64_t bytes;
+    XATTN_RETURN_IF_ERROR(xattn__own_arrays(ctx, &p, &mem, &bytes));
+    xattn_status st = xattn__run(ctx, &p, info, timed, exec);
+    if (mem)
+        xattn__host_free(ctx, mem, bytes);
+    return st;
+}
+
+static xattn_status xattn__run(struct xattn_ctx *ctx, const xattn_problem *p, xattn_run_info *info,
+                               int timed, struct xattn__exec *exec)
 {
     xattn__plan plan;
     XATTN_RETURN_IF_ERROR(xattn__plan_make(ctx, p, &plan));
-    XATTN_RETURN_IF_ERROR(xattn__append(ctx, p, timed, info));
     int64_t rows = 0; /* an append with no query row attends to nothing */
     for (int64_t b = 0; b < p->B && !rows; b++)
         rows = xattn_problem_rows_q(p, b);
     if (!rows)
-        return XATTN_STATUS_OK;
+        return xattn__append(ctx, p, timed, info);
     const xattn__algo_phases *ph = xattn__phases_of(p->algo);
     const xattn_backend_iface *be = ctx->be;
 
@@ -233,6 +314,11 @@ xattn_status xattn__drive(struct xattn_ctx *ctx, const xattn_problem *p, xattn_r
         st = xattn__regions(p, &plan);
     if (st == XATTN_STATUS_OK)
         st = xattn__alloc_regions(ctx, p, &plan);
+    if (st == XATTN_STATUS_OK && be->ready)
+        st = be->ready(ctx, p, &plan);
+    /* Nothing is written before this point. */
+    if (st == XATTN_STATUS_OK)
+        st = xattn__append(ctx, p, timed, info);
     for (int k = 0; k < ph->n && st == XATTN_STATUS_OK; k++)
         st = be->phase(ctx, p, &plan, ph->ph[k], timed);
     if (prepared) {

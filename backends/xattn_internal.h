@@ -190,15 +190,21 @@ void *xattn__host_alloc(struct xattn_ctx *ctx, uint64_t bytes, const char *what,
                         xattn_status *status);
 void xattn__host_free(struct xattn_ctx *ctx, void *ptr, uint64_t bytes);
 /* Host memory: total and what this process may still use (MemAvailable,
- * bounded by its cgroup's limit less usage, every ancestor included); 0 when
- * nothing could be read. xattn__host_memory_at reads the files under `root`
- * instead of / (tests build such trees). */
+ * bounded by its cgroup's limit less usage, every ancestor included, and by
+ * what its address-space limit leaves); 0 when nothing could be read.
+ * xattn__host_memory_at reads the files under `root` instead of / (tests
+ * build such trees), without the address-space limit. */
 int xattn__host_memory(uint64_t *total, uint64_t *avail);
-/* OUT_OF_MEMORY (naming `what`) when `bytes` of host memory that are about to
- * be touched exceed what the process can still use: under Linux's default
- * overcommit the allocation itself would succeed and touching it would bring
- * the OOM killer. Allocations under 32 MiB are not checked. */
+/* OUT_OF_MEMORY (naming `what`, the need and the limit) when `bytes` of host
+ * memory that are about to be touched exceed what the process can still use:
+ * under Linux's default overcommit the allocation itself would succeed and
+ * touching it would bring the OOM killer. Allocations under 32 MiB are not
+ * checked against MemAvailable and the cgroup; every size is checked against
+ * RLIMIT_AS, where a host OpenCL runtime would abort instead of failing. */
 xattn_status xattn__host_room(uint64_t bytes, const char *what);
+/* RLIMIT_AS (1 when it is finite): the limit, the bytes mapped now and what
+ * is left. */
+int xattn__addr_room(uint64_t *limit, uint64_t *mapped, uint64_t *room);
 int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail);
 
 /* ---- backend interface -------------------------------------------------- */
@@ -347,6 +353,9 @@ typedef struct xattn_backend_iface {
      *   filled with NaN first.
      * phase: enqueue one phase (xattn__phase) on the context's queue, reading
      *   plan->ws; when `timed`, time it on the backend's own clock.
+     * ready: optional, after the regions: the call's own small buffers (the
+     *   last step that may refuse; the driver appends k_new/v_new only once it
+     *   has returned OK, so that a refused call writes nothing).
      * finish: the end of the call, also after a failed phase (ok = 0: only
      *   release): wait when timed, fill plan->phase_ms / device_ms, the
      *   device's memory figures and the kernels' counts (exec), release what
@@ -359,6 +368,7 @@ typedef struct xattn_backend_iface {
     xattn_status (*ws_alloc)(struct xattn_ctx *ctx, const xattn_problem *p, uint64_t bytes,
                              const char *what, int touch, void **out);
     void (*ws_free)(struct xattn_ctx *ctx, void *ws, uint64_t bytes);
+    xattn_status (*ready)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan);
     xattn_status (*phase)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan,
                           int phase, int timed);
     xattn_status (*finish)(struct xattn_ctx *ctx, const xattn_problem *p, struct xattn__plan *plan,

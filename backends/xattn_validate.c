@@ -294,16 +294,141 @@ static int xattn__same_bytes(const xattn_tensor *a, const xattn_tensor *b)
            a0 < b1 && b0 < a1;
 }
 
-static int xattn__cmp_i64(const void *a, const void *b)
+/* The slots [lo, hi) of one page that one sequence's append writes, its keys
+ * from key0. */
+typedef struct xattn__wseg {
+    int64_t page, lo, hi, seq, key0;
+} xattn__wseg;
+
+static int xattn__wseg_less(const xattn__wseg *a, const xattn__wseg *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    return a->page < b->page || (a->page == b->page && a->lo < b->lo);
+}
+
+static void xattn__wseg_sift(xattn__wseg *w, uint64_t i, uint64_t n)
+{
+    for (uint64_t c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && xattn__wseg_less(&w[c], &w[c + 1]))
+            c++;
+        if (!xattn__wseg_less(&w[i], &w[c]))
+            return;
+        const xattn__wseg t = w[i];
+        w[i] = w[c];
+        w[c] = t;
+    }
+}
+
+/* In place (heapsort): a sort's own memory would be memory the limit does not see. */
+static void xattn__wseg_sort(xattn__wseg *w, uint64_t n)
+{
+    if (n < 2)
+        return;
+    for (uint64_t k = n / 2; k-- > 0;)
+        xattn__wseg_sift(w, k, n);
+    for (uint64_t end = n - 1; end > 0; end--) {
+        const xattn__wseg t = w[0];
+        w[0] = w[end];
+        w[end] = t;
+        xattn__wseg_sift(w, 0, end);
+    }
+}
+
+/*
+ * An append into a paged cache writes each slot once, and no slot that a
+ * sequence reads in this call as one of its cached keys (a page shared by a
+ * prefix may be read by many sequences, written by none). In memory
+ * proportional to the pages the append writes, through the context's
+ * allocator (counted against XATTN_OPT_MEMORY_LIMIT).
+ */
+static xattn_status xattn__check_append_slots(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
+                                              int64_t B, int64_t s_new, int64_t ps, int64_t mp)
+{
+    const int32_t *lens = d->seqlens_k, *table = d->block_table;
+    uint64_t n = 0; /* page pieces written: at most s_new / ps + 2 per sequence */
+    for (int64_t b = 0; b < B; b++)
+        n += (uint64_t)(((int64_t)lens[b] + s_new - 1) / ps - (int64_t)lens[b] / ps + 1);
+    /* (n <= B * (s_new + 1), and B * s_new elements of k_new exist in 64 bits) */
+    uint64_t bytes;
+    if (xattn__mul_overflow(n, (uint64_t)sizeof(xattn__wseg), &bytes))
+        return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
+                            "k_new.shape[1]: %lld tokens for %lld sequences is more than an "
+                            "append can check",
+                            (long long)s_new, (long long)B);
+    xattn_status st;
+    /* the cast touches only the context's counters */
+    xattn__wseg *w = xattn__host_alloc((struct xattn_ctx *)ctx, bytes,
+                                       "the append's slot check (one entry per page written)", &st);
+    if (!w)
+        return st;
+    uint64_t i = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = lens[b]; j < (int64_t)lens[b] + s_new;) {
+            const int64_t lo = j % ps, left = (int64_t)lens[b] + s_new - j;
+            const int64_t hi = lo + left < ps ? lo + left : ps;
+            xattn__wseg e = {table[b * mp + j / ps], lo, hi, b, j};
+            w[i++] = e;
+            j += hi - lo;
+        }
+    xattn__wseg_sort(w, n);
+    st = XATTN_STATUS_OK;
+    /* Two writes of one slot: overlapping pieces, next to each other once sorted. */
+    for (uint64_t k = 1, top = 0; k < n && st == XATTN_STATUS_OK; k++) {
+        if (w[k].page == w[top].page && w[k].lo < w[top].hi) {
+            const xattn__wseg *a = &w[top], *c = &w[k];
+            st = xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                              "block_table: sequence %lld's appended key %lld and sequence "
+                              "%lld's appended key %lld go to the same cache slot (page %lld, "
+                              "slot %lld): sequences that append must not share the pages they "
+                              "write",
+                              (long long)a->seq, (long long)(a->key0 + c->lo - a->lo),
+                              (long long)c->seq, (long long)c->key0, (long long)c->page,
+                              (long long)c->lo);
+        }
+        if (w[k].page != w[top].page || w[k].hi > w[top].hi)
+            top = k;
+    }
+    /* A write of a slot some sequence reads as a cached key: the first written
+     * piece of each page read (pieces of a page are disjoint, sorted by lo). */
+    for (int64_t b = 0; b < B && st == XATTN_STATUS_OK; b++)
+        for (int64_t g = 0; g * ps < (int64_t)lens[b] && st == XATTN_STATUS_OK; g++) {
+            const int64_t page = table[b * mp + g];
+            const int64_t read_hi = (int64_t)lens[b] - g * ps < ps ? (int64_t)lens[b] - g * ps : ps;
+            uint64_t lo = 0, hi = n; /* first piece with page >= this one */
+            while (lo < hi) {
+                const uint64_t mid = lo + (hi - lo) / 2;
+                if (w[mid].page < page)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo == n || w[lo].page != page || w[lo].lo >= read_hi)
+                continue;
+            const xattn__wseg *c = &w[lo];
+            if (c->seq == b)
+                st = xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                  "block_table: sequence %lld appends its key %lld to page %lld "
+                                  "slot %lld, where its own cached key %lld is (its row of the "
+                                  "table holds page %lld twice)",
+                                  (long long)b, (long long)c->key0, (long long)page,
+                                  (long long)c->lo, (long long)(g * ps + c->lo), (long long)page);
+            else
+                st = xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                                  "block_table: sequence %lld appends its key %lld to page %lld "
+                                  "slot %lld, which sequence %lld reads as its cached key %lld in "
+                                  "this call (a page shared by several sequences may be read by "
+                                  "all of them and written by none: give the appending sequence "
+                                  "its own copy of the page)",
+                                  (long long)c->seq, (long long)c->key0, (long long)page,
+                                  (long long)c->lo, (long long)b, (long long)(g * ps + c->lo));
+        }
+    xattn__host_free((struct xattn_ctx *)ctx, w, bytes);
+    return st;
 }
 
 /*
  * A paged cache (block_table) and an append (k_new/v_new): shapes, the table's
  * page indices for every key a sequence has, room for the appended tokens, and
- * no cache slot written twice. B, Hkv, D, Dv are known; *Sk becomes the
+ * no cache slot written twice or both written and read. B, Hkv, D, Dv are known; *Sk becomes the
  * longest sequence after the append (the kernels' key extent).
  */
 static xattn_status xattn__check_cache(const struct xattn_ctx *ctx, const xattn_attn_desc *d,
@@ -422,37 +547,8 @@ static xattn_status xattn__check_cache(const struct xattn_ctx *ctx, const xattn_
             longest = len;
     }
     *Sk = longest;
-    if (append && B > 0 && s_new > 0) {
-        /* No slot written by two sequences (a page shared by a prefix may be
-         * read by many, written by none of them twice). */
-        uint64_t n;
-        if (xattn__mul_overflow((uint64_t)B, (uint64_t)s_new, &n) || n > ((uint64_t)1 << 31))
-            return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
-                                "k_new.shape[1]: %lld tokens for %lld sequences is more than an "
-                                "append can check",
-                                (long long)s_new, (long long)B);
-        int64_t *slot = malloc(n * sizeof *slot);
-        if (!slot)
-            return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
-                                "append: %llu slots to check for overlaps", (unsigned long long)n);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < s_new; t++) {
-                int64_t j = (int64_t)d->seqlens_k[b] + t;
-                slot[b * s_new + t] = (int64_t)d->block_table[b * mp + j / ps] * ps + j % ps;
-            }
-        qsort(slot, n, sizeof *slot, xattn__cmp_i64);
-        int64_t dup = -1;
-        for (uint64_t i = 1; i < n && dup < 0; i++)
-            if (slot[i] == slot[i - 1])
-                dup = slot[i];
-        free(slot);
-        if (dup >= 0)
-            return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
-                                "block_table: two appended tokens go to the same cache slot "
-                                "(page %lld, slot %lld): sequences that append must not share "
-                                "the pages they write",
-                                (long long)(dup / ps), (long long)(dup % ps));
-    }
+    if (append && B > 0 && s_new > 0)
+        return xattn__check_append_slots(ctx, d, B, s_new, ps, mp);
     return XATTN_STATUS_OK;
 }
 

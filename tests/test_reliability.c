@@ -15,7 +15,11 @@
  *    and SPLITKV in f32;
  *  - determinism: the same inputs give bit-identical outputs, per algorithm
  *    and thread count;
- *  - the library's sources call no abort, exit or assert (scanned here).
+ *  - the library's sources call no abort, exit or assert (scanned here);
+ *  - serving inputs that lie (xattn_test_serving.h): a block table inside the
+ *    K cache an append writes, a memory-limit sweep over calls with appends
+ *    (a refused call writes nothing), an append over another sequence's key,
+ *    and the append check's memory counted against the limit.
  *
  * Every check prints FAIL with the reason; the last line is
  * "N passed, N failed, N skipped".
@@ -33,6 +37,7 @@
 #include "xattn_reference.h"
 #include "xattn_test.h"
 #include "xattn_test_elem.h"
+#include "xattn_test_serving.h"
 
 #define F32 XATTN_DTYPE_F32
 #define F16 XATTN_DTYPE_F16
@@ -1338,6 +1343,8 @@ int main(void)
     test_long_sk(ctx);
     printf("determinism\n");
     test_determinism(ctx);
+    printf("serving inputs\n");
+    sv_test_all(ctx);
     printf("backends\n");
     test_unavailable_backends();
     printf("no abort/exit\n");

@@ -12,13 +12,20 @@
  *                matrix beyond it return OUT_OF_MEMORY (NAIVE's message suggests
  *                FLASH), XATTN_OPT_MEMORY_LIMIT holds for buffers and workspaces,
  *                the counters are back afterwards and the context still runs;
+ *   serving      paged caches with appends (xattn_test_serving.h): a block table
+ *                inside the K cache (wrapped host memory, CL_MEM_USE_HOST_PTR)
+ *                that the append writes, a memory-limit sweep (a refused call
+ *                writes nothing), an append over another sequence's key, the
+ *                append check's memory; a build failure writes nothing either;
  *   no-driver    run with OCL_ICD_VENDORS pointing at an empty folder: the backend
  *                is compiled but unavailable, with the ICD loader's error name and
  *                code in the message; contexts are refused; AUTO falls to the CPU.
  *
- * Usage: test_reliability_cl [faults|exhaustion|no-driver]   (no name: the first two)
+ * Usage: test_reliability_cl [faults|exhaustion|serving|no-driver]   (no name: all but
+ * no-driver)
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +35,7 @@
 #include "xattn_opencl.h"
 #include "xattn_reference.h"
 #include "xattn_test.h"
+#include "xattn_test_serving.h"
 
 /* The problem of these tests: B=1, Sq=7, Sk=40, Hq=2, Hkv=1, D=Dv=16, f32, BSHD. */
 enum { SQ = 7, SK = 40, HQ = 2, HKV = 1, D = 16 };
@@ -317,6 +325,114 @@ done:
     xattn_ctx_destroy(ctx);
 }
 
+/* ---- serving inputs -------------------------------------------------------------- */
+
+/* Copies from/name to to/name, with an #error at the end when `broken`. */
+static int copy_source(const char *from_dir, const char *name, const char *to_dir, int broken)
+{
+    char from[2048], to[2048], buf[4096];
+    snprintf(from, sizeof from, "%s/%s", from_dir, name);
+    snprintf(to, sizeof to, "%s/%s", to_dir, name);
+    FILE *fi = fopen(from, "rb"), *fo = fopen(to, "wb");
+    size_t got;
+    while (fi && fo && (got = fread(buf, 1, sizeof buf, fi)) > 0)
+        fwrite(buf, 1, got, fo);
+    if (fo && broken)
+        fputs("\n#error xattn_reliability_broken_source\n", fo);
+    const int ok = fi && fo;
+    if (fi)
+        fclose(fi);
+    if (fo)
+        fclose(fo);
+    return ok;
+}
+
+/* The kernel sources in a folder of their own (XATTN_CL_SOURCE_DIR), each .cl
+ * with an #error: every build fails. The repository is found from this file's
+ * path; 0 when its sources are not there. */
+static int broken_sources(char *dir, size_t n)
+{
+    char root[1024], cl[1100], common[1100];
+    snprintf(root, sizeof root, "%s", __FILE__);
+    char *cut = strstr(root, "/tests/test_reliability_cl.c");
+    if (!cut)
+        return 0;
+    *cut = '\0';
+    snprintf(cl, sizeof cl, "%s/kernels_cl", root);
+    snprintf(common, sizeof common, "%s/kernels_common", root);
+    DIR *in = opendir(cl);
+    if (!in)
+        return 0;
+    xattn_test_scratch_dir("relclsrc", dir, n);
+    int files = dir[0] && copy_source(common, "xattn_semantics.h", dir, 0);
+    struct dirent *e;
+    while (files && (e = readdir(in)) != NULL) {
+        const char *dot = strrchr(e->d_name, '.');
+        if (dot && !strcmp(dot, ".cl"))
+            files = copy_source(cl, e->d_name, dir, 1) ? files + 1 : 0;
+    }
+    closedir(in);
+    return files;
+}
+
+/* A paged append whose program does not build: BUILD_FAILED, the cache as it was. */
+static void test_serving_build_failed(void)
+{
+    char dir[512] = "", cache[512] = "";
+    if (!broken_sources(dir, sizeof dir)) {
+        SKIP("build failure: the kernel sources are not beside this test's source");
+        if (dir[0])
+            xattn_test_rm_tree(dir);
+        return;
+    }
+    xattn_test_scratch_dir("relclcache", cache, sizeof cache);
+    setenv("XATTN_CL_SOURCE_DIR", dir, 1);
+    setenv("XATTN_CACHE_DIR", cache, 1);
+    xattn_ctx *ctx = NULL;
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &ctx);
+    EXPECT(st == XATTN_STATUS_OK, "context on broken sources: %s", xattn_last_error());
+    static const int32_t table[4] = {3, 0, 2, 4};
+    const int32_t lens[2] = {3, 5};
+    sv_call c;
+    float k0[SV_POOL], v0[SV_POOL], k1[SV_POOL], v1[SV_POOL];
+    if (st == XATTN_STATUS_OK && sv_make(&c, ctx, 2, 2, table, 2, lens, NULL) &&
+        sv_snapshot(&c, SV_POOL, k0, v0)) {
+        int written = 0;
+        for (int a = 0; a < 3; a++) {
+            c.d.algo = sv_algos[a];
+            st = xattn_attention(ctx, &c.d, NULL);
+            EXPECT(st == XATTN_STATUS_BUILD_FAILED, "%s on broken sources: %s: %.200s",
+                   xattn_algo_name(sv_algos[a]), xattn_status_name(st), xattn_last_error());
+            const int same = sv_snapshot(&c, SV_POOL, k1, v1) && !memcmp(k0, k1, sizeof k0) &&
+                             !memcmp(v0, v1, sizeof v0);
+            written += !same;
+            EXPECT(same, "%s: the call that failed to build wrote the cache",
+                   xattn_algo_name(sv_algos[a]));
+        }
+        printf("  paged append whose program fails to build (3 algorithms): %s, %d wrote the "
+               "cache\n",
+               xattn_status_name(st), written);
+    }
+    sv_free(&c);
+    xattn_ctx_destroy(ctx);
+    unsetenv("XATTN_CL_SOURCE_DIR");
+    unsetenv("XATTN_CACHE_DIR");
+    xattn_test_rm_tree(dir);
+    xattn_test_rm_tree(cache);
+}
+
+static void test_serving(void)
+{
+    test_serving_build_failed();
+    xattn_ctx *ctx = NULL;
+    xattn_status st = xattn_ctx_create(XATTN_BACKEND_OPENCL, 0, &ctx);
+    EXPECT(st == XATTN_STATUS_OK, "context: %s", xattn_last_error());
+    if (st != XATTN_STATUS_OK)
+        return;
+    sv_test_all(ctx);
+    xattn_ctx_destroy(ctx);
+}
+
 /* ---- no driver ---------------------------------------------------------------- */
 
 static int test_no_driver(void)
@@ -364,6 +480,10 @@ int main(int argc, char **argv)
         if (!which || !strcmp(which, "exhaustion")) {
             printf("exhaustion\n");
             test_exhaustion();
+        }
+        if (!which || !strcmp(which, "serving")) {
+            printf("serving\n");
+            test_serving();
         }
     }
     return xattn_test_summary();
