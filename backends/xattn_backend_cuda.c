@@ -577,6 +577,33 @@ static xattn_status xattn__cuda_ws_alloc(struct xattn_ctx *ctx, xattn_cuda_ctx *
                                          const char *what, void **out)
 {
     *out = NULL;
+    /* Checked before asking: the device's free memory (cudaMemGetInfo, on
+     * the current device, which the call's prepare or the caller has set),
+     * and what the stream-ordered pool keeps reserved but unused (it serves
+     * an allocation from that first). A failed query checks nothing: the
+     * allocation's own failure is still reported. */
+    size_t mfree = 0, mtotal = 0;
+    if (cudaMemGetInfo(&mfree, &mtotal) == cudaSuccess) {
+        uint64_t spare = 0;
+        cudaMemPool_t pool;
+        uint64_t reserved = 0, used = 0; /* (the attributes are cuuint64_t) */
+        if (c->pools && cudaDeviceGetDefaultMemPool(&pool, c->ordinal) == cudaSuccess &&
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) ==
+                cudaSuccess &&
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess &&
+            reserved > used)
+            spare = reserved - used;
+        if (bytes > (uint64_t)mfree + spare)
+            return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                                "%s: %llu MiB, but the device has %llu MiB free of %llu MiB "
+                                "(cudaMemGetInfo, plus %llu MiB its memory pool keeps for reuse)",
+                                what, (unsigned long long)((bytes + (1u << 20) - 1) >> 20),
+                                (unsigned long long)(mfree >> 20),
+                                (unsigned long long)(mtotal >> 20),
+                                (unsigned long long)(spare >> 20));
+    } else {
+        (void)cudaGetLastError();
+    }
     XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, bytes, what));
     cudaError_t e =
         c->pools ? cudaMallocAsync(out, (size_t)bytes, c->stream) : cudaMalloc(out, (size_t)bytes);

@@ -293,12 +293,185 @@ static xattn_status xattn__cl_sync(struct xattn_ctx *ctx)
 
 /* ---- buffers ------------------------------------------------------------- */
 
+/*
+ * Where a buffer's bytes are, for the aliasing check (xattn_validate.c refuses
+ * an output that shares bytes with another view by comparing byte ranges in
+ * one address space). A cl_mem has no address of its own, and a sub-buffer
+ * (clCreateSubBuffer) is a second cl_mem on bytes of its parent: each buffer
+ * is placed through its root object (CL_MEM_ASSOCIATED_MEMOBJECT) at its
+ * offset there (CL_MEM_OFFSET).
+ *  - A root on host memory (CL_MEM_USE_HOST_PTR: the library's own large
+ *    buffers on CPU devices, xattn_buffer_wrap_host, an application's) sits at
+ *    its host address (XATTN__MEM_HOST), where a wrap of the same host memory
+ *    sits too.
+ *  - Any other root gets a range of its own in a numbering of the roots in use
+ *    (XATTN__MEM_DEVICE, process-wide): every buffer on it, the root itself or
+ *    a sub-buffer, is placed in that range, and the range is given up with
+ *    the last of them (xattn__cl_buffer_unplace). The root's handle cannot be
+ *    reused meanwhile: each of those buffers holds the root or a sub-buffer of
+ *    it, which keeps the root alive (no reference of its own is taken, so
+ *    that a wrap holds exactly one).
+ * A buffer whose object cannot be asked stays identified by its handle
+ * (XATTN__MEM_HANDLE), as before.
+ */
+typedef struct xattn_cl_root {
+    cl_mem mem;
+    uint64_t base, refs;
+    struct xattn_cl_root *next; /* the bucket's chain */
+} xattn_cl_root;
+
+/* The roots in use: a hash table of chains, grown with the count. */
+static pthread_mutex_t xattn__cl_roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static xattn_cl_root **xattn__cl_roots;
+static size_t xattn__cl_nbuckets, xattn__cl_nroots;
+static uint64_t xattn__cl_roots_next = (uint64_t)1 << 32; /* the next range's start */
+
+static size_t xattn__cl_root_hash(cl_mem m, size_t nbuckets)
+{
+    const uint64_t h = ((uint64_t)(uintptr_t)m >> 4) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 32) & (nbuckets - 1); /* nbuckets: a power of two */
+}
+
+/* The root's entry, or NULL; with `add`, a new entry (refs 0) for a root not
+ * there, or NULL when there is no memory for it. Under the lock. */
+static xattn_cl_root *xattn__cl_root_find(cl_mem root, uint64_t size, int add)
+{
+    if (xattn__cl_nbuckets) {
+        for (xattn_cl_root *r = xattn__cl_roots[xattn__cl_root_hash(root, xattn__cl_nbuckets)]; r;
+             r = r->next)
+            if (r->mem == root)
+                return r;
+    }
+    /* A new root's range: its size rounded to 4 KiB, and a 4 KiB gap. */
+    const uint64_t span = ((size + 4095u) & ~(uint64_t)4095u) + 4096u;
+    if (!add || size > UINT64_MAX / 4 || xattn__cl_roots_next > UINT64_MAX / 2 - span)
+        return NULL;
+    if (xattn__cl_nroots >= xattn__cl_nbuckets) { /* grow: twice the buckets, rehashed */
+        const size_t nb = xattn__cl_nbuckets ? 2 * xattn__cl_nbuckets : 64;
+        xattn_cl_root **b = calloc(nb, sizeof *b);
+        if (!b)
+            return NULL;
+        for (size_t i = 0; i < xattn__cl_nbuckets; i++)
+            while (xattn__cl_roots[i]) {
+                xattn_cl_root *r = xattn__cl_roots[i];
+                xattn__cl_roots[i] = r->next;
+                const size_t h = xattn__cl_root_hash(r->mem, nb);
+                r->next = b[h];
+                b[h] = r;
+            }
+        free(xattn__cl_roots);
+        xattn__cl_roots = b;
+        xattn__cl_nbuckets = nb;
+    }
+    xattn_cl_root *r = malloc(sizeof *r);
+    if (!r)
+        return NULL;
+    const size_t h = xattn__cl_root_hash(root, xattn__cl_nbuckets);
+    r->mem = root;
+    r->base = xattn__cl_roots_next;
+    r->refs = 0;
+    r->next = xattn__cl_roots[h];
+    xattn__cl_roots[h] = r;
+    xattn__cl_nroots++;
+    xattn__cl_roots_next += span;
+    return r;
+}
+
+void xattn__cl_buffer_place(struct xattn_buffer *buf)
+{
+    cl_mem m = (cl_mem)buf->native, root = NULL;
+    size_t origin = 0, size = 0;
+    if (!m ||
+        clGetMemObjectInfo(m, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof root, &root, NULL) != CL_SUCCESS)
+        return;
+    if (!root)
+        root = m;
+    else if (clGetMemObjectInfo(m, CL_MEM_OFFSET, sizeof origin, &origin, NULL) != CL_SUCCESS)
+        return;
+    cl_mem_flags flags = 0;
+    void *host = NULL;
+    if (clGetMemObjectInfo(root, CL_MEM_FLAGS, sizeof flags, &flags, NULL) == CL_SUCCESS &&
+        (flags & CL_MEM_USE_HOST_PTR) &&
+        clGetMemObjectInfo(root, CL_MEM_HOST_PTR, sizeof host, &host, NULL) == CL_SUCCESS && host) {
+        buf->mem_space = XATTN__MEM_HOST;
+        buf->mem_base = (uintptr_t)host + origin;
+        return;
+    }
+    if (clGetMemObjectInfo(root, CL_MEM_SIZE, sizeof size, &size, NULL) != CL_SUCCESS || !size)
+        return;
+    pthread_mutex_lock(&xattn__cl_roots_lock);
+    xattn_cl_root *r = xattn__cl_root_find(root, (uint64_t)size, 1);
+    if (r) { /* else (no memory for the table) the handle identifies it */
+        r->refs++;
+        buf->aux = root;
+        buf->mem_space = XATTN__MEM_DEVICE;
+        buf->mem_base = (uintptr_t)(r->base + origin);
+    }
+    pthread_mutex_unlock(&xattn__cl_roots_lock);
+}
+
+void xattn__cl_buffer_unplace(struct xattn_buffer *buf)
+{
+    const cl_mem root = (cl_mem)buf->aux;
+    if (!root)
+        return;
+    pthread_mutex_lock(&xattn__cl_roots_lock);
+    xattn_cl_root *r = xattn__cl_root_find(root, 0, 0);
+    if (r && --r->refs == 0) {
+        xattn_cl_root **at = &xattn__cl_roots[xattn__cl_root_hash(root, xattn__cl_nbuckets)];
+        while (*at != r)
+            at = &(*at)->next;
+        *at = r->next;
+        free(r);
+        if (--xattn__cl_nroots == 0) { /* nothing placed: the numbering starts again */
+            free(xattn__cl_roots);
+            xattn__cl_roots = NULL;
+            xattn__cl_nbuckets = 0;
+            xattn__cl_roots_next = (uint64_t)1 << 32;
+        }
+    }
+    pthread_mutex_unlock(&xattn__cl_roots_lock);
+    buf->aux = NULL;
+    buf->mem_space = XATTN__MEM_HANDLE;
+    buf->mem_base = 0;
+}
+
 /* Frees the host memory of a CL_MEM_USE_HOST_PTR buffer once the runtime
  * has destroyed the buffer (after its last enqueued use). */
 static void CL_CALLBACK xattn__cl_free_host(cl_mem m, void *host)
 {
     (void)m;
     free(host);
+}
+
+/*
+ * Whether `bytes` more of device memory can be had, before asking the runtime:
+ * a runtime on the host (PoCL, CL_DEVICE_TYPE_CPU) takes them from the
+ * process's memory, and when that memory is short it aborts (an address-space
+ * limit) or the kernel ends the process once the pages are touched (a cgroup's
+ * limit, MemAvailable), where the CPU backend returns OUT_OF_MEMORY: the same
+ * check as the CPU backend's (xattn__host_room). Other devices: the global
+ * memory less what this context holds (buffers, workspaces; `counted` of the
+ * bytes asked for are already in the count), as no portable query of the free
+ * memory exists. OUT_OF_MEMORY names `what`, the need and the limit.
+ */
+static xattn_status xattn__cl_room(const struct xattn_ctx *ctx, uint64_t bytes, uint64_t counted,
+                                   const char *what)
+{
+    const xattn_cl_ctx *c = ctx->bctx;
+    if (c->type & CL_DEVICE_TYPE_CPU)
+        return xattn__host_room(bytes, what);
+    uint64_t held = atomic_load(&ctx->mem_current);
+    held = held > counted ? held - counted : 0;
+    const uint64_t global = ctx->info.global_mem_bytes;
+    if (!global || bytes <= global - (held < global ? held : global))
+        return XATTN_STATUS_OK;
+    return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                        "%s: %llu MiB, but the device's global memory (CL_DEVICE_GLOBAL_MEM_SIZE "
+                        "= %llu MiB) less the %llu MiB this context holds leaves %llu MiB",
+                        what, (unsigned long long)((bytes + (1u << 20) - 1) >> 20),
+                        (unsigned long long)(global >> 20), (unsigned long long)(held >> 20),
+                        (unsigned long long)((held < global ? global - held : 0) >> 20));
 }
 
 static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_buffer *buf,
@@ -310,6 +483,7 @@ static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_b
                             "bytes: %zu exceed the device's largest allocation "
                             "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)",
                             bytes, (unsigned long long)c->max_alloc);
+    XATTN_RETURN_IF_ERROR(xattn__cl_room(ctx, bytes, bytes, "xattn_buffer_alloc"));
     cl_int e;
     cl_mem m = NULL;
     /* CPU-class devices: from 4 MiB on, the buffer is host memory of ours,
@@ -342,6 +516,7 @@ static xattn_status xattn__cl_buffer_alloc(struct xattn_ctx *ctx, struct xattn_b
     }
     buf->native = m;
     buf->host = NULL;
+    xattn__cl_buffer_place(buf);
     return XATTN_STATUS_OK;
 }
 
@@ -361,6 +536,7 @@ static xattn_status xattn__cl_buffer_wrap_host(struct xattn_ctx *ctx, struct xat
 static void xattn__cl_buffer_release(struct xattn_ctx *ctx, struct xattn_buffer *buf)
 {
     (void)ctx;
+    xattn__cl_buffer_unplace(buf);
     if (buf->native)
         clReleaseMemObject((cl_mem)buf->native);
     buf->native = NULL;
@@ -415,6 +591,7 @@ static xattn_status xattn__cl_scratch_new(struct xattn_ctx *ctx, xattn_cl_scratc
     if (bytes > (uint64_t)SIZE_MAX)
         return xattn__error(XATTN_STATUS_SIZE_OVERFLOW, "%s: %llu bytes do not fit size_t", what,
                             (unsigned long long)bytes);
+    XATTN_RETURN_IF_ERROR(xattn__cl_room(ctx, bytes, 0, what));
     XATTN_RETURN_IF_ERROR(xattn__mem_acquire(ctx, bytes, what));
     cl_int e;
     cl_mem m = clCreateBuffer(c->context,
@@ -744,10 +921,11 @@ static xattn_status xattn__cl_plan(const struct xattn_ctx *ctx, const xattn_prob
     /* The kernels index the per-call parameters (with a paged cache's block
      * table, xattn__cl_call_buffers) with 32-bit ints. */
     if (xattn__cl_meta_count(p) > INT32_MAX)
-        return xattn__error(XATTN_STATUS_UNSUPPORTED,
-                            "OpenCL: B*max_pages_per_seq = %lld*%lld block-table entries exceed "
-                            "the kernels' 32-bit index",
-                            (long long)p->B, (long long)p->max_pages);
+        return xattn__error(
+            XATTN_STATUS_UNSUPPORTED,
+            "OpenCL: B * the longest sequence's pages = %lld*%lld block-table entries exceed "
+            "the kernels' 32-bit index",
+            (long long)p->B, (long long)p->max_pages);
     if (p->B * p->Hq > INT32_MAX)
         return xattn__error(XATTN_STATUS_UNSUPPORTED,
                             "OpenCL: B*Hq = %lld exceeds the kernels' 32-bit (b, h) index",
@@ -835,6 +1013,15 @@ static xattn_status xattn__cl_call_buffers(struct xattn_ctx *ctx, const xattn_pr
     }
     plan->held_bytes = nmeta * sizeof(int32_t) + held;
     return XATTN_STATUS_OK;
+}
+
+/* The driver's last step that may refuse (xattn_driver.c appends k_new/v_new
+ * only after it): the call's own buffers. */
+static xattn_status xattn__cl_ready(struct xattn_ctx *ctx, const xattn_problem *p,
+                                    xattn__plan *plan)
+{
+    const xattn_cl_ctx *c = ctx->bctx;
+    return c->call.meta ? XATTN_STATUS_OK : xattn__cl_call_buffers(ctx, p, plan);
 }
 
 /* A workspace region: a buffer of its own, accounted; NaN first with p->poison. */
@@ -1208,6 +1395,7 @@ const xattn_backend_iface xattn__backend_opencl = {
     .prepare = xattn__cl_prepare,
     .ws_alloc = xattn__cl_ws_alloc,
     .ws_free = xattn__cl_ws_free,
+    .ready = xattn__cl_ready,
     .phase = xattn__cl_phase,
     .finish = xattn__cl_finish,
     .measure_ceilings = xattn__cl_measure_ceilings,

@@ -9,6 +9,7 @@
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
+#include <sys/resource.h>
 
 #include "xattn_internal.h"
 
@@ -297,19 +298,63 @@ int xattn__host_memory_at(const char *root, uint64_t *total, uint64_t *avail)
     return 1;
 }
 
+/* The process's address-space limit (RLIMIT_AS, `ulimit -v`): 1 with the
+ * limit, the bytes mapped now (/proc/self/statm) and what is left when the
+ * limit is finite; 0 when there is none or nothing could be read. */
+int xattn__addr_room(uint64_t *limit, uint64_t *mapped, uint64_t *room)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f)
+        return 0;
+    unsigned long long pages = 0;
+    const int ok = fscanf(f, "%llu", &pages) == 1;
+    fclose(f);
+    const long psize = sysconf(_SC_PAGESIZE);
+    if (!ok || psize <= 0)
+        return 0;
+    *limit = (uint64_t)rl.rlim_cur;
+    *mapped = (uint64_t)pages * (uint64_t)psize;
+    *room = *limit > *mapped ? *limit - *mapped : 0;
+    return 1;
+}
+
 int xattn__host_memory(uint64_t *total, uint64_t *avail)
 {
-    return xattn__host_memory_at("", total, avail);
+    int ok = xattn__host_memory_at("", total, avail);
+    uint64_t limit, mapped, room;
+    if (ok && xattn__addr_room(&limit, &mapped, &room) && (room < *avail || *avail == 0))
+        *avail = room;
+    return ok;
 }
 
 xattn_status xattn__host_room(uint64_t bytes, const char *what)
 {
+    /* Under an address-space limit an allocation beyond it fails, which the
+     * CPU backend would report, but an OpenCL runtime on the host (PoCL) may
+     * end the process instead: checked at every size (getrlimit alone when
+     * there is no limit). The slack covers the 2 MiB rounding of large
+     * allocations and the allocator's own mappings. */
+    uint64_t limit, mapped, room;
+    const uint64_t slack = (uint64_t)4 << 20;
+    if (xattn__addr_room(&limit, &mapped, &room) && (bytes > room || room - bytes < slack))
+        return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
+                            "%s: %llu MiB (%llu bytes), but this process's address-space limit "
+                            "(RLIMIT_AS, ulimit -v) of %llu MiB leaves %llu MiB with %llu MiB "
+                            "mapped (%llu MiB kept free for the allocator); raise the limit or "
+                            "make the call smaller",
+                            what, (unsigned long long)((bytes + (1u << 20) - 1) >> 20),
+                            (unsigned long long)bytes, (unsigned long long)(limit >> 20),
+                            (unsigned long long)(room >> 20), (unsigned long long)(mapped >> 20),
+                            (unsigned long long)(slack >> 20));
     /* Small allocations cannot end a process alone; reading the files costs
      * tens of microseconds, nothing beside faulting in 32 MiB. */
     if (bytes < ((uint64_t)32 << 20))
         return XATTN_STATUS_OK;
     uint64_t total, avail;
-    if (!xattn__host_memory(&total, &avail) || avail == 0 || bytes <= avail)
+    if (!xattn__host_memory_at("", &total, &avail) || avail == 0 || bytes <= avail)
         return XATTN_STATUS_OK;
     return xattn__error(XATTN_STATUS_OUT_OF_MEMORY,
                         "%s: %llu MiB, but only %llu MiB of memory are available to this "

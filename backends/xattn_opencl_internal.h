@@ -253,5 +253,11 @@ xattn_status xattn__cl_tile_check(const xattn_cl_ctx *c, const char *text, int64
 int xattn__is_cl_ctx(const xattn_ctx *ctx);
 void xattn__cl_state_free(xattn_cl_ctx *c);
 xattn_status xattn__cl_state_init(xattn_cl_ctx *c);
+/* Where the bytes of buf's cl_mem (buf->native) are, for the aliasing check
+ * of xattn_validate.c: through the root object of a sub-buffer and the
+ * sub-buffer's offset in it (see the definition). Unplace undoes it (the
+ * buffer's release does). */
+void xattn__cl_buffer_place(struct xattn_buffer *buf);
+void xattn__cl_buffer_unplace(struct xattn_buffer *buf);
 
 #endif /* XATTN_OPENCL_INTERNAL_H */

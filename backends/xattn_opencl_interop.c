@@ -156,6 +156,7 @@ xattn_status xattn_opencl_buffer_wrap(xattn_ctx *ctx, cl_mem mem, xattn_buffer *
     if (st == XATTN_STATUS_OK) {
         clRetainMemObject(mem);
         buf->native = mem;
+        xattn__cl_buffer_place(buf); /* a sub-buffer aliases its parent */
         *out = buf;
     }
     xattn__ctx_leave(ctx);
