@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
+import operator
 import os
 import sys
 from ctypes import (
@@ -30,6 +32,8 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+
+from ._errors import input_error
 
 # ---- enums (values never change once released, xattn.h) -------------------
 
@@ -311,11 +315,77 @@ def _candidates():
         yield "system", name
 
 
+# ctypes turns a Python int into a C integer modulo 2^bits (2**64 + 3 into 3), a
+# double into a float by rounding (1e50 into infinity), and passes bytes with a NUL
+# inside as a shorter string, all silently. The package checks each user-facing
+# number where it is given, naming the argument (_arrays.host_int, host_f32); as a
+# last line, every bound function whose parameters are C integers, floats or
+# strings refuses a value its C type cannot hold, rather than pass another one.
+_INT_CODES = "bBhHiIlLqQ"
+
+
+def _param_check(t):
+    """(lo, hi, type name) for an integer parameter type, ("float",) / ("char*",)
+    for the others checked, None for the rest (pointers, structs)."""
+    code = getattr(t, "_type_", None)
+    if isinstance(code, str) and code in _INT_CODES:
+        bits = 8 * ctypes.sizeof(t)
+        if code.islower():
+            return -(1 << (bits - 1)), (1 << (bits - 1)) - 1, f"int{bits}"
+        return 0, (1 << bits) - 1, f"uint{bits}"
+    if t is c_float:
+        return ("float",)
+    if t is c_char_p:
+        return ("char*",)
+    return None
+
+
+def _guarded(name, f, argtypes):
+    """f, or a function that checks f's integer, float and string arguments first
+    (XattnInputError naming the function, the argument, the value and the range)."""
+    checks = [(i, c) for i, c in ((i, _param_check(t)) for i, t in enumerate(argtypes)) if c is not None]
+    if not checks:
+        return f
+
+    def call(*args):
+        for i, c in checks:
+            if i >= len(args):
+                break  # ctypes says so
+            a = args[i]
+            if len(c) == 3:
+                if type(a) is not int:  # numpy integers too: ctypes takes anything with __index__
+                    try:
+                        a = operator.index(a)
+                    except TypeError:
+                        continue  # not an integer: ctypes refuses it
+                if not c[0] <= a <= c[1]:
+                    raise input_error("SIZE_OVERFLOW" if c[2][0] == "u" and a > c[1] else "INVALID_ARGUMENT",
+                                      f"{name}: argument {i + 1} ({c[2]}) is {a}, outside {c[0]}..{c[1]} "
+                                      "(refused: it would be wrapped into another value)")
+            elif c[0] == "float":
+                try:
+                    x = float(a) if isinstance(a, (int, float)) else math.nan
+                except OverflowError:  # an int beyond any double: beyond float32 too
+                    x = 1e300
+                if math.isfinite(x) and math.isinf(c_float(x).value):
+                    raise input_error("INVALID_ARGUMENT", f"{name}: argument {i + 1} (float) is {a!r}, beyond "
+                                      "float32's range (refused: it would become infinite)")
+            elif isinstance(a, bytes) and b"\0" in a:
+                raise input_error("INVALID_ARGUMENT", f"{name}: argument {i + 1} (char*) {a!r} contains a NUL "
+                                  "(refused: the library would read a shorter string)")
+        return f(*args)
+
+    call.__name__ = name
+    call.__wrapped__ = f
+    return call
+
+
 def _declare(lib):
     def fn(name, restype, *argtypes):
         f = getattr(lib, name)
         f.restype = restype
         f.argtypes = list(argtypes)
+        setattr(lib, name, _guarded(name, f, argtypes))
 
     vp = c_void_p
     fn("xattn_version_number", c_uint)
@@ -376,6 +446,7 @@ def _declare(lib):
         f = getattr(lib, name + "_sized")
         f.restype = None if name == "xattn_attn_desc_init" else c_int
         f.argtypes = list(args) + [c_size_t]
+        f = _guarded(name + "_sized", f, f.argtypes)
         size = ctypes.sizeof(cls)
         setattr(lib, name, lambda *a, _f=f, _n=size: _f(*a, _n))
     # CUDA interop exists only in libraries built with the CUDA backend.
