@@ -55,10 +55,24 @@ typedef struct xattn_mpi_ring_opts {
     xattn_mpi_layout layout; /* default XATTN_MPI_ZIGZAG */
     int64_t sq_global;       /* the whole (padded) query length; required */
     int64_t sk_global;       /* the whole (padded) key length; required */
-    /* Longest wait on any MPI operation (a collective or the ring's sends and
-     * receives), ms; 0 = 60000. When it passes, the call returns
-     * XATTN_STATUS_BACKEND and the communicator must be considered broken. */
+    /* How long a wait may see no progress, ms; 0 = 60000. It measures lost
+     * progress, not slow work: after the first agreement a rank counts as
+     * working until it says it waits, and the clock runs only while every
+     * other rank has said so (a long block call, a slow staging or an
+     * unbalanced batch on another rank never trips it). At the call's start
+     * entry_timeout_ms applies instead (below). When it passes, the call
+     * returns XATTN_STATUS_BACKEND and tells the other ranks, which then
+     * return XATTN_STATUS_BACKEND too ("rank R gave up"); see
+     * xattn_mpi_pending for the state it leaves. */
     double timeout_ms;
+    /* Appended (read where struct_size covers it): the bound at the call's
+     * start, ms, while nothing is known of the other ranks (duplicating the
+     * communicator, the first agreement): how much later than this rank the
+     * others may enter the call. 0 = timeout_ms. After a timeout there, the
+     * duplication stays pending; Open MPI (4.1) may then never complete a
+     * later duplication of the same communicator on some ranks: give up the
+     * communicator (docs/scale.md, "Failures"). */
+    double entry_timeout_ms;
 } xattn_mpi_ring_opts;
 
 XATTN_API void xattn_mpi_ring_opts_init(xattn_mpi_ring_opts *o);
@@ -118,10 +132,16 @@ typedef struct xattn_mpi_stats {
  * bias in the ring.
  *
  * Every rank returns the same status: a failure on one rank (a bad descriptor,
- * an allocation or device error, ranks that disagree on the problem) makes
- * every rank return an error, the failing rank's own status on that rank and
- * on the others the same status with a message naming the rank. A wait longer
- * than opts->timeout_ms returns XATTN_STATUS_BACKEND instead of hanging.
+ * an allocation or device error) makes every rank return the status of the
+ * lowest-numbered rank that failed, with its message there and elsewhere a
+ * message naming that rank (and a rank's own different failure, if any).
+ * Ranks that describe different problems all return
+ * XATTN_STATUS_INVALID_ARGUMENT naming the field, the rank that differs and
+ * both values. Message sizes are checked before anything is staged
+ * (XATTN_STATUS_SIZE_OVERFLOW past 2^31-1 bytes per MPI message). A wait
+ * without progress for opts->timeout_ms returns XATTN_STATUS_BACKEND
+ * instead of hanging (the one case where ranks may return different
+ * statuses: xattn_mpi_pending).
  * `stats` may be NULL. Messages: xattn_mpi_last_error().
  */
 XATTN_API xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx,
@@ -137,7 +157,8 @@ XATTN_API xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx,
  * with the caller's semantics unchanged, and a second all-to-all returns each
  * rank its rows of O (and LSE). Needs Hq and Hkv to be multiples of the number
  * of ranks (else XATTN_STATUS_UNSUPPORTED on every rank), and memory on each
- * device for the whole sequence of its heads. A bias (the ring's layout)
+ * device for the whole sequence of its heads. The LSE travels back only when
+ * the ranks give an lse tensor (all of them, or none). A bias (the ring's layout)
  * travels with Q, K and V, by heads; every rank gives its shape and dtype
  * (no buffer where it holds no query rows). The stats hold one step.
  */
@@ -152,6 +173,22 @@ XATTN_API xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ct
  */
 XATTN_API xattn_status xattn_mpi_stats_gather(MPI_Comm comm, const xattn_mpi_stats *mine,
                                               xattn_mpi_stats *all, double timeout_ms);
+
+/**
+ * After a timeout: the number of timed-out calls of this process whose MPI
+ * operations (on their private duplicate communicators) have not all
+ * completed yet; -1 after MPI_Finalize. The library owns the memory
+ * those operations use (host blocks, agreement arrays, counts; on the
+ * CUDA-aware path the two device blocks, so destroy that context only when
+ * this returns 0 or after MPI_Finalize) and frees it as they complete; each
+ * xattn_mpi call and this function test them. A timed-out call leaves the
+ * caller's communicator untouched (but for a timeout while duplicating it:
+ * entry_timeout_ms): the application may go on using it and
+ * MPI, call xattn_mpi again (a new call uses a new duplicate) or MPI_Abort.
+ * Operations a vanished rank never completes stay pending until the process
+ * ends (the private duplicate is never freed).
+ */
+XATTN_API int xattn_mpi_pending(void);
 
 /** Message of the last failing xattn_mpi call on this thread ("" after a success). */
 XATTN_API const char *xattn_mpi_last_error(void);

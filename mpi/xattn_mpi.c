@@ -40,7 +40,9 @@
 #endif
 #endif
 
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +107,7 @@ int64_t xattn_mpi_shard(xattn_mpi_layout layout, int64_t len, int nranks, int ra
     return seg[0].length + seg[1].length;
 }
 
-/* ---- waiting on MPI with a deadline ------------------------------------- */
+/* ---- waiting on MPI with a deadline; what a timed-out wait leaves -------- */
 
 static void nap(void)
 {
@@ -113,41 +115,136 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
-/* Completes `n` requests or gives up after timeout_ms. */
-static xattn_status wait_all(int n, MPI_Request *req, double timeout_ms, const char *what)
+/*
+ * Operations a timed-out call left pending, with the memory they read or write
+ * (docs/scale.md, "Failures"): never freed while MPI may still touch it. Each
+ * xattn_mpi call (and xattn_mpi_pending) tests them and frees the memory of
+ * those that completed; what never completes stays until the process ends.
+ */
+#define LIMBO_MEM 12
+typedef struct limbo {
+    struct limbo *next;
+    int nreq;
+    MPI_Request req[8];
+    void *mem[LIMBO_MEM];
+    xattn_buffer *buf[2]; /* device buffers MPI reads or writes (CUDA-aware MPI) */
+} limbo;
+
+static limbo *g_limbo;
+static pthread_mutex_t g_limbo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int limbo_done(limbo *e)
+{
+    int done = 0;
+    if (e->nreq == 0)
+        return 1;
+    if (MPI_Testall(e->nreq, e->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return 0;
+    return done;
+}
+
+static void limbo_release(limbo *e)
+{
+    for (int i = 0; i < LIMBO_MEM; i++)
+        free(e->mem[i]);
+    xattn_buffer_free(e->buf[0]);
+    xattn_buffer_free(e->buf[1]);
+    free(e);
+}
+
+/* Frees what completed; returns how many entries remain. */
+static int limbo_sweep(void)
+{
+    int left = 0, fin = 0;
+    if (MPI_Finalized(&fin) != MPI_SUCCESS || fin)
+        return -1;
+    pthread_mutex_lock(&g_limbo_mu);
+    for (limbo **pp = &g_limbo; *pp;) {
+        limbo *e = *pp;
+        if (limbo_done(e)) {
+            *pp = e->next;
+            limbo_release(e);
+        } else {
+            left++;
+            pp = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&g_limbo_mu);
+    return left;
+}
+
+/* Takes over `nreq` pending requests and the memory they use. The receives
+ * among them were cancelled by the caller; sends and collectives cannot be. If
+ * the record itself cannot be allocated, the memory is leaked, never freed. */
+static void limbo_add(const MPI_Request *req, int nreq, void *const *mem, int nmem,
+                      xattn_buffer *b0, xattn_buffer *b1)
+{
+    limbo *e = calloc(1, sizeof *e);
+    if (!e || nreq > 8 || nmem > LIMBO_MEM) {
+        free(e);
+        return;
+    }
+    e->nreq = nreq;
+    memcpy(e->req, req, (size_t)nreq * sizeof *req);
+    memcpy(e->mem, mem, (size_t)nmem * sizeof *mem);
+    e->buf[0] = b0;
+    e->buf[1] = b1;
+    if (limbo_done(e)) {
+        limbo_release(e);
+        return;
+    }
+    pthread_mutex_lock(&g_limbo_mu);
+    e->next = g_limbo;
+    g_limbo = e;
+    pthread_mutex_unlock(&g_limbo_mu);
+}
+
+int xattn_mpi_pending(void)
+{
+    return limbo_sweep();
+}
+
+/* A wait with a plain deadline (no progress signals): the communicator's
+ * duplication and xattn_mpi_stats_gather. On a timeout the request is left
+ * pending (*left = 1) for the caller to hand to limbo_add. */
+static xattn_status wait_plain(MPI_Request *req, double timeout_ms, const char *what, int *left)
 {
     double t0 = MPI_Wtime();
+    *left = 0;
     for (long spins = 0;; spins++) {
         int done = 0;
-        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-            return fail(XATTN_STATUS_BACKEND, "%s: MPI_Testall failed", what);
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            *left = 1;
+            return fail(XATTN_STATUS_BACKEND, "%s: MPI_Test failed", what);
+        }
         if (done)
             return XATTN_STATUS_OK;
-        if ((MPI_Wtime() - t0) * 1e3 > timeout_ms)
+        if ((MPI_Wtime() - t0) * 1e3 > timeout_ms) {
+            *left = 1;
             return fail(XATTN_STATUS_BACKEND,
-                        "%s: no completion within %.0f ms (timeout_ms); a rank stopped "
-                        "taking part; the communicator must be considered broken",
+                        "%s: no completion within %.0f ms (entry_timeout_ms, else timeout_ms); a "
+                        "rank stopped taking part (the operation is left pending; its memory is "
+                        "the library's)",
                         what, timeout_ms);
+        }
         if (spins > 64)
             nap();
     }
 }
 
-/* Every rank learns the most negative status and the lowest rank that had it. */
-static xattn_status agree(MPI_Comm comm, xattn_status mine, double timeout_ms, int *bad_rank)
-{
-    int rank;
-    MPI_Comm_rank(comm, &rank);
-    int in[2] = {(int)mine, rank}, out[2] = {0, 0};
-    MPI_Request req;
-    if (MPI_Iallreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm, &req) != MPI_SUCCESS)
-        return fail(XATTN_STATUS_BACKEND, "MPI_Iallreduce (status agreement) failed");
-    xattn_status st = wait_all(1, &req, timeout_ms, "status agreement");
-    if (st != XATTN_STATUS_OK)
-        return st;
-    *bad_rank = out[1];
-    return (xattn_status)out[0];
-}
+/* Test builds only (XATTN_MPI_TEST_HOOKS, never installed): a function the
+ * tests set to delay or stall one rank at a named point deterministically. */
+#ifdef XATTN_MPI_TEST_HOOKS
+XATTN_API void (*xattn_mpi__test_hook)(const char *where, int rank, int step);
+void (*xattn_mpi__test_hook)(const char *where, int rank, int step) = NULL;
+#define HOOK(r, where, step)                                                                       \
+    do {                                                                                           \
+        if (xattn_mpi__test_hook)                                                                  \
+            xattn_mpi__test_hook(where, (r)->rank, step);                                          \
+    } while (0)
+#else
+#define HOOK(r, where, step) ((void)0)
+#endif
 
 /* ---- tensors <-> packed host arrays -------------------------------------- */
 
@@ -272,7 +369,188 @@ typedef struct ring {
     char stage_why[96];
     xattn_buffer *kvdev[2];
     xattn_buffer *blk; /* the block in hand on the device (kvbuf or kvdev[cur]) */
+    /* Progress and lifetime (docs/scale.md, "Failures"). A phase is the work
+     * between two agreements; phase 0 is the prelude. */
+    int comm_ok;   /* r->comm is the private duplicate */
+    int phase;     /* agreements passed since the prelude's */
+    int idle_sent; /* the last phase in which this rank said it waits */
+    int *beats;    /* [n]: "waiting" signals received from each rank */
+    int gone;      /* a rank that gave up (its deadline passed), or -1 */
+    int step;      /* the ring step in progress (messages, test hooks) */
+    int broken;    /* a wait gave up: operations are left pending */
+    int npend;     /* ... these: */
+    MPI_Request pend[8];
+    int agree_in[2], agree_out[2];
+    int64_t *sig;          /* the prelude's gathered [status, known, fields] of every rank */
+    int want_lse;          /* every rank gave an LSE tensor (agreed in the prelude) */
+    int *cnt;              /* the all-to-all's counts and displacements (MPI reads them) */
+    unsigned char *a2a[2]; /* the all-to-all's send and receive buffers */
 } ring;
+
+/* Progress signals: a rank says "waiting" (1) when it enters the first wait
+ * of a phase, and "gone" (2) when it gives up. Payloads in static storage:
+ * the sends are never waited for (MPI_Request_free). */
+static const int k_beat_idle = 1, k_beat_gone = 2;
+#define BEAT_TAG 7101
+
+static void beat_all(ring *r, const int *what)
+{
+    if (!r->comm_ok)
+        return;
+    for (int p = 0; p < r->n; p++) {
+        MPI_Request q;
+        if (p != r->rank && MPI_Isend(what, 1, MPI_INT, p, BEAT_TAG, r->comm, &q) == MPI_SUCCESS)
+            MPI_Request_free(&q);
+    }
+}
+
+static void read_beats(ring *r)
+{
+    if (!r->beats)
+        return;
+    for (;;) {
+        int flag = 0, v = 0;
+        MPI_Status s;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, BEAT_TAG, r->comm, &flag, &s) != MPI_SUCCESS || !flag)
+            return;
+        if (MPI_Recv(&v, 1, MPI_INT, s.MPI_SOURCE, BEAT_TAG, r->comm, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return;
+        if (v == k_beat_gone) {
+            if (r->gone < 0)
+                r->gone = s.MPI_SOURCE;
+        } else if (s.MPI_SOURCE >= 0 && s.MPI_SOURCE < r->n) {
+            r->beats[s.MPI_SOURCE]++;
+        }
+    }
+}
+
+/* Gives up a wait: cancels the receives (bit i of recv_mask: req[i] is one),
+ * keeps every pending request for the cleanup to hand over to limbo_add, and
+ * tells the other ranks. */
+static void give_up(ring *r, int nreq, MPI_Request *req, unsigned recv_mask)
+{
+    for (int i = 0; i < nreq; i++) {
+        if (req[i] == MPI_REQUEST_NULL)
+            continue;
+        if (recv_mask & (1u << i))
+            MPI_Cancel(&req[i]);
+        if (r->npend < 8)
+            r->pend[r->npend++] = req[i];
+        req[i] = MPI_REQUEST_NULL;
+    }
+    if (!r->broken)
+        beat_all(r, &k_beat_gone);
+    r->broken = 1;
+}
+
+/*
+ * Completes `nreq` requests of the private communicator. The deadline
+ * measures lost progress, not slow work: after the prelude every rank is
+ * taken to be working until it says it waits in this phase, and the
+ * timeout_ms clock runs only while every other rank has said so (it restarts
+ * when the last one does). A rank that gave up makes the wait fail at once.
+ * In the prelude (phase 0) the deadline counts from the wait's start.
+ */
+static xattn_status wait_ops(ring *r, int nreq, MPI_Request *req, unsigned recv_mask,
+                             const char *what)
+{
+    int said = 0;
+    if (r->phase > 0 && r->idle_sent < r->phase) {
+        beat_all(r, &k_beat_idle);
+        r->idle_sent = r->phase;
+        said = 1;
+    }
+    double t_ref = MPI_Wtime();
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        if (MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+            give_up(r, nreq, req, recv_mask);
+            return fail(XATTN_STATUS_BACKEND, "%s: MPI_Testall failed", what);
+        }
+        if (said && spins == 0) /* a rank that stops here has said it waits */
+            HOOK(r, "wait", r->step);
+        if (done)
+            return XATTN_STATUS_OK;
+        double now = MPI_Wtime();
+        read_beats(r);
+        if (r->gone >= 0) {
+            int g = r->gone;
+            give_up(r, nreq, req, recv_mask);
+            return fail(XATTN_STATUS_BACKEND,
+                        "%s: rank %d gave up (its wait passed timeout_ms); the call cannot "
+                        "complete. Its operations are left pending on the call's private "
+                        "communicator; the caller's communicator is untouched",
+                        what, g);
+        }
+        if (r->phase > 0 && r->beats)
+            for (int p = 0; p < r->n; p++)
+                if (p != r->rank && r->beats[p] < r->phase) {
+                    t_ref = now; /* a rank is still working: no deadline yet */
+                    break;
+                }
+        double limit = r->phase > 0 ? r->o.timeout_ms : r->o.entry_timeout_ms;
+        if ((now - t_ref) * 1e3 > limit) {
+            give_up(r, nreq, req, recv_mask);
+            return fail(XATTN_STATUS_BACKEND,
+                        "%s: no progress for %.0f ms (%s) while %s; a rank stopped "
+                        "taking part. The call's operations are left pending on its private "
+                        "communicator (their memory is the library's until they complete); the "
+                        "caller's communicator is untouched",
+                        what, limit, r->phase > 0 ? "timeout_ms" : "entry_timeout_ms",
+                        r->phase > 0 ? "every rank said it was waiting" : "entering the call");
+        }
+        if (spins > 64)
+            nap();
+    }
+}
+
+/* Every rank learns the lowest rank that failed and its status (MINLOC on
+ * (rank or INT_MAX, status)); *bad_rank = -1 when none did or the wait failed. */
+static xattn_status agree(ring *r, xattn_status mine, int *bad_rank)
+{
+    *bad_rank = -1;
+    r->agree_in[0] = mine == XATTN_STATUS_OK ? INT_MAX : r->rank;
+    r->agree_in[1] = (int)mine;
+    MPI_Request req;
+    if (MPI_Iallreduce(r->agree_in, r->agree_out, 1, MPI_2INT, MPI_MINLOC, r->comm, &req) !=
+        MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Iallreduce (status agreement) failed");
+    xattn_status st = wait_ops(r, 1, &req, 0, "status agreement");
+    if (st != XATTN_STATUS_OK)
+        return st;
+    r->phase++;
+    if (r->agree_out[0] == INT_MAX)
+        return XATTN_STATUS_OK;
+    *bad_rank = r->agree_out[0];
+    return (xattn_status)r->agree_out[1];
+}
+
+/* Agrees on a stage's status: every rank returns the status of the lowest
+ * rank that failed; the message names it (and keeps this rank's own failure
+ * where that differs). */
+static xattn_status stage_agree(ring *r, xattn_status mine, const char *stage)
+{
+    int bad = -1;
+    char saved[sizeof mpi_err];
+    memcpy(saved, mpi_err, sizeof saved);
+    xattn_status all = agree(r, mine, &bad);
+    if (all == XATTN_STATUS_OK && bad < 0)
+        return XATTN_STATUS_OK;
+    if (bad < 0)
+        return all; /* the agreement itself failed (timeout): its message stands */
+    if (bad == r->rank) {
+        memcpy(mpi_err, saved, sizeof saved); /* this rank's own message */
+        return all;
+    }
+    if (mine != XATTN_STATUS_OK)
+        return fail(all,
+                    "rank %d failed first (%s) during %s; its message is on that rank, and every "
+                    "rank returns its status. This rank failed too (%s): %s",
+                    bad, xattn_status_name(all), stage, xattn_status_name(mine), saved);
+    return fail(all, "rank %d failed (%s) during %s; its message is on that rank", bad,
+                xattn_status_name(all), stage);
+}
 
 /* How a block call applies ALiBi. LIB: the library's own (the block's local
  * positions give the global distances, s = 0); BEFORE / AFTER: every key of
@@ -621,6 +899,7 @@ static xattn_status compute_block(ring *r, int src, MPI_Request *req, int nreq,
     return XATTN_STATUS_OK;
 }
 
+/* Frees what no MPI operation reads or writes (release() does the rest). */
 static void ring_free(ring *r)
 {
     free(r->Lq);
@@ -629,11 +908,7 @@ static void ring_free(ring *r)
     free(r->ck);
     free((void *)r->kseg);
     free(r->sk_of);
-    free(r->host[0]);
-    free(r->host[1]);
     xattn_buffer_free(r->kvbuf);
-    xattn_buffer_free(r->kvdev[0]);
-    xattn_buffer_free(r->kvdev[1]);
     xattn_buffer_free(r->obuf);
     xattn_buffer_free(r->lbuf);
     free(r->opart);
@@ -823,30 +1098,152 @@ static xattn_status check_local(ring *r)
     return XATTN_STATUS_OK;
 }
 
-/* Every rank must describe the same problem: compares a signature of it. */
-static xattn_status check_same(ring *r, int *bad_field)
+/* The problem's signature: what every rank must give alike. */
+enum {
+    F_BATCH,
+    F_HQ,
+    F_HKV,
+    F_D,
+    F_DV,
+    F_QDT,
+    F_KVDT,
+    F_SQ,
+    F_SK,
+    F_LAYOUT,
+    F_CAUSAL,
+    F_ALIGN,
+    F_WL,
+    F_WR,
+    F_SCALE,
+    F_SOFTCAP,
+    F_LQ,
+    F_LK,
+    F_ALIBI,
+    F_BIAS,
+    F_LSE,
+    NSIG
+};
+static const char *const sig_names[NSIG] = {"batch",
+                                            "Hq",
+                                            "Hkv",
+                                            "D",
+                                            "Dv",
+                                            "q dtype",
+                                            "k/v dtype",
+                                            "sq_global",
+                                            "sk_global",
+                                            "layout",
+                                            "causal",
+                                            "align",
+                                            "window_left",
+                                            "window_right",
+                                            "scale",
+                                            "softcap",
+                                            "seqlens_q (or cu_seqlens_q)",
+                                            "seqlens_k (or cu_seqlens_k)",
+                                            "alibi_slopes",
+                                            "bias (given, shape[0..1], dtype)",
+                                            "lse (given or not)"};
+
+/* How one signature field reads in a message: names, not enum numbers. */
+static void sig_text(int f, int64_t v, char *out, size_t cap)
 {
-    static const char *names[] = {
-        "batch",        "Hq",
-        "Hkv",          "D",
-        "Dv",           "q dtype",
-        "k/v dtype",    "sq_global",
-        "sk_global",    "layout",
-        "causal",       "align",
-        "window_left",  "window_right",
-        "scale",        "softcap",
-        "seqlens_q",    "seqlens_k",
-        "alibi_slopes", "bias (the all-to-all: given, shape[0..1], dtype)"};
-    enum { N = 20 };
+    switch (f) {
+    case F_QDT:
+    case F_KVDT: snprintf(out, cap, "%s", xattn_dtype_name((xattn_dtype)v)); return;
+    case F_LAYOUT:
+        snprintf(out, cap, "%s",
+                 v == XATTN_MPI_ZIGZAG       ? "zigzag"
+                 : v == XATTN_MPI_CONTIGUOUS ? "contiguous"
+                                             : "an invalid layout");
+        return;
+    case F_ALIGN:
+        snprintf(out, cap, "%s",
+                 v == XATTN_ALIGN_TOP_LEFT       ? "top-left"
+                 : v == XATTN_ALIGN_BOTTOM_RIGHT ? "bottom-right"
+                                                 : "an invalid alignment");
+        return;
+    case F_WL:
+    case F_WR:
+        if (v < 0) {
+            snprintf(out, cap, "unbounded (%lld)", (long long)v);
+            return;
+        }
+        break;
+    case F_SCALE:
+    case F_SOFTCAP: {
+        int32_t bits = (int32_t)v;
+        float x;
+        memcpy(&x, &bits, 4);
+        snprintf(out, cap, "%.9g", (double)x);
+        return;
+    }
+    case F_LQ:
+    case F_LK:
+    case F_ALIBI:
+        snprintf(out, cap, v ? "a list (digest %llx)" : "none", (unsigned long long)v);
+        return;
+    case F_BIAS:
+        if (!v)
+            snprintf(out, cap, "none");
+        else
+            snprintf(out, cap, "[%lld, %lld, ...] %s", (long long)((v / 16) / 65536),
+                     (long long)((v / 16) % 65536), xattn_dtype_name((xattn_dtype)(v % 16 - 1)));
+        return;
+    case F_LSE: snprintf(out, cap, "%s", v ? "given" : "not given"); return;
+    default: break;
+    }
+    snprintf(out, cap, "%lld", (long long)v);
+}
+
+/* This rank's signature; known[f] = 0 where a field could not be read (a
+ * descriptor that failed its checks before the lengths were read). */
+static void signature(const ring *r, int local_ok, int64_t *v, int *known)
+{
     const xattn_attn_desc *d = r->d;
-    int64_t sig[N], both[2 * N], out[2 * N];
-    uint64_t hq = 1469598103934665603ull, hk = hq;
+    memset(v, 0, NSIG * sizeof *v);
+    for (int f = 0; f < NSIG; f++)
+        known[f] = d != NULL;
+    v[F_SQ] = r->o.sq_global;
+    v[F_SK] = r->o.sk_global;
+    v[F_LAYOUT] = r->o.layout;
+    known[F_SQ] = known[F_SK] = known[F_LAYOUT] = 1;
+    if (!d)
+        return;
+    v[F_BATCH] = d->q.shape[0];
+    v[F_HQ] = d->q.shape[2];
+    v[F_HKV] = d->k.shape[2];
+    v[F_D] = d->q.shape[3];
+    v[F_DV] = d->v.shape[3];
+    v[F_QDT] = d->q.dtype;
+    v[F_KVDT] = d->k.dtype;
+    v[F_CAUSAL] = d->causal;
+    v[F_ALIGN] = d->align;
+    v[F_WL] = d->window_left;
+    v[F_WR] = d->window_right;
+    float sc = d->scale, cap = d->softcap;
+    int32_t sci, capi;
+    memcpy(&sci, &sc, 4);
+    memcpy(&capi, &cap, 4);
+    v[F_SCALE] = sci;
+    v[F_SOFTCAP] = capi;
+    /* the all-to-all sends bias rows: every rank must know its shape */
+    int given = d->bias.buffer || d->bias.shape[0];
+    v[F_BIAS] =
+        r->alltoall && given
+            ? ((d->bias.shape[0] * 65536 + d->bias.shape[1]) * 16 + (int64_t)d->bias.dtype + 1)
+            : 0;
+    v[F_LSE] = d->lse.buffer || d->lse.shape[0];
+    /* the lengths and slopes: read only from a descriptor that passed */
+    known[F_LQ] = known[F_LK] = known[F_ALIBI] = local_ok && r->Lq && r->Lk;
+    if (!known[F_LQ])
+        return;
+    uint64_t hq = 1469598103934665603ull, hk = hq, ha = 0;
     hq = (hq ^ (uint64_t)(r->packed ? -r->nlen : r->nlen)) * 1099511628211ull;
     for (int64_t b = 0; b < r->nlen; b++) {
         hq = (hq ^ (uint64_t)r->Lq[b]) * 1099511628211ull;
         hk = (hk ^ (uint64_t)r->Lk[b]) * 1099511628211ull;
     }
-    uint64_t ha = 0; /* the slopes, 0 without */
     if (d->alibi_slopes) {
         ha = 1469598103934665603ull;
         for (int64_t h = 0; h < r->Hq; h++) {
@@ -856,54 +1253,85 @@ static xattn_status check_same(ring *r, int *bad_field)
         }
         ha |= 2;
     }
-    /* the all-to-all sends bias rows: every rank must know its shape */
-    int given = d->bias.buffer || d->bias.shape[0];
-    int64_t hb = r->alltoall && given
-                     ? ((d->bias.shape[0] * 65536 + d->bias.shape[1]) * 16 + d->bias.dtype + 1)
-                     : 0;
-    float sc = d->scale, cap = d->softcap;
-    int32_t sci, capi;
-    memcpy(&sci, &sc, 4);
-    memcpy(&capi, &cap, 4);
-    int64_t v[N] = {r->B,
-                    r->Hq,
-                    r->Hkv,
-                    r->D,
-                    r->Dv,
-                    r->qdt,
-                    r->kvdt,
-                    r->o.sq_global,
-                    r->o.sk_global,
-                    r->o.layout,
-                    d->causal,
-                    d->align,
-                    d->window_left,
-                    d->window_right,
-                    sci,
-                    capi,
-                    (int64_t)(hq >> 1),
-                    (int64_t)(hk >> 1),
-                    (int64_t)(ha >> 1),
-                    hb};
-    memcpy(sig, v, sizeof sig);
-    for (int i = 0; i < N; i++) {
-        both[i] = sig[i];
-        both[N + i] = -sig[i];
+    v[F_LQ] = (int64_t)(hq >> 1) | 1;
+    v[F_LK] = (int64_t)(hk >> 1) | 1;
+    v[F_ALIBI] = (int64_t)(ha >> 1);
+}
+
+/*
+ * The prelude's agreement: one MPI_Iallgather of every rank's local status
+ * and problem signature. Every rank sees the same table, so every rank
+ * decides alike: ranks that describe different problems get
+ * XATTN_STATUS_INVALID_ARGUMENT naming the field, the first rank that
+ * differs and both values; otherwise the status of the lowest rank that
+ * failed its own checks.
+ */
+static xattn_status agree_problem(ring *r, xattn_status mine)
+{
+    enum { W = NSIG + 2 };
+    char saved[sizeof mpi_err];
+    memcpy(saved, mpi_err, sizeof saved);
+    r->sig = calloc((size_t)(r->n + 1) * W, sizeof *r->sig);
+    if (!r->sig) /* the others would wait for this rank: nothing else to do */
+        mine = fail(XATTN_STATUS_OUT_OF_MEMORY, "the problem agreement's table");
+    int64_t v[NSIG], *me = r->sig ? r->sig + (size_t)r->n * W : v;
+    int known[NSIG];
+    signature(r, mine == XATTN_STATUS_OK, v, known);
+    if (!r->sig)
+        return mine;
+    me[0] = mine;
+    me[1] = 0;
+    for (int f = 0; f < NSIG; f++) {
+        me[2 + f] = v[f];
+        me[1] |= (int64_t)known[f] << f;
     }
     MPI_Request req;
-    if (MPI_Iallreduce(both, out, 2 * N, MPI_INT64_T, MPI_MAX, r->comm, &req) != MPI_SUCCESS)
-        return fail(XATTN_STATUS_BACKEND, "MPI_Iallreduce (problem agreement) failed");
-    xattn_status st = wait_all(1, &req, r->o.timeout_ms, "problem agreement");
+    if (MPI_Iallgather(me, W, MPI_INT64_T, r->sig, W, MPI_INT64_T, r->comm, &req) != MPI_SUCCESS)
+        return fail(XATTN_STATUS_BACKEND, "MPI_Iallgather (problem agreement) failed");
+    xattn_status st = wait_ops(r, 1, &req, 0, "problem agreement");
     if (st != XATTN_STATUS_OK)
         return st;
-    for (int i = 0; i < N; i++)
-        if (out[i] != -out[N + i]) {
-            *bad_field = i;
+    for (int f = 0; f < NSIG; f++) {
+        int ref = -1;
+        for (int p = 0; p < r->n; p++) {
+            const int64_t *e = r->sig + (size_t)p * W;
+            if (!((e[1] >> f) & 1))
+                continue;
+            if (ref < 0) {
+                ref = p;
+                continue;
+            }
+            int64_t a = r->sig[(size_t)ref * W + 2 + f], b = e[2 + f];
+            if (a == b)
+                continue;
+            char ta[64], tb[64];
+            sig_text(f, a, ta, sizeof ta);
+            sig_text(f, b, tb, sizeof tb);
             return fail(XATTN_STATUS_INVALID_ARGUMENT,
-                        "ranks disagree on %s (this rank: %lld); every rank must describe "
-                        "the same problem",
-                        names[i], (long long)sig[i]);
+                        "ranks disagree on %s: rank %d has %s where rank %d has %s; every rank "
+                        "must describe the same problem",
+                        sig_names[f], p, tb, ref, ta);
         }
+    }
+    for (int p = 0; p < r->n; p++) {
+        xattn_status s = (xattn_status)r->sig[(size_t)p * W];
+        if (s == XATTN_STATUS_OK)
+            continue;
+        if (p == r->rank) {
+            memcpy(mpi_err, saved, sizeof saved);
+            return s;
+        }
+        if (mine != XATTN_STATUS_OK)
+            return fail(s,
+                        "rank %d failed first (%s) during the descriptor checks; its message is "
+                        "on that rank, and every rank returns its status. This rank failed too "
+                        "(%s): %s",
+                        p, xattn_status_name(s), xattn_status_name(mine), saved);
+        return fail(s,
+                    "rank %d failed (%s) during the descriptor checks; its message is on that "
+                    "rank",
+                    p, xattn_status_name(s));
+    }
     return XATTN_STATUS_OK;
 }
 
@@ -1108,48 +1536,91 @@ static xattn_status finish(ring *r)
     return st;
 }
 
-/* Agrees on a stage's status; a remote failure gets a message naming the rank. */
-static xattn_status stage_agree(ring *r, xattn_status mine, const char *stage)
+/* Message sizes, checked before anything is allocated or staged: MPI counts
+ * are ints. Every rank computes every rank's sizes from the agreed problem,
+ * so every rank decides alike without a further agreement. */
+static xattn_status check_sizes(ring *r)
 {
-    int bad = -1;
-    char saved[sizeof mpi_err];
-    memcpy(saved, mpi_err, sizeof saved);
-    xattn_status all = agree(r->comm, mine, r->o.timeout_ms, &bad);
-    if (all == XATTN_STATUS_OK)
+    const double lim = (double)INT32_MAX;
+    int n = r->n;
+    double qes = (double)r->qes, kes = (double)r->kves;
+    if (!r->alltoall) {
+        for (int p = 0; p < n; p++) {
+            xattn_mpi_segment s[2];
+            int64_t sk = xattn_mpi_shard(r->o.layout, r->o.sk_global, n, p, s);
+            double blk = (double)r->B * (double)sk * (double)r->Hkv * (double)(r->D + r->Dv) * kes;
+            if (blk > lim)
+                return fail(XATTN_STATUS_SIZE_OVERFLOW,
+                            "rank %d's K/V block is %.0f bytes, more than one MPI message "
+                            "(2^31-1 bytes); use more ranks. Refused before any staging",
+                            p, blk);
+        }
         return XATTN_STATUS_OK;
-    if (mine != XATTN_STATUS_OK) {
-        memcpy(mpi_err, saved, sizeof saved); /* keep this rank's own message */
-        return mine;
     }
-    if (bad < 0)
-        return all; /* the agreement itself failed (timeout): its message stands */
-    return fail(all, "rank %d failed (%s) during %s; its message is on that rank", bad,
-                xattn_status_name(all), stage);
+    const xattn_tensor *bt = &r->d->bias;
+    int has_bias = bt->buffer || bt->shape[0];
+    double hq = (double)(r->Hq / n), hk = (double)(r->Hkv / n), B = (double)r->B;
+    double Bb = has_bias ? (double)bt->shape[0] : 0, Hb = has_bias ? (double)bt->shape[1] : 0;
+    double hb = Hb == 1 ? 1 : hq,
+           brow = has_bias ? (double)r->o.sk_global * (double)xattn_dtype_size(bt->dtype) : 0;
+    double qrow = hq * (double)r->D * qes, kvrow = hk * (double)(r->D + r->Dv) * kes;
+    double orow = hq * (double)r->Dv * qes + (r->want_lse ? hq * 4 : 0);
+    double Sq = (double)r->o.sq_global, Sk = (double)r->o.sk_global;
+    double in_all = B * (Sq * qrow + Sk * kvrow) + Bb * hb * Sq * brow, out_all = B * Sq * orow;
+    for (int p = 0; p < n; p++) {
+        xattn_mpi_segment s[2];
+        double sq = (double)xattn_mpi_shard(r->o.layout, r->o.sq_global, n, p, s);
+        double sk = (double)xattn_mpi_shard(r->o.layout, r->o.sk_global, n, p, s);
+        double in_one = B * (sq * qrow + sk * kvrow) + Bb * hb * sq * brow, out_one = B * sq * orow;
+        double worst = in_all;
+        if (n * in_one > worst)
+            worst = n * in_one;
+        if (out_all > worst)
+            worst = out_all;
+        if (n * out_one > worst)
+            worst = n * out_one;
+        if (worst > lim)
+            return fail(XATTN_STATUS_SIZE_OVERFLOW,
+                        "the all-to-all moves %.0f bytes through rank %d, more than MPI's int "
+                        "counts and displacements reach (2^31-1 bytes); use more ranks or the "
+                        "ring. Refused before any staging",
+                        worst, p);
+    }
+    return XATTN_STATUS_OK;
 }
 
 /* Shared by both strategies: a private communicator, this rank's checks and
- * every rank's agreement on them and on the problem. On failure after the
- * duplicate, *dup_ok is 1 and the caller frees r->comm. */
+ * every rank's agreement on them and on the problem. *dup_ok = 0: the
+ * duplicate does not exist (r->comm not to be freed). */
 static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
                             const xattn_mpi_ring_opts *opts, xattn_mpi_stats *S, int alltoall,
-                            int *dup_ok)
+                            int *dup_ok, int *dup_left)
 {
     mpi_err[0] = 0;
-    memset(r, 0, sizeof *r);
     memset(S, 0, sizeof *S);
     *dup_ok = 0;
+    *dup_left = 0;
     r->ctx = ctx;
     r->d = d;
     r->alltoall = alltoall;
-    if (opts)
-        r->o = *opts;
-    else
-        xattn_mpi_ring_opts_init(&r->o);
-    if (r->o.timeout_ms <= 0)
+    r->gone = -1;
+    r->step = -1; /* not in a ring step */
+    /* a caller's struct of an older, shorter version: its fields only */
+    xattn_mpi_ring_opts_init(&r->o);
+    if (opts) {
+        size_t n =
+            opts->struct_size >= offsetof(xattn_mpi_ring_opts, timeout_ms) + sizeof(double) &&
+                    opts->struct_size < sizeof r->o
+                ? opts->struct_size
+                : sizeof r->o;
+        memcpy(&r->o, opts, n);
+    }
+    if (!(r->o.timeout_ms > 0)) /* 0, negative or NaN */
         r->o.timeout_ms = 60000;
+    if (!(r->o.entry_timeout_ms > 0))
+        r->o.entry_timeout_ms = r->o.timeout_ms;
     if (MPI_Comm_rank(comm, &r->rank) != MPI_SUCCESS || MPI_Comm_size(comm, &r->n) != MPI_SUCCESS)
         return fail(XATTN_STATUS_INVALID_ARGUMENT, "comm: not a valid communicator");
-    memset(S, 0, sizeof *S);
     S->struct_size = sizeof *S;
     S->rank = r->rank;
     S->nranks = r->n;
@@ -1157,33 +1628,95 @@ static xattn_status prelude(ring *r, MPI_Comm comm, xattn_ctx *ctx, const xattn_
     MPI_Request dreq;
     if (MPI_Comm_idup(comm, &r->comm, &dreq) != MPI_SUCCESS)
         return fail(XATTN_STATUS_BACKEND, "MPI_Comm_idup failed");
-    xattn_status st = wait_all(1, &dreq, r->o.timeout_ms, "duplicating the communicator");
-    if (st != XATTN_STATUS_OK)
+    xattn_status st =
+        wait_plain(&dreq, r->o.entry_timeout_ms, "duplicating the communicator", dup_left);
+    if (st != XATTN_STATUS_OK) {
+        if (*dup_left)
+            r->pend[r->npend++] = dreq;
         return st;
+    }
     *dup_ok = 1;
-    st = check_local(r);
+    r->comm_ok = 1;
+    r->beats = calloc((size_t)r->n, sizeof *r->beats);
+    st = r->beats ? check_local(r) : fail(XATTN_STATUS_OUT_OF_MEMORY, "progress counters");
     if (st == XATTN_STATUS_OK && alltoall && (r->Hq % r->n || r->Hkv % r->n))
         st = fail(XATTN_STATUS_UNSUPPORTED,
                   "the all-to-all splits heads over the ranks: Hq %lld and Hkv %lld must be "
                   "multiples of the %d ranks (use the ring)",
                   (long long)r->Hq, (long long)r->Hkv, r->n);
-    st = stage_agree(r, st, "descriptor checks");
+    /* every rank sees every rank's status and signature: every rank fails alike */
+    st = agree_problem(r, st);
     if (st == XATTN_STATUS_OK) {
-        int field = -1;
-        /* every rank sees the same signatures, so every rank fails alike here */
-        st = check_same(r, &field);
+        r->phase = 1;
+        r->want_lse = d->lse.buffer || d->lse.shape[0];
+        st = check_sizes(r);
     }
     return st;
 }
 
+/* Receives the remaining "waiting" signals of the other ranks (every rank
+ * sent one per phase), so that none is left on the communicator. */
+static void drain_beats(ring *r)
+{
+    if (!r->beats || r->broken)
+        return;
+    double t0 = MPI_Wtime();
+    for (long spins = 0;; spins++) {
+        int all = 1;
+        for (int p = 0; p < r->n; p++)
+            if (p != r->rank && r->beats[p] < r->idle_sent)
+                all = 0;
+        if (all)
+            return;
+        read_beats(r);
+        if ((MPI_Wtime() - t0) * 1e3 > r->o.timeout_ms) {
+            r->broken = 1; /* keep the communicator: a signal may still arrive */
+            return;
+        }
+        if (spins > 64)
+            nap();
+    }
+}
+
+/* The end of every call: frees what no MPI operation uses; after a wait gave
+ * up, hands the pending operations and the memory they may still read or
+ * write (the ring's host blocks, the CUDA-aware path's device blocks, the
+ * all-to-all's buffers and counts, the agreement's arrays inside r) to
+ * limbo_add, and keeps the private communicator (a late rank may still
+ * address it). */
+static void release(ring *r)
+{
+    ring_free(r);
+    drain_beats(r);
+    if (!r->broken) {
+        if (r->comm_ok)
+            MPI_Comm_free(&r->comm);
+        free(r->beats);
+        free(r->sig);
+        free(r->cnt);
+        free(r->a2a[0]);
+        free(r->a2a[1]);
+        free(r->host[0]);
+        free(r->host[1]);
+        xattn_buffer_free(r->kvdev[0]);
+        xattn_buffer_free(r->kvdev[1]);
+        free(r);
+        return;
+    }
+    void *keep[] = {r->host[0], r->host[1], r->a2a[0], r->a2a[1], r->cnt, r->sig, r->beats, r};
+    limbo_add(r->pend, r->npend, keep, (int)(sizeof keep / sizeof keep[0]), r->kvdev[0],
+              r->kvdev[1]);
+}
+
 static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn_status st)
 {
-    if (st == XATTN_STATUS_OK)
+    if (st == XATTN_STATUS_OK) {
+        HOOK(r, "setup", -1);
         st = stage_agree(r, setup(r), "allocation");
+    }
     S->setup_ms = (MPI_Wtime() - t_start) * 1e3;
     if (st != XATTN_STATUS_OK) {
-        ring_free(r);
-        MPI_Comm_free(&r->comm);
+        release(r);
         S->total_ms = (MPI_Wtime() - t_start) * 1e3;
         return st;
     }
@@ -1197,31 +1730,30 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
         xattn_mpi_step_stats ss;
         memset(&ss, 0, sizeof ss);
         ss.start_ms = (MPI_Wtime() - t_start) * 1e3;
+        r->step = t;
         int src = (r->rank - t + r->n) % r->n, nsrc = (r->rank - t - 1 + r->n) % r->n;
-        MPI_Request req[2];
+        MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
         int nreq = 0;
         xattn_status mine = XATTN_STATUS_OK;
         double t0 = MPI_Wtime();
         if (t + 1 < r->n) {
-            /* the block in hand goes right while the next one comes from the left */
+            /* the block in hand goes right while the next one comes from the
+             * left (sizes checked in the prelude: under 2^31 bytes) */
             size_t out = block_bytes(r, r->sk_of[src]), in = block_bytes(r, r->sk_of[nsrc]);
-            if (out > INT32_MAX || in > INT32_MAX)
-                mine = fail(XATTN_STATUS_SIZE_OVERFLOW,
-                            "a K/V block of %zu bytes exceeds "
-                            "one MPI message (2^31-1 bytes); use more ranks",
-                            out > in ? out : in);
-            else {
-                /* CUDA-aware MPI: the device buffers themselves. The block
-                 * calls are synchronous, so the buffer received into is no
-                 * longer read by the previous step's compute. */
-                void *sp = r->devstage ? mpi_ptr(r, cur) : r->host[cur];
-                void *rp = r->devstage ? mpi_ptr(r, cur ^ 1) : r->host[cur ^ 1];
-                MPI_Isend(sp, (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[nreq++]);
-                MPI_Irecv(rp, (int)in, MPI_BYTE, left, RING_TAG, r->comm, &req[nreq++]);
-                ss.bytes_sent = out;
-            }
+            /* CUDA-aware MPI: the device buffers themselves. The block
+             * calls are synchronous, so the buffer received into is no
+             * longer read by the previous step's compute. */
+            void *sp = r->devstage ? mpi_ptr(r, cur) : r->host[cur];
+            void *rp = r->devstage ? mpi_ptr(r, cur ^ 1) : r->host[cur ^ 1];
+            if (MPI_Isend(sp, (int)out, MPI_BYTE, right, RING_TAG, r->comm, &req[0]) !=
+                    MPI_SUCCESS ||
+                MPI_Irecv(rp, (int)in, MPI_BYTE, left, RING_TAG, r->comm, &req[1]) != MPI_SUCCESS)
+                mine = fail(XATTN_STATUS_BACKEND, "posting the ring's send/receive failed");
+            nreq = 2;
+            ss.bytes_sent = out;
         }
         ss.comm_ms += (MPI_Wtime() - t0) * 1e3;
+        HOOK(r, "compute", t);
         if (mine == XATTN_STATUS_OK && r->sq_loc > 0 && r->sk_of[src] > 0 && r->devstage) {
             r->blk = r->kvdev[cur]; /* already on the device: no staging */
             mine = compute_block(r, src, req, nreq, &ss);
@@ -1237,12 +1769,13 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
         }
         if (nreq) {
             double w0 = MPI_Wtime();
-            xattn_status ws = wait_all(nreq, req, r->o.timeout_ms, "ring send/receive");
+            /* req[1] is the receive: cancelled if the wait gives up */
+            xattn_status ws = wait_ops(r, nreq, req, 2u, "ring send/receive");
             ss.wait_ms += (MPI_Wtime() - w0) * 1e3;
             if (ws != XATTN_STATUS_OK) {
-                S->total_ms = (MPI_Wtime() - t_start) * 1e3;
-                ring_free(r); /* requests still pending: the communicator is broken */
-                return ws;
+                st = ws;
+                S->steps = t + 1;
+                break;
             }
         }
         double a0 = MPI_Wtime();
@@ -1265,11 +1798,11 @@ static xattn_status ring_body(ring *r, xattn_mpi_stats *S, double t_start, xattn
     }
     if (st == XATTN_STATUS_OK) {
         double f0 = MPI_Wtime();
+        r->step = r->n;
         st = stage_agree(r, finish(r), "writing O/LSE");
         S->finish_ms = (MPI_Wtime() - f0) * 1e3;
     }
-    ring_free(r);
-    MPI_Comm_free(&r->comm);
+    release(r);
     S->total_ms = (MPI_Wtime() - t_start) * 1e3;
     return st;
 }
@@ -1311,14 +1844,16 @@ static void take_heads(unsigned char *dst, const unsigned char *src, int64_t row
 static xattn_status alltoallv(ring *r, const void *sbuf, const int64_t *scount, void *rbuf,
                               const int64_t *rcount, const char *what, double *ms)
 {
-    int *sc = calloc((size_t)r->n * 4, sizeof(int));
+    /* MPI reads the counts until the operation completes: r owns them */
+    free(r->cnt);
+    int *sc = r->cnt = calloc((size_t)r->n * 4, sizeof(int));
     if (!sc)
         return fail(XATTN_STATUS_OUT_OF_MEMORY, "%s: counts", what);
     int *sd = sc + r->n, *rc = sd + r->n, *rd = rc + r->n;
     int64_t so = 0, ro = 0;
     for (int i = 0; i < r->n; i++) {
         if (scount[i] > INT32_MAX || rcount[i] > INT32_MAX || so > INT32_MAX || ro > INT32_MAX) {
-            free(sc);
+            /* not reached: check_sizes refused such problems on every rank */
             return fail(XATTN_STATUS_SIZE_OVERFLOW,
                         "%s: more than 2^31-1 bytes for one rank; use more ranks", what);
         }
@@ -1336,9 +1871,10 @@ static xattn_status alltoallv(ring *r, const void *sbuf, const int64_t *scount, 
         MPI_SUCCESS)
         st = fail(XATTN_STATUS_BACKEND, "%s: MPI_Ialltoallv failed", what);
     else
-        st = wait_all(1, &req, r->o.timeout_ms, what);
+        st = wait_ops(r, 1, &req, 0, what);
+    if (st == XATTN_STATUS_OK)
+        r->phase++; /* work follows: a new phase (every rank alike) */
     *ms += (MPI_Wtime() - t0) * 1e3;
-    free(sc);
     return st;
 }
 
@@ -1359,7 +1895,9 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
     size_t qrow = (size_t)(hq * D) * qes, krow = (size_t)(hk * D) * kes,
            vrow = (size_t)(hk * Dv) * kes, orow = (size_t)(hq * Dv) * qes;
     size_t fq = (size_t)(B * Sq) * qrow, fk = (size_t)(B * Sk) * krow, fv = (size_t)(B * Sk) * vrow;
-    size_t fo = (size_t)(B * Sq) * orow, fl = (size_t)(B * hq * Sq) * 4;
+    /* the LSE travels back only where the caller asked for it (every rank alike) */
+    size_t lrow = r->want_lse ? 4 : 0;
+    size_t fo = (size_t)(B * Sq) * orow, fl = (size_t)(B * hq * Sq) * lrow;
     /* a bias: this rank's rows [Bb, Hb, sq, Sk] go out by heads; each rank
      * gets whole sequences [Bb, hb, Sq, Sk] of its heads (of the one head
      * when Hb = 1, which every rank then receives whole) */
@@ -1387,9 +1925,10 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
         /* sbuf: my rows for every rank out, then my rows of O/LSE in; rbuf: every
          * rank's rows of my heads in, then O/LSE rows out */
         size_t back_in =
-            (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes + (size_t)(B * r->Hq * sq) * 4;
-        sbuf = malloc((mq + mk + mv + sb_out > back_in ? mq + mk + mv + sb_out : back_in) + 1);
-        rbuf = malloc((fq + fk + fv + fb > fo + fl ? fq + fk + fv + fb : fo + fl) + 1);
+            (size_t)(B * sq) * (size_t)(r->Hq * Dv) * qes + (size_t)(B * r->Hq * sq) * lrow;
+        sbuf = r->a2a[0] =
+            malloc((mq + mk + mv + sb_out > back_in ? mq + mk + mv + sb_out : back_in) + 1);
+        rbuf = r->a2a[1] = malloc((fq + fk + fv + fb > fo + fl ? fq + fk + fv + fb : fo + fl) + 1);
         full = malloc(fq + fk + fv + fo + fl + fb + 1);
         back = malloc(back_in + 1);
         if (!qsg || !ksg || !sc || !mine || !sbuf || !rbuf || !full || !back)
@@ -1484,7 +2023,11 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
         c.k = xattn_tensor_bshd(dev, fq, r->kvdt, B, Sk, hk, D);
         c.v = xattn_tensor_bshd(dev, fq + fk, r->kvdt, B, Sk, hk, Dv);
         c.o = xattn_tensor_bshd(dev, fq + fk + fv, r->qdt, B, Sq, hq, Dv);
-        c.lse = xattn_tensor_bshd(dev, fq + fk + fv + fo, XATTN_DTYPE_F32, B, hq, Sq, 1);
+        if (r->want_lse)
+            c.lse = xattn_tensor_bshd(dev, fq + fk + fv + fo, XATTN_DTYPE_F32, B, hq, Sq, 1);
+        else
+            memset(&c.lse, 0, sizeof c.lse);
+        HOOK(r, "compute", 0);
         xattn_run_info info;
         memset(&info, 0, sizeof info);
         info.struct_size = sizeof info;
@@ -1512,10 +2055,11 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
             scatter_rows(O, Sq, p, qsg[i], B, orow, 1);
             p += (size_t)(B * iq) * orow;
             /* LSE [B, hq, Sq]: rows are single floats per (b, h) */
-            scatter_rows(L, Sq, p, qsg[i], B * hq, 4, 1);
-            p += (size_t)(B * hq * iq) * 4;
-            sc[i] = (int64_t)(B * iq) * (int64_t)orow + B * hq * iq * 4;
-            rc[i] = (int64_t)(B * sq) * (int64_t)orow + B * hq * sq * 4;
+            if (lrow)
+                scatter_rows(L, Sq, p, qsg[i], B * hq, 4, 1);
+            p += (size_t)(B * hq * iq) * lrow;
+            sc[i] = (int64_t)(B * iq) * (int64_t)orow + B * hq * iq * (int64_t)lrow;
+            rc[i] = (int64_t)(B * sq) * (int64_t)orow + B * hq * sq * (int64_t)lrow;
             if (i != r->rank)
                 ss->bytes_sent += (uint64_t)sc[i];
         }
@@ -1529,13 +2073,13 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
         for (int j = 0; j < n; j++) {
             take_heads(p, O, B * sq, r->Hq, j * hq, hq, Dv, qes, 1);
             p += (size_t)(B * sq) * orow;
-            for (int64_t b = 0; b < B; b++)
+            for (int64_t b = 0; b < B && lrow; b++)
                 memcpy(L + (size_t)((b * r->Hq + j * hq) * sq) * 4, p + (size_t)(b * hq * sq) * 4,
                        (size_t)(hq * sq) * 4);
-            p += (size_t)(B * hq * sq) * 4;
+            p += (size_t)(B * hq * sq) * lrow;
         }
         mst = sq ? tensor_io(&r->d->o, 1, 0, sq, O, 0, 1, "o") : XATTN_STATUS_OK;
-        if (mst == XATTN_STATUS_OK && sq && r->d->lse.buffer)
+        if (mst == XATTN_STATUS_OK && sq && lrow)
             mst = tensor_io(&r->d->lse, 2, 0, sq, L, 1, 1, "lse");
         st = stage_agree(r, mst, "writing O/LSE");
         S->finish_ms = (MPI_Wtime() - f0) * 1e3;
@@ -1549,15 +2093,9 @@ static xattn_status alltoall_body(ring *r, xattn_mpi_stats *S, double t_start, x
     free(ksg);
     free(sc);
     free(mine);
-    free(sbuf);
-    free(rbuf);
     free(full);
     free(back);
-    free(r->Lq);
-    free(r->Lk);
-    free(r->cq);
-    free(r->ck);
-    MPI_Comm_free(&r->comm);
+    release(r); /* sbuf, rbuf and the counts: freed, or kept while MPI may use them */
     S->total_ms = (MPI_Wtime() - t_start) * 1e3;
     return st;
 }
@@ -1568,15 +2106,29 @@ static xattn_status run_strategy(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn
                                  int alltoall)
 {
     double t_start = MPI_Wtime();
-    ring r;
     xattn_mpi_stats local;
     memset(&local, 0, sizeof local);
     xattn_mpi_stats *S = stats ? stats : &local;
-    int dup_ok;
-    xattn_status st = prelude(&r, comm, ctx, d, opts, S, alltoall, &dup_ok);
-    if (!dup_ok)
+    limbo_sweep(); /* what earlier timed-out calls left, where it completed since */
+    /* on the heap: a timed-out call leaves MPI operations that write into it */
+    ring *r = calloc(1, sizeof *r);
+    if (!r) {
+        memset(S, 0, sizeof *S);
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "the call's state");
+    }
+    int dup_ok, dup_left;
+    xattn_status st = prelude(r, comm, ctx, d, opts, S, alltoall, &dup_ok, &dup_left);
+    if (!dup_ok) {
+        ring_free(r);
+        if (dup_left) { /* the duplication is pending: it writes r->comm */
+            void *keep[] = {r->beats, r};
+            limbo_add(r->pend, r->npend, keep, 2, NULL, NULL);
+        } else {
+            free(r);
+        }
         return st;
-    return alltoall ? alltoall_body(&r, S, t_start, st) : ring_body(&r, S, t_start, st);
+    }
+    return alltoall ? alltoall_body(r, S, t_start, st) : ring_body(r, S, t_start, st);
 }
 
 xattn_status xattn_mpi_ring_attention(MPI_Comm comm, xattn_ctx *ctx, const xattn_attn_desc *d,
@@ -1594,14 +2146,33 @@ xattn_status xattn_mpi_alltoall_attention(MPI_Comm comm, xattn_ctx *ctx, const x
 xattn_status xattn_mpi_stats_gather(MPI_Comm comm, const xattn_mpi_stats *mine,
                                     xattn_mpi_stats *all, double timeout_ms)
 {
-    int rank;
-    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+    int rank, n;
+    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
         return fail(XATTN_STATUS_INVALID_ARGUMENT, "comm: not a valid communicator");
     if (!mine || (rank == 0 && !all))
         return fail(XATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", !mine ? "mine" : "all (rank 0)");
+    limbo_sweep();
+    /* library memory on both sides: a timed-out gather may complete later */
+    size_t one = sizeof *mine;
+    unsigned char *buf = malloc(one * (size_t)(rank == 0 ? n + 1 : 1));
+    if (!buf)
+        return fail(XATTN_STATUS_OUT_OF_MEMORY, "stats gather buffers");
+    memcpy(buf, mine, one);
     MPI_Request req;
-    if (MPI_Igather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, 0, comm,
-                    &req) != MPI_SUCCESS)
+    if (MPI_Igather(buf, (int)one, MPI_BYTE, rank == 0 ? buf + one : NULL, (int)one, MPI_BYTE, 0,
+                    comm, &req) != MPI_SUCCESS) {
+        free(buf);
         return fail(XATTN_STATUS_BACKEND, "MPI_Igather failed");
-    return wait_all(1, &req, timeout_ms > 0 ? timeout_ms : 60000, "stats gather");
+    }
+    int left = 0;
+    xattn_status st = wait_plain(&req, timeout_ms > 0 ? timeout_ms : 60000, "stats gather", &left);
+    if (st == XATTN_STATUS_OK && rank == 0)
+        memcpy(all, buf + one, one * (size_t)n);
+    if (left) {
+        void *keep[] = {buf};
+        limbo_add(&req, 1, keep, 1, NULL, NULL);
+    } else {
+        free(buf);
+    }
+    return st;
 }
