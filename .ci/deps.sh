@@ -5,12 +5,14 @@
 # backend when nvcc is found (PATH or /usr/local/cuda/bin), and the quick start
 # only for a GPU the machine shows (cmake/xattn_cuda.cmake). clang-format-14 and
 # cppcheck are the versions the gates (.ci/check-format.sh,
-# .ci/check-cppcheck.sh) are written for: Debian 12's.
+# .ci/check-cppcheck.sh) are written for: Debian 12's. python3-venv: the
+# complexity gate's lizard (.ci/check-complexity.sh) and the Python suites
+# install from PyPI into virtual environments under build/.
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libhwloc-dev libjansson-dev \
 clang libclang-rt-14-dev valgrind clang-format-14 cppcheck \
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-openmpi-bin libopenmpi-dev"
+openmpi-bin libopenmpi-dev python3-venv"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -130,7 +130,7 @@ static xattn_status xattn__cpu_device_info(int index, xattn_device_info *info)
             if (c1 && c1->attr)
                 l1d = c1->attr->cache.size;
             if (l1d) /* the kernels size their KV tiles from it */
-                xattn_cpu_set_l1d_bytes(l1d);
+                xattn__cpu_set_l1d_bytes(l1d);
             static const hwloc_obj_type_t levels[] = {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE};
             for (size_t i = 0; i < 2 && !llc; i++) {
                 hwloc_obj_t c = hwloc_get_obj_by_type(topo, levels[i], 0);
@@ -482,7 +482,7 @@ static const xattn_cpu_bind *xattn__cpu_bind_for(xattn_cpu_ctx *c, int nt)
 #endif
 }
 
-int xattn_cpu_bind_enter(const xattn_cpu_bind *b)
+int xattn__cpu_bind_enter(const xattn_cpu_bind *b)
 {
 #ifdef XATTN__CPU_CAN_BIND
     if (!b)
@@ -501,7 +501,7 @@ int xattn_cpu_bind_enter(const xattn_cpu_bind *b)
 #endif
 }
 
-void xattn_cpu_bind_leave(const xattn_cpu_bind *b, int bound)
+void xattn__cpu_bind_leave(const xattn_cpu_bind *b, int bound)
 {
 #ifdef XATTN__CPU_CAN_BIND
     if (bound &&
@@ -529,7 +529,7 @@ static xattn_status xattn__cpu_plan(const struct xattn_ctx *ctx, const xattn_pro
         /* Its blocks: query rows x keys of a QK^T tile (one head each). The
          * score matrix is faulted in by the kernel's threads, outside the
          * phase timers (docs/measurement.md). */
-        xattn_cpu_naive_blocks(&plan->tile_q, &plan->tile_k);
+        xattn__cpu_naive_blocks(&plan->tile_q, &plan->tile_k);
         plan->tile_heads = 1;
         plan->touch = nt;
     } else if (p->algo == XATTN_ALGO_FLASH) {
@@ -538,27 +538,27 @@ static xattn_status xattn__cpu_plan(const struct xattn_ctx *ctx, const xattn_pro
          * faulted in ahead: the packing's first writes fault the panels in,
          * inside the timer, as the prefill figures in docs/benchmarks-cpu.md
          * were measured. */
-        const uint64_t plain = xattn_cpu_flash_workspace_bytes(p, nt, 0);
+        const uint64_t plain = xattn__cpu_flash_workspace_bytes(p, nt, 0);
         const uint64_t packed =
-            xattn_cpu_flash_packs(p) ? xattn_cpu_flash_workspace_bytes(p, nt, 1) : UINT64_MAX;
+            xattn__cpu_flash_packs(p) ? xattn__cpu_flash_workspace_bytes(p, nt, 1) : UINT64_MAX;
         if (plain == UINT64_MAX)
             return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
                                 "FLASH: the CPU scratch size overflows 64 bits");
         plan->scratch_bytes = packed != UINT64_MAX ? packed : plain;
         plan->scratch_fallback = packed != UINT64_MAX ? plain : 0;
-        xattn_cpu_tile_sizes(p, &plan->tile_q, &plan->tile_k, &plan->tile_heads);
+        xattn__cpu_tile_sizes(p, &plan->tile_q, &plan->tile_k, &plan->tile_heads);
     } else {
         /* A decode step's partials and tile states (7.4 MiB then, 1.1 MiB
          * now at B1 H32/8 D128) took ~0.7 ms to fault in, a quarter of a B1
          * Sk8192 f16 call on the 2-core VM: both are faulted in ahead. */
-        plan->splits = xattn_cpu_splitkv_num_splits(p, c->simd, nt);
-        plan->scratch_bytes = xattn_cpu_splitkv_scratch_bytes(p, c->simd, nt);
+        plan->splits = xattn__cpu_splitkv_num_splits(p, c->simd, nt);
+        plan->scratch_bytes = xattn__cpu_splitkv_scratch_bytes(p, c->simd, nt);
         if (plan->scratch_bytes == UINT64_MAX)
             return xattn__error(XATTN_STATUS_SIZE_OVERFLOW,
                                 "SPLITKV: the CPU scratch size overflows 64 bits");
         plan->touch = plan->touch_scratch = nt;
-        xattn_cpu_tile_sizes(p, &plan->tile_q, NULL, &plan->tile_heads);
-        plan->tile_k = xattn_cpu_splitkv_tile_k(p, c->simd);
+        xattn__cpu_tile_sizes(p, &plan->tile_q, NULL, &plan->tile_heads);
+        plan->tile_k = xattn__cpu_splitkv_tile_k(p, c->simd);
     }
     return XATTN_STATUS_OK;
 }
@@ -601,7 +601,7 @@ static xattn_status xattn__cpu_ws_alloc(struct xattn_ctx *ctx, const xattn_probl
     if (!ws)
         return st;
     if (touch > 0)
-        xattn_cpu_prefault(ws, bytes, touch, ((xattn_cpu_ctx *)ctx->bctx)->call.bind);
+        xattn__cpu_prefault(ws, bytes, touch, ((xattn_cpu_ctx *)ctx->bctx)->call.bind);
     *out = ws;
     return XATTN_STATUS_OK;
 }
@@ -621,25 +621,25 @@ static xattn_status xattn__cpu_phase(struct xattn_ctx *ctx, const xattn_problem 
     int slot = 0;
     const double t0 = xattn__now();
     switch ((xattn__phase)phase) {
-    case XATTN__PH_QK: xattn_cpu_naive_qk(a, ws[XATTN__WS_SCORES], &c->work); break;
+    case XATTN__PH_QK: xattn__cpu_naive_qk(a, ws[XATTN__WS_SCORES], &c->work); break;
     case XATTN__PH_SOFTMAX:
-        xattn_cpu_naive_softmax(a, ws[XATTN__WS_SCORES]);
+        xattn__cpu_naive_softmax(a, ws[XATTN__WS_SCORES]);
         slot = 1;
         break;
     case XATTN__PH_PV:
-        xattn_cpu_naive_pv(a, ws[XATTN__WS_SCORES], &c->work);
+        xattn__cpu_naive_pv(a, ws[XATTN__WS_SCORES], &c->work);
         slot = 2;
         break;
     case XATTN__PH_FLASH:
-        xattn_cpu_flash(a, ws[XATTN__WS_SCRATCH],
-                        !plan->scratch_is_fallback && plan->scratch_fallback != 0, &c->work);
+        xattn__cpu_flash(a, ws[XATTN__WS_SCRATCH],
+                         !plan->scratch_is_fallback && plan->scratch_fallback != 0, &c->work);
         break;
     case XATTN__PH_PARTIAL:
-        xattn_cpu_splitkv_partial(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE],
-                                  ws[XATTN__WS_SCRATCH], &c->work);
+        xattn__cpu_splitkv_partial(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE],
+                                   ws[XATTN__WS_SCRATCH], &c->work);
         break;
     case XATTN__PH_COMBINE:
-        xattn_cpu_splitkv_combine(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE]);
+        xattn__cpu_splitkv_combine(a, plan->splits, ws[XATTN__WS_PART_O], ws[XATTN__WS_PART_LSE]);
         slot = 1;
         break;
     }
@@ -690,9 +690,9 @@ static xattn_status xattn__cpu_measure_ceilings(struct xattn_ctx *ctx, xattn_cei
     const xattn_cpu_bind *bind = xattn__cpu_bind_for(c, nt);
     const double secs = quick ? 0.02 : 0.2;
     const int runs = quick ? 2 : 3;
-    out->fma_f32_gflops = xattn_cpu_ceiling_fma_f32(xattn_cpu_simd_detect(), nt, secs, runs, bind);
-    out->fma_f16_gflops = xattn_cpu_ceiling_fma_f16(nt, secs, runs, bind);
-    out->fma_bf16_gflops = xattn_cpu_ceiling_fma_bf16(nt, secs, runs, bind);
+    out->fma_f32_gflops = xattn__cpu_ceiling_fma_f32(xattn_cpu_simd_detect(), nt, secs, runs, bind);
+    out->fma_f16_gflops = xattn__cpu_ceiling_fma_f16(nt, secs, runs, bind);
+    out->fma_bf16_gflops = xattn__cpu_ceiling_fma_bf16(nt, secs, runs, bind);
 
     const uint64_t mib = 1ull << 20;
     uint64_t bytes = quick ? 32 * mib : 4 * ctx->info.cache_bytes;
@@ -724,11 +724,11 @@ static xattn_status xattn__cpu_measure_ceilings(struct xattn_ctx *ctx, xattn_cei
         xattn__host_free(ctx, src, bytes);
         return st;
     }
-    xattn_cpu_ceiling_touch(src, (size_t)bytes, nt, bind);
-    xattn_cpu_ceiling_touch(dst, (size_t)bytes, nt, bind);
+    xattn__cpu_ceiling_touch(src, (size_t)bytes, nt, bind);
+    xattn__cpu_ceiling_touch(dst, (size_t)bytes, nt, bind);
     const int bw_runs = quick ? 3 : 5;
-    out->read_gbps = xattn_cpu_ceiling_read(src, (size_t)bytes, nt, bw_runs, bind);
-    out->copy_gbps = xattn_cpu_ceiling_copy(dst, src, (size_t)bytes, nt, bw_runs, bind);
+    out->read_gbps = xattn__cpu_ceiling_read(src, (size_t)bytes, nt, bw_runs, bind);
+    out->copy_gbps = xattn__cpu_ceiling_copy(dst, src, (size_t)bytes, nt, bw_runs, bind);
     xattn__host_free(ctx, dst, bytes);
     xattn__host_free(ctx, src, bytes);
     xattn__log(XATTN_LOG_INFO,

@@ -39,7 +39,7 @@
 #define XATTN__CPU_HAVE_FP16_ISA 0
 #endif
 
-void xattn_cpu_tile_sizes(const xattn_problem *p, int *tile_q, int *tile_k, int *tile_heads)
+void xattn__cpu_tile_sizes(const xattn_problem *p, int *tile_q, int *tile_k, int *tile_heads)
 {
     if (tile_heads)
         *tile_heads = (int)xattn__cpu_qtiling_of(p).heads;
@@ -233,7 +233,7 @@ static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, 
 #pragma omp parallel num_threads(nt) reduction(+ : sum)
 #endif
         {
-            const int bound = xattn_cpu_bind_enter(bind);
+            const int bound = xattn__cpu_bind_enter(bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp barrier
 #pragma omp master
@@ -251,7 +251,7 @@ static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, 
 #pragma omp master
 #endif
             t1 = xattn__cpu_clock();
-            xattn_cpu_bind_leave(bind, bound);
+            xattn__cpu_bind_leave(bind, bound);
         }
         xattn__fma_sink += sum;
         double rate = (double)team * (double)iters * flops_per_iter / (t1 - t0) * 1e-9;
@@ -261,8 +261,8 @@ static double xattn__fma_bench(xattn__fma_fn fn, double flops_per_iter, int nt, 
     return best;
 }
 
-double xattn_cpu_ceiling_fma_f32(xattn_cpu_simd simd, int nt, double seconds, int runs,
-                                 const xattn_cpu_bind *bind)
+double xattn__cpu_ceiling_fma_f32(xattn_cpu_simd simd, int nt, double seconds, int runs,
+                                  const xattn_cpu_bind *bind)
 {
 #if XATTN__CPU_X86
     if (simd == XATTN_CPU_SIMD_AVX512)
@@ -275,7 +275,7 @@ double xattn_cpu_ceiling_fma_f32(xattn_cpu_simd simd, int nt, double seconds, in
     return xattn__fma_bench(xattn__fma_portable, 16 * 2, nt, seconds, runs, bind);
 }
 
-double xattn_cpu_ceiling_fma_f16(int nt, double seconds, int runs, const xattn_cpu_bind *bind)
+double xattn__cpu_ceiling_fma_f16(int nt, double seconds, int runs, const xattn_cpu_bind *bind)
 {
 #if XATTN__CPU_X86 && XATTN__CPU_HAVE_FP16_ISA
     if (xattn_cpu_simd_detect() == XATTN_CPU_SIMD_AVX512 && xattn__cpu_has_leaf7(0, 3, 23))
@@ -285,7 +285,7 @@ double xattn_cpu_ceiling_fma_f16(int nt, double seconds, int runs, const xattn_c
     return 0.0;
 }
 
-double xattn_cpu_ceiling_fma_bf16(int nt, double seconds, int runs, const xattn_cpu_bind *bind)
+double xattn__cpu_ceiling_fma_bf16(int nt, double seconds, int runs, const xattn_cpu_bind *bind)
 {
 #if XATTN__CPU_X86
     if (xattn_cpu_simd_detect() == XATTN_CPU_SIMD_AVX512 && xattn__cpu_has_leaf7(1, 0, 5))
@@ -366,7 +366,7 @@ typedef uint64_t (*xattn__read_fn)(const char *p, size_t n);
 
 static _Thread_local volatile uint64_t xattn__read_sink; /* per thread, as above */
 
-void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt, const xattn_cpu_bind *bind)
+void xattn__cpu_ceiling_touch(void *buf, size_t bytes, int nt, const xattn_cpu_bind *bind)
 {
     (void)nt;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
@@ -382,7 +382,7 @@ void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt, const xattn_cpu_bi
 #pragma omp parallel num_threads(nt)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(bind);
+        const int bound = xattn__cpu_bind_enter(bind);
         int t = 0, team = 1;
 #ifdef XATTN_HAVE_OPENMP
         t = omp_get_thread_num();
@@ -391,7 +391,7 @@ void xattn_cpu_ceiling_touch(void *buf, size_t bytes, int nt, const xattn_cpu_bi
         size_t a, b;
         xattn__share(bytes, team, t, &a, &b);
         memset((char *)buf + a, 1 + t, b - a);
-        xattn_cpu_bind_leave(bind, bound);
+        xattn__cpu_bind_leave(bind, bound);
     }
 }
 
@@ -415,7 +415,7 @@ static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes
 #pragma omp parallel num_threads(nt) reduction(^ : x)
 #endif
         {
-            const int bound = xattn_cpu_bind_enter(bind);
+            const int bound = xattn__cpu_bind_enter(bind);
             int t = 0, team = 1;
 #ifdef XATTN_HAVE_OPENMP
             t = omp_get_thread_num();
@@ -438,7 +438,7 @@ static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes
 #pragma omp master
 #endif
             t1 = xattn__cpu_clock();
-            xattn_cpu_bind_leave(bind, bound);
+            xattn__cpu_bind_leave(bind, bound);
         }
         xattn__read_sink ^= x;
         double moved = (double)(bytes / 256 * 256) * (mode == 0 ? 1.0 : 2.0);
@@ -449,14 +449,14 @@ static double xattn__bw_bench(int mode, void *dst, const void *src, size_t bytes
     return best;
 }
 
-double xattn_cpu_ceiling_read(const void *buf, size_t bytes, int nt, int runs,
-                              const xattn_cpu_bind *bind)
+double xattn__cpu_ceiling_read(const void *buf, size_t bytes, int nt, int runs,
+                               const xattn_cpu_bind *bind)
 {
     return xattn__bw_bench(0, NULL, buf, bytes, nt, runs, bind);
 }
 
-double xattn_cpu_ceiling_copy(void *dst, const void *src, size_t bytes, int nt, int runs,
-                              const xattn_cpu_bind *bind)
+double xattn__cpu_ceiling_copy(void *dst, const void *src, size_t bytes, int nt, int runs,
+                               const xattn_cpu_bind *bind)
 {
     return xattn__bw_bench(1, dst, src, bytes, nt, runs, bind);
 }

@@ -77,7 +77,7 @@ const xattn__cpu_uk *xattn__cpu_uk_get(xattn_cpu_simd simd)
 
 static _Atomic uint64_t xattn__cpu_l1d = 32u << 10;
 
-void xattn_cpu_set_l1d_bytes(uint64_t bytes)
+void xattn__cpu_set_l1d_bytes(uint64_t bytes)
 {
     if (bytes >= (4u << 10) && bytes <= (16u << 20)) /* ignore nonsense */
         xattn__cpu_l1d = bytes;
@@ -342,7 +342,7 @@ static void xattn__cpu_fill(void *ptr, uint64_t bytes, int num_threads, int v,
 #pragma omp parallel num_threads(num_threads)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(bind);
+        const int bound = xattn__cpu_bind_enter(bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(static) nowait
 #endif
@@ -351,11 +351,11 @@ static void xattn__cpu_fill(void *ptr, uint64_t bytes, int num_threads, int v,
             uint64_t len = bytes - off < chunk ? bytes - off : chunk;
             memset((char *)ptr + off, v, (size_t)len);
         }
-        xattn_cpu_bind_leave(bind, bound);
+        xattn__cpu_bind_leave(bind, bound);
     }
 }
 
-void xattn_cpu_prefault(void *ptr, uint64_t bytes, int num_threads, const xattn_cpu_bind *bind)
+void xattn__cpu_prefault(void *ptr, uint64_t bytes, int num_threads, const xattn_cpu_bind *bind)
 {
     xattn__cpu_fill(ptr, bytes, num_threads, 0, bind);
 }

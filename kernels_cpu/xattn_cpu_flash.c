@@ -49,7 +49,7 @@ static uint64_t xattn__cpu_pack_bytes(const xattn_problem *p)
     return bytes;
 }
 
-int xattn_cpu_flash_packs(const xattn_problem *p)
+int xattn__cpu_flash_packs(const xattn_problem *p)
 {
     const xattn__cpu_qtiling qt = xattn__cpu_qtiling_of(p);
     if ((p->Sq + qt.pos - 1) / qt.pos * qt.hblocks < 2)
@@ -57,7 +57,7 @@ int xattn_cpu_flash_packs(const xattn_problem *p)
     return xattn__cpu_pack_bytes(p) <= XATTN_CPU_PACK_MAX_BYTES;
 }
 
-uint64_t xattn_cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads, int pack)
+uint64_t xattn__cpu_flash_workspace_bytes(const xattn_problem *p, int num_threads, int pack)
 {
     const uint64_t scratch =
         (uint64_t)(num_threads > 0 ? num_threads : 1) * xattn__cpu_scratch_bytes(p);
@@ -89,7 +89,7 @@ static void xattn__cpu_flash_pack(const xattn__cpu_ctx *cx, char *base, xattn__c
 #pragma omp parallel num_threads(nt)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(cx->a->bind);
+        const int bound = xattn__cpu_bind_enter(cx->a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(static) nowait
 #endif
@@ -107,7 +107,7 @@ static void xattn__cpu_flash_pack(const xattn__cpu_ctx *cx, char *base, xattn__c
             vbad[u] = (unsigned char)xattn__cpu_pack_tile(
                 cx, b, r / nb, r % nb, k + u * BK * cx->ldk, v + u * BK * cx->Dvp);
         }
-        xattn_cpu_bind_leave(cx->a->bind, bound);
+        xattn__cpu_bind_leave(cx->a->bind, bound);
     }
     kv->k = k;
     kv->v = v;
@@ -125,7 +125,7 @@ static void xattn__cpu_flash_finish(const xattn__cpu_ctx *cx, xattn__cpu_scratch
     }
 }
 
-void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work *w)
+void xattn__cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -133,7 +133,7 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     const uint64_t per = xattn__cpu_scratch_bytes(p);
     if (p->poison)
-        xattn__cpu_poison(ws, xattn_cpu_flash_workspace_bytes(p, nt, pack), nt);
+        xattn__cpu_poison(ws, xattn__cpu_flash_workspace_bytes(p, nt, pack), nt);
     xattn__cpu_kvpack kvp, *kv = NULL;
     if (pack) {
         xattn__cpu_flash_pack(&cx, (char *)ws + per * (uint64_t)nt, &kvp, nt);
@@ -149,7 +149,7 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work
 #pragma omp parallel num_threads(nt) reduction(xattn__cpu_work_sum : total)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(a->bind);
+        const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1) nowait
 #endif
@@ -176,7 +176,7 @@ void xattn_cpu_flash(const xattn_cpu_args *a, void *ws, int pack, xattn_cpu_work
             xattn__cpu_attend(&cx, &sc, b, h0, nh, i0, np, 0, INT64_MAX, kv);
             xattn__cpu_flash_finish(&cx, &sc, b, nh * np);
         }
-        xattn_cpu_bind_leave(a->bind, bound);
+        xattn__cpu_bind_leave(a->bind, bound);
     }
     xattn__cpu_work_add(w, &total);
 }

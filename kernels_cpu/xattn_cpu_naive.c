@@ -42,13 +42,13 @@ _Static_assert(NQ % XATTN__CPU_PAD == 0, "NQ: multiple of the row padding");
 _Static_assert(DM % XATTN__CPU_PAD == 0, "DMAX: multiple of the padding");
 _Static_assert(DM / XATTN__CPU_PAD <= 32, "qk: one bit per KV tile of a group");
 
-void xattn_cpu_naive_blocks(int *rows, int *keys)
+void xattn__cpu_naive_blocks(int *rows, int *keys)
 {
     *rows = NQ;
     *keys = NL;
 }
 
-uint64_t xattn_cpu_naive_workspace_bytes(const xattn_problem *p)
+uint64_t xattn__cpu_naive_workspace_bytes(const xattn_problem *p)
 {
     return (uint64_t)p->B * (uint64_t)p->Hq * (uint64_t)p->Sq * (uint64_t)p->Sk * 4u;
 }
@@ -83,7 +83,7 @@ static int xattn__cpu_real_rows(const xattn_problem *p, int64_t b, int64_t i0, i
  * (times qscale) once for the T tiles, runs the products and writes its rows'
  * stretches of S.
  */
-void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *w)
+void xattn__cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -91,7 +91,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
     const xattn__cpu_uk *uk = cx.uk;
     const int nt = a->num_threads > 0 ? a->num_threads : 1;
     if (p->poison)
-        xattn__cpu_poison(scores, xattn_cpu_naive_workspace_bytes(p), nt);
+        xattn__cpu_poison(scores, xattn__cpu_naive_workspace_bytes(p), nt);
     const int64_t D = p->D, Dp = xattn__cpu_round_up(D, XATTN__CPU_PAD), Sk = p->Sk;
     const int64_t T = DM / Dp, ngrp = (Sk + T * NL - 1) / (T * NL);
     const int64_t nblk = (p->Sq + NQ - 1) / NQ;
@@ -113,7 +113,7 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
 #pragma omp parallel num_threads(nt) reduction(+ : qk)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(a->bind);
+        const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1) nowait
 #endif
@@ -217,12 +217,12 @@ void xattn_cpu_naive_qk(const xattn_cpu_args *a, float *scores, xattn_cpu_work *
         }
         if (uk->stream_fence)
             uk->stream_fence();
-        xattn_cpu_bind_leave(a->bind, bound);
+        xattn__cpu_bind_leave(a->bind, bound);
     }
     w->qk_pairs += qk;
 }
 
-void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
+void xattn__cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -237,7 +237,7 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
 #pragma omp parallel num_threads(nt)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(a->bind);
+        const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 64) nowait
 #endif
@@ -277,7 +277,7 @@ void xattn_cpu_naive_softmax(const xattn_cpu_args *a, float *scores)
             if (p->has_lse)
                 a->lse[xattn__cpu_lse_idx(p, b, h, i)] = xattn_sem_lse(m, sum);
         }
-        xattn_cpu_bind_leave(a->bind, bound);
+        xattn__cpu_bind_leave(a->bind, bound);
     }
 }
 
@@ -323,7 +323,7 @@ static int xattn__cpu_load_v(const xattn__cpu_ctx *cx, float *vt, int64_t b, int
  * score -inf) never read into O, an unmasked one whose weight underflowed to
  * 0 still bringing its inf and NaN (as in the reference, where it is tiny).
  */
-void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_work *w)
+void xattn__cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -343,7 +343,7 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_w
 #pragma omp parallel num_threads(nt) reduction(+ : pv)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(a->bind);
+        const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1) nowait
 #endif
@@ -434,7 +434,7 @@ void xattn_cpu_naive_pv(const xattn_cpu_args *a, const float *probs, xattn_cpu_w
                 uk->store(a->o, xattn__cpu_qrow(&p->o, p, b, i0 + r, h), p->o.sd, acc + r * Dvp, Dv,
                           p->o.dtype, 1.0f);
         }
-        xattn_cpu_bind_leave(a->bind, bound);
+        xattn__cpu_bind_leave(a->bind, bound);
     }
     w->pv_terms += pv;
 }

@@ -61,7 +61,7 @@ static int64_t xattn__cpu_skv_step(const xattn_problem *p, int64_t nk)
 
 /* The keys per step of the streaming path, the same for every group of KV
  * heads (sized for a full group: a last, smaller group takes the same steps),
- * so that one figure describes the call's key tiling (xattn_cpu_splitkv_tile_k). */
+ * so that one figure describes the call's key tiling (xattn__cpu_splitkv_tile_k). */
 static int64_t xattn__cpu_skv_sb(xattn_cpu_simd simd, const xattn_problem *p)
 {
     const int64_t nk = xattn__cpu_min(p->Hkv, XATTN__CPU_SKV_HEADS);
@@ -69,7 +69,7 @@ static int64_t xattn__cpu_skv_sb(xattn_cpu_simd simd, const xattn_problem *p)
                                            : xattn__cpu_skv_step(p, nk);
 }
 
-int xattn_cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd)
+int xattn__cpu_splitkv_tile_k(const xattn_problem *p, xattn_cpu_simd simd)
 {
     return (int)(xattn__cpu_skv_streams(p, simd) ? xattn__cpu_skv_sb(simd, p) : xattn__cpu_bk(p));
 }
@@ -112,7 +112,7 @@ static uint64_t xattn__cpu_skv_thread_bytes(const xattn_problem *p, xattn_cpu_si
                : xattn__cpu_scratch_bytes(p);
 }
 
-int xattn_cpu_splitkv_num_splits(const xattn_problem *p, xattn_cpu_simd simd, int num_threads)
+int xattn__cpu_splitkv_num_splits(const xattn_problem *p, xattn_cpu_simd simd, int num_threads)
 {
     const int64_t bk = xattn__cpu_bk(p), tiles = (p->Sk + bk - 1) / bk;
     const int64_t max_splits = tiles > 1 ? tiles : 1;
@@ -149,8 +149,8 @@ static uint64_t xattn__cpu_skv_rows(const xattn_problem *p)
     return (uint64_t)p->B * (uint64_t)p->Hq * (uint64_t)p->Sq;
 }
 
-uint64_t xattn_cpu_splitkv_scratch_bytes(const xattn_problem *p, xattn_cpu_simd simd,
-                                         int num_threads)
+uint64_t xattn__cpu_splitkv_scratch_bytes(const xattn_problem *p, xattn_cpu_simd simd,
+                                          int num_threads)
 {
     const uint64_t nt = (uint64_t)(num_threads > 0 ? num_threads : 1);
     uint64_t total;
@@ -301,8 +301,8 @@ static void xattn__cpu_skv_stream(const xattn__cpu_ctx *cx, char *mem, int64_t b
             xattn__cpu_skv_write(cx, &ln[l].sc[k], ln[l].s, b, opart, lpart);
 }
 
-void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart, float *lpart,
-                               void *scratch_ws, xattn_cpu_work *w)
+void xattn__cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart, float *lpart,
+                                void *scratch_ws, xattn_cpu_work *w)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -327,7 +327,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
 #pragma omp parallel num_threads(nt) reduction(xattn__cpu_work_sum : total)
 #endif
         {
-            const int bound = xattn_cpu_bind_enter(a->bind);
+            const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1) nowait
 #endif
@@ -338,7 +338,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
                 xattn__cpu_skv_stream(&cx, scratch + (uint64_t)XATTN__CPU_TID() * per, b, hk0, nk,
                                       splits, 2 * pr, opart, lpart, &total);
             }
-            xattn_cpu_bind_leave(a->bind, bound);
+            xattn__cpu_bind_leave(a->bind, bound);
         }
         xattn__cpu_work_add(w, &total);
         return;
@@ -353,7 +353,7 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
 #pragma omp parallel num_threads(nt) reduction(xattn__cpu_work_sum : total)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(a->bind);
+        const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1) nowait
 #endif
@@ -376,13 +376,13 @@ void xattn_cpu_splitkv_partial(const xattn_cpu_args *a, int splits, float *opart
                 xattn__cpu_skv_write(&cx, &sc, s, b, opart, lpart);
             }
         }
-        xattn_cpu_bind_leave(a->bind, bound);
+        xattn__cpu_bind_leave(a->bind, bound);
     }
     xattn__cpu_work_add(w, &total);
 }
 
-void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float *opart,
-                               const float *lpart)
+void xattn__cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float *opart,
+                                const float *lpart)
 {
     const xattn_problem *p = a->p;
     xattn__cpu_ctx cx;
@@ -396,7 +396,7 @@ void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float 
 #pragma omp parallel num_threads(nt)
 #endif
     {
-        const int bound = xattn_cpu_bind_enter(a->bind);
+        const int bound = xattn__cpu_bind_enter(a->bind);
 #ifdef XATTN_HAVE_OPENMP
 #pragma omp for schedule(static) nowait
 #endif
@@ -436,6 +436,6 @@ void xattn_cpu_splitkv_combine(const xattn_cpu_args *a, int splits, const float 
             /* The chunks' partials hold no sink: it is folded here, once. */
             xattn__cpu_write_row(&cx, b, h, i, M, sw, acc);
         }
-        xattn_cpu_bind_leave(a->bind, bound);
+        xattn__cpu_bind_leave(a->bind, bound);
     }
 }

@@ -274,6 +274,8 @@ class Ceilings(Structure):
         ("cache_path", c_char * 512),
         ("mma_f16_gflops", c_double),
         ("mma_bf16_gflops", c_double),
+        ("load_others", c_double),
+        ("under_load", c_int),
     ]
 
 
