@@ -6,9 +6,11 @@
  *
  * One block = BM = 16*MT*NW packed query rows of one (sequence, KV head
  * [, split]); warp w owns rows [16*MT*w, 16*MT*(w+1)). Shared memory holds the
- * Q tile [BM][DP] (loaded once) and one K and one V tile [BN][DP], rows padded
- * to LDS = DP + 8 elements so that ldmatrix is free of bank conflicts. The
- * tile loop is the same as the simt path's and the CPU's:
+ * Q tile [BM][DP] (loaded once; for DP <= XATTN_CUDA_QREG_MAX, 128, a warp
+ * then keeps its Q fragments in registers for the whole KV loop) and one K and
+ * one V tile [BN][DP], rows padded to LDS = DP + 8 elements so that ldmatrix
+ * is free of bank conflicts. The tile loop is the same as the simt path's and
+ * the CPU's:
  *
  *   for each KV tile the rows' valid-key intervals reach:
  *     S = Q K^T          mma.sync m16n8k16, f32 accumulators in registers
@@ -40,7 +42,14 @@
  * Global -> shared: 16-byte cp.async.cg per 8 elements when P.vec (every row
  * 16-byte aligned, unit dim stride, D and Dv multiples of 8); otherwise plain
  * 2-byte loads (any strides). Rows and keys outside the valid ranges and dims
- * past D / Dv are written as zeros, never read from global memory.
+ * past D / Dv are written as zeros, never read from global memory. A K/V tile
+ * in one page (or contiguous K/V) whose keys are all valid takes a fast path:
+ * a thread's chunks share a column, so its addresses are one pointer and a
+ * row stride (xattn_cuda_mma_stage_rows; DP 64, 128, 256).
+ *
+ * The rare paths (score mods, the careful P.V) are run-time loops over keys,
+ * not unrolled copies a score: the kernel's code stays small (the static
+ * measure of bench/dev/sass-report.py).
  */
 #ifndef XATTN_CUDA_FLASH_MMA_CUH
 #define XATTN_CUDA_FLASH_MMA_CUH
@@ -48,6 +57,11 @@
 #include <type_traits>
 
 #include "xattn_cuda_common.cuh"
+
+/* The largest padded head dim whose Q fragments stay in registers. */
+#ifndef XATTN_CUDA_QREG_MAX
+#define XATTN_CUDA_QREG_MAX 128
+#endif
 
 #if defined(XATTN_CUDA_EMULATE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
 #define XATTN_CUDA_MMA_ARCH 1
@@ -122,6 +136,37 @@ __device__ __forceinline__ void xattn_cuda_mma<__nv_bfloat16>(float (&c)[4], con
 
 #endif /* XATTN_CUDA_EMULATE */
 
+/* The NaN-sticky max of docs/semantics.md (NaN when either is NaN, else the
+ * larger): one max.NaN instruction on sm_80+ instead of two NaN tests and a
+ * compare a score (the emulator takes the semantics header's function). */
+#ifdef XATTN_CUDA_EMULATE
+static inline float xattn_cuda_max_nan(float a, float b)
+{
+    return xattn_sem_sticky_max(a, b);
+}
+#else
+__device__ __forceinline__ float xattn_cuda_max_nan(float a, float b)
+{
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+#endif
+
+/* s[n][i] for run-time n and i, by selects (a register array indexed at run
+ * time would go to local memory): the compact cold paths use it. */
+template <int NS>
+__device__ __forceinline__ float xattn_cuda_pick(const float (&s)[NS][4], int n, int i)
+{
+    float r = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NS; k++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            r = (k == n && e == i) ? s[k][e] : r;
+    return r;
+}
+
 /* Two f32 as one register of two T, `lo` in the low half (the lower k index). */
 template <typename T> __device__ __forceinline__ unsigned xattn_cuda_pack2(float lo, float hi);
 
@@ -152,11 +197,15 @@ template <> __device__ __forceinline__ float xattn_cuda_bits_f32<__nv_bfloat16>(
     return __uint_as_float((unsigned)u << 16);
 }
 
-/* 1 when one of the two T in w is an inf or NaN (all exponent bits set). */
-template <typename T> __device__ __forceinline__ int xattn_cuda_nonfinite2(unsigned w)
+/* Bit 15 (31) set when the T in the low (high) half of w is an inf or NaN:
+ * its exponent field plus the field's lowest bit carries into the sign bit
+ * only when every exponent bit is set, and the low half's carry stops at bit
+ * 15. Two instructions a pair, OR-accumulated by the caller. */
+template <typename T> __device__ __forceinline__ unsigned xattn_cuda_nonfinite2(unsigned w)
 {
-    constexpr unsigned EM = std::is_same<T, __half>::value ? 0x7c00u : 0x7f80u;
-    return (w & EM) == EM || ((w >> 16) & EM) == EM;
+    constexpr bool H = std::is_same<T, __half>::value;
+    constexpr unsigned EM = H ? 0x7c007c00u : 0x7f807f80u, LSB = H ? 0x04000400u : 0x00800080u;
+    return (w & EM) + LSB;
 }
 
 /*
@@ -171,7 +220,7 @@ __device__ __forceinline__ int xattn_cuda_mma_nonfinite(const unsigned short *ti
 {
     constexpr int LDS = DP + 8, CH = DP / 8;
     const int tid = threadIdx.x;
-    int bad = 0;
+    unsigned bad = 0;
     /* One load at a time: this runs while the O and S fragments hold most
      * registers (unrolled, the loads made the d64 kernel spill). */
     if (vec) {
@@ -186,7 +235,7 @@ __device__ __forceinline__ int xattn_cuda_mma_nonfinite(const unsigned short *ti
         for (int e = tid; e < nrows * DP; e += NT)
             bad |= xattn_cuda_nonfinite2<T>(tile[(e / DP) * LDS + e % DP]);
     }
-    return bad;
+    return (bad & 0x80008000u) != 0;
 }
 
 /*
@@ -202,7 +251,10 @@ __device__ __forceinline__ void xattn_cuda_mma_stage(unsigned short *tile, int n
 {
     constexpr int LDS = DP + 8, CH = DP / 8;
     const int tid = threadIdx.x;
+    /* Loops, not unrolled: the general path's index arithmetic once in the
+     * code (the contiguous tiles of the KV loop take xattn_cuda_mma_stage_rows). */
     if (vec) {
+#pragma unroll 1
         for (int e = tid; e < nrows * CH; e += NT) {
             const int rr = e / CH, d0 = (e % CH) * 8;
             unsigned short *dst = tile + rr * LDS + d0;
@@ -214,12 +266,47 @@ __device__ __forceinline__ void xattn_cuda_mma_stage(unsigned short *tile, int n
         }
     } else {
         const unsigned short *src = reinterpret_cast<const unsigned short *>(base);
+#pragma unroll 1
         for (int e = tid; e < nrows * DP; e += NT) {
             const int rr = e / DP, d = e % DP;
             const long long gi = gidx(rr);
             tile[rr * LDS + d] =
                 (gi >= 0 && d < width) ? src[gi + (long long)d * sd] : (unsigned short)0;
         }
+    }
+}
+
+/* Whether xattn_cuda_mma_stage_rows applies to a tile of NR rows: a thread's
+ * 16-byte chunks then share one column (NT a multiple of the chunks a row). */
+template <int DP, int NT, int NR> struct xattn_cuda_mma_rows_ok {
+    enum { value = NT % (DP / 8) == 0 && (NR * (DP / 8)) % NT == 0 };
+};
+
+/*
+ * The fast path of xattn_cuda_mma_stage for a tile whose NR rows are all valid
+ * and evenly spaced: row rr at element row0 + rr * ss, unit dim stride, 16-byte
+ * aligned rows (P.vec). A thread's chunks share a column d0 and step by NT /
+ * CH rows, so its addresses are one pointer and a stride: NR * CH / NT
+ * cp.async a thread, no index arithmetic a chunk. Dims past `width` are zeros.
+ */
+template <int DP, int NT, int NR>
+__device__ __forceinline__ void xattn_cuda_mma_stage_rows(unsigned short *tile, const char *base,
+                                                          long long row0, long long ss, int width)
+{
+    constexpr int LDS = DP + 8, CH = DP / 8, STEP = NT / CH, N = NR * CH / NT;
+    static_assert(xattn_cuda_mma_rows_ok<DP, NT, NR>::value, "chunks of one column a thread");
+    const int tid = threadIdx.x, rr0 = tid / CH, d0 = (tid % CH) * 8;
+    unsigned short *dst = tile + rr0 * LDS + d0;
+    if (d0 < width) {
+        const char *src = base + (row0 + rr0 * ss + d0) * 2;
+        const long long step = (long long)STEP * ss * 2;
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            xattn_cuda_cp_async16(dst + i * STEP * LDS, src + i * step);
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            *reinterpret_cast<uint4 *>(dst + i * STEP * LDS) = make_uint4(0u, 0u, 0u, 0u);
     }
 }
 
@@ -242,6 +329,7 @@ __device__ __forceinline__ void xattn_cuda_mma_stage_fp8(unsigned short *tile, i
     const int tid = threadIdx.x;
     const unsigned char *src = reinterpret_cast<const unsigned char *>(base);
     if (vec) {
+#pragma unroll 1
         for (int e = tid; e < nrows * CH; e += NT) {
             const int rr = e / CH, d0 = (e % CH) * 8;
             const long long gi = gidx(rr);
@@ -256,6 +344,7 @@ __device__ __forceinline__ void xattn_cuda_mma_stage_fp8(unsigned short *tile, i
                            xattn_cuda_pack2<T>(f[4], f[5]), xattn_cuda_pack2<T>(f[6], f[7]));
         }
     } else {
+#pragma unroll 1
         for (int e = tid; e < nrows * DP; e += NT) {
             const int rr = e / DP, d = e % DP;
             const long long gi = gidx(rr);
@@ -399,8 +488,17 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         if constexpr (FP8)
             xattn_cuda_mma_stage_fp8<DP, NT, T>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec,
                                                 P.k.dt == XATTN_DTYPE_FP8_E5M2, kidx);
-        else
+        else {
+            /* A tile in one page (or contiguous K/V) whose keys are all
+             * valid: the fast path. */
+            if constexpr (xattn_cuda_mma_rows_ok<DP, NT, BN>::value) {
+                if (P.vec && kt >= 0 && t >= lo_u && t + BN <= hi_u) {
+                    xattn_cuda_mma_stage_rows<DP, NT, BN>(ks, P.k.ptr, kh + kt, P.k.ss, P.D);
+                    return;
+                }
+            }
             xattn_cuda_mma_stage<DP, NT>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec, kidx);
+        }
     };
     auto load_v = [&](int t) {
         const long long vt = xattn_cuda_kv_tile(P, P.v, blk.b, k0, t, BN);
@@ -414,8 +512,17 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
         if constexpr (FP8)
             xattn_cuda_mma_stage_fp8<DP, NT, T>(vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec,
                                                 P.v.dt == XATTN_DTYPE_FP8_E5M2, vidx);
-        else
+        else {
+            /* A tile in one page (or contiguous K/V) whose keys are all
+             * valid: the fast path. */
+            if constexpr (xattn_cuda_mma_rows_ok<DP, NT, BN>::value) {
+                if (P.vec && vt >= 0 && t >= lo_u && t + BN <= hi_u) {
+                    xattn_cuda_mma_stage_rows<DP, NT, BN>(vs, P.v.ptr, vh + vt, P.v.ss, P.Dv);
+                    return;
+                }
+            }
             xattn_cuda_mma_stage<DP, NT>(vs, BN, P.v.ptr, P.v.sd, P.Dv, P.vec, vidx);
+        }
     };
 
     const int t_begin = lo_u / BN * BN;
@@ -430,6 +537,24 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     /* A warp whose rows all lie past R (decode, short groups) only helps
      * load the tiles. */
     const bool live = r0 + warp * 16 * MT < R;
+    /* Q's A fragments stay in registers across the KV loop (DP <= 128: 4 * DP
+     * / 16 registers an m16 tile); d256 reads them from shared memory each
+     * tile (its O accumulators alone take 128 registers). */
+    constexpr bool QREG = DP <= XATTN_CUDA_QREG_MAX;
+    unsigned qa[MT][QREG ? DP / 16 : 1][4];
+    if (QREG && t_begin < hi_u) {
+        xattn_cuda_cp_async_wait<1>(); /* Q and K(t_begin) have landed */
+        __syncthreads();
+        if (live) {
+#pragma unroll
+            for (int kk = 0; kk < (QREG ? DP / 16 : 1); kk++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    xattn_cuda_ldsm_x4(qa[mt][kk],
+                                       qs + (warp * 16 * MT + mt * 16 + (lane & 15)) * LDS +
+                                           kk * 16 + (lane >> 4) * 8);
+        }
+    }
     for (int t = t_begin; t < hi_u; t += BN) {
         const bool more = t + BN < hi_u;
         float sacc[MT][NS][4];         /* S, then P rounded to T */
@@ -449,9 +574,17 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             for (int kk = 0; kk < DP / 16; kk++) {
                 unsigned a[MT][4];
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    xattn_cuda_ldsm_x4(a[mt], qs + (warp * 16 * MT + mt * 16 + (lane & 15)) * LDS +
-                                                  kk * 16 + (lane >> 4) * 8);
+                for (int mt = 0; mt < MT; mt++) {
+                    if constexpr (QREG) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            a[mt][e] = qa[mt][QREG ? kk : 0][e];
+                    } else {
+                        xattn_cuda_ldsm_x4(a[mt],
+                                           qs + (warp * 16 * MT + mt * 16 + (lane & 15)) * LDS +
+                                               kk * 16 + (lane >> 4) * 8);
+                    }
+                }
 #pragma unroll
                 for (int nn = 0; nn < BN / 16; nn++) {
                     unsigned b[4];
@@ -494,15 +627,24 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                                 x = (j >= lo && j < hi) ? x * scale2 : -XATTN_CUDA_INF;
                             }
                     } else {
+                        /* Score mods: a run-time loop over this lane's keys
+                         * (the mods' code once, not once a score). */
                         const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
+#pragma unroll 1
+                        for (int n = 0; n < NS; n++) {
+                            const int j = t + n * 8 + cq * 2;
+                            const float x0 = xattn_cuda_pick<NS>(sacc[mt], n, 2 * hr);
+                            const float x1 = xattn_cuda_pick<NS>(sacc[mt], n, 2 * hr + 1);
+                            const float y0 = xattn_cuda_mod_score(P, rw, x0 * qk_scale, j) * LOG2E;
+                            const float y1 =
+                                xattn_cuda_mod_score(P, rw, x1 * qk_scale, j + 1) * LOG2E;
 #pragma unroll
-                        for (int n = 0; n < NS; n++)
-#pragma unroll
-                            for (int e2 = 0; e2 < 2; e2++) {
-                                const int j = t + n * 8 + cq * 2 + e2;
-                                float &x = sacc[mt][n][2 * hr + e2];
-                                x = xattn_cuda_mod_score(P, rw, x * qk_scale, j) * LOG2E;
-                            }
+                            for (int k = 0; k < NS; k++)
+                                if (k == n) {
+                                    sacc[mt][k][2 * hr] = y0;
+                                    sacc[mt][k][2 * hr + 1] = y1;
+                                }
+                        }
                     }
                 }
             }
@@ -515,11 +657,11 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                     float tmax = -XATTN_CUDA_INF;
 #pragma unroll
                     for (int n = 0; n < NS; n++) {
-                        tmax = xattn_cuda_sticky_max(tmax, sacc[mt][n][2 * hr]);
-                        tmax = xattn_cuda_sticky_max(tmax, sacc[mt][n][2 * hr + 1]);
+                        tmax = xattn_cuda_max_nan(tmax, sacc[mt][n][2 * hr]);
+                        tmax = xattn_cuda_max_nan(tmax, sacc[mt][n][2 * hr + 1]);
                     }
-                    tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-                    tmax = xattn_cuda_sticky_max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+                    tmax = xattn_cuda_max_nan(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+                    tmax = xattn_cuda_max_nan(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
                     float alpha;
                     const float mu = xattn_cuda_softmax_rescale2(&m[mt][hr], tmax, &alpha);
                     float rs = 0.0f, rsr = 0.0f;
@@ -561,30 +703,26 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     const xattn_cuda_row rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
-#pragma unroll
-                    for (int n = 0; n < NS; n++) {
-#pragma unroll
-                        for (int e2 = 0; e2 < 2; e2++) {
-                            const float mine = sacc[mt][n][2 * hr + e2];
+                    /* A run-time loop over the tile's keys (the body once in
+                     * the code: this path is cold). */
 #pragma unroll 1
-                            for (int src = 0; src < 4; src++) {
-                                /* Key n*8 + 2*src + e2 of the row is held by quad lane src. */
-                                const float p = __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
-                                const int kb = n * 8 + 2 * src + e2;
-                                if (xattn_cuda_key_masked(P, rw, t + kb))
-                                    continue;
-                                const unsigned short *vrow = vs + kb * LDS;
+                    for (int kb = 0; kb < BN; kb++) {
+                        /* Key kb = n*8 + 2*src + e2 of the row: quad lane src
+                         * holds it in its sacc[n][2*hr + e2]. */
+                        const int n = kb >> 3, src = (kb >> 1) & 3, e2 = kb & 1;
+                        const float mine = xattn_cuda_pick<NS>(sacc[mt], n, 2 * hr + e2);
+                        const float p = __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
+                        if (xattn_cuda_key_masked(P, rw, t + kb))
+                            continue;
+                        const unsigned short *vrow = vs + kb * LDS;
 #pragma unroll
-                                for (int nd = 0; nd < NO; nd++)
+                        for (int nd = 0; nd < NO; nd++)
 #pragma unroll
-                                    for (int e = 0; e < 2; e++) {
-                                        float &acc = o[mt][nd][2 * hr + e];
-                                        acc = xattn_cuda_pv_add(
-                                            acc, p,
-                                            xattn_cuda_bits_f32<T>(vrow[nd * 8 + cq * 2 + e]));
-                                    }
+                            for (int e = 0; e < 2; e++) {
+                                float &acc = o[mt][nd][2 * hr + e];
+                                acc = xattn_cuda_pv_add(
+                                    acc, p, xattn_cuda_bits_f32<T>(vrow[nd * 8 + cq * 2 + e]));
                             }
-                        }
                     }
                 }
             }
@@ -713,19 +851,17 @@ static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
            : (fp8 ? xattn_cuda_flash_mma_kernel<DP, __half, 1>
                   : xattn_cuda_flash_mma_kernel<DP, __half, 0>);
     if (smem > 48 * 1024) {
-        /* Once per (instantiation, dtype, device), not before every launch: the
-         * attribute stays set on the device, and the call costs a driver round
-         * trip. Two threads may both set it the first time; that is harmless. */
-        static unsigned long long done[4]; /* [bf + 2 fp8], bit d: CUDA device d */
-        const int kind = bf + 2 * fp8;
-        const unsigned long long bit = a->device >= 0 && a->device < 64 ? 1ull << a->device : 0ull;
-        if (!bit || !(__atomic_load_n(&done[kind], __ATOMIC_ACQUIRE) & bit)) {
-            cudaError_t e =
-                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-            if (e != cudaSuccess)
-                return e;
-            __atomic_fetch_or(&done[kind], bit, __ATOMIC_RELEASE);
-        }
+        /* Before every launch that needs it, never cached: the attribute
+         * belongs to the function in the device's current (primary) context,
+         * and a cudaDeviceReset by the host program destroys that context
+         * with the attribute, so a "done" flag kept here would outlive it and
+         * the next launch would fail. The call is host-side bookkeeping of
+         * the driver (no GPU round trip), cheap next to the launch itself;
+         * two threads setting the same value at once is harmless. */
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return e;
     }
     XATTN_CUDA_LAUNCH(kernel, nblocks, threads, smem, a->stream, P);
     return cudaGetLastError();

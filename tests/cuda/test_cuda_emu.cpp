@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,16 @@
 #include <cuda_fp16.h>
 
 #include "xattn_cuda_kernels.h"
+
+/* The emulator's context (xattn_cuda_emu.cpp; its header redefines CUDA names,
+ * so it is not included here): launches, the shared-memory attribute and a
+ * device reset, as the kernels' translation unit sees them. */
+cudaError_t xattn_emu_run(const void *fn, const std::function<void()> &body, unsigned grid,
+                          unsigned block, size_t smem);
+cudaError_t xattn_emu_take_error(void);
+cudaError_t xattn_emu_func_set_smem(const void *fn, int bytes);
+cudaError_t xattn_emu_device_reset(void);
+extern unsigned long xattn_emu_attr_calls, xattn_emu_resets;
 
 static int verbose;
 
@@ -1016,6 +1027,15 @@ static std::vector<Case> cases(void)
         c.causal = 0;
         add(c, "mma_dims_plain");
     }
+    /* The tile staging's fast path (whole tiles of valid keys, d64/d128/d256)
+     * with head dims below the padded one: the dims past D / Dv are zeros. */
+    for (int d : {40, 120, 200}) {
+        Case c;
+        c.D = d, c.Dv = d - 16;
+        c.Sq = 18, c.Sk = 140, c.Hq = 2;
+        c.dq = c.dkv = d == 120 ? XATTN_DTYPE_BF16 : XATTN_DTYPE_F16;
+        add(c, "mma_fast_staging_narrow");
+    }
     for (xattn_algo al : algos) {
         for (int simt = 0; simt < 2; simt++) {
             Case c;
@@ -1391,6 +1411,65 @@ int main(int argc, char **argv)
                 fail++;
             else
                 pass++;
+        }
+    }
+    if (!filter || strstr("smem_attr_reset", filter)) {
+        /* The mma kernels over 48 KB of dynamic shared memory (d128 and d256
+         * on cc >= 80) need the function's shared-memory attribute in the
+         * current context; cudaDeviceReset drops it with the context. A launch
+         * before and after a reset must both succeed, and match the reference
+         * (the emulator fails a launch whose attribute is missing, as a GPU
+         * does). And the emulator's own rule is checked: without the
+         * attribute a 64 KB launch fails. */
+        for (int dp : {128, 256}) {
+            Case c;
+            c.name = "smem_attr_reset_d" + std::to_string(dp);
+            c.D = c.Dv = dp, c.Sq = 40, c.Sk = 90, c.cc = 90;
+            rs = 0x2545F4914F6CDD1Dull ^ std::hash<std::string>()(c.name);
+            /* Each round must set the attribute (the kernel needs over 48 KB;
+             * were it to need less, the case would be moot and fails). */
+            std::string msg;
+            int bad = 0;
+            for (int round = 0; round < 3 && !bad; round++) {
+                if (round > 0)
+                    xattn_emu_device_reset();
+                Prob P;
+                prob_build(&P, c);
+                std::vector<double> O, L;
+                reference(P, O, L);
+                std::string path, m;
+                int splits = 0;
+                Counts got;
+                long unwritten = 0;
+                const unsigned long calls = xattn_emu_attr_calls;
+                cudaError_t e = run(P, path, splits, &got, &unwritten);
+                if (e != cudaSuccess || path.compare(0, 3, "mma") != 0 ||
+                    xattn_emu_attr_calls == calls || !check(P, O, L, m)) {
+                    bad = 1;
+                    msg = "round " + std::to_string(round) + " (after " + std::to_string(round) +
+                          " resets): " + "error " + std::to_string((int)e) + " [" + path + "] " + m;
+                }
+            }
+            printf("%s %-64s %s\n", bad ? "FAIL" : "ok  ", c.name.c_str(), msg.c_str());
+            bad ? fail++ : pass++;
+        }
+        {
+            static int dummy;
+            auto body = []() {};
+            xattn_emu_device_reset();
+            const cudaError_t e0 = xattn_emu_run(&dummy, body, 1, 32, 64 * 1024);
+            (void)xattn_emu_take_error();
+            const cudaError_t e1 = xattn_emu_func_set_smem(&dummy, 64 * 1024);
+            const cudaError_t e2 = xattn_emu_run(&dummy, body, 1, 32, 64 * 1024);
+            xattn_emu_device_reset();
+            const cudaError_t e3 = xattn_emu_run(&dummy, body, 1, 32, 64 * 1024);
+            const cudaError_t e4 = xattn_emu_run(&dummy, body, 1, 32, 48 * 1024);
+            (void)xattn_emu_take_error();
+            const int bad = e0 != cudaErrorInvalidValue || e1 != cudaSuccess || e2 != cudaSuccess ||
+                            e3 != cudaErrorInvalidValue || e4 != cudaSuccess;
+            printf("%s %-64s %d %d %d %d %d\n", bad ? "FAIL" : "ok  ", "smem_attr_emulated_rule",
+                   (int)e0, (int)e1, (int)e2, (int)e3, (int)e4);
+            bad ? fail++ : pass++;
         }
     }
     printf("%d passed, %d failed, 0 skipped\n", pass, fail);

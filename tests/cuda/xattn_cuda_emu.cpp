@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <map>
 #include <vector>
 
 uint3 xattn_emu_tid, xattn_emu_bid;
@@ -244,12 +245,40 @@ void xattn_emu_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned 
         c[i] = d[i];
 }
 
-cudaError_t xattn_emu_run(const std::function<void()> &body, unsigned grid, unsigned block,
-                          size_t smem)
+unsigned long xattn_emu_attr_calls, xattn_emu_resets;
+/* The current context's MaxDynamicSharedMemorySize of each kernel that set it. */
+static std::map<const void *, int> smem_attr;
+
+cudaError_t xattn_emu_func_set_smem(const void *fn, int bytes)
+{
+    xattn_emu_attr_calls++;
+    if (!fn || bytes < 0 || bytes > 227 * 1024)
+        return cudaErrorInvalidValue;
+    smem_attr[fn] = bytes;
+    return cudaSuccess;
+}
+
+cudaError_t xattn_emu_device_reset(void)
+{
+    xattn_emu_resets++;
+    smem_attr.clear();
+    last_error = cudaSuccess;
+    return cudaSuccess;
+}
+
+cudaError_t xattn_emu_run(const void *fn, const std::function<void()> &body, unsigned grid,
+                          unsigned block, size_t smem)
 {
     if (block == 0 || block > 1024 || grid == 0 || grid > 0x7fffffffu || smem > 227 * 1024) {
         last_error = cudaErrorInvalidConfiguration;
         return last_error;
+    }
+    if (smem > 48 * 1024) {
+        const auto it = smem_attr.find(fn);
+        if (it == smem_attr.end() || (size_t)it->second < smem) {
+            last_error = cudaErrorInvalidValue; /* what a GPU's launch reports */
+            return last_error;
+        }
     }
     Block b;
     blk = &b;

@@ -168,17 +168,28 @@ static inline void xattn_cuda_mma(float (&c)[4], const unsigned (&a)[4], unsigne
 
 /* ---- launches ---------------------------------------------------------------- */
 
-/* Runs body on every thread of every block; returns the launch status. */
-cudaError_t xattn_emu_run(const std::function<void()> &body, unsigned grid, unsigned block,
-                          size_t smem);
+/* Runs body on every thread of every block; returns the launch status. fn is
+ * the kernel (its shared-memory attribute): as on a GPU, a launch with more
+ * than 48 KB of dynamic shared memory fails (cudaErrorInvalidValue) unless
+ * cudaFuncSetAttribute(fn, MaxDynamicSharedMemorySize) allowed that much in
+ * the current context; cudaDeviceReset drops the context's attributes. */
+cudaError_t xattn_emu_run(const void *fn, const std::function<void()> &body, unsigned grid,
+                          unsigned block, size_t smem);
 unsigned char *xattn_emu_dyn_smem(void);
 cudaError_t xattn_emu_take_error(void);
+cudaError_t xattn_emu_func_set_smem(const void *fn, int bytes);
+cudaError_t xattn_emu_device_reset(void);
+/* Emulated context's counters: attribute calls and resets seen so far. */
+extern unsigned long xattn_emu_attr_calls, xattn_emu_resets;
 
 #define XATTN_CUDA_DYN_SMEM(type, name) type *name = (type *)xattn_emu_dyn_smem()
 #define XATTN_CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
-    ((void)(stream), xattn_emu_run([&]() { (kernel)(__VA_ARGS__); }, (unsigned)(grid),             \
-                                   (unsigned)(block), (size_t)(smem)))
+    ((void)(stream), xattn_emu_run(                                                                \
+                         reinterpret_cast<const void *>(kernel), [&]() { (kernel)(__VA_ARGS__); }, \
+                         (unsigned)(grid), (unsigned)(block), (size_t)(smem)))
 #define cudaGetLastError() xattn_emu_take_error()
-#define cudaFuncSetAttribute(kernel, attr, value) ((void)(kernel), (void)(value), cudaSuccess)
+#define cudaFuncSetAttribute(kernel, attr, value)                                                  \
+    ((void)(attr), xattn_emu_func_set_smem(reinterpret_cast<const void *>(kernel), (int)(value)))
+#define cudaDeviceReset() xattn_emu_device_reset()
 
 #endif /* XATTN_CUDA_EMU_H */
