@@ -98,12 +98,103 @@ def test_sliding_window(rng):
     same_result(m, a, rng, 1, 2, 10, 10)
 
 
-@pytest.mark.parametrize("what", ["left-padding", "real-bias", "per-head", "random"])
+def left_padded(lengths, sq, sk, causal=True, window=None, pad_rows="masked"):
+    """A left-padded mask [B, 1, Sq, Sk] as transformers builds it for batched
+    generation: sequence b's first sk - lengths[b] keys are padding, its query rows are
+    the last sq positions; pad rows fully masked, all allowed ("unmasked") or random."""
+    m = np.zeros((len(lengths), 1, sq, sk), bool)
+    i = np.arange(sq)[:, None] + (sk - sq)
+    j = np.arange(sk)[None, :]
+    for b, n in enumerate(lengths):
+        p = sk - n
+        ok = (j >= p) & (i >= p)
+        if causal:
+            ok &= j <= i
+        if window is not None:
+            ok &= j >= i - window
+        m[b, 0] = ok
+        pad = (i[:, 0] < p)
+        if pad_rows == "unmasked":
+            m[b, 0, pad] = True
+        elif pad_rows == "random":
+            m[b, 0, pad] = np.random.default_rng(b).random((int(pad.sum()), sk)) > 0.5
+    return m
+
+
+def same_result_left(m, an, rng, h, sq, sk):
+    """xattn with the options, on each sequence's tokens moved to the front, equals
+    xattn with the mask as a bias on the real rows."""
+    from xattn._masks import to_right_padded
+
+    b = m.shape[0]
+    q = rng.standard_normal((b, h, sq, 16)).astype(np.float32)
+    k = rng.standard_normal((b, h, sk, 16)).astype(np.float32)
+    v = rng.standard_normal((b, h, sk, 16)).astype(np.float32)
+    bias = np.where(m, 0, -np.inf).astype(np.float32)
+    want = xattn.reference(q, k, v, layout="bhsd", bias=bias)
+    kw = {"layout": "bhsd", "seqlens_q": an.seqlens_q, "seqlens_k": an.seqlens_k}
+    if an.causal:
+        kw["causal"] = an.causal
+    if an.window:
+        kw["window"] = an.window
+    got = xattn.reference(to_right_padded(q, an.pad_q, 2), to_right_padded(k, an.pad_k, 2),
+                          to_right_padded(v, an.pad_k, 2), **kw)
+    for i in range(b):
+        n, p = an.seqlens_q[i], an.pad_q[i]
+        np.testing.assert_allclose(got[i, :, :n], want[i, :, p:p + n], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pad_rows", ["masked", "unmasked", "random"])
+def test_left_padding_prefill(rng, pad_rows):
+    """Batched generation's prefill: left padding + causality becomes per-sequence
+    lengths, bottom-right, with the pads moved to the end; pad rows are left out."""
+    m = left_padded([8, 5, 2], 8, 8, pad_rows=pad_rows)
+    a = analyze(m, False, 3, 4, 8, 8)
+    assert a.kind == "lengths" and a.causal == "bottom-right" and a.window is None, a
+    assert a.seqlens_q == a.seqlens_k == [8, 5, 2] and a.pad_q == a.pad_k == [0, 3, 6]
+    assert "left padding" in a.note
+    same_result_left(m, a, rng, 4, 8, 8)
+    # additive, as transformers writes it with finfo.min
+    add = np.where(m, 0.0, np.finfo(np.float32).min).astype(np.float32)
+    assert analyze(add, False, 3, 4, 8, 8).seqlens_k == [8, 5, 2]
+
+
+def test_left_padding_decode_and_chunk(rng):
+    # one decode token per sequence against the cache: Lq = 1, Lk = the real keys
+    m = left_padded([9, 6, 3], 1, 9)
+    a = analyze(m, False, 3, 4, 1, 9)
+    assert (a.kind, a.causal, a.seqlens_q, a.seqlens_k, a.pad_q, a.pad_k) == (
+        "lengths", "bottom-right", [1, 1, 1], [9, 6, 3], [0, 0, 0], [0, 3, 6])
+    same_result_left(m, a, rng, 4, 1, 9)
+    # a chunk of 4 queries whose first rows are padding of a short sequence
+    m = left_padded([9, 6, 2], 4, 9)
+    a = analyze(m, False, 3, 2, 4, 9)
+    assert a.seqlens_q == [4, 4, 2] and a.seqlens_k == [9, 6, 2] and a.pad_q == [0, 0, 2]
+    same_result_left(m, a, rng, 2, 4, 9)
+
+
+def test_left_padding_window(rng):
+    m = left_padded([10, 7, 4], 10, 10, window=3)
+    a = analyze(m, False, 3, 2, 10, 10)
+    assert a.kind == "lengths" and a.window == (3, -1) and a.pad_k == [0, 3, 6]
+    same_result_left(m, a, rng, 2, 10, 10)
+
+
+def test_left_padding_not_guessed():
+    """A real row that sees a pad key, or a hole in a real row: not left padding."""
+    m = left_padded([8, 5], 8, 8)
+    m[1, 0, 7, 1] = True  # the last row of sequence 1 sees a pad key
+    assert analyze(m, False, 2, 2, 8, 8).kind == "bias"
+    m = left_padded([8, 5], 8, 8)
+    m[1, 0, 6, 4] = False  # a hole
+    assert analyze(m, False, 2, 2, 8, 8).kind == "bias"
+
+
+@pytest.mark.parametrize("what", ["holes", "real-bias", "per-head", "random"])
 def test_kept_as_bias(rng, what):
-    if what == "left-padding":
+    if what == "holes":
         m = key_padding([6, 6], 6)
-        m[0, :, :, :2] = False
-        m[0, :, :, 2:] = True
+        m[0, :, :, 2] = False  # one key masked in the middle of the sequence
     elif what == "real-bias":
         m = rng.standard_normal((1, 1, 6, 6)).astype(np.float32)
     elif what == "per-head":

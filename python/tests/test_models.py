@@ -146,16 +146,18 @@ def test_llama_capture_shapes_and_replay(tmp_path, xattn_tool):
         assert c.sq == (12 if step == 0 else 1) and c.sk == 12 + step
         assert c.layer == f"model.layers.{i % 30}"
     assert calls[0].analysis.causal == "top-left" and calls[30].analysis.kind == "none"
+    assert [c.phase for c in calls] == ["prefill"] * 30 + ["decode"] * 90
     path = tmp_path / "llama.json"
     doc = cap.write_cases(path, model=m.name)
-    assert [(c["sq"], c["sk"], c["count"]) for c in doc["cases"]] == [(12, 12, 30), (1, 13, 30), (1, 14, 30),
-                                                                      (1, 15, 30)]
+    # the decode steps (Sk 13, 14, 15) share the KV-length bucket 9..16: one case at their mean Sk
+    assert [(c["sq"], c["sk"], c["count"]) for c in doc["cases"]] == [(12, 12, 30), (1, 14, 90)]
+    assert doc["cases"][1]["info"]["kv_bucket"]["sk_counts"] == {"13": 30, "14": 30, "15": 30}
     # the C tool replays it: the same shapes and counts
     res = subprocess.run([xattn_tool, "bench", "--cases", str(path), "--backend", "cpu", "--algo", "flash,splitkv",
                           "--min-reps", "1", "--max-reps", "2", "--cell-budget", "0.05", "--no-progress",
                           "--out", str(tmp_path / "replay")], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "120 attention calls per forward in 4 cases" in res.stdout
+    assert "120 attention calls per forward in 2 cases" in res.stdout
     rj = json.loads((tmp_path / "replay" / "results.json").read_text())
     got = [(c["batch"], c["heads"], c["kv_heads"], c["sq"], c["sk"], c["head_dim"], c["count"])
            for c in rj["cases_file"]["cases"]]
@@ -170,7 +172,7 @@ def test_llama_profile_prefill_and_decode():
     prof = xt.profile(m.model, run=m.run, model_name=m.name, backends=["cpu"], **FAST)
     rep = prof.report
     assert rep["calls"] == 120 and len(rep["layers"]["rows"]) == 30
-    assert [c["count"] for c in rep["cases"]] == [30, 30, 30, 30]
+    assert [c["count"] for c in rep["cases"]] == [30, 90]  # the prefill; the decode steps in one bucket
     assert 0 < rep["forward"]["attention_share"]["median"] < 1
     assert all(d["all_pass"] for d in rep["numerics"]["by_dtype"].values()), rep["numerics"]
     for c in rep["cases"]:

@@ -11,6 +11,14 @@ library's records count it), and keeps any other mask as an additive bias.
 The decomposition is verified, never guessed: the mask that xattn's semantics
 give for the recovered (lengths, causal, alignment, window) must equal the
 model's mask on every row that is not padding.
+
+Left padding (batched generation: each sequence's p_b pad tokens come first) is
+recognized too. Its real tokens are moved to the front of their sequence (the
+frame that per-sequence lengths describe: pad_q / pad_k give the offsets), so
+that it becomes the same lengths + bottom-right causality as right padding.
+Pad query rows are left out of the verification: their mask rows may be
+anything (transformers "unmasks" fully masked rows for SDPA) and their outputs
+are unused.
 """
 
 from __future__ import annotations
@@ -39,6 +47,11 @@ class MaskAnalysis:
     bias: Optional[np.ndarray] = field(default=None, repr=False)
     bias_shape: Optional[tuple] = None
     note: str = ""
+    # Left padding: the pad tokens at the start of each sequence, in the query and the
+    # key frame ([B] each); seqlens_q / seqlens_k then count the real tokens, as they
+    # sit after each sequence's pads are moved to its end (see to_right_padded).
+    pad_q: Optional[list] = None
+    pad_k: Optional[list] = None
 
 
 def allowed_from_mask(mask: np.ndarray) -> tuple:
@@ -99,7 +112,11 @@ def analyze(mask, is_causal: bool, batch: int, heads: int, sq: int, sk: int) -> 
     lk = cols.sum(axis=1)
     prefix = np.arange(sk)[None, :] < lk[:, None]
     if not np.array_equal(cols, prefix):
-        return _bias(m, "the visible keys are not a prefix of each sequence (left padding or another pattern)")
+        left = _left_padded(a, batch, bm, sq, sk)
+        if left is not None:
+            return left
+        return _bias(m, "the visible keys are neither a prefix nor a suffix of each sequence "
+                        "(not right or left padding)")
     # Self-attention with padded keys: the padded query rows are padding too.
     padded = bool(np.any(lk < sk))
     lq_options = []
@@ -112,7 +129,66 @@ def analyze(mask, is_causal: bool, batch: int, heads: int, sq: int, sk: int) -> 
                 exp, rows = _expected(lq, lk, sq, sk, causal, wl)
                 if np.array_equal(exp & rows[:, :, None], a & rows[:, :, None]):
                     return _lengths(lq, lk, batch, bm, sq, sk, causal, wl, padded)
+    # Left-padded pad rows "unmasked" (all allowed) make every key visible to some row.
+    left = _left_padded(a, batch, bm, sq, sk)
+    if left is not None:
+        return left
     return _bias(m, "not a combination of padding, causality and a sliding window")
+
+
+def _left_pads(a: np.ndarray, sq: int, sk: int):
+    """Candidate (pad_q, pad_k) per sequence of a left-padded mask a [Bm, Sq, Sk]: the
+    last query row is real, and its first visible key is the first real key (or, with a
+    window, the first key that any partly visible row sees). The query rows are the last
+    Sq positions of the Sk keys, so pad_q = max(0, pad_k - (Sk - Sq))."""
+    bm = a.shape[0]
+    out = []
+    for b in range(bm):
+        last = a[b, sq - 1]
+        if not last.any():
+            return []
+        cands = [int(np.argmax(last))]
+        partial = a[b][a[b].any(axis=1) & ~a[b].all(axis=1)]
+        if partial.shape[0]:
+            lo = int(np.min(np.argmax(partial, axis=1)))
+            if lo not in cands:
+                cands.append(lo)
+        out.append(cands)
+    combos = [[c[0] for c in out]]
+    if any(len(c) > 1 for c in out):
+        combos.append([c[-1] for c in out])
+    return [(np.maximum(0, np.asarray(pk) - (sk - sq)), np.asarray(pk)) for pk in combos]
+
+
+def to_right_padded(x: np.ndarray, pads, axis: int) -> np.ndarray:
+    """Moves each sequence's first pads[b] positions along axis to its end (x[b, ...])."""
+    out = np.empty_like(x)
+    for b in range(x.shape[0]):
+        out[b] = np.roll(x[b], -int(pads[b if len(pads) > 1 else 0]), axis=axis - 1)
+    return out
+
+
+def _left_padded(a: np.ndarray, batch: int, bm: int, sq: int, sk: int) -> Optional[MaskAnalysis]:
+    """The left-padding decomposition of a [Bm, Sq, Sk] (verified), or None."""
+    if sq == 0 or sk == 0:
+        return None
+    for pq, pk in _left_pads(a, sq, sk):
+        if not np.any(pk > 0):
+            continue
+        ar = to_right_padded(to_right_padded(a, pq, 1), pk, 2)
+        lq, lk = sq - pq, sk - pk
+        if np.any(lq <= 0) or np.any(lk <= 0):
+            continue
+        for causal in ("bottom-right", None, "top-left"):
+            for wl in _window_candidates(ar, lq, lk, sq, causal):
+                exp, rows = _expected(lq, lk, sq, sk, causal, wl)
+                if np.array_equal(exp & rows[:, :, None], ar & rows[:, :, None]):
+                    res = _lengths(lq, lk, batch, bm, sq, sk, causal, wl, True, left=True)
+                    rep = (lambda x: [int(v) for v in np.repeat(x, batch)]) if bm == 1 and batch > 1 else \
+                        (lambda x: [int(v) for v in x])
+                    res.pad_q, res.pad_k = rep(pq), rep(pk)
+                    return res
+    return None
 
 
 def _window_candidates(a, lq, lk, sq, causal):
@@ -132,7 +208,7 @@ def _window_candidates(a, lq, lk, sq, causal):
         yield w
 
 
-def _lengths(lq, lk, batch, bm, sq, sk, causal, wl, padded):
+def _lengths(lq, lk, batch, bm, sq, sk, causal, wl, padded, left=False):
     if bm == 1 and batch > 1:
         lq = np.repeat(lq, batch)
         lk = np.repeat(lk, batch)
@@ -140,7 +216,9 @@ def _lengths(lq, lk, batch, bm, sq, sk, causal, wl, padded):
     if not padded and causal is None and window is None:
         return MaskAnalysis("none", note="the mask allows every pair")
     note = []
-    if padded:
+    if left:
+        note.append("left padding (each sequence's pads moved to its end: per-sequence lengths)")
+    elif padded:
         note.append("key padding" + (" (and the same query rows)" if sq == sk else ""))
     if causal:
         note.append(f"causal {causal}")
@@ -150,7 +228,7 @@ def _lengths(lq, lk, batch, bm, sq, sk, causal, wl, padded):
         "lengths" if padded else "causal",
         causal=causal,
         window=window,
-        seqlens_q=[int(x) for x in lq] if padded and sq == sk else None,
+        seqlens_q=[int(x) for x in lq] if padded and (sq == sk or left) else None,
         seqlens_k=[int(x) for x in lk] if padded else None,
         note=", ".join(note),
     )

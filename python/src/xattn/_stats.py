@@ -19,7 +19,7 @@ def _binom_cdf_half(k: int, n: int) -> float:
         return 0.0
     if k >= n:
         return 1.0
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
+    return sum(math.comb(n, i) for i in range(k + 1)) / (1 << n)  # exact ints: no overflow past n = 1023
 
 
 def median_ci_ranks(n: int, level: float = CI_LEVEL):
@@ -29,13 +29,17 @@ def median_ci_ranks(n: int, level: float = CI_LEVEL):
     interval [min, max]) and the coverage is what that interval really has."""
     if n <= 0:
         return None
-    best = 1
+    best, cum, term, total = 1, 0, 1, 1 << n  # cum = sum of C(n, i) for i < l, kept exact
+    coverage = 1 - 2 / total  # l = 1: [min, max]
     for l in range(1, (n + 1) // 2 + 1):
-        if 1 - 2 * _binom_cdf_half(l - 1, n) >= level:
-            best = l
+        cum += term  # + C(n, l - 1)
+        term = term * (n - l + 1) // l  # C(n, l)
+        c = 1 - 2 * (cum / total)
+        if c >= level:
+            best, coverage = l, c
         else:
             break
-    return best, n + 1 - best, 1 - 2 * _binom_cdf_half(best - 1, n)
+    return best, n + 1 - best, coverage
 
 
 def summarize(xs, target: float = DEFAULT_TARGET, budget_exhausted: bool = False) -> dict:

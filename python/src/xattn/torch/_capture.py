@@ -8,6 +8,11 @@ unchanged. Code that calls SDPA through the attribute (transformers, torch.nn,
 most models) is seen; code that bound the function to another name before the
 capture started, or calls torch._C directly, is not (its calls are missing from
 the capture, and its time counts as the rest of the forward).
+
+Generation: each call also records which top-level forward of the model it ran
+in (step 0 is the prefill, later single-token forwards are decode steps), and
+the distinct calls are grouped with decode steps merged into KV-length buckets
+(kv_buckets), so that a generation of N tokens gives a few cases, not N.
 """
 
 from __future__ import annotations
@@ -82,12 +87,22 @@ class AttentionCall:
     supported: bool = True
     reason: str = ""
     time_ms: float = float("nan")  # the capture pass's own time of the call in PyTorch
+    step: int = -1  # the model's top-level forward it ran in (0 = the first), -1 = unknown
     mem: dict = field(default_factory=dict)
     tensors: Optional[dict] = field(default=None, repr=False)
 
     @property
     def dtype(self) -> str:
         return self.q.dtype
+
+    @property
+    def phase(self) -> str:
+        """"prefill" (the first forward, or any forward of several query tokens),
+        "decode" (a later forward of one query token per sequence), "" (no model
+        hooks: unknown)."""
+        if self.step < 0:
+            return ""
+        return "decode" if self.step > 0 and self.sq == 1 else "prefill"
 
     @property
     def kv_dtype(self) -> str:
@@ -209,13 +224,22 @@ class Capture:
     ``cap.calls`` are AttentionCall records in call order; ``cap.forward_ms`` the
     wall time of the last ``run``. keep_tensors=True keeps a copy of each call's
     q, k, v, mask and output (profile() uses them to compare xattn with SDPA on
-    the real activations).
+    the real activations); for a left-padded call the copies have each sequence's
+    pads moved to its end, the frame of the recorded lengths (analysis.pad_q/pad_k
+    say by how much). kv_buckets: how cases() groups decode steps by KV length:
+    "pow2" (Sk in (2^(k-1), 2^k]), an integer width W (Sk in (nW, (n+1)W]), or None
+    (each Sk its own case).
     """
 
-    def __init__(self, model=None, *, keep_tensors: bool = False, memory: bool = True):
+    def __init__(self, model=None, *, keep_tensors: bool = False, memory: bool = True, kv_buckets="pow2"):
+        if kv_buckets is not None and kv_buckets != "pow2" and not (
+                isinstance(kv_buckets, int) and not isinstance(kv_buckets, bool) and kv_buckets >= 1):
+            raise ValueError(f"capture: kv_buckets {kv_buckets!r}: expected \"pow2\", a width >= 1 or None")
         self.model = model
         self.keep_tensors = keep_tensors
         self.memory = memory
+        self.kv_buckets = kv_buckets
+        self.steps = 0  # top-level forwards of the model seen under the capture
         self.calls: list = []
         self.forward_ms = float("nan")
         self._orig = None
@@ -234,6 +258,12 @@ class Capture:
     def _install_hooks(self):
         if self.model is None or not isinstance(self.model, torch.nn.Module):
             return
+
+        def root_pre(_m, _inp):
+            if not self._stack:  # an outermost call of the model: a new step
+                self.steps += 1
+
+        self._hooks.append(self.model.register_forward_pre_hook(root_pre))
         for name, mod in self.model.named_modules():
             label = name or type(mod).__name__
 
@@ -312,20 +342,55 @@ class Capture:
                          enable_gqa, self._stack, self._groups)
         call.time_ms = ms
         call.mem = mem
+        if self.model is not None and self.steps > 0:
+            call.step = self.steps - 1
         if self.keep_tensors:
-            call.tensors = {"q": q.detach().clone(), "k": k.detach().clone(), "v": v.detach().clone(),
-                            "mask": mask.detach().clone() if isinstance(mask, torch.Tensor) else None,
-                            "out": out.detach().clone()}
+            call.tensors = _kept(call, q, k, v, mask, out)
         self.calls.append(call)
         return out
 
     # results
     def cases(self) -> list:
-        """The distinct calls, merged: [(first call, [calls])] in order of first appearance."""
+        """The distinct calls, merged: [(representative call, [calls])] in order of first
+        appearance. Decode steps (phase "decode") whose signatures differ only in their KV
+        length fall into one bucket of kv_buckets; its representative is the call whose Sk
+        is nearest the bucket's mean Sk (so that its cost times the count stands for the
+        bucket's, attention being linear in Sk at one query row)."""
         groups = {}
         for c in self.calls:
-            groups.setdefault(c.signature(), []).append(c)
-        return [(g[0], g) for g in groups.values()]
+            groups.setdefault(self._case_key(c), []).append(c)
+        out = []
+        for key, g in groups.items():
+            if key[0] == "bucket":
+                mean = sum(c.sk for c in g) / len(g)
+                rep = min(g, key=lambda c: (abs(c.sk - mean), c.sk, c.index))
+                out.append((rep, g))
+            else:
+                out.append((g[0], g))
+        return out
+
+    def kv_bucket(self, sk: int) -> Optional[tuple]:
+        """The (lowest, highest) Sk of the bucket of sk under kv_buckets, or None."""
+        if self.kv_buckets is None:
+            return None
+        if self.kv_buckets == "pow2":
+            hi = 1
+            while hi < sk:
+                hi *= 2
+            return (hi // 2 + 1 if hi > 1 else 0, hi)
+        w = int(self.kv_buckets)
+        lo = ((sk - 1) // w) * w + 1 if sk > 0 else 0
+        return (lo, lo + w - 1 if sk > 0 else 0)
+
+    def _case_key(self, c) -> tuple:
+        sig = c.signature()
+        if c.phase != "decode" or self.kv_buckets is None:
+            return ("exact",) + sig
+        # the signature without Sk and the key lengths (which grow by one a step)
+        a = c.analysis
+        bias = tuple(sig[15][:-1]) if sig[15] is not None else None  # [.., Sk] grows too
+        rest = sig[:6] + sig[7:14] + (tuple(a.pad_k) if a.pad_k is not None else None, bias) + sig[16:]
+        return ("bucket", self.kv_bucket(c.sk), c.q_packed, c.kv_repeated) + rest
 
     def write_cases(self, path, model: str = "", info: Optional[dict] = None, tensors: bool = False) -> dict:
         """Writes the cases file (schema xattn.cases/1) of the captured calls; returns it.
@@ -339,6 +404,40 @@ class Capture:
             doc["tensors"] = write_tensors(self, path)
         write_document(doc, path)
         return doc
+
+
+def _kept(call, q, k, v, mask, out) -> dict:
+    """Copies of a call's tensors; left padding moved to the end of each sequence (the
+    frame of the recorded lengths), for the query rows and for the keys."""
+    t = {"q": q.detach().clone(), "k": k.detach().clone(), "v": v.detach().clone(),
+         "mask": mask.detach().clone() if isinstance(mask, torch.Tensor) else None, "out": out.detach().clone()}
+    a = call.analysis
+    if a.pad_k is None or q.dim() != 4:
+        return t
+    pq, pk = a.pad_q, a.pad_k
+    if call.q_packed > 1:  # [B, Hkv, g, D]: the rows are heads of the one query token
+        pq = [0] * len(pq)
+
+    def roll(x, pads, dim):
+        if x is None or not any(pads):
+            return x
+        if x.shape[0] == 1 and len(pads) > 1:
+            if len(set(pads)) > 1:
+                raise ValueError("left padding that differs between sequences on a broadcast batch")
+            pads = pads[:1]
+        return torch.stack([torch.roll(x[b], -int(pads[b]), dims=dim - 1) for b in range(x.shape[0])])
+
+    t["q"], t["out"] = roll(t["q"], pq, 2), roll(t["out"], pq, 2)
+    t["k"], t["v"] = roll(t["k"], pk, 2), roll(t["v"], pk, 2)
+    m = t["mask"]
+    if m is not None:
+        while m.dim() < 4:
+            m = m[None]
+        if m.shape[2] == call.sq and call.q_packed == 1:
+            m = roll(m, pq, 2)
+        m = roll(m, pk, 3) if m.shape[3] == call.sk else m
+        t["mask"] = m
+    return t
 
 
 def _sync_all(inputs):
@@ -421,7 +520,8 @@ def _groups_of_stack(stack, groups: dict) -> int:
     return 1
 
 
-def capture(model=None, *inputs, keep_tensors: bool = False, memory: bool = True, **kwargs) -> Capture:
+def capture(model=None, *inputs, keep_tensors: bool = False, memory: bool = True, kv_buckets="pow2",
+            **kwargs) -> Capture:
     """Captures the SDPA calls of model(*inputs, **kwargs) (run once, without
     gradients) and returns the Capture. Without inputs, returns a Capture to use
     as a context manager around code of your own:
@@ -429,7 +529,7 @@ def capture(model=None, *inputs, keep_tensors: bool = False, memory: bool = True
         with xattn.torch.capture(model) as cap:
             model.generate(...)
     """
-    cap = Capture(model, keep_tensors=keep_tensors, memory=memory)
+    cap = Capture(model, keep_tensors=keep_tensors, memory=memory, kv_buckets=kv_buckets)
     if inputs or kwargs:
         cap.run(*inputs, **kwargs)
     return cap

@@ -6,7 +6,9 @@
 - "smollm2-135m-shape": transformers' LlamaForCausalLM built from a config of
   SmolLM2-135M's shape (30 layers, 9 query heads, 3 KV heads, head dim 64) with
   random weights (times and shapes do not depend on them), run as a prefill and
-  a few decode steps with a KV cache;
+  a few decode steps with a KV cache, or (generate=N) as model.generate's inputs:
+  a batch of prompts of different lengths, left-padded as batched generation
+  pads them;
 - a folder with a Hugging Face model (config, weights, tokenizer);
 - a Python script that defines build() returning (model, inputs) or
   (model, inputs, run), see docs/python.md.
@@ -87,10 +89,33 @@ def smollm2_config(layers: Optional[int] = None):
         bos_token_id=0, eos_token_id=0, pad_token_id=0)
 
 
+def prompt_lengths(prompt_len: int, batch: int) -> list:
+    """The prompts of a generation batch: prompt_len, then shorter by prompt_len / (2 x
+    batch) each (64, 56, 48, 40 for a batch of 4), at least 1 token."""
+    step = max(1, prompt_len // (2 * batch)) if batch > 1 else 0
+    return [max(1, prompt_len - b * step) for b in range(batch)]
+
+
+def left_padded_prompts(lengths, vocab: int, pad_id: int = 0, seed: int = 0, device: str = "cpu") -> dict:
+    """input_ids and attention_mask of random prompts of these lengths, left-padded
+    (tokenizer padding_side="left", what batched generation uses)."""
+    g = torch.Generator().manual_seed(seed)
+    s = max(lengths)
+    ids = torch.full((len(lengths), s), pad_id, dtype=torch.long)
+    am = torch.zeros((len(lengths), s), dtype=torch.long)
+    for b, n in enumerate(lengths):
+        ids[b, s - n:] = torch.randint(1, vocab, (n,), generator=g)
+        am[b, s - n:] = 1
+    return {"input_ids": ids.to(device), "attention_mask": am.to(device)}
+
+
 def load_smollm2_shape(prompt_len: int = 64, batch: int = 1, decode_steps: int = 4, layers: Optional[int] = None,
-                       dtype: str = "f32", device: str = "cpu", seed: int = 0) -> Loaded:
+                       dtype: str = "f32", device: str = "cpu", seed: int = 0,
+                       generate: Optional[int] = None) -> Loaded:
     """LlamaForCausalLM of SmolLM2-135M's shape with random weights: a prefill of
-    prompt_len tokens, then decode_steps steps of one token with the KV cache."""
+    prompt_len tokens, then decode_steps steps of one token with the KV cache. With
+    generate=N: no run; kwargs are model.generate's inputs (a left-padded batch of
+    prompts of prompt_lengths(prompt_len, batch)) for profile(..., generate=N)."""
     _offline()
     from transformers import DynamicCache, LlamaForCausalLM
 
@@ -98,6 +123,13 @@ def load_smollm2_shape(prompt_len: int = 64, batch: int = 1, decode_steps: int =
     cfg = smollm2_config(layers)
     cfg._attn_implementation = "sdpa"
     model = LlamaForCausalLM(cfg).to(dtype=_TORCH_DTYPES[dtype], device=device).eval()
+    if generate is not None:
+        lens = prompt_lengths(prompt_len, batch)
+        kwargs = left_padded_prompts(lens, cfg.vocab_size, cfg.pad_token_id, seed, device)
+        return Loaded("SmolLM2-135M-shape (random weights)", model, (), kwargs,
+                      info={"prompt_lengths": lens, "padding_side": "left", "batch": batch, "generate": generate,
+                            "layers": cfg.num_hidden_layers, "heads": 9, "kv_heads": 3, "head_dim": 64,
+                            "dtype": dtype})
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, cfg.vocab_size, (batch, prompt_len), generator=g).to(device)
 
@@ -167,7 +199,7 @@ def load(name: str, **kw) -> Loaded:
     if key in ("smollm2-135m-shape", "smollm2"):
         return load_smollm2_shape(**{k: v for k, v in kw.items()
                                      if k in ("prompt_len", "batch", "decode_steps", "layers", "dtype",
-                                              "device")})
+                                              "device", "generate")})
     if name.endswith(".py") and os.path.isfile(name):
         return load_script(name)
     if os.path.isdir(name):
