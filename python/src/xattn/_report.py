@@ -79,6 +79,14 @@ def render_text(r: dict) -> str:
       f"xattn {r['xattn_version']}), {n_pass} timing passes, {r['calls']} attention calls")
     if r.get("load"):
         w(r["load"].get("line") or load_line(r["load"]))
+    kinds = r.get("attention_kinds") or {}
+    if kinds.get("eager"):
+        w(f"attention: {kinds.get('sdpa', 0)} SDPA calls, {kinds['eager']} written by hand (matmul -> softmax -> "
+          "matmul, timed from the first matmul to the second)")
+    for u in r.get("unmapped", []):
+        w(f"not mapped: hand-written attention in {u['module'] or 'the model'}: {u['reason']}")
+    if (r.get("torch_profiler") or {}).get("note"):
+        w(f"torch.profiler: {r['torch_profiler']['note']}")
     sh = fwd["attention_share"]
     cpu = fwd.get("forward_cpu_ms")
     w("")
@@ -86,7 +94,8 @@ def render_text(r: dict) -> str:
     w(f"  forward    {_ci(fwd['forward_ms'])} ms"
       + (f"; CPU time {_ci(cpu)} ms (the process, all threads)" if cpu and cpu.get("n") else ""))
     w(f"  attention  {_ci(fwd['attention_ms'])} ms = {_ci(sh, pct=True)} of the forward "
-      "(the SDPA calls, each timed from Python)")
+      + ("(the SDPA calls and the hand-written spans, each timed from Python)" if kinds.get("eager")
+         else "(the SDPA calls, each timed from Python)"))
     tp = fwd.get("torch_profiler")
     if tp:
         w(f"  torch.profiler, same process: attention {_ci(tp['attention_share'], pct=True)} of the forward "
@@ -136,6 +145,11 @@ def render_text(r: dict) -> str:
              f"{c['q_packed_by_caller']}); xattn runs them as heads" if c.get("q_packed_by_caller", 1) > 1 else ""))
         if c.get("note"):
             w(f"  note      {c['note']}")
+        if c.get("kind") == "eager":
+            w(f"  attention {c['attention']} (replayed as written, and as SDPA, on the recovered tensors)")
+        elif c.get("pytorch", {}).get("kernel_chosen"):
+            w(f"  pytorch   SDPA ran its {c['pytorch']['kernel_chosen']} kernel"
+              + (f" ({c['pytorch']['kernel_op']})" if c["pytorch"].get("kernel_op") else ""))
         if c.get("kv_bucket"):
             kb = c["kv_bucket"]
             w(f"  decode    {c['count']} decode calls of Sk {kb['sk_min']}..{kb['sk_max']} (KV-length bucket "
@@ -158,10 +172,20 @@ def render_text(r: dict) -> str:
         if not c["xattn"] and not sd.get("wall_ms"):
             w(f"  {c.get('verdict', '')}")
             continue
+        impl = sd.get("impl", "sdpa")
+        vs = "SDPA" if impl == "sdpa" else impl
         w(f"  {'device':<10}{'algo':<14}{'wall ms [95% CI]':>26} {'cpu ms':>9} {'kernel ms [95% CI]':>26} "
-          f"{'GFLOP/s':>8} {'workspace':>10} {'wall vs SDPA':>13}  {'kernel vs SDPA':>14}")
-        w(f"  {'pytorch':<10}{'sdpa':<14}{_ci(sd.get('wall_ms')):>26} {_ms(sd.get('cpu_ms'), 3):>9} "
+          f"{'GFLOP/s':>8} {'workspace':>10} {'wall vs ' + vs:>13}  {'kernel vs ' + vs:>14}")
+        w(f"  {'pytorch':<10}{impl:<14}{_ci(sd.get('wall_ms')):>26} {_ms(sd.get('cpu_ms'), 3):>9} "
           f"{_ci(sd.get('kernel_ms')):>26}")
+        for b in c.get("pytorch_backends", []):
+            nm = "sdpa " + b["backend"] if b["backend"] != "default" else "sdpa"
+            if not b["runs"]:
+                w(f"  {'pytorch':<10}{nm:<14} refused: {b['refused']}")
+                continue
+            bv = b.get("vs_model", {})
+            w(f"  {'pytorch':<10}{nm:<14}{_ci(b.get('wall_ms')):>26} {_ms(b.get('cpu_ms'), 3):>9} "
+              f"{_ci(b.get('kernel_ms')):>26} {'':>8} {'':>10} {_vs(bv.get('wall')):>13}  {_vs(bv.get('kernel')):>14}")
         for cell in c["xattn"] + c["packed"]:
             name = cell["algo"] + (" packed" if cell.get("form") else "")
             gf = f"{cell['gflops_useful']:.2f}" if cell.get("gflops_useful") else "-"
@@ -247,9 +271,13 @@ def render_svg(r: dict) -> str:
         sd = c.get("pytorch", {})
         cells = c["xattn"] + c["packed"]
         nm = lambda x: f"xattn {x['backend']} {x['algo']}" + (" packed" if x.get("form") else "")  # noqa: E731
-        wall = [("pytorch sdpa", sd.get("wall_ms"))] + [(nm(x), x.get("wall_ms")) for x in cells]
-        kern = [("pytorch sdpa (op time)", sd.get("kernel_ms"))] + [(nm(x) + " (device_ms)", x.get("device_ms"))
-                                                                    for x in cells]
+        impl = "pytorch " + sd.get("impl", "sdpa")
+        pb = [b for b in c.get("pytorch_backends", []) if b.get("runs")]
+        bn = lambda b: "pytorch sdpa" + ("" if b["backend"] == "default" else " " + b["backend"])  # noqa: E731
+        wall = ([(impl, sd.get("wall_ms"))] + [(bn(b), b.get("wall_ms")) for b in pb]
+                + [(nm(x), x.get("wall_ms")) for x in cells])
+        kern = ([(impl + " (op time)", sd.get("kernel_ms"))] + [(bn(b) + " (op time)", b.get("kernel_ms")) for b in pb]
+                + [(nm(x) + " (device_ms)", x.get("device_ms")) for x in cells])
         bars.append((c["key"], [("wall clock, the whole Python call", wall), ("kernel clock", kern)]))
     x0, bw = 260, width - 400
     h1 = 70 + 18 * len(rows)

@@ -13,6 +13,11 @@ Generation: each call also records which top-level forward of the model it ran
 in (step 0 is the prefill, later single-token forwards are decode steps), and
 the distinct calls are grouped with decode steps merged into KV-length buckets
 (kv_buckets), so that a generation of N tokens gives a few cases, not N.
+
+Attention written by hand (transformers' "eager", or softmax(q @ k^T * s + m) @ v in
+a model's own code) is found by a TorchFunctionMode that follows the matmul ->
+softmax -> matmul chain (_eager.py), and recorded as the same AttentionCall records
+(kind "eager"); chains it cannot map are listed in Capture.unmapped.
 """
 
 from __future__ import annotations
@@ -88,6 +93,10 @@ class AttentionCall:
     reason: str = ""
     time_ms: float = float("nan")  # the capture pass's own time of the call in PyTorch
     step: int = -1  # the model's top-level forward it ran in (0 = the first), -1 = unknown
+    kind: str = "sdpa"  # "sdpa" (a call of SDPA) or "eager" (attention written by hand)
+    source: str = "scaled_dot_product_attention"  # or "hand-written (eager) attention in MODULE"
+    span: Optional[tuple] = None  # eager: the ordinals of its two matmuls among the run's matmuls
+    sdpa_kernel: str = ""  # the kernel PyTorch chose (profile(): torch.profiler's op under SDPA)
     mem: dict = field(default_factory=dict)
     tensors: Optional[dict] = field(default=None, repr=False)
 
@@ -231,7 +240,8 @@ class Capture:
     (each Sk its own case).
     """
 
-    def __init__(self, model=None, *, keep_tensors: bool = False, memory: bool = True, kv_buckets="pow2"):
+    def __init__(self, model=None, *, keep_tensors: bool = False, memory: bool = True, kv_buckets="pow2",
+                 eager: bool = True):
         if kv_buckets is not None and kv_buckets != "pow2" and not (
                 isinstance(kv_buckets, int) and not isinstance(kv_buckets, bool) and kv_buckets >= 1):
             raise ValueError(f"capture: kv_buckets {kv_buckets!r}: expected \"pow2\", a width >= 1 or None")
@@ -241,6 +251,11 @@ class Capture:
         self.kv_buckets = kv_buckets
         self.steps = 0  # top-level forwards of the model seen under the capture
         self.calls: list = []
+        self.eager = eager  # also find attention written by hand (matmul -> softmax -> matmul)
+        self.unmapped: list = []  # hand-written chains not mapped: {"module", "reason"}
+        self.matmuls = 0  # matmuls seen by the last capture (the eager spans' ordinals count them)
+        self._mode = None
+        self._stance = None
         self.forward_ms = float("nan")
         self._orig = None
         self._hooks = []
@@ -292,9 +307,27 @@ class Capture:
         sdpa.__wrapped__ = self._orig
         F.scaled_dot_product_attention = sdpa
         _active.append(self)
+        if self.eager:
+            from ._eager import EagerMode
+
+            self._mode = EagerMode(self)
+            # compiled code runs as written while the mode watches (dynamo cannot trace the
+            # mode's bookkeeping, and a compiled graph would hide the chain's ops anyway)
+            self._stance = _force_eager()
+            if self._stance is not None:
+                self._stance.__enter__()
+            self._mode.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self.matmuls = self._mode.matmuls
+            self.unmapped.extend(self._mode.unmapped)
+            self._mode = None
+            if self._stance is not None:
+                self._stance.__exit__(*exc)
+                self._stance = None
         F.scaled_dot_product_attention = self._orig
         for h in self._hooks:
             h.remove()
@@ -349,6 +382,22 @@ class Capture:
         self.calls.append(call)
         return out
 
+    def _module(self) -> str:
+        return self._stack[-1] if self._stack else ""
+
+    def _eager_call(self, q, k, v, mask, scale, dropout_p, out, module, stack, first, last, ms):
+        """A hand-written attention found by the EagerMode: recorded like an SDPA call."""
+        call = _describe(len(self.calls), module, q, k, v, mask, dropout_p, False, scale, False, stack,
+                         self._groups)
+        call.kind, call.span, call.time_ms = "eager", (first, last), ms
+        call.source = f"hand-written (eager) attention in {module or 'the model'}"
+        call.sdpa_kernel = "eager (aten::matmul, aten::softmax, aten::matmul)"
+        if self.model is not None and self.steps > 0:
+            call.step = self.steps - 1
+        if self.keep_tensors:
+            call.tensors = _kept(call, q, k, v, mask, out)
+        self.calls.append(call)
+
     # results
     def cases(self) -> list:
         """The distinct calls, merged: [(representative call, [calls])] in order of first
@@ -385,12 +434,12 @@ class Capture:
     def _case_key(self, c) -> tuple:
         sig = c.signature()
         if c.phase != "decode" or self.kv_buckets is None:
-            return ("exact",) + sig
+            return ("exact", c.kind) + sig
         # the signature without Sk and the key lengths (which grow by one a step)
         a = c.analysis
         bias = tuple(sig[15][:-1]) if sig[15] is not None else None  # [.., Sk] grows too
         rest = sig[:6] + sig[7:14] + (tuple(a.pad_k) if a.pad_k is not None else None, bias) + sig[16:]
-        return ("bucket", self.kv_bucket(c.sk), c.q_packed, c.kv_repeated) + rest
+        return ("bucket", c.kind, self.kv_bucket(c.sk), c.q_packed, c.kv_repeated) + rest
 
     def write_cases(self, path, model: str = "", info: Optional[dict] = None, tensors: bool = False) -> dict:
         """Writes the cases file (schema xattn.cases/1) of the captured calls; returns it.
@@ -404,6 +453,16 @@ class Capture:
             doc["tensors"] = write_tensors(self, path)
         write_document(doc, path)
         return doc
+
+
+def _force_eager():
+    """torch.compile'd code run as plain Python (torch._dynamo.set_stance), or None."""
+    try:
+        import torch._dynamo
+
+        return torch._dynamo.set_stance("force_eager")
+    except Exception:  # a torch without set_stance
+        return None
 
 
 def _kept(call, q, k, v, mask, out) -> dict:
@@ -521,7 +580,7 @@ def _groups_of_stack(stack, groups: dict) -> int:
 
 
 def capture(model=None, *inputs, keep_tensors: bool = False, memory: bool = True, kv_buckets="pow2",
-            **kwargs) -> Capture:
+            eager: bool = True, **kwargs) -> Capture:
     """Captures the SDPA calls of model(*inputs, **kwargs) (run once, without
     gradients) and returns the Capture. Without inputs, returns a Capture to use
     as a context manager around code of your own:
@@ -529,7 +588,7 @@ def capture(model=None, *inputs, keep_tensors: bool = False, memory: bool = True
         with xattn.torch.capture(model) as cap:
             model.generate(...)
     """
-    cap = Capture(model, keep_tensors=keep_tensors, memory=memory, kv_buckets=kv_buckets)
+    cap = Capture(model, keep_tensors=keep_tensors, memory=memory, kv_buckets=kv_buckets, eager=eager)
     if inputs or kwargs:
         cap.run(*inputs, **kwargs)
     return cap

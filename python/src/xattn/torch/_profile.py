@@ -41,8 +41,9 @@ ALGOS = ("naive", "flash", "splitkv")
 class _Timer:
     """The timing passes' wrapper: one clock reading before and after each SDPA call."""
 
-    def __init__(self, blocks: dict):
+    def __init__(self, blocks: dict, calls=(), ranges: bool = False):
         self.times = []
+        self.clock = _eager_clock(calls, self.times, ranges)
         self.block_ms = {}
         self.blocks = blocks  # name -> module
         self._hooks = []
@@ -62,6 +63,8 @@ class _Timer:
             return out
 
         F.scaled_dot_product_attention = sdpa
+        if self.clock is not None:
+            self.clock.__enter__()
         for name, mod in self.blocks.items():
             def pre(_m, _i, name=name):
                 self._t0[name] = time.perf_counter()
@@ -77,8 +80,31 @@ class _Timer:
 
     def __exit__(self, *exc):
         F.scaled_dot_product_attention = self._orig
+        if self.clock is not None:
+            self.clock.__exit__(*exc)
         for h in self._hooks:
             h.remove()
+
+
+def _eager_clock(calls, times: list, ranges: bool = False):
+    """The MatmulClock of the hand-written attention spans among calls (None if there
+    are none): each span's wall time (first matmul to second) appended to times when it
+    closes, as the SDPA wrapper appends each SDPA call's."""
+    spans = {c.span[0]: (c.span[1], c.module) for c in calls if c.kind == "eager" and c.span}
+    if not spans:
+        return None
+    from ._eager import MatmulClock
+
+    return MatmulClock(spans, lambda _start, ms: times.append(ms), ranges=ranges)
+
+
+def _user_profiler_active() -> bool:
+    """A torch.profiler (or autograd profiler) is recording in this thread: torch does
+    not nest them, so profile() then runs none of its own."""
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # pragma: no cover - a torch without that entry point
+        return False
 
 
 def _sync(device):
@@ -133,6 +159,9 @@ class _Cell:
     def call(self) -> dict:  # one call; returns the extra clocks' readings
         raise NotImplementedError
 
+    def warm(self):
+        self.call()
+
     def once(self):
         c0, t0 = time.process_time(), time.perf_counter()
         extra = self.call()
@@ -153,20 +182,83 @@ class _Cell:
         return {k: summarize(v, target, budget_exhausted=self.exhausted) for k, v in self.samples.items()}
 
 
+SDPA_BACKENDS = (("math", "MATH"), ("flash", "FLASH_ATTENTION"), ("efficient", "EFFICIENT_ATTENTION"),
+                 ("cudnn", "CUDNN_ATTENTION"))
+
+
 class _SdpaCell(_Cell):
     """PyTorch's SDPA alone on a call's captured tensors (the Python call: wall
-    clock, what the model pays), and its op time in torch.profiler's events."""
+    clock, what the model pays), and its op time in torch.profiler's events.
+    backend: None (PyTorch's own choice) or an SDPBackend name ("MATH", ...), the
+    call then made under torch.nn.attention.sdpa_kernel([that backend]), entered
+    outside the timed call."""
 
-    def __init__(self, c):
-        super().__init__("pytorch sdpa")
+    def __init__(self, c, backend: Optional[str] = None, label: Optional[str] = None):
+        super().__init__(label or ("pytorch sdpa" if backend is None else f"pytorch sdpa {backend.lower()}"))
         t = c.tensors
+        self.backend = backend
         self.q, self.k, self.v = t["q"], t["k"], t["v"]
         self.kw = {"attn_mask": t["mask"], "is_causal": c.is_causal, "scale": c.scale}
         if c.enable_gqa:
             self.kw["enable_gqa"] = True
 
+    def ctx(self):
+        if self.backend is None:
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([getattr(SDPBackend, self.backend)])
+
+    def warm(self):
+        with self.ctx():
+            self.call()
+
+    def once(self):
+        with self.ctx():
+            super().once()
+
     def call(self) -> dict:
         F.scaled_dot_product_attention(self.q, self.k, self.v, **self.kw)
+        if self.q.is_cuda:
+            torch.cuda.synchronize(self.q.device)
+        return {}
+
+    def refusal(self) -> str:
+        """"" when this backend runs the call; else why not (torch's error and warnings)."""
+        import warnings
+
+        with warnings.catch_warnings(record=True) as ws:
+            warnings.simplefilter("always")
+            try:
+                self.warm()
+                return ""
+            except RuntimeError as e:
+                why = [str(w.message).strip() for w in ws] + [str(e).strip().splitlines()[0]]
+        dev = self.q.device.type
+        if dev != "cuda" and self.backend in ("EFFICIENT_ATTENTION", "CUDNN_ATTENTION"):
+            why.insert(0, f"PyTorch has no {self.backend} kernel for {dev} tensors (CUDA only)")
+        return "; ".join(dict.fromkeys(w for w in why if w))
+
+
+class _EagerCell(_SdpaCell):
+    """The model's own hand-written attention, replayed on the recovered tensors:
+    softmax(q @ k^T * scale + mask) @ v (the bool mask as masked_fill)."""
+
+    def __init__(self, c):
+        super().__init__(c, None, "pytorch eager")
+        self.scale = c.scale if c.scale is not None else c.head_dim ** -0.5
+        m = self.kw["attn_mask"]
+        self.add = m if isinstance(m, torch.Tensor) and m.dtype != torch.bool else None
+        self.masked = ~m if isinstance(m, torch.Tensor) and m.dtype == torch.bool else None
+        self.kt = self.k.transpose(-2, -1)
+
+    def call(self) -> dict:
+        s = torch.matmul(self.q, self.kt) * self.scale
+        if self.add is not None:
+            s = s + self.add
+        if self.masked is not None:
+            s = s.masked_fill(self.masked, -math.inf)
+        torch.matmul(torch.softmax(s, dim=-1), self.v)
         if self.q.is_cuda:
             torch.cuda.synchronize(self.q.device)
         return {}
@@ -221,7 +313,7 @@ def _round_robin(cells, warmup: int, budget_s: float, target: float, max_reps: i
     round rotates, so that no cell always follows the same one."""
     for c in cells:
         for _ in range(warmup):
-            c.call()
+            c.warm()
     t0, rnd = time.perf_counter(), 0
     while True:
         active = [c for c in cells if rnd < min_reps or not c.done(target, max_reps)]
@@ -249,24 +341,99 @@ def _op_times(prof, name: str, cuda: bool) -> list:
     return [e.cpu_time_total / 1e3 for e in evs]
 
 
-def _kernel_phase(sdpa: _SdpaCell, xcells, rounds: int, target: float) -> dict:
-    """SDPA under torch.profiler in turns with the xattn cells (whose device clock
-    is read): SDPA's own op time, the kernel-clock side of the comparison."""
-    from torch.profiler import ProfilerActivity, profile as tprofile
+KERNEL_OP_PREFIX = "aten::_scaled_dot_product"
 
-    cuda = sdpa.q.is_cuda
+
+def _event_ms(e, cuda: bool) -> float:
+    if cuda:
+        return getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) / 1e3
+    return e.cpu_time_total / 1e3
+
+
+def _chosen_op(e) -> str:
+    """The kernel op an aten::scaled_dot_product_attention event ran (its child
+    aten::_scaled_dot_product_*: flash_attention_for_cpu, efficient_attention,
+    cudnn_attention, attention_math...), "" if none is seen."""
+    todo = list(e.cpu_children)
+    while todo:
+        c = todo.pop(0)
+        if c.name.startswith(KERNEL_OP_PREFIX) or c.name in ("aten::_efficient_attention_forward",
+                                                              "aten::_flash_attention_forward"):
+            return c.name
+        todo.extend(c.cpu_children)
+    return ""
+
+
+def kernel_label(op: str) -> str:
+    """"flash", "efficient", "cudnn", "math" (or the op's name) from a kernel op's name."""
+    for k in ("flash", "efficient", "cudnn", "math", "overrideable"):
+        if k in op:
+            return k
+    return op or "?"
+
+
+def _first_below(e, name):
+    todo = list(e.cpu_children)
+    while todo:
+        c = todo.pop(0)
+        if c.name == name:
+            return c
+        todo.extend(c.cpu_children)
+    return None
+
+
+def _kernel_phase(tcells, xcells, rounds: int, target: float) -> dict:
+    """PyTorch's cells under torch.profiler in turns with the xattn cells (whose device
+    clock is read): each PyTorch call runs inside a record_function range of its cell;
+    an SDPA cell's time is its aten::scaled_dot_product_attention op below that range
+    (and the kernel op under it says which SDPA kernel ran), the eager cell's the range
+    itself (its matmuls and softmax). Returns {cell name: (stats, kernel op)}."""
+    from torch.profiler import ProfilerActivity, profile as tprofile, record_function
+
+    cuda = tcells[0].q.is_cuda
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    cells = [sdpa] + list(xcells)
+    cells = list(tcells) + list(xcells)
+    tags = {id(c): f"xattn.profile cell {i}" for i, c in enumerate(tcells)}
     with tprofile(activities=acts) as pr:
         for r in range(rounds):
             k = r % len(cells)
             for c in cells[k:] + cells[:k]:
-                if c is sdpa:
-                    c.call()
+                if id(c) in tags:
+                    with c.ctx(), record_function(tags[id(c)]):
+                        c.call()
                 else:
                     c.device_once()
-    ts = _op_times(pr, SDPA_OP, cuda)
-    return summarize(ts, target, budget_exhausted=False)
+    times, ops = {id(c): [] for c in tcells}, {id(c): "" for c in tcells}
+    by_tag = {t: i for i, t in tags.items()}
+    evs = sorted((e for e in pr.events() if e.name in by_tag), key=lambda e: e.time_range.start)
+    for e in evs:
+        cid = by_tag[e.name]
+        cell = next(c for c in tcells if id(c) == cid)
+        if isinstance(cell, _EagerCell):
+            times[cid].append(_event_ms(e, cuda))
+            continue
+        op = _first_below(e, SDPA_OP)
+        if op is not None:
+            times[cid].append(_event_ms(op, cuda))
+            ops[cid] = ops[cid] or _chosen_op(op)
+    return {c.name: (summarize(times[id(c)], target, budget_exhausted=False), ops[id(c)]) for c in tcells}
+
+
+def _fused_choice(c) -> str:
+    """PyTorch's own selection helper (torch._fused_sdp_choice) on a call's kept
+    tensors: the SDPA backend it would pick, where no profiler can show it."""
+    t = c.tensors
+    if not t:
+        return ""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        n = int(torch._fused_sdp_choice(t["q"], t["k"], t["v"], attn_mask=t["mask"], dropout_p=0.0,
+                                        is_causal=c.is_causal, scale=c.scale, enable_gqa=c.enable_gqa))
+        names = {int(v.value): k for k, v in SDPBackend.__members__.items()}
+        return names.get(n, str(n)).lower().replace("_attention", "")
+    except Exception:
+        return ""
 
 
 def _packed(t: torch.Tensor, lengths, heads_dim=1):
@@ -366,6 +533,13 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     if not budget_s >= 0 or not max_spread > 0 or max_reps < 1:
         raise ValueError("profile: budget_s >= 0, max_spread > 0 and max_reps >= 1 are required")
     load_start = load_snapshot()
+    from torch.profiler import record_function
+
+    # Inside a caller's torch.profiler.profile(): torch does not nest profilers, so the
+    # profile's own torch.profiler passes are skipped (and said so); the caller's trace
+    # gets the profile's phases as record_function ranges, and xattn's replays as theirs.
+    user_profiler = _user_profiler_active()
+    own_profiler = torch_profiler and not user_profiler
     gen = None
     if generate is not None:  # model.generate(*inputs, **kwargs): a prefill and `generate` decode steps
         from ._generate import GenerateRun
@@ -384,7 +558,7 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     log = print if verbose else (lambda *a, **k: None)
 
     # 1. warm-up, then the capture pass
-    with torch.no_grad():
+    with torch.no_grad(), record_function("xattn.profile capture"):
         run()
         _sync(device)
         cap = Capture(model, keep_tensors=True, kv_buckets=kv_buckets)
@@ -396,8 +570,10 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
             cap.forward_ms = (time.perf_counter() - t0) * 1e3
     calls = cap.calls
     if not calls:
-        raise RuntimeError("profile: the model made no scaled_dot_product_attention call "
-                           "(does it use attn_implementation='sdpa'?)")
+        um = "; ".join(f"{u['module'] or 'the model'}: {u['reason']}" for u in cap.unmapped)
+        raise RuntimeError("profile: the model made no scaled_dot_product_attention call and no hand-written "
+                           "attention (matmul -> softmax -> matmul) was found"
+                           + (f"; chains not mapped: {um}" if um else ""))
     log(f"captured {len(calls)} attention calls")
 
     # 2. timing passes
@@ -406,10 +582,10 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     blocks = {n: mods[n] for n in block_names if n in mods}
     passes, tprof = [], []
     with torch.no_grad():
-        for _ in range(passes_n):
-            tm = _Timer(blocks)
+        for pi in range(passes_n):
+            tm = _Timer(blocks, calls)
             clk = gen.clock() if gen else contextlib.nullcontext()
-            with tm, clk:
+            with tm, clk, record_function(f"xattn.profile timing pass {pi}"):
                 _sync(device)
                 c0, t0 = time.process_time(), time.perf_counter()
                 run()
@@ -418,10 +594,15 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
             if len(tm.times) != len(calls):
                 raise RuntimeError(f"profile: a timing pass made {len(tm.times)} attention calls, the "
                                    f"capture {len(calls)}: the forward is not repeatable")
+            if tm.clock is not None and tm.clock.count != cap.matmuls:
+                raise RuntimeError(f"profile: a timing pass made {tm.clock.count} matmuls, the capture "
+                                   f"{cap.matmuls}: the hand-written attention spans cannot be placed"
+                                   + (" (a torch.compile'd model: its matmuls do not pass through Python; "
+                                      "profile it uncompiled)" if tm.clock.count == 0 else ""))
             passes.append({"forward_ms": fwd, "cpu_ms": fwd_cpu, "call_ms": tm.times, "block_ms": tm.block_ms})
             if gen:
                 passes[-1]["step_ms"] = clk.times
-            if torch_profiler:  # in turns with the timing passes: a burst of load hits both alike
+            if own_profiler:  # in turns with the timing passes: a burst of load hits both alike
                 tprof.append(_profiler_pass(run, device, calls, memory=True))
     # cases.json's forward_ms: the timing passes' median, not the capture pass (which copies every tensor)
     cap.capture_forward_ms = cap.forward_ms
@@ -431,6 +612,18 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
               "torch_version": torch.__version__, "device": str(device), "passes": passes_n, "reps": passes_n,
               "calls": len(calls), "settings": {"passes": passes_n, "budget_s": budget_s, "target": max_spread,
                                                 "max_reps": max_reps, "min_reps": 5, "warmup": warmup}}
+    _assign_kernels(calls, tprof)
+    report["attention_kinds"] = {k: sum(1 for c in calls if c.kind == k) for k in ("sdpa", "eager")}
+    report["unmapped"] = list(cap.unmapped)
+    report["torch_profiler"] = {"own_passes": own_profiler, "caller_profiler_active": user_profiler}
+    if user_profiler:
+        report["torch_profiler"]["note"] = (
+            "a torch.profiler of the caller's was recording: torch does not nest profilers, so the profile's own "
+            "torch.profiler passes were skipped (no torch.profiler share, no memory events, no PyTorch kernel "
+            "clock; the kernel PyTorch chose is from torch._fused_sdp_choice); the caller's trace has the "
+            "profile's phases (xattn.profile ...) and every xattn replay as record_function ranges")
+    elif not torch_profiler:
+        report["torch_profiler"]["note"] = "torch_profiler=False: no torch.profiler pass"
     report["forward"] = _forward_section(calls, passes, tprof, max_spread)
     report["layers"] = _layer_section(calls, passes)
     if gen:
@@ -454,8 +647,9 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
             log(f"case {ci}: {_case_key(first)} x {len(group)}")
             # the budget left, shared by the cases left (a case that converges early leaves its rest)
             share = max(budget_s - (time.perf_counter() - t_cells), 0.0) / (len(groups) - ci)
-            cases.append(_case_section(ci, first, group, passes, ctxs, algos, warmup, share,
-                                       max_spread, max_reps, packed))
+            with record_function(f"xattn.profile case {ci}"):
+                cases.append(_case_section(ci, first, group, passes, ctxs, algos, warmup, share,
+                                           max_spread, max_reps, packed, kernel_clock=not user_profiler))
         report["cases"] = cases
         from ._generate import annotate_buckets
 
@@ -489,7 +683,8 @@ def _profiler_pass(run, device, calls, memory: bool = True) -> dict:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
-    with tprofile(activities=acts, profile_memory=memory) as pr:
+    eager = _eager_clock(calls, [], ranges=True)
+    with tprofile(activities=acts, profile_memory=memory) as pr, (eager or contextlib.nullcontext()):
         _sync(device)
         t0 = time.perf_counter()
         run()
@@ -498,10 +693,32 @@ def _profiler_pass(run, device, calls, memory: bool = True) -> dict:
     if cuda:
         out["cuda_peak_bytes"] = torch.cuda.max_memory_allocated(device) - before
     ts = _op_times(pr, SDPA_OP, cuda)
-    out.update({"forward_ms": fwd, "sdpa_ms": ts, "attention_ms": sum(ts), "calls": len(ts)})
+    # the hand-written spans: their record_function ranges (first matmul to second)
+    es = [e for e in pr.events() if e.name.startswith("xattn eager attention ")]
+    es.sort(key=lambda e: e.time_range.start)
+    ems = [_event_ms(e, cuda) for e in es]
+    evs = [e for e in pr.events()
+           if e.name == SDPA_OP and not (e.cpu_parent is not None and e.cpu_parent.name == SDPA_OP)]
+    evs.sort(key=lambda e: e.time_range.start)
+    out.update({"forward_ms": fwd, "sdpa_ms": ts, "eager_ms": ems, "attention_ms": sum(ts) + sum(ems),
+                "calls": len(ts) + len(ems), "kernels": [_chosen_op(e) for e in evs]})
     if memory:
         out["memory"] = _torch_memory(pr, device, calls)
     return out
+
+
+def _assign_kernels(calls, tprof):
+    """Each SDPA call's kernel as PyTorch chose it: the op below its
+    aten::scaled_dot_product_attention in the last torch.profiler pass (in call
+    order), else PyTorch's selection helper on the kept tensors."""
+    sd = [c for c in calls if c.kind != "eager"]
+    seen = next((t["kernels"] for t in reversed(list(tprof)) if len(t.get("kernels", [])) == len(sd)), None)
+    for i, c in enumerate(sd):
+        if seen is not None and seen[i]:
+            c.sdpa_kernel = f"{kernel_label(seen[i])} ({seen[i]}, torch.profiler)"
+        else:
+            k = _fused_choice(c)
+            c.sdpa_kernel = f"{k} (torch._fused_sdp_choice)" if k else ""
 
 
 def _torch_memory(pr, device, calls) -> dict:
@@ -566,8 +783,10 @@ def _forward_section(calls, passes, tprof=(), target: float = 0.05) -> dict:
     att = summarize([sum(p["call_ms"]) for p in passes], target)
     share = summarize([sum(p["call_ms"]) / p["forward_ms"] for p in passes if p["forward_ms"] > 0], target)
     out = {"forward_ms": fwd, "forward_cpu_ms": cpu, "attention_ms": att, "attention_share": share,
-           "clock": "wall clock (time.perf_counter around each SDPA call and the whole forward, from Python)",
-           "note": "over the timing passes; attention = the SDPA calls' wall time inside the forward, share = "
+           "clock": "wall clock (time.perf_counter around each SDPA call, each hand-written attention span and the "
+                    "whole forward, from Python)",
+           "note": "over the timing passes; attention = the SDPA calls' wall time inside the forward (and each "
+                   "hand-written attention's, from its first matmul to its second), share = "
                    "attention / forward per pass; forward_cpu_ms = the process's CPU time (all threads)"}
     if tprof:
         tp_share = summarize([t["attention_ms"] / t["forward_ms"] for t in tprof if t["forward_ms"] > 0], target)
@@ -580,7 +799,8 @@ def _forward_section(calls, passes, tprof=(), target: float = 0.05) -> dict:
             "attention_share": tp_share, "agree": agree,
             "calls_seen": [t["calls"] for t in tprof],
             "clock": ("the kernels' device time of each " if cuda else "the duration of each ") + SDPA_OP
-                     + " op in torch.profiler, over the forward's wall time in the same pass",
+                     + " op (and each hand-written attention's range, first matmul to second) in torch.profiler, "
+                     "over the forward's wall time in the same pass",
             "note": "one forward under torch.profiler after each timing pass; agree = the two shares' "
                     "intervals overlap"}
     return out
@@ -619,7 +839,8 @@ def _natural(s):
 
 def _call_row(c, passes) -> dict:
     t = summarize([p["call_ms"][c.index] for p in passes])
-    return {"index": c.index, "module": c.module, "layer": c.layer, "case": _case_key(c),
+    return {"index": c.index, "module": c.module, "layer": c.layer, "case": _case_key(c), "kind": c.kind,
+            "attention": c.source, "sdpa_kernel": c.sdpa_kernel,
             "pytorch_ms": t, "memory": c.mem, "mask": c.mask, "mask_meaning": c.analysis.note or c.analysis.kind,
             "supported": c.supported, "note": c.reason}
 
@@ -640,6 +861,8 @@ def _case_key(c) -> str:
         s += f" padded{sum(a.seqlens_q or [c.sq] * c.batch)}/{sum(a.seqlens_k)}"
     if a.kind == "bias":
         s += " bias"
+    if c.kind == "eager":
+        s += " eager"
     return s
 
 
@@ -680,7 +903,7 @@ def _sdpa_out(c):
 
 
 def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_spread, max_reps,
-                  packed) -> dict:
+                  packed, kernel_clock: bool = True) -> dict:
     a = first.analysis
     in_model = summarize([p["call_ms"][c.index] for c in group for p in passes])
     useful, dense = first.token_pairs()
@@ -690,7 +913,9 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
                      "sk": first.sk, "head_dim": first.head_dim, "head_dim_v": first.head_dim_v},
            "mask_meaning": a.note or a.kind, "kv_repeated_by_caller": first.kv_repeated,
            "q_packed_by_caller": first.q_packed,
-           "pytorch": {"in_model_ms": in_model}, "supported": first.supported, "note": first.reason,
+           "pytorch": {"in_model_ms": in_model, "impl": "eager" if first.kind == "eager" else "sdpa",
+                       "kernel_chosen": first.sdpa_kernel},
+           "attention": first.source, "kind": first.kind, "supported": first.supported, "note": first.reason,
            "padding": {"pairs_useful": useful, "pairs_dense": dense,
                        "waste_from_token_counts": 1.0 - useful / dense if dense else 0.0,
                        "seqlens_q": a.seqlens_q, "seqlens_k": a.seqlens_k},
@@ -710,7 +935,21 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
     sdpa_out = _sdpa_out(first)
     if q.is_cuda:  # the captured copies were made on PyTorch's stream; xattn has its own
         torch.cuda.synchronize(q.device)
-    sdpa = _SdpaCell(first)
+    sdpa = _EagerCell(first) if first.kind == "eager" else _SdpaCell(first)
+    # PyTorch's SDPA backends on the same tensors (and, for attention written by hand,
+    # SDPA with PyTorch's own choice): each one that refuses the case is listed with why
+    others = [_SdpaCell(first)] if first.kind == "eager" else []
+    others += [_SdpaCell(first, b, f"pytorch sdpa {short}") for short, b in SDPA_BACKENDS]
+    sec["pytorch_backends"], bcells = [], []
+    for cell in others:
+        why = cell.refusal()
+        row = {"name": cell.name, "backend": next((k for k, b in SDPA_BACKENDS if b == cell.backend), "default"),
+               "sdpa_backend": cell.backend or "PyTorch's choice", "runs": not why}
+        if why:
+            row["refused"] = why
+        else:
+            bcells.append(cell)
+        sec["pytorch_backends"].append(row)
     xcells = []  # (list, cell): "xattn" or "packed"
     for b, ctx in ctxs.items():
         q, k, v, opts = _on_backend(ctx, *_inputs_for_xattn(first))
@@ -733,26 +972,45 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
             xcells.append(("packed" if form else "xattn", cell))
     for _, cell in xcells:
         cell.ctx.reset_peak()
-    cells = [sdpa] + [c for _, c in xcells]
+    cells = [sdpa] + bcells + [c for _, c in xcells]
     t0 = time.perf_counter()
     _round_robin(cells, max(0, warmup - 1), budget_s * 0.65, max_spread, max_reps)
     spent = time.perf_counter() - t0
     # the kernel clock: SDPA's op time from torch.profiler, in turns with xattn's device clock
     per_round = sum(summarize(c.samples["wall_ms"])["median"] or 0 for c in cells) / 1e3
     left = max(budget_s - spent, 0.0)
-    rounds = int(min(max_reps, max(5, left / max(2 * per_round, 1e-6))))
-    kernel = _kernel_phase(sdpa, [c for _, c in xcells], rounds, max_spread)
+    rounds = int(min(max_reps, max(5, left / max(2 * per_round, 1e-6)))) if kernel_clock else 0
+    kernels = _kernel_phase([sdpa] + bcells, [c for _, c in xcells], rounds, max_spread) if rounds else {}
     st = sdpa.stats(max_spread)
-    sec["pytorch"].update({"wall_ms": st["wall_ms"], "cpu_ms": st["cpu_ms"], "kernel_ms": kernel,
-                           "kernel_clock": ("torch.profiler: the device time of the kernels launched by "
-                                            if sdpa.q.is_cuda else "torch.profiler: the duration of ")
-                           + SDPA_OP})
+    what = (f"the record_function range around the replayed chain (aten::matmul, aten::softmax, aten::matmul)"
+            if first.kind == "eager" else SDPA_OP)
+    kclock = (("torch.profiler: the device time of the kernels launched by " if sdpa.q.is_cuda
+               else "torch.profiler: the duration of ") + what) if kernels else (
+        "not measured: a torch.profiler of the caller's was recording (torch does not nest profilers)")
+    k_sd, op = kernels.get(sdpa.name, ({}, ""))
+    sec["pytorch"].update({"wall_ms": st["wall_ms"], "cpu_ms": st["cpu_ms"], "kernel_ms": k_sd,
+                           "kernel_clock": kclock})
+    if op and first.kind != "eager":
+        sec["pytorch"]["kernel_op"] = op
+        sec["pytorch"]["kernel_chosen"] = kernel_label(op)
+    label = "pytorch " + sec["pytorch"]["impl"]
+    for row, cell in ((r, next((c for c in bcells if c.name == r["name"]), None)) for r in sec["pytorch_backends"]):
+        if cell is None:
+            continue
+        bst = cell.stats(max_spread)
+        k_b, op_b = kernels.get(cell.name, ({}, ""))
+        row.update({"wall_ms": bst["wall_ms"], "cpu_ms": bst["cpu_ms"], "kernel_ms": k_b})
+        if op_b:
+            row["kernel_op"] = op_b
+        row["vs_model"] = {
+            "wall": verdict(bst["wall_ms"], st["wall_ms"], cell.name, label, "wall clock"),
+            "kernel": verdict(k_b, k_sd, cell.name, label, "kernel clock") if k_sd else {"result": "no data"}}
     for where, cell in xcells:
         row = cell.cell(max_spread)
         o = cell.last[0]
         if where == "xattn":
             row["xattn_vs_sdpa"] = _quick_agreement(o, sdpa_out, a, first)
-        row["vs_sdpa"] = _vs_sdpa(row, sec["pytorch"])
+        row["vs_sdpa"] = _vs_sdpa(row, sec["pytorch"], label)
         sec[where].append(row)
     sec["rounds"] = {"wall": sdpa.n(), "kernel": rounds, "seconds": time.perf_counter() - t0}
     sec["verdicts"] = _verdicts(sec)
@@ -783,12 +1041,13 @@ def _quick_agreement(o, sdpa_out, a, c) -> Optional[float]:
     return rel_l2(x[m], s[m])
 
 
-def _vs_sdpa(row, sd) -> dict:
-    """An xattn cell against SDPA on each clock, never across: wall (both whole
-    Python calls) and kernel (xattn's device_ms against SDPA's op time)."""
+def _vs_sdpa(row, sd, label: str = "pytorch sdpa") -> dict:
+    """An xattn cell against the model's PyTorch attention (SDPA, or the hand-written
+    chain) on each clock, never across: wall (both whole Python calls) and kernel
+    (xattn's device_ms against PyTorch's op time)."""
     name = f"xattn {row['backend']} {row['algo']}" + (" packed" if row.get("form") else "")
-    return {"wall": verdict(row["wall_ms"], sd.get("wall_ms", {}), name, "pytorch sdpa", "wall clock"),
-            "kernel": verdict(row["device_ms"], sd.get("kernel_ms", {}), name, "pytorch sdpa", "kernel clock")}
+    return {"wall": verdict(row["wall_ms"], sd.get("wall_ms", {}), name, label, "wall clock"),
+            "kernel": verdict(row["device_ms"], sd.get("kernel_ms", {}), name, label, "kernel clock")}
 
 
 def _best(cells, clock):
@@ -810,7 +1069,7 @@ def _verdicts(sec) -> list:
         if best is None or not sd.get(theirs, {}).get("n"):
             continue
         name = f"{best['backend']} {best['algo']}" + (" packed" if best.get("form") else "")
-        v = verdict(best[mine], sd[theirs], f"xattn {name}", "pytorch sdpa", label)
+        v = verdict(best[mine], sd[theirs], f"xattn {name}", "pytorch " + sd.get("impl", "sdpa"), label)
         v["on"] = clock
         v["xattn_cell"] = name
         out.append(v)
