@@ -70,10 +70,9 @@ def _work_line(cells) -> str:
     return ", ".join(seen.values())
 
 
-def render_text(r: dict) -> str:
-    out = []
-    w = out.append
-    fwd = r["forward"]
+def _header_lines(r: dict, w) -> None:
+    """The report's first lines: the model and versions, the load, the kinds of
+    attention, what was not mapped, torch.profiler's note."""
     n_pass = r.get("passes", r.get("reps"))
     w(f"xattn profile: {r.get('model') or 'model'} on {r['device']} (torch {r['torch_version']}, "
       f"xattn {r['xattn_version']}), {n_pass} timing passes, {r['calls']} attention calls")
@@ -87,6 +86,11 @@ def render_text(r: dict) -> str:
         w(f"not mapped: hand-written attention in {u['module'] or 'the model'}: {u['reason']}")
     if (r.get("torch_profiler") or {}).get("note"):
         w(f"torch.profiler: {r['torch_profiler']['note']}")
+
+
+def _forward_lines(fwd: dict, kinds: dict, w) -> None:
+    """The forward's section: its wall (and CPU) time, attention's share, and
+    torch.profiler's share in the same process."""
     sh = fwd["attention_share"]
     cpu = fwd.get("forward_cpu_ms")
     w("")
@@ -102,7 +106,10 @@ def render_text(r: dict) -> str:
           f"({tp['clock']}); "
           + ("agrees with the share above (the intervals overlap)" if tp["agree"]
              else "DISAGREES with the share above (the intervals do not overlap)"))
-    lay = r["layers"]
+
+
+def _layer_lines(lay: dict, w) -> None:
+    """The layer table and its sum against the total."""
     w("")
     w("layers, wall clock (attention = the layer's SDPA calls, block = the layer's module, timed from Python):")
     w(f"{'layer':<28} {'calls':>5} {'attn ms [95% CI]':>26} {'% fwd':>7} {'block ms':>9} {'% block':>8}")
@@ -113,8 +120,10 @@ def render_text(r: dict) -> str:
           f"{_pct(row['share_of_block']['median']) if blk else '-':>8}")
     w(f"layers add up to {lay['sum_of_layers_ms']:.4f} ms, the total is {lay['total_ms']:.4f} ms "
       f"(difference {lay['difference_ms']:+.4f} ms, noise {lay['noise_ms']:.4f} ms)")
-    mem = r.get("memory", {})
-    tmem = mem.get("torch", {})
+
+
+def _memory_lines(tmem: dict, w) -> None:
+    """The forward's memory as torch.profiler saw it (or why it is missing)."""
     if tmem.get("forward_peak_bytes") is not None:
         masks = "; ".join(f"mask {_bytes(m['bytes'])} ({m['dtype']}): {m['allocations']} allocation"
                           f"{'s' if m['allocations'] != 1 else ''} of that size outside SDPA"
@@ -129,91 +138,123 @@ def render_text(r: dict) -> str:
             w(f"  {tmem['note']}")
     elif tmem.get("error"):
         w(f"memory (torch.profiler): {tmem['error']}")
-    if r.get("generation"):
-        from .torch._generate import render_generation
 
-        out.extend(render_generation(r["generation"]))
-    mem_rows = {m["case"]: m for m in mem.get("rows", [])}
-    for c in r.get("cases", []):
-        w("")
-        lay_txt = ", ".join(c["layers"][:3]) + (" ..." if len(c["layers"]) > 3 else "")
-        w(f"case {c['case']}: {c['key']}, {c['count']} call{'s' if c['count'] != 1 else ''} ({lay_txt})")
-        w(f"  mask      {c['mask_meaning']}"
-          + (f"; K/V repeated x{c['kv_repeated_by_caller']} by the model (xattn reads the "
-             f"{c['shape']['kv_heads']} KV heads)" if c["kv_repeated_by_caller"] > 1 else "")
-          + ("; the model folded its query heads into rows (SDPA saw Sq = "
-             f"{c['q_packed_by_caller']}); xattn runs them as heads" if c.get("q_packed_by_caller", 1) > 1 else ""))
-        if c.get("note"):
-            w(f"  note      {c['note']}")
-        if c.get("kind") == "eager":
-            w(f"  attention {c['attention']} (replayed as written, and as SDPA, on the recovered tensors)")
-        elif c.get("pytorch", {}).get("kernel_chosen"):
-            w(f"  pytorch   SDPA ran its {c['pytorch']['kernel_chosen']} kernel"
-              + (f" ({c['pytorch']['kernel_op']})" if c["pytorch"].get("kernel_op") else ""))
-        if c.get("kv_bucket"):
-            kb = c["kv_bucket"]
-            w(f"  decode    {c['count']} decode calls of Sk {kb['sk_min']}..{kb['sk_max']} (KV-length bucket "
-              f"{kb['bucket'][0]}..{kb['bucket'][1]}), timed at the Sk nearest their mean ({kb['representative_sk']})")
-        pad = c["padding"]
-        if pad["seqlens_k"] is not None:
-            waste = [x["padding_waste"] for x in c["xattn"] if x.get("padding_waste") is not None]
-            w(f"  padding   {_pct(pad['waste_from_token_counts'])} of the B x Sq x Sk rectangle is padding "
-              f"(token counts); xattn's records: {_pct(waste[0]) if waste else '-'}")
-        work = _work_line(c["xattn"])
-        if work and pad["seqlens_k"] is not None:
-            w(f"  work      executed / useful FLOPs: {work}")
-        for p in c["packed"]:
-            fl = [x for x in c["xattn"] if x["backend"] == p["backend"] and x["algo"] == "flash"]
-            if fl and fl[0]["device_ms"].get("median") and p["device_ms"].get("median"):
-                v = verdict(p["device_ms"], fl[0]["device_ms"], f"{p['backend']} flash packed",
-                            f"{p['backend']} flash padded", "kernel clock")
-                w(f"  packed    {v['text']}; {_bytes(p['bytes_actual'])} moved vs {_bytes(fl[0]['bytes_actual'])}")
-        sd = c.get("pytorch", {})
-        if not c["xattn"] and not sd.get("wall_ms"):
-            w(f"  {c.get('verdict', '')}")
-            continue
-        impl = sd.get("impl", "sdpa")
-        vs = "SDPA" if impl == "sdpa" else impl
-        w(f"  {'device':<10}{'algo':<14}{'wall ms [95% CI]':>26} {'cpu ms':>9} {'kernel ms [95% CI]':>26} "
-          f"{'GFLOP/s':>8} {'workspace':>10} {'wall vs ' + vs:>13}  {'kernel vs ' + vs:>14}")
-        w(f"  {'pytorch':<10}{impl:<14}{_ci(sd.get('wall_ms')):>26} {_ms(sd.get('cpu_ms'), 3):>9} "
-          f"{_ci(sd.get('kernel_ms')):>26}")
-        for b in c.get("pytorch_backends", []):
-            nm = "sdpa " + b["backend"] if b["backend"] != "default" else "sdpa"
-            if not b["runs"]:
-                w(f"  {'pytorch':<10}{nm:<14} refused: {b['refused']}")
-                continue
-            bv = b.get("vs_model", {})
-            w(f"  {'pytorch':<10}{nm:<14}{_ci(b.get('wall_ms')):>26} {_ms(b.get('cpu_ms'), 3):>9} "
-              f"{_ci(b.get('kernel_ms')):>26} {'':>8} {'':>10} {_vs(bv.get('wall')):>13}  {_vs(bv.get('kernel')):>14}")
-        for cell in c["xattn"] + c["packed"]:
-            name = cell["algo"] + (" packed" if cell.get("form") else "")
-            gf = f"{cell['gflops_useful']:.2f}" if cell.get("gflops_useful") else "-"
-            vs = cell.get("vs_sdpa", {})
-            w(f"  {cell['backend'] + ':' + str(cell['device']):<10}{name:<14}{_ci(cell['wall_ms']):>26} "
-              f"{_ms(cell.get('cpu_ms'), 3):>9} {_ci(cell['device_ms']):>26} {gf:>8} "
-              f"{_bytes(cell['workspace_bytes']):>10} {_vs(vs.get('wall')):>13}  {_vs(vs.get('kernel')):>14}")
-        for e in c["errors"]:
-            w(f"  {e['backend']:<10}{e['algo']:<14} {e['status']}: {e['message']}")
-        mr = mem_rows.get(c["key"], {})
-        tp_mem = mr.get("pytorch")
-        xa = ", ".join(f"{algo} {_bytes(max(x['workspace_bytes'] for x in xs))}"
-                       for algo, xs in mr.get("xattn", {}).items())
-        if tp_mem:
-            w(f"  memory    PyTorch (torch.profiler): an SDPA call holds {_bytes(tp_mem['sdpa_peak_bytes'])} at its "
-              f"peak ({_bytes(tp_mem['sdpa_workspace_bytes'])} workspace + {_bytes(tp_mem['sdpa_kept_bytes'])} "
-              "output)"
-              + (f", repeat_kv copies {_bytes(tp_mem['repeat_kv_bytes_per_call'])} a call "
-                 f"({tp_mem['repeat_kv_copies_per_call']} copies)" if tp_mem.get("repeat_kv_copies_per_call") else ""))
-        else:
-            w("  memory    PyTorch: not measured (run with torch.profiler)")
-        w(f"            xattn's exact workspace: {xa or '-'}; naive's score matrix "
-          f"{_bytes(c['naive_scores_bytes'])} (B x Hq x Sq x Sk f32)")
-        for v in c.get("verdicts", []):
-            w(f"  verdict   {v['text']}")
-        if not c.get("verdicts"):
-            w(f"  verdict   {c.get('verdict', 'no timing')}")
-    num = r.get("numerics")
+
+def _case_head_lines(c: dict, w) -> None:
+    """A case's first lines: its key and layers, the mask, the note, PyTorch's
+    kernel, the decode bucket, the padding, the work and the packed form."""
+    w("")
+    lay_txt = ", ".join(c["layers"][:3]) + (" ..." if len(c["layers"]) > 3 else "")
+    w(f"case {c['case']}: {c['key']}, {c['count']} call{'s' if c['count'] != 1 else ''} ({lay_txt})")
+    w(f"  mask      {c['mask_meaning']}"
+      + (f"; K/V repeated x{c['kv_repeated_by_caller']} by the model (xattn reads the "
+         f"{c['shape']['kv_heads']} KV heads)" if c["kv_repeated_by_caller"] > 1 else "")
+      + ("; the model folded its query heads into rows (SDPA saw Sq = "
+         f"{c['q_packed_by_caller']}); xattn runs them as heads" if c.get("q_packed_by_caller", 1) > 1 else ""))
+    if c.get("note"):
+        w(f"  note      {c['note']}")
+    if c.get("kind") == "eager":
+        w(f"  attention {c['attention']} (replayed as written, and as SDPA, on the recovered tensors)")
+    elif c.get("pytorch", {}).get("kernel_chosen"):
+        w(f"  pytorch   SDPA ran its {c['pytorch']['kernel_chosen']} kernel"
+          + (f" ({c['pytorch']['kernel_op']})" if c["pytorch"].get("kernel_op") else ""))
+    if c.get("kv_bucket"):
+        kb = c["kv_bucket"]
+        w(f"  decode    {c['count']} decode calls of Sk {kb['sk_min']}..{kb['sk_max']} (KV-length bucket "
+          f"{kb['bucket'][0]}..{kb['bucket'][1]}), timed at the Sk nearest their mean ({kb['representative_sk']})")
+    _case_padding_lines(c, w)
+
+
+def _case_padding_lines(c: dict, w) -> None:
+    """A padded case's padding, executed / useful work, and the packed form against the padded one."""
+    pad = c["padding"]
+    if pad["seqlens_k"] is not None:
+        waste = [x["padding_waste"] for x in c["xattn"] if x.get("padding_waste") is not None]
+        w(f"  padding   {_pct(pad['waste_from_token_counts'])} of the B x Sq x Sk rectangle is padding "
+          f"(token counts); xattn's records: {_pct(waste[0]) if waste else '-'}")
+    work = _work_line(c["xattn"])
+    if work and pad["seqlens_k"] is not None:
+        w(f"  work      executed / useful FLOPs: {work}")
+    for p in c["packed"]:
+        fl = [x for x in c["xattn"] if x["backend"] == p["backend"] and x["algo"] == "flash"]
+        if fl and fl[0]["device_ms"].get("median") and p["device_ms"].get("median"):
+            v = verdict(p["device_ms"], fl[0]["device_ms"], f"{p['backend']} flash packed",
+                        f"{p['backend']} flash padded", "kernel clock")
+            w(f"  packed    {v['text']}; {_bytes(p['bytes_actual'])} moved vs {_bytes(fl[0]['bytes_actual'])}")
+
+
+def _case_table_lines(c: dict, sd: dict, w) -> None:
+    """A case's table: PyTorch's row, its SDPA backends' rows, xattn's cells, the refusals."""
+    impl = sd.get("impl", "sdpa")
+    vs = "SDPA" if impl == "sdpa" else impl
+    w(f"  {'device':<10}{'algo':<14}{'wall ms [95% CI]':>26} {'cpu ms':>9} {'kernel ms [95% CI]':>26} "
+      f"{'GFLOP/s':>8} {'workspace':>10} {'wall vs ' + vs:>13}  {'kernel vs ' + vs:>14}")
+    w(f"  {'pytorch':<10}{impl:<14}{_ci(sd.get('wall_ms')):>26} {_ms(sd.get('cpu_ms'), 3):>9} "
+      f"{_ci(sd.get('kernel_ms')):>26}")
+    for b in c.get("pytorch_backends", []):
+        _sdpa_backend_row(b, w)
+    for cell in c["xattn"] + c["packed"]:
+        _xattn_row(cell, w)
+    for e in c["errors"]:
+        w(f"  {e['backend']:<10}{e['algo']:<14} {e['status']}: {e['message']}")
+
+
+def _sdpa_backend_row(b: dict, w) -> None:
+    """One of PyTorch's SDPA backends on the case (or why it refused it)."""
+    nm = "sdpa " + b["backend"] if b["backend"] != "default" else "sdpa"
+    if not b["runs"]:
+        w(f"  {'pytorch':<10}{nm:<14} refused: {b['refused']}")
+        return
+    bv = b.get("vs_model", {})
+    w(f"  {'pytorch':<10}{nm:<14}{_ci(b.get('wall_ms')):>26} {_ms(b.get('cpu_ms'), 3):>9} "
+      f"{_ci(b.get('kernel_ms')):>26} {'':>8} {'':>10} {_vs(bv.get('wall')):>13}  {_vs(bv.get('kernel')):>14}")
+
+
+def _xattn_row(cell: dict, w) -> None:
+    """One xattn cell of the case: an algorithm on a backend (padded or packed)."""
+    name = cell["algo"] + (" packed" if cell.get("form") else "")
+    gf = f"{cell['gflops_useful']:.2f}" if cell.get("gflops_useful") else "-"
+    vs = cell.get("vs_sdpa", {})
+    w(f"  {cell['backend'] + ':' + str(cell['device']):<10}{name:<14}{_ci(cell['wall_ms']):>26} "
+      f"{_ms(cell.get('cpu_ms'), 3):>9} {_ci(cell['device_ms']):>26} {gf:>8} "
+      f"{_bytes(cell['workspace_bytes']):>10} {_vs(vs.get('wall')):>13}  {_vs(vs.get('kernel')):>14}")
+
+
+def _case_memory_lines(c: dict, mr: dict, w) -> None:
+    """A case's memory: PyTorch's SDPA call (torch.profiler) and xattn's exact workspace."""
+    tp_mem = mr.get("pytorch")
+    xa = ", ".join(f"{algo} {_bytes(max(x['workspace_bytes'] for x in xs))}"
+                   for algo, xs in mr.get("xattn", {}).items())
+    if tp_mem:
+        w(f"  memory    PyTorch (torch.profiler): an SDPA call holds {_bytes(tp_mem['sdpa_peak_bytes'])} at its "
+          f"peak ({_bytes(tp_mem['sdpa_workspace_bytes'])} workspace + {_bytes(tp_mem['sdpa_kept_bytes'])} "
+          "output)"
+          + (f", repeat_kv copies {_bytes(tp_mem['repeat_kv_bytes_per_call'])} a call "
+             f"({tp_mem['repeat_kv_copies_per_call']} copies)" if tp_mem.get("repeat_kv_copies_per_call") else ""))
+    else:
+        w("  memory    PyTorch: not measured (run with torch.profiler)")
+    w(f"            xattn's exact workspace: {xa or '-'}; naive's score matrix "
+      f"{_bytes(c['naive_scores_bytes'])} (B x Hq x Sq x Sk f32)")
+
+
+def _case_lines(c: dict, mr: dict, w) -> None:
+    """One case's block: its head, its table, its memory (mr: the memory
+    section's row of the case) and its verdicts."""
+    _case_head_lines(c, w)
+    sd = c.get("pytorch", {})
+    if not c["xattn"] and not sd.get("wall_ms"):
+        w(f"  {c.get('verdict', '')}")
+        return
+    _case_table_lines(c, sd, w)
+    _case_memory_lines(c, mr, w)
+    for v in c.get("verdicts", []):
+        w(f"  verdict   {v['text']}")
+    if not c.get("verdicts"):
+        w(f"  verdict   {c.get('verdict', 'no timing')}")
+
+
+def _numerics_lines(num, w) -> None:
+    """The numerics: xattn vs SDPA vs the reference, by dtype."""
     if num and num.get("by_dtype"):
         w("")
         w(f"numerics: xattn (auto, {num['backend']}) vs PyTorch SDPA vs the double-precision reference, "
@@ -222,19 +263,47 @@ def render_text(r: dict) -> str:
             w(f"  {dt}: {d['calls']} calls, worst rel L2 xattn-vs-SDPA {d['worst_xattn_vs_sdpa']:.2e} "
               f"(bound {d['pair_bound_min']:.2e}), SDPA-vs-reference {d['worst_sdpa_vs_reference']:.2e}, "
               f"xattn-vs-reference {d['worst_xattn_vs_reference']:.2e}: {'pass' if d['all_pass'] else 'FAIL'}")
+
+
+def _any_unconverged(r: dict) -> bool:
+    """Whether a cell of any case (xattn's, or PyTorch's) did not converge."""
+    unconv = any(not s.get("converged", True) for c in r.get("cases", []) for cell in c["xattn"] + c["packed"]
+                 for s in (cell["wall_ms"], cell["device_ms"]))
+    return unconv or any(not c.get("pytorch", {}).get(k, {}).get("converged", True)
+                         for c in r.get("cases", []) for k in ("wall_ms", "kernel_ms"))
+
+
+def _legend_lines(r: dict, w) -> None:
+    """The legend: the clocks, and '~' where a cell did not converge."""
     w("")
     w("clocks: wall = the whole Python call on time.perf_counter (SDPA's call; xattn's call with the binding), "
       "what the model pays; cpu = the process's CPU time during the call (all threads); kernel = xattn's "
       "device_ms (the backend's own clock) against SDPA's op time in torch.profiler. Each 'vs SDPA' uses one "
       "clock for both sides and gives a ratio only where the 95% intervals of the medians separate.")
-    unconv = any(not s.get("converged", True) for c in r.get("cases", []) for cell in c["xattn"] + c["packed"]
-                 for s in (cell["wall_ms"], cell["device_ms"]))
-    unconv = unconv or any(not c.get("pytorch", {}).get(k, {}).get("converged", True)
-                           for c in r.get("cases", []) for k in ("wall_ms", "kernel_ms"))
-    if unconv:
+    if _any_unconverged(r):
         tgt = 100 * r.get("settings", {}).get("target", 0.05)
         w(f"'~': not converged (fewer than 5 samples, or the interval stayed wider than +-{tgt:g}% of the "
           "median within the cell's share of the time budget); its verdicts still rest on the intervals.")
+
+
+def render_text(r: dict) -> str:
+    out = []
+    w = out.append
+    fwd = r["forward"]
+    _header_lines(r, w)
+    _forward_lines(fwd, r.get("attention_kinds") or {}, w)
+    _layer_lines(r["layers"], w)
+    mem = r.get("memory", {})
+    _memory_lines(mem.get("torch", {}), w)
+    if r.get("generation"):
+        from .torch._generate import render_generation
+
+        out.extend(render_generation(r["generation"]))
+    mem_rows = {m["case"]: m for m in mem.get("rows", [])}
+    for c in r.get("cases", []):
+        _case_lines(c, mem_rows.get(c["key"], {}), w)
+    _numerics_lines(r.get("numerics"), w)
+    _legend_lines(r, w)
     return "\n".join(out) + "\n"
 
 

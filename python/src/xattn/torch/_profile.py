@@ -502,6 +502,151 @@ def _pick_backends(backends) -> list:
     return out
 
 
+def _passes_count(passes, reps, budget_s, max_spread, max_reps) -> int:
+    """The timing passes asked for (passes, or reps, its old name; 7 by default),
+    once the settings are checked."""
+    if passes is not None and reps is not None and passes != reps:
+        raise ValueError(f"profile: passes={passes} and reps={reps} (its old name) disagree")
+    passes_n = passes if passes is not None else (reps if reps is not None else 7)
+    if not isinstance(passes_n, int) or passes_n < 1:
+        raise ValueError(f"profile: passes must be a positive integer, not {passes_n!r}")
+    if not budget_s >= 0 or not max_spread > 0 or max_reps < 1:
+        raise ValueError("profile: budget_s >= 0, max_spread > 0 and max_reps >= 1 are required")
+    return passes_n
+
+
+def _runner(model, inputs, kwargs, run, generate):
+    """What one pass runs: (run, gen), gen the GenerateRun of model.generate (a
+    prefill and `generate` decode steps) or None; run() the forward by default."""
+    gen = None
+    if generate is not None:  # model.generate(*inputs, **kwargs): a prefill and `generate` decode steps
+        from ._generate import GenerateRun
+
+        gen = GenerateRun(model, inputs, kwargs, generate)
+        run = gen.run
+    if run is None:
+        if not callable(model):
+            raise TypeError("profile: model must be callable (an nn.Module), or give run=")
+
+        def run():
+            return model(*inputs, **kwargs)
+
+    return run, gen
+
+
+def _capture_step(run, model, device, kv_buckets) -> Capture:
+    """Step 1: a warm-up pass, then the capture pass (its calls, with their tensors)."""
+    from torch.profiler import record_function
+
+    with torch.no_grad(), record_function("xattn.profile capture"):
+        run()
+        _sync(device)
+        cap = Capture(model, keep_tensors=True, kv_buckets=kv_buckets)
+        with cap:
+            _sync(device)
+            t0 = time.perf_counter()
+            run()
+            _sync(device)
+            cap.forward_ms = (time.perf_counter() - t0) * 1e3
+    if not cap.calls:
+        um = "; ".join(f"{u['module'] or 'the model'}: {u['reason']}" for u in cap.unmapped)
+        raise RuntimeError("profile: the model made no scaled_dot_product_attention call and no hand-written "
+                           "attention (matmul -> softmax -> matmul) was found"
+                           + (f"; chains not mapped: {um}" if um else ""))
+    return cap
+
+
+def _check_pass(tm, cap, calls) -> None:
+    """A timing pass must have made the capture's calls (and matmuls, for hand-written attention)."""
+    if len(tm.times) != len(calls):
+        raise RuntimeError(f"profile: a timing pass made {len(tm.times)} attention calls, the "
+                           f"capture {len(calls)}: the forward is not repeatable")
+    if tm.clock is not None and tm.clock.count != cap.matmuls:
+        raise RuntimeError(f"profile: a timing pass made {tm.clock.count} matmuls, the capture "
+                           f"{cap.matmuls}: the hand-written attention spans cannot be placed"
+                           + (" (a torch.compile'd model: its matmuls do not pass through Python; "
+                              "profile it uncompiled)" if tm.clock.count == 0 else ""))
+
+
+def _timing_passes(run, model, device, cap, gen, passes_n, own_profiler) -> tuple:
+    """Step 2: the timing passes, each (with own_profiler) followed by one under
+    torch.profiler; returns (passes, torch.profiler passes)."""
+    from torch.profiler import record_function
+
+    calls = cap.calls
+    block_names = sorted({c.layer for c in calls if c.layer})
+    mods = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
+    blocks = {n: mods[n] for n in block_names if n in mods}
+    passes, tprof = [], []
+    with torch.no_grad():
+        for pi in range(passes_n):
+            tm = _Timer(blocks, calls)
+            clk = gen.clock() if gen else contextlib.nullcontext()
+            with tm, clk, record_function(f"xattn.profile timing pass {pi}"):
+                _sync(device)
+                c0, t0 = time.process_time(), time.perf_counter()
+                run()
+                _sync(device)
+                fwd, fwd_cpu = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
+            _check_pass(tm, cap, calls)
+            passes.append({"forward_ms": fwd, "cpu_ms": fwd_cpu, "call_ms": tm.times, "block_ms": tm.block_ms})
+            if gen:
+                passes[-1]["step_ms"] = clk.times
+            if own_profiler:  # in turns with the timing passes: a burst of load hits both alike
+                tprof.append(_profiler_pass(run, device, calls, memory=True))
+    return passes, tprof
+
+
+def _torch_profiler_note(own_profiler, user_profiler, torch_profiler) -> dict:
+    """The report's torch_profiler entry: whether the profile ran its own passes, and why not."""
+    out = {"own_passes": own_profiler, "caller_profiler_active": user_profiler}
+    if user_profiler:
+        out["note"] = (
+            "a torch.profiler of the caller's was recording: torch does not nest profilers, so the profile's own "
+            "torch.profiler passes were skipped (no torch.profiler share, no memory events, no PyTorch kernel "
+            "clock; the kernel PyTorch chose is from torch._fused_sdp_choice); the caller's trace has the "
+            "profile's phases (xattn.profile ...) and every xattn replay as record_function ranges")
+    elif not torch_profiler:
+        out["note"] = "torch_profiler=False: no torch.profiler pass"
+    return out
+
+
+def _cases_step(report, cap, passes, backends, threads, algos, warmup, budget_s, max_spread, max_reps,
+                packed, compare, kernel_clock, log) -> None:
+    """Steps 3 and 4: the cases (SDPA alone, xattn on every backend and algorithm,
+    packed), then the numerics on every call; the backends' contexts are closed after."""
+    from torch.profiler import record_function
+
+    bks = _pick_backends(backends)
+    ctxs = {}
+    try:
+        for b in bks:
+            try:
+                ctxs[b] = _core.Context(b, 0, threads=threads if b == "cpu" else None)
+            except Exception as e:  # a backend that fails to open is reported, not fatal
+                report.setdefault("backend_errors", {})[b] = str(e)
+        cases, groups = [], list(cap.cases())
+        t_cells = time.perf_counter()
+        for ci, (first, group) in enumerate(groups):
+            log(f"case {ci}: {_case_key(first)} x {len(group)}")
+            # the budget left, shared by the cases left (a case that converges early leaves its rest)
+            share = max(budget_s - (time.perf_counter() - t_cells), 0.0) / (len(groups) - ci)
+            with record_function(f"xattn.profile case {ci}"):
+                cases.append(_case_section(ci, first, group, passes, ctxs, algos, warmup, share,
+                                           max_spread, max_reps, packed, kernel_clock=kernel_clock))
+        report["cases"] = cases
+        from ._generate import annotate_buckets
+
+        annotate_buckets(cases, groups, cap.kv_bucket)
+        report["backends"] = {b: ctxs[b].device_info["name"] for b in ctxs}
+        # 4. numerics on every call
+        if compare:
+            report["numerics"] = _numerics_section(cap.calls, ctxs.get("cpu") or next(iter(ctxs.values()), None))
+    finally:
+        for c in ctxs.values():
+            c.close()
+
+
 def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = "", backends=None,
             algos=ALGOS, passes: Optional[int] = None, reps: Optional[int] = None, warmup: int = 1,
             budget_s: float = 10.0, max_spread: float = 0.05, max_reps: int = 200, compare: bool = True,
@@ -525,85 +670,27 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     kv_buckets: how decode steps are grouped into cases by KV length ("pow2", a
     width, or None for one case per Sk).
     """
-    if passes is not None and reps is not None and passes != reps:
-        raise ValueError(f"profile: passes={passes} and reps={reps} (its old name) disagree")
-    passes_n = passes if passes is not None else (reps if reps is not None else 7)
-    if not isinstance(passes_n, int) or passes_n < 1:
-        raise ValueError(f"profile: passes must be a positive integer, not {passes_n!r}")
-    if not budget_s >= 0 or not max_spread > 0 or max_reps < 1:
-        raise ValueError("profile: budget_s >= 0, max_spread > 0 and max_reps >= 1 are required")
+    passes_n = _passes_count(passes, reps, budget_s, max_spread, max_reps)
     load_start = load_snapshot()
-    from torch.profiler import record_function
 
     # Inside a caller's torch.profiler.profile(): torch does not nest profilers, so the
     # profile's own torch.profiler passes are skipped (and said so); the caller's trace
     # gets the profile's phases as record_function ranges, and xattn's replays as theirs.
     user_profiler = _user_profiler_active()
     own_profiler = torch_profiler and not user_profiler
-    gen = None
-    if generate is not None:  # model.generate(*inputs, **kwargs): a prefill and `generate` decode steps
-        from ._generate import GenerateRun
-
-        gen = GenerateRun(model, inputs, kwargs, generate)
-        run = gen.run
-    if run is None:
-        if not callable(model):
-            raise TypeError("profile: model must be callable (an nn.Module), or give run=")
-
-        def run():
-            return model(*inputs, **kwargs)
+    run, gen = _runner(model, inputs, kwargs, run, generate)
 
     device = _device_of(model, inputs)
     t_all = time.perf_counter()
     log = print if verbose else (lambda *a, **k: None)
 
     # 1. warm-up, then the capture pass
-    with torch.no_grad(), record_function("xattn.profile capture"):
-        run()
-        _sync(device)
-        cap = Capture(model, keep_tensors=True, kv_buckets=kv_buckets)
-        with cap:
-            _sync(device)
-            t0 = time.perf_counter()
-            run()
-            _sync(device)
-            cap.forward_ms = (time.perf_counter() - t0) * 1e3
+    cap = _capture_step(run, model, device, kv_buckets)
     calls = cap.calls
-    if not calls:
-        um = "; ".join(f"{u['module'] or 'the model'}: {u['reason']}" for u in cap.unmapped)
-        raise RuntimeError("profile: the model made no scaled_dot_product_attention call and no hand-written "
-                           "attention (matmul -> softmax -> matmul) was found"
-                           + (f"; chains not mapped: {um}" if um else ""))
     log(f"captured {len(calls)} attention calls")
 
     # 2. timing passes
-    block_names = sorted({c.layer for c in calls if c.layer})
-    mods = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
-    blocks = {n: mods[n] for n in block_names if n in mods}
-    passes, tprof = [], []
-    with torch.no_grad():
-        for pi in range(passes_n):
-            tm = _Timer(blocks, calls)
-            clk = gen.clock() if gen else contextlib.nullcontext()
-            with tm, clk, record_function(f"xattn.profile timing pass {pi}"):
-                _sync(device)
-                c0, t0 = time.process_time(), time.perf_counter()
-                run()
-                _sync(device)
-                fwd, fwd_cpu = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
-            if len(tm.times) != len(calls):
-                raise RuntimeError(f"profile: a timing pass made {len(tm.times)} attention calls, the "
-                                   f"capture {len(calls)}: the forward is not repeatable")
-            if tm.clock is not None and tm.clock.count != cap.matmuls:
-                raise RuntimeError(f"profile: a timing pass made {tm.clock.count} matmuls, the capture "
-                                   f"{cap.matmuls}: the hand-written attention spans cannot be placed"
-                                   + (" (a torch.compile'd model: its matmuls do not pass through Python; "
-                                      "profile it uncompiled)" if tm.clock.count == 0 else ""))
-            passes.append({"forward_ms": fwd, "cpu_ms": fwd_cpu, "call_ms": tm.times, "block_ms": tm.block_ms})
-            if gen:
-                passes[-1]["step_ms"] = clk.times
-            if own_profiler:  # in turns with the timing passes: a burst of load hits both alike
-                tprof.append(_profiler_pass(run, device, calls, memory=True))
+    passes, tprof = _timing_passes(run, model, device, cap, gen, passes_n, own_profiler)
     # cases.json's forward_ms: the timing passes' median, not the capture pass (which copies every tensor)
     cap.capture_forward_ms = cap.forward_ms
     cap.timed_forward_ms = summarize([p["forward_ms"] for p in passes])["median"]
@@ -615,15 +702,7 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
     _assign_kernels(calls, tprof)
     report["attention_kinds"] = {k: sum(1 for c in calls if c.kind == k) for k in ("sdpa", "eager")}
     report["unmapped"] = list(cap.unmapped)
-    report["torch_profiler"] = {"own_passes": own_profiler, "caller_profiler_active": user_profiler}
-    if user_profiler:
-        report["torch_profiler"]["note"] = (
-            "a torch.profiler of the caller's was recording: torch does not nest profilers, so the profile's own "
-            "torch.profiler passes were skipped (no torch.profiler share, no memory events, no PyTorch kernel "
-            "clock; the kernel PyTorch chose is from torch._fused_sdp_choice); the caller's trace has the "
-            "profile's phases (xattn.profile ...) and every xattn replay as record_function ranges")
-    elif not torch_profiler:
-        report["torch_profiler"]["note"] = "torch_profiler=False: no torch.profiler pass"
+    report["torch_profiler"] = _torch_profiler_note(own_profiler, user_profiler, torch_profiler)
     report["forward"] = _forward_section(calls, passes, tprof, max_spread)
     report["layers"] = _layer_section(calls, passes)
     if gen:
@@ -632,35 +711,9 @@ def profile(model, *inputs, run: Optional[Callable] = None, model_name: str = ""
         report["generation"] = generation_section(cap, passes, gen)
     report["calls_detail"] = [_call_row(c, passes) for c in calls]
 
-    # 3. the cases: SDPA alone, xattn on every backend and algorithm, packed
-    bks = _pick_backends(backends)
-    ctxs = {}
-    try:
-        for b in bks:
-            try:
-                ctxs[b] = _core.Context(b, 0, threads=threads if b == "cpu" else None)
-            except Exception as e:  # a backend that fails to open is reported, not fatal
-                report.setdefault("backend_errors", {})[b] = str(e)
-        cases, groups = [], list(cap.cases())
-        t_cells = time.perf_counter()
-        for ci, (first, group) in enumerate(groups):
-            log(f"case {ci}: {_case_key(first)} x {len(group)}")
-            # the budget left, shared by the cases left (a case that converges early leaves its rest)
-            share = max(budget_s - (time.perf_counter() - t_cells), 0.0) / (len(groups) - ci)
-            with record_function(f"xattn.profile case {ci}"):
-                cases.append(_case_section(ci, first, group, passes, ctxs, algos, warmup, share,
-                                           max_spread, max_reps, packed, kernel_clock=not user_profiler))
-        report["cases"] = cases
-        from ._generate import annotate_buckets
-
-        annotate_buckets(cases, groups, cap.kv_bucket)
-        report["backends"] = {b: ctxs[b].device_info["name"] for b in ctxs}
-        # 4. numerics on every call
-        if compare:
-            report["numerics"] = _numerics_section(calls, ctxs.get("cpu") or next(iter(ctxs.values()), None))
-    finally:
-        for c in ctxs.values():
-            c.close()
+    # 3. the cases: SDPA alone, xattn on every backend and algorithm, packed; 4. the numerics
+    _cases_step(report, cap, passes, backends, threads, algos, warmup, budget_s, max_spread, max_reps,
+                packed, compare, not user_profiler, log)
     report["memory"] = _memory_section(report, tprof, calls)
     report["load"] = load_section(load_start, load_snapshot())
     report["load"]["line"] = load_line(report["load"])
@@ -902,8 +955,9 @@ def _sdpa_out(c):
     return o
 
 
-def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_spread, max_reps,
-                  packed, kernel_clock: bool = True) -> dict:
+def _case_base(ci, first, group, passes) -> dict:
+    """The case's description before any replay: its key, shape, mask, padding,
+    the time its calls took in the model, and the allocator's peak around them."""
     a = first.analysis
     in_model = summarize([p["call_ms"][c.index] for c in group for p in passes])
     useful, dense = first.token_pairs()
@@ -928,16 +982,13 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
     if mem:
         sec["pytorch"]["peak_delta_bytes"] = max(mem)
         sec["pytorch"]["peak_kind"] = group[0].mem.get("kind")
-    if not first.supported:
-        sec["verdict"] = f"not replayed: {first.reason}"
-        return sec
-    q, k, v, opts = _inputs_for_xattn(first)
-    sdpa_out = _sdpa_out(first)
-    if q.is_cuda:  # the captured copies were made on PyTorch's stream; xattn has its own
-        torch.cuda.synchronize(q.device)
-    sdpa = _EagerCell(first) if first.kind == "eager" else _SdpaCell(first)
-    # PyTorch's SDPA backends on the same tensors (and, for attention written by hand,
-    # SDPA with PyTorch's own choice): each one that refuses the case is listed with why
+    return sec
+
+
+def _sdpa_backend_cells(first, sec) -> list:
+    """PyTorch's SDPA backends on the case's tensors (and, for attention written by
+    hand, SDPA with PyTorch's own choice): the cells of those that run it; each one
+    that refuses the case is listed in sec["pytorch_backends"] with why."""
     others = [_SdpaCell(first)] if first.kind == "eager" else []
     others += [_SdpaCell(first, b, f"pytorch sdpa {short}") for short, b in SDPA_BACKENDS]
     sec["pytorch_backends"], bcells = [], []
@@ -950,17 +1001,35 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
         else:
             bcells.append(cell)
         sec["pytorch_backends"].append(row)
-    xcells = []  # (list, cell): "xattn" or "packed"
+    return bcells
+
+
+def _packed_form(first, q, k, v):
+    """The case's batch packed (varlen) for FLASH: (q, k, v, options), the real rows only."""
+    a = first.analysis
+    lq, lk = a.seqlens_q, a.seqlens_k
+    popts = {"layout": "bshd", "scale": first.scale, "cu_seqlens_q": _cu(lq), "cu_seqlens_k": _cu(lk)}
+    if a.causal:
+        popts["causal"] = a.causal
+    return _packed(q, lq), _packed(k, lk), _packed(v, lk), popts
+
+
+def _has_packed_form(a, algos, packed: bool) -> bool:
+    """Whether the case is timed packed too: a batch padded by lengths, no window, FLASH asked for."""
+    return (packed and a.seqlens_k is not None and a.seqlens_q is not None and a.kind == "lengths"
+            and a.window is None and "flash" in algos)
+
+
+def _xattn_cells(first, ctxs, algos, packed: bool, sec) -> list:
+    """xattn's cells of the case, [(where, cell)] with where "xattn" (padded) or
+    "packed": every algorithm on every backend, and FLASH packed where the batch
+    is padded; each one refused on its first call goes to sec["errors"]."""
+    xcells = []
     for b, ctx in ctxs.items():
         q, k, v, opts = _on_backend(ctx, *_inputs_for_xattn(first))
         todo = [(algo, q, k, v, opts, None) for algo in algos]
-        if packed and a.seqlens_k is not None and a.seqlens_q is not None and a.kind == "lengths" \
-                and a.window is None and "flash" in algos:
-            lq, lk = a.seqlens_q, a.seqlens_k
-            popts = {"layout": "bshd", "scale": first.scale, "cu_seqlens_q": _cu(lq), "cu_seqlens_k": _cu(lk)}
-            if a.causal:
-                popts["causal"] = a.causal
-            todo.append(("flash", _packed(q, lq), _packed(k, lk), _packed(v, lk), popts, "packed (varlen)"))
+        if _has_packed_form(first.analysis, algos, packed):
+            todo.append(("flash", *_packed_form(first, q, k, v), "packed (varlen)"))
         for algo, q_, k_, v_, o_, form in todo:
             cell = _XattnCell(ctx, q_, k_, v_, o_, algo, form)
             try:
@@ -970,30 +1039,41 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
                                       "status": e.status_name, "message": e.message})
                 continue
             xcells.append(("packed" if form else "xattn", cell))
-    for _, cell in xcells:
-        cell.ctx.reset_peak()
-    cells = [sdpa] + bcells + [c for _, c in xcells]
-    t0 = time.perf_counter()
-    _round_robin(cells, max(0, warmup - 1), budget_s * 0.65, max_spread, max_reps)
-    spent = time.perf_counter() - t0
-    # the kernel clock: SDPA's op time from torch.profiler, in turns with xattn's device clock
+    return xcells
+
+
+def _kernel_rounds(cells, budget_s, spent, max_reps, kernel_clock: bool) -> int:
+    """The kernel phase's rounds: what the case's budget has left, at the wall clock's pace."""
     per_round = sum(summarize(c.samples["wall_ms"])["median"] or 0 for c in cells) / 1e3
     left = max(budget_s - spent, 0.0)
-    rounds = int(min(max_reps, max(5, left / max(2 * per_round, 1e-6)))) if kernel_clock else 0
-    kernels = _kernel_phase([sdpa] + bcells, [c for _, c in xcells], rounds, max_spread) if rounds else {}
-    st = sdpa.stats(max_spread)
-    what = (f"the record_function range around the replayed chain (aten::matmul, aten::softmax, aten::matmul)"
+    return int(min(max_reps, max(5, left / max(2 * per_round, 1e-6)))) if kernel_clock else 0
+
+
+def _kernel_clock_text(first, sdpa, kernels) -> str:
+    """What PyTorch's kernel clock is on this case (or why it was not read)."""
+    what = ("the record_function range around the replayed chain (aten::matmul, aten::softmax, aten::matmul)"
             if first.kind == "eager" else SDPA_OP)
-    kclock = (("torch.profiler: the device time of the kernels launched by " if sdpa.q.is_cuda
-               else "torch.profiler: the duration of ") + what) if kernels else (
+    return (("torch.profiler: the device time of the kernels launched by " if sdpa.q.is_cuda
+             else "torch.profiler: the duration of ") + what) if kernels else (
         "not measured: a torch.profiler of the caller's was recording (torch does not nest profilers)")
+
+
+def _pytorch_cell_results(sec, first, sdpa, kernels, max_spread) -> tuple:
+    """The model's PyTorch attention on the case's clocks into sec["pytorch"];
+    returns its stats and its kernel-clock stats."""
+    st = sdpa.stats(max_spread)
+    kclock = _kernel_clock_text(first, sdpa, kernels)
     k_sd, op = kernels.get(sdpa.name, ({}, ""))
     sec["pytorch"].update({"wall_ms": st["wall_ms"], "cpu_ms": st["cpu_ms"], "kernel_ms": k_sd,
                            "kernel_clock": kclock})
     if op and first.kind != "eager":
         sec["pytorch"]["kernel_op"] = op
         sec["pytorch"]["kernel_chosen"] = kernel_label(op)
-    label = "pytorch " + sec["pytorch"]["impl"]
+    return st, k_sd
+
+
+def _sdpa_backend_results(sec, bcells, kernels, st, k_sd, label, max_spread) -> None:
+    """Each SDPA backend that ran: its clocks, and its verdicts against the model's PyTorch attention."""
     for row, cell in ((r, next((c for c in bcells if c.name == r["name"]), None)) for r in sec["pytorch_backends"]):
         if cell is None:
             continue
@@ -1005,13 +1085,46 @@ def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_s
         row["vs_model"] = {
             "wall": verdict(bst["wall_ms"], st["wall_ms"], cell.name, label, "wall clock"),
             "kernel": verdict(k_b, k_sd, cell.name, label, "kernel clock") if k_sd else {"result": "no data"}}
+
+
+def _xattn_results(sec, xcells, sdpa_out, first, label, max_spread) -> None:
+    """Each xattn cell's row (padded ones with their agreement with SDPA's output),
+    with its verdicts against the model's PyTorch attention."""
     for where, cell in xcells:
         row = cell.cell(max_spread)
         o = cell.last[0]
         if where == "xattn":
-            row["xattn_vs_sdpa"] = _quick_agreement(o, sdpa_out, a, first)
+            row["xattn_vs_sdpa"] = _quick_agreement(o, sdpa_out, first.analysis, first)
         row["vs_sdpa"] = _vs_sdpa(row, sec["pytorch"], label)
         sec[where].append(row)
+
+
+def _case_section(ci, first, group, passes, ctxs, algos, warmup, budget_s, max_spread, max_reps,
+                  packed, kernel_clock: bool = True) -> dict:
+    sec = _case_base(ci, first, group, passes)
+    if not first.supported:
+        sec["verdict"] = f"not replayed: {first.reason}"
+        return sec
+    q, k, v, opts = _inputs_for_xattn(first)
+    sdpa_out = _sdpa_out(first)
+    if q.is_cuda:  # the captured copies were made on PyTorch's stream; xattn has its own
+        torch.cuda.synchronize(q.device)
+    sdpa = _EagerCell(first) if first.kind == "eager" else _SdpaCell(first)
+    bcells = _sdpa_backend_cells(first, sec)
+    xcells = _xattn_cells(first, ctxs, algos, packed, sec)
+    for _, cell in xcells:
+        cell.ctx.reset_peak()
+    cells = [sdpa] + bcells + [c for _, c in xcells]
+    t0 = time.perf_counter()
+    _round_robin(cells, max(0, warmup - 1), budget_s * 0.65, max_spread, max_reps)
+    spent = time.perf_counter() - t0
+    # the kernel clock: SDPA's op time from torch.profiler, in turns with xattn's device clock
+    rounds = _kernel_rounds(cells, budget_s, spent, max_reps, kernel_clock)
+    kernels = _kernel_phase([sdpa] + bcells, [c for _, c in xcells], rounds, max_spread) if rounds else {}
+    st, k_sd = _pytorch_cell_results(sec, first, sdpa, kernels, max_spread)
+    label = "pytorch " + sec["pytorch"]["impl"]
+    _sdpa_backend_results(sec, bcells, kernels, st, k_sd, label, max_spread)
+    _xattn_results(sec, xcells, sdpa_out, first, label, max_spread)
     sec["rounds"] = {"wall": sdpa.n(), "kernel": rounds, "seconds": time.perf_counter() - t0}
     sec["verdicts"] = _verdicts(sec)
     sec["verdict"] = "; ".join(v["text"] for v in sec["verdicts"]) or "no timing"
