@@ -310,7 +310,12 @@ def _round_robin(cells, warmup: int, budget_s: float, target: float, max_reps: i
     """Calls the cells in turns until each has converged (or made max_reps calls),
     or budget_s is spent after min_reps rounds (then the cells still running are
     marked as having run out of their budget: not converged). The order of a
-    round rotates, so that no cell always follows the same one."""
+    round rotates, so that no cell always follows the same one. Each timed call
+    follows an untimed call of the same cell: PyTorch's and xattn's thread teams
+    are different OpenMP runtimes, and a team that slept through the other
+    cells' calls wakes slowly on a busy machine (a 0.13 ms SDPA call took 9.6 ms
+    after 2 ms of idling at load 5), so every cell is timed with its own threads
+    awake, as in a model that calls it among its own kind of work."""
     for c in cells:
         for _ in range(warmup):
             c.warm()
@@ -326,6 +331,7 @@ def _round_robin(cells, warmup: int, budget_s: float, target: float, max_reps: i
             return
         k = rnd % len(active)
         for c in active[k:] + active[:k]:
+            c.warm()
             c.once()
         rnd += 1
 
@@ -398,6 +404,7 @@ def _kernel_phase(tcells, xcells, rounds: int, target: float) -> dict:
         for r in range(rounds):
             k = r % len(cells)
             for c in cells[k:] + cells[:k]:
+                c.warm()  # untimed: the cell's threads awake (see _round_robin)
                 if id(c) in tags:
                     with c.ctx(), record_function(tags[id(c)]):
                         c.call()
