@@ -22,8 +22,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 for preset in "$rel" "$san" "$tsan"; do
     echo "== $preset: configure, build, test"
     cmake --preset "$preset"
-    # The ThreadSanitizer preset runs the concurrency tests only: build just them.
-    if [ "$preset" = "$tsan" ]; then target="--target test_concurrency"; else target=""; fi
+    # The ThreadSanitizer preset runs the tests labelled threads only: build just them.
+    if [ "$preset" = "$tsan" ]; then target="--target test_concurrency test_affinity"; else target=""; fi
     # shellcheck disable=SC2086
     cmake --build --preset "$preset" -j "$jobs" $target
     ctest --preset "$preset" -j 1
