@@ -49,6 +49,7 @@ typedef struct xattn_cuda_ctx {
     size_t smem_optin;
     int pools;      /* cudaMallocAsync usable */
     int force_simt; /* XATTN_CUDA_FORCE_SIMT set */
+    int mma_narrow; /* XATTN_CUDA_MMA_SHAPE=narrow: the mma path's 64-row shape */
     /* XATTN_CUDA_CONFIG and the stored winners of `xattn tune` (a pointer:
      * plan's c is const, and it reads the winners on first use). */
     xattn__cuda_tune *tune;
@@ -333,6 +334,16 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
     }
     const char *env = getenv("XATTN_CUDA_FORCE_SIMT");
     c->force_simt = env && *env && strcmp(env, "0") != 0;
+    /* The mma flash kernel's tile shape: "wide" (the default) or "narrow". */
+    env = getenv("XATTN_CUDA_MMA_SHAPE");
+    c->mma_narrow = env && strcmp(env, "narrow") == 0;
+    if (env && *env && strcmp(env, "narrow") != 0 && strcmp(env, "wide") != 0) {
+        const int ordinal = c->ordinal;
+        xattn__cuda_state_free(ctx, c);
+        xattn__cuda_dev_leave(ordinal, prev);
+        return xattn__error(XATTN_STATUS_INVALID_ARGUMENT,
+                            "XATTN_CUDA_MMA_SHAPE=%s: expected wide or narrow", env);
+    }
     int drv = 0;
     if (cudaDriverGetVersion(&drv) != cudaSuccess)
         (void)cudaGetLastError();
@@ -700,6 +711,7 @@ static void xattn__cuda_args_of(const xattn_cuda_ctx *c, const xattn_problem *p,
     a->sm_count = c->sm_count;
     a->smem_optin = c->smem_optin;
     a->force_simt = c->force_simt || cfg->simt;
+    a->mma_narrow = c->mma_narrow;
     a->device = c->ordinal;
     /* A paged cache's table is uploaded by prepare (xattn__cuda_upload_meta). */
     a->page_size = p->paged ? (int)p->page_size : 0; /* validated: fits with max_pages */

@@ -541,31 +541,84 @@ __device__ __forceinline__ void xattn_cuda_count_put(const xattn_cuda_kparams &P
 /* Row blocks of the simt flash kernel. */
 #define XATTN_CUDA_SIMT_BM 64
 
-/* Tile configuration of the mma flash kernel per padded head dim DP:
- * MT m16 tiles per warp, NW warps, BN keys per KV tile (a divisor of
- * XATTN_CUDA_SPLIT_UNIT). Rows per block: 16 * MT * NW. */
+/* Tile configuration of the mma flash kernel per padded head dim DP: NW
+ * warps, BN keys per KV tile (a divisor of XATTN_CUDA_SPLIT_UNIT), and the
+ * two shapes a launch picks between (xattn_cuda_args.mma_narrow):
+ *   wide   (default): MT_W m16 tiles a warp, BN_W keys a tile, a K/V ring
+ *          of ST_W stages;
+ *   narrow: MT_N, BN_N, ST_N (the 64-row shape).
+ * Rows per block: 16 * MT * NW. A ring of ST >= 2 stages loads the K and V
+ * tiles ST - 1 tiles ahead (one barrier a tile); ST = 1 loads a tile once
+ * the previous one is done with (two barriers a tile). Build switch:
+ * -DXATTN_CUDA_MMA_STAGES=3 for a 3-stage ring in the wide shape. */
+#ifndef XATTN_CUDA_MMA_STAGES
+#define XATTN_CUDA_MMA_STAGES 2 /* the wide shape's ring: 2 or 3 */
+#endif
 template <int DP> struct xattn_cuda_mma_cfg;
 template <> struct xattn_cuda_mma_cfg<64> {
-    enum { MT = 1, NW = 4, BN = 64 };
+    enum {
+        NW = 4,
+        MT_W = 2,
+        BN_W = 64,
+        ST_W = XATTN_CUDA_MMA_STAGES,
+        MT_N = 1,
+        BN_N = 64,
+        ST_N = 2
+    };
 };
 template <> struct xattn_cuda_mma_cfg<80> {
-    enum { MT = 1, NW = 4, BN = 64 };
+    enum {
+        NW = 4,
+        MT_W = 2,
+        BN_W = 64,
+        ST_W = XATTN_CUDA_MMA_STAGES,
+        MT_N = 1,
+        BN_N = 64,
+        ST_N = 2
+    };
 };
+/* d96: 128 x 64 tiles spill on sm_80 (24 / 72 bytes, 255 registers): 128 x
+ * 32 in the wide shape. */
 template <> struct xattn_cuda_mma_cfg<96> {
-    enum { MT = 1, NW = 4, BN = 64 };
+    enum {
+        NW = 4,
+        MT_W = 2,
+        BN_W = 32,
+        ST_W = XATTN_CUDA_MMA_STAGES,
+        MT_N = 1,
+        BN_N = 64,
+        ST_N = 2
+    };
 };
+/* d128: 128 x 64 tiles (FlashAttention-2's) need 255 registers a thread and
+ * spill (28 / 56 bytes on sm_90): the wide shape takes 128 x 32 tiles (246,
+ * no spill; FlashAttention-2's tile on sm_86 / sm_89). */
 template <> struct xattn_cuda_mma_cfg<128> {
-    enum { MT = 1, NW = 4, BN = 64 };
+    enum {
+        NW = 4,
+        MT_W = 2,
+        BN_W = 32,
+        ST_W = XATTN_CUDA_MMA_STAGES,
+        MT_N = 1,
+        BN_N = 64,
+        ST_N = 2
+    };
 };
+/* d256: two m16 tiles a warp would need 256 O accumulators a thread; both
+ * shapes keep 64 rows, the narrow one without a ring (its shared memory fits
+ * the 99 KB parts, sm_86 / sm_89). */
 template <> struct xattn_cuda_mma_cfg<256> {
-    enum { MT = 1, NW = 4, BN = 32 };
+    enum { NW = 4, MT_W = 1, BN_W = 32, ST_W = 2, MT_N = 1, BN_N = 32, ST_N = 1 };
 };
 
-template <int DP> struct xattn_cuda_mma_shape {
+template <int DP, int NARROW> struct xattn_cuda_mma_pick {
     enum {
-        BM = 16 * xattn_cuda_mma_cfg<DP>::MT * xattn_cuda_mma_cfg<DP>::NW,
+        MT = NARROW ? xattn_cuda_mma_cfg<DP>::MT_N : xattn_cuda_mma_cfg<DP>::MT_W,
+        BN = NARROW ? xattn_cuda_mma_cfg<DP>::BN_N : xattn_cuda_mma_cfg<DP>::BN_W,
+        ST = NARROW ? xattn_cuda_mma_cfg<DP>::ST_N : xattn_cuda_mma_cfg<DP>::ST_W,
+        BM = 16 * MT * xattn_cuda_mma_cfg<DP>::NW,
         LDS = DP + 8, /* shared row pitch in elements: 16-byte rows, odd in 16-byte units */
-        SMEM = (BM + 2 * xattn_cuda_mma_cfg<DP>::BN) * LDS * 2
+        SMEM = (BM + 2 * ST * BN) * LDS * 2
     };
 };
 
@@ -576,27 +629,41 @@ static inline int xattn_cuda_mma_dp(int64_t D, int64_t Dv)
     return d <= 64 ? 64 : d <= 80 ? 80 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
 }
 
-static inline int xattn_cuda_mma_bm(int dp)
+#define XATTN_CUDA_MMA_PICK(DP, F)                                                                 \
+    (narrow ? (int)xattn_cuda_mma_pick<DP, 1>::F : (int)xattn_cuda_mma_pick<DP, 0>::F)
+static inline int xattn_cuda_mma_bm(int dp, int narrow)
 {
     switch (dp) {
-    case 64: return xattn_cuda_mma_shape<64>::BM;
-    case 80: return xattn_cuda_mma_shape<80>::BM;
-    case 96: return xattn_cuda_mma_shape<96>::BM;
-    case 128: return xattn_cuda_mma_shape<128>::BM;
-    default: return xattn_cuda_mma_shape<256>::BM;
+    case 64: return XATTN_CUDA_MMA_PICK(64, BM);
+    case 80: return XATTN_CUDA_MMA_PICK(80, BM);
+    case 96: return XATTN_CUDA_MMA_PICK(96, BM);
+    case 128: return XATTN_CUDA_MMA_PICK(128, BM);
+    default: return XATTN_CUDA_MMA_PICK(256, BM);
     }
 }
 
-static inline size_t xattn_cuda_mma_smem(int dp)
+static inline int xattn_cuda_mma_bn(int dp, int narrow)
 {
     switch (dp) {
-    case 64: return xattn_cuda_mma_shape<64>::SMEM;
-    case 80: return xattn_cuda_mma_shape<80>::SMEM;
-    case 96: return xattn_cuda_mma_shape<96>::SMEM;
-    case 128: return xattn_cuda_mma_shape<128>::SMEM;
-    default: return xattn_cuda_mma_shape<256>::SMEM;
+    case 64: return XATTN_CUDA_MMA_PICK(64, BN);
+    case 80: return XATTN_CUDA_MMA_PICK(80, BN);
+    case 96: return XATTN_CUDA_MMA_PICK(96, BN);
+    case 128: return XATTN_CUDA_MMA_PICK(128, BN);
+    default: return XATTN_CUDA_MMA_PICK(256, BN);
     }
 }
+
+static inline size_t xattn_cuda_mma_smem(int dp, int narrow)
+{
+    switch (dp) {
+    case 64: return XATTN_CUDA_MMA_PICK(64, SMEM);
+    case 80: return XATTN_CUDA_MMA_PICK(80, SMEM);
+    case 96: return XATTN_CUDA_MMA_PICK(96, SMEM);
+    case 128: return XATTN_CUDA_MMA_PICK(128, SMEM);
+    default: return XATTN_CUDA_MMA_PICK(256, SMEM);
+    }
+}
+#undef XATTN_CUDA_MMA_PICK
 
 /* Blocks of NAIVE's QK kernel and of its PV kernel (counter slots: the QK
  * kernel's first, then the PV kernel's). */

@@ -16,8 +16,10 @@ typedef cudaError_t (*xattn_cuda_mma_fn)(const xattn_cuda_kparams &, const xattn
 
 struct xattn_cuda_plan {
     int mma;              /* 1: tensor-core path */
+    int narrow;           /* the mma path's narrow shape (xattn_cuda_mma_cfg) */
     int dp;               /* padded head dim of the mma instantiation */
     int bm;               /* packed query rows per block */
+    int bn;               /* keys per KV tile */
     xattn_cuda_mma_fn fn; /* mma launcher */
     const char *name;
 };
@@ -39,8 +41,10 @@ static xattn_cuda_plan xattn_cuda_plan_of(const xattn_cuda_args *a)
     const xattn_problem *p = a->p;
     xattn_cuda_plan pl;
     pl.mma = 0;
+    pl.narrow = 0;
     pl.dp = 0;
     pl.bm = XATTN_CUDA_SIMT_BM;
+    pl.bn = XATTN_CUDA_SIMT_TILE;
     pl.fn = NULL;
     pl.name = "simt";
     /* K/V of q's 16-bit dtype, or fp8 (converted to q's dtype in the tile load).
@@ -51,15 +55,23 @@ static xattn_cuda_plan xattn_cuda_plan_of(const xattn_cuda_args *a)
         return pl;
     const int dp = xattn_cuda_mma_dp(p->D, p->Dv);
     /* Dynamic tile memory plus the static row table (40 bytes a row). */
-    const int bm = xattn_cuda_mma_bm(dp);
-    if (xattn_cuda_mma_smem(dp) + (size_t)bm * 40 > a->smem_optin)
+    /* The wide shape unless asked for the narrow one or its tiles do not fit
+     * the device's shared memory (then the narrow one, then simt). */
+    int narrow = a->mma_narrow ? 1 : 0;
+    if (!narrow &&
+        xattn_cuda_mma_smem(dp, 0) + (size_t)xattn_cuda_mma_bm(dp, 0) * 40 > a->smem_optin)
+        narrow = 1;
+    const int bm = xattn_cuda_mma_bm(dp, narrow);
+    if (xattn_cuda_mma_smem(dp, narrow) + (size_t)bm * 40 > a->smem_optin)
         return pl;
     for (size_t t = 0; t < sizeof xattn_cuda_mma_table / sizeof xattn_cuda_mma_table[0]; t++) {
         if (xattn_cuda_mma_table[t].dp != dp)
             continue;
         pl.mma = 1;
+        pl.narrow = narrow;
         pl.dp = dp;
         pl.bm = bm;
+        pl.bn = xattn_cuda_mma_bn(dp, narrow);
         pl.fn = xattn_cuda_mma_table[t].fn;
         pl.name = p->q.dtype == XATTN_DTYPE_BF16 ? xattn_cuda_mma_table[t].name_bf16
                                                  : xattn_cuda_mma_table[t].name_f16;
@@ -108,8 +120,7 @@ extern "C" void xattn_cuda_flash_tiles(const xattn_cuda_args *a, int *tile_q, in
     const long long g = a->p->group > 0 ? a->p->group : 1;
     *tile_q = (int)(pl.bm / g > 0 ? pl.bm / g : 1);
     *tile_heads = (int)(g < pl.bm ? g : pl.bm);
-    const int bn256 = (int)xattn_cuda_mma_cfg<256>::BN, bn = (int)xattn_cuda_mma_cfg<64>::BN;
-    *tile_k = !pl.mma ? XATTN_CUDA_SIMT_TILE : pl.dp == 256 ? bn256 : bn;
+    *tile_k = pl.bn;
 }
 
 static xattn_cuda_kparams xattn_cuda_flash_params(const xattn_cuda_args *a,
@@ -128,8 +139,12 @@ extern "C" cudaError_t xattn_cuda_flash(const xattn_cuda_args *a)
     const xattn_cuda_plan pl = xattn_cuda_plan_of(a);
     long long blocks;
     const xattn_cuda_kparams P = xattn_cuda_flash_params(a, pl, &blocks);
-    if (pl.mma)
-        return pl.fn(P, a, (unsigned)blocks);
+    if (pl.mma) {
+        /* The launcher reads the shape from a->mma_narrow: the plan's. */
+        xattn_cuda_args an = *a;
+        an.mma_narrow = pl.narrow;
+        return pl.fn(P, &an, (unsigned)blocks);
+    }
     return xattn_cuda_flash_simt_launch(P, a, (unsigned)blocks);
 }
 
@@ -266,8 +281,12 @@ extern "C" cudaError_t xattn_cuda_splitkv_partial(const xattn_cuda_args *a, int 
     P.part_o = part_o;
     P.part_lse = part_lse;
     blocks *= splits;
-    if (pl.mma)
-        return pl.fn(P, a, (unsigned)blocks);
+    if (pl.mma) {
+        /* The launcher reads the shape from a->mma_narrow: the plan's. */
+        xattn_cuda_args an = *a;
+        an.mma_narrow = pl.narrow;
+        return pl.fn(P, &an, (unsigned)blocks);
+    }
     return xattn_cuda_flash_simt_launch(P, a, (unsigned)blocks);
 }
 

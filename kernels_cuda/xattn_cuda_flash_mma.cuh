@@ -5,29 +5,34 @@
  * scores, the V scale the output), head dims padded to DP (D, Dv <= DP).
  *
  * One block = BM = 16*MT*NW packed query rows of one (sequence, KV head
- * [, split]); warp w owns rows [16*MT*w, 16*MT*(w+1)). Shared memory holds the
- * Q tile [BM][DP] (loaded once; for DP <= XATTN_CUDA_QREG_MAX, 128, a warp
- * then keeps its Q fragments in registers for the whole KV loop) and one K and
- * one V tile [BN][DP], rows padded to LDS = DP + 8 elements so that ldmatrix
- * is free of bank conflicts. The tile loop is the same as the simt path's and
- * the CPU's:
+ * [, split]); warp w owns rows [16*MT*w, 16*MT*(w+1)). Two shapes
+ * (xattn_cuda_mma_cfg, chosen at launch): wide, FlashAttention-2's, 128 rows
+ * (MT = 2; d256: 64) with a K/V ring of 2 stages; narrow, 64 rows (MT = 1).
+ * Shared memory holds the Q tile [BM][DP] (loaded once; when MT * DP <=
+ * XATTN_CUDA_QREG_MAX, 128, a warp then keeps its Q fragments in registers for
+ * the whole KV loop, else it reads them with ldmatrix every tile) and the
+ * ring: ST stages of one K and one V tile [BN][DP] each, rows padded to
+ * LDS = DP + 8 elements so that ldmatrix is free of bank conflicts. The tile
+ * loop is the same as the simt path's and the CPU's:
  *
  *   for each KV tile the rows' valid-key intervals reach:
+ *     wait for the tile's cp.async group; one barrier publishes it, says every
+ *     warp is done with the previous tile, and ORs the threads' "this V tile
+ *     holds an inf or NaN" flags (each thread checks what it staged)
+ *     (the tile ST - 1 ahead starts loading into the previous tile's stage:
+ *     cp.async overlaps all of this tile's work)
  *     S = Q K^T          mma.sync m16n8k16, f32 accumulators in registers
- *     (K of the next tile starts loading: cp.async overlaps the rest)
  *     scale, softcap / ALiBi / bias / masks (skipped for a tile every row
  *     sees whole when there are no score mods)
  *     online softmax on the accumulators (a row lives in a quad of lanes), in
  *     log2 units (x = s * log2 e): p = 2^(x - m), so the row's maximum gives
- *     exactly 1; p is rounded to T (what P.V multiplies); O is
+ *     exactly 1; p is rounded to T and packed as P.V's A fragments; O is
  *     divided by the sum of the rounded p that P.V multiplies, LSE takes the
  *     sum of the unrounded p
- *     O += P V           P packed from the accumulators as A fragments;
- *     a V tile holding an inf or NaN (each thread checks what it staged, one
- *     flag per block at the barrier that publishes the tile) takes the
- *     careful path instead: every lane walks its row's keys (P from the quad
- *     through shuffles) and skips the masked ones (xattn_cuda_common.cuh)
- *     (V of the next tile starts loading)
+ *     O += P V           P from the packed fragments;
+ *     a V tile holding an inf or NaN takes the careful path instead: every
+ *     lane walks its row's keys (P from the quad through shuffles) and skips
+ *     the masked ones (xattn_cuda_common.cuh)
  *
  * Executed work: a tile computes 16 * MT rows x BN keys in each product for
  * every warp with a row below R (warps past R only help load).
@@ -164,6 +169,19 @@ __device__ __forceinline__ float xattn_cuda_pick(const float (&s)[NS][4], int n,
 #pragma unroll
         for (int e = 0; e < 4; e++)
             r = (k == n && e == i) ? s[k][e] : r;
+    return r;
+}
+
+/* w[n][h] for run-time n and h, by selects (the careful P.V path). */
+template <int NS>
+__device__ __forceinline__ unsigned xattn_cuda_pick2(const unsigned (&w)[NS][2], int n, int h)
+{
+    unsigned r = 0u;
+#pragma unroll
+    for (int k = 0; k < NS; k++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            r = (k == n && e == h) ? w[k][e] : r;
     return r;
 }
 
@@ -362,24 +380,28 @@ __device__ __forceinline__ void xattn_cuda_mma_stage_fp8(unsigned short *tile, i
  * load, with the scales on the scores and the output. A template parameter,
  * not a run-time test, so that the 16-bit kernels keep their registers (the
  * run-time form took d64 from 128 to 157 on sm_80). */
-template <int DP, typename T, int FP8>
+template <int DP, typename T, int FP8, int NARROW>
 __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     xattn_cuda_flash_mma_kernel(const xattn_cuda_kparams P)
 {
 #if XATTN_CUDA_MMA_ARCH
-    constexpr int MT = xattn_cuda_mma_cfg<DP>::MT, NW = xattn_cuda_mma_cfg<DP>::NW;
-    constexpr int BN = xattn_cuda_mma_cfg<DP>::BN, NT = 32 * NW;
-    constexpr int BM = xattn_cuda_mma_shape<DP>::BM, LDS = xattn_cuda_mma_shape<DP>::LDS;
+    constexpr int MT = xattn_cuda_mma_pick<DP, NARROW>::MT, NW = xattn_cuda_mma_cfg<DP>::NW;
+    constexpr int ST = xattn_cuda_mma_pick<DP, NARROW>::ST; /* K/V ring stages */
+    constexpr int BN = xattn_cuda_mma_pick<DP, NARROW>::BN, NT = 32 * NW;
+    constexpr int BM = xattn_cuda_mma_pick<DP, NARROW>::BM;
+    constexpr int LDS = xattn_cuda_mma_pick<DP, NARROW>::LDS;
     constexpr int NS = BN / 8; /* n8 tiles of S per m16 tile */
     constexpr int NO = DP / 8; /* n8 tiles of O per m16 tile */
     constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
     static_assert(DP % 16 == 0 && BN % 16 == 0 && XATTN_CUDA_SPLIT_UNIT % BN == 0, "tile shape");
+    static_assert(ST >= 1 && ST <= 3, "K/V ring stages");
     static_assert(BM <= NT, "one thread per row for the row setup");
 
     XATTN_CUDA_DYN_SMEM(unsigned char, xattn_cuda_dyn_smem);
+    /* Q [BM][LDS], then the ring: K of stage 0 .. ST-1, V of stage 0 .. ST-1. */
     unsigned short *qs = reinterpret_cast<unsigned short *>(xattn_cuda_dyn_smem);
-    unsigned short *ks = qs + BM * LDS;
-    unsigned short *vs = ks + BN * LDS;
+    unsigned short *const ks0 = qs + BM * LDS;
+    unsigned short *const vs0 = ks0 + ST * BN * LDS;
     __shared__ xattn_cuda_row rows[BM];
     __shared__ long long qidx[BM];
 
@@ -449,7 +471,6 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     /* l: the row sum of p (for LSE); lr: of p rounded to T, the weights P.V
      * multiplies (for O, so that they sum to 1). */
     float m[MT][2], l[MT][2], lr[MT][2];
-    int rlo[MT][2], rhi[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -462,9 +483,6 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             m[mt][hr] = -XATTN_CUDA_INF;
             l[mt][hr] = 0.0f;
             lr[mt][hr] = 0.0f;
-            const xattn_cuda_row &rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
-            rlo[mt][hr] = rw.lo;
-            rhi[mt][hr] = rw.hi;
         }
     }
 
@@ -476,7 +494,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
      * multiple of BN: one table look-up a tile), else a look-up per key. */
     /* fp8 K/V (both of one dtype, E5M2 or E4M3): converted to T as they are
      * staged; `if constexpr` leaves the 16-bit kernels as they were. */
-    auto load_k = [&](int t) {
+    auto load_k = [&](int t, unsigned short *ks) {
         const long long kt = xattn_cuda_kv_tile(P, P.k, blk.b, k0, t, BN);
         auto kidx = [&](int cc) -> long long {
             const int j = t + cc;
@@ -500,7 +518,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
             xattn_cuda_mma_stage<DP, NT>(ks, BN, P.k.ptr, P.k.sd, P.D, P.vec, kidx);
         }
     };
-    auto load_v = [&](int t) {
+    auto load_v = [&](int t, unsigned short *vs) {
         const long long vt = xattn_cuda_kv_tile(P, P.v, blk.b, k0, t, BN);
         auto vidx = [&](int cc) -> long long {
             const int j = t + cc;
@@ -526,24 +544,38 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
     };
 
     const int t_begin = lo_u / BN * BN;
-    if (t_begin < hi_u) {
+    const int ntiles = t_begin < hi_u ? (int)xattn_cuda_cdiv(hi_u - t_begin, BN) : 0;
+    /* The ring: tile i lives in stage i % ST and is commit group i (Q joins
+     * group 0). ST >= 2: the prologue issues tiles 0 .. ST-2, iteration i
+     * issues tile i + ST - 1 (after the barrier that says every warp is done
+     * with tile i - 1, whose stage it takes), and tile i has landed once at
+     * most ST - 2 groups are pending. ST = 1: iteration i issues tile i + 1
+     * after a second barrier, at its end. */
+    constexpr int WAIT = ST >= 2 ? ST - 2 : 0;
+    if (ntiles > 0) {
         xattn_cuda_mma_stage<DP, NT>(qs, BM, P.q.ptr, P.q.sd, P.D, P.vec, qrow);
-        load_k(t_begin);
-        xattn_cuda_cp_async_commit(); /* group: Q + K(t_begin) */
-        load_v(t_begin);
-        xattn_cuda_cp_async_commit(); /* group: V(t_begin) */
+#pragma unroll
+        for (int i = 0; i < (ST >= 2 ? ST - 1 : 1); i++) {
+            if (i < ntiles) {
+                load_k(t_begin + i * BN, ks0 + i * BN * LDS);
+                load_v(t_begin + i * BN, vs0 + i * BN * LDS);
+            }
+            xattn_cuda_cp_async_commit(); /* group i: tile i (maybe empty) */
+        }
     }
 
     /* A warp whose rows all lie past R (decode, short groups) only helps
      * load the tiles. */
     const bool live = r0 + warp * 16 * MT < R;
-    /* Q's A fragments stay in registers across the KV loop (DP <= 128: 4 * DP
-     * / 16 registers an m16 tile); d256 reads them from shared memory each
-     * tile (its O accumulators alone take 128 registers). */
-    constexpr bool QREG = DP <= XATTN_CUDA_QREG_MAX;
+    /* Q's A fragments stay in registers across the KV loop when MT * DP <=
+     * 128 (4 * DP / 16 registers an m16 tile): the narrow shape up to d128,
+     * the wide one at d64. Else they are read from shared memory each tile:
+     * d256 (its O accumulators alone take 128 registers), and the wide shape
+     * from d80 (in registers, d96 spills 20 bytes, d128 140 on sm_90). */
+    constexpr bool QREG = MT * DP <= XATTN_CUDA_QREG_MAX;
     unsigned qa[MT][QREG ? DP / 16 : 1][4];
-    if (QREG && t_begin < hi_u) {
-        xattn_cuda_cp_async_wait<1>(); /* Q and K(t_begin) have landed */
+    if (QREG && ntiles > 0) {
+        xattn_cuda_cp_async_wait<WAIT>(); /* Q and tile 0 have landed */
         __syncthreads();
         if (live) {
 #pragma unroll
@@ -555,11 +587,29 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                                            kk * 16 + (lane >> 4) * 8);
         }
     }
-    for (int t = t_begin; t < hi_u; t += BN) {
-        const bool more = t + BN < hi_u;
-        float sacc[MT][NS][4];         /* S, then P rounded to T */
-        xattn_cuda_cp_async_wait<1>(); /* Q and K(t) have landed; V(t) may be in flight */
-        __syncthreads();
+#pragma unroll 1
+    for (int it = 0; it < ntiles; it++) {
+        const int t = t_begin + it * BN;
+        const int st = ST == 1 ? 0 : it % ST;
+        const unsigned short *ks = ks0 + st * BN * LDS, *vs = vs0 + st * BN * LDS;
+        float sacc[MT][NS][4]; /* S */
+        /* P rounded to T, packed as the A fragments of P.V take it: pk[mt][n][hr]
+         * holds keys n*8 + 2c, +1 of row g + 8 hr (the registers of S are
+         * free once P is packed: fewer live in P.V with two m16 tiles a warp). */
+        unsigned pk[MT][NS][2];
+        xattn_cuda_cp_async_wait<WAIT>(); /* tile it (and Q) have landed */
+        /* The one barrier of a tile (ST >= 2): tile it is published, every
+         * warp is done with tile it - 1, and one flag says whether the V tile
+         * holds an inf or NaN (each thread checks what it staged). */
+        const int vbad = __syncthreads_or(xattn_cuda_mma_nonfinite<DP, NT, T>(vs, BN, P.vec));
+        if constexpr (ST >= 2) {
+            const int nx = it + ST - 1, sx = nx % ST;
+            if (nx < ntiles) {
+                load_k(t_begin + nx * BN, ks0 + sx * BN * LDS);
+                load_v(t_begin + nx * BN, vs0 + sx * BN * LDS);
+            }
+            xattn_cuda_cp_async_commit(); /* group nx (maybe empty) */
+        }
 
         /* S = Q K^T */
         if (live) {
@@ -598,11 +648,6 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                 }
             }
         }
-        __syncthreads(); /* every warp is done with K(t) */
-        if (more)
-            load_k(t + BN);
-        xattn_cuda_cp_async_commit(); /* group: K(t + BN) (maybe empty) */
-
         if (live) {
             /* Scale, score mods, masks. */
             const bool full = t >= lo_all && t + BN <= hi_all && !P.has_mods;
@@ -617,7 +662,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                             sacc[mt][n][2 * hr + 1] *= scale2;
                         }
                     } else if (!P.has_mods) {
-                        const int lo = rlo[mt][hr], hi = rhi[mt][hr];
+                        /* The row's keys from shared memory (registers kept
+                         * for the accumulators: two m16 tiles a warp). */
+                        const xattn_cuda_row &rw = rows[warp * 16 * MT + mt * 16 + gq + 8 * hr];
+                        const int lo = rw.lo, hi = rw.hi;
 #pragma unroll
                         for (int n = 0; n < NS; n++)
 #pragma unroll
@@ -676,8 +724,7 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                         const unsigned u = xattn_cuda_pack2<T>(p0, p1);
                         const float r0 = xattn_cuda_bits_f32<T>((unsigned short)(u & 0xffffu));
                         const float r1 = xattn_cuda_bits_f32<T>((unsigned short)(u >> 16));
-                        sacc[mt][n][2 * hr] = r0;
-                        sacc[mt][n][2 * hr + 1] = r1;
+                        pk[mt][n][hr] = u;
                         rsr += r0 + r1;
                     }
                     /* this lane's part of the row sums */
@@ -691,10 +738,6 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                 }
             }
         }
-
-        xattn_cuda_cp_async_wait<1>(); /* V(t) has landed; K(t + BN) may be in flight */
-        const int vbad_own = xattn_cuda_mma_nonfinite<DP, NT, T>(vs, BN, P.vec);
-        const int vbad = __syncthreads_or(vbad_own);
 
         /* O += P V; the careful path for a V tile with an inf or NaN. */
         if (live && vbad) {
@@ -710,7 +753,9 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                         /* Key kb = n*8 + 2*src + e2 of the row: quad lane src
                          * holds it in its sacc[n][2*hr + e2]. */
                         const int n = kb >> 3, src = (kb >> 1) & 3, e2 = kb & 1;
-                        const float mine = xattn_cuda_pick<NS>(sacc[mt], n, 2 * hr + e2);
+                        const unsigned w = xattn_cuda_pick2<NS>(pk[mt], n, hr);
+                        const float mine =
+                            xattn_cuda_bits_f32<T>((unsigned short)(e2 ? w >> 16 : w & 0xffffu));
                         const float p = __shfl_sync(0xffffffffu, mine, (lane & ~3) | src);
                         if (xattn_cuda_key_masked(P, rw, t + kb))
                             continue;
@@ -732,12 +777,10 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                 unsigned a[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    a[mt][0] = xattn_cuda_pack2<T>(sacc[mt][2 * kk][0], sacc[mt][2 * kk][1]);
-                    a[mt][1] = xattn_cuda_pack2<T>(sacc[mt][2 * kk][2], sacc[mt][2 * kk][3]);
-                    a[mt][2] =
-                        xattn_cuda_pack2<T>(sacc[mt][2 * kk + 1][0], sacc[mt][2 * kk + 1][1]);
-                    a[mt][3] =
-                        xattn_cuda_pack2<T>(sacc[mt][2 * kk + 1][2], sacc[mt][2 * kk + 1][3]);
+                    a[mt][0] = pk[mt][2 * kk][0];
+                    a[mt][1] = pk[mt][2 * kk][1];
+                    a[mt][2] = pk[mt][2 * kk + 1][0];
+                    a[mt][3] = pk[mt][2 * kk + 1][1];
                 }
 #pragma unroll
                 for (int dp = 0; dp < DP / 16; dp++) {
@@ -753,16 +796,20 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
                 }
             }
         }
-        __syncthreads(); /* every warp is done with V(t) */
-        if (more)
-            load_v(t + BN);
-        xattn_cuda_cp_async_commit(); /* group: V(t + BN) (maybe empty) */
+        if constexpr (ST == 1) {
+            __syncthreads(); /* every warp is done with tile it */
+            if (it + 1 < ntiles) {
+                load_k(t + BN, ks0);
+                load_v(t + BN, vs0);
+            }
+            xattn_cuda_cp_async_commit(); /* group it + 1 (maybe empty) */
+        }
     }
     xattn_cuda_cp_async_wait<0>();
     {
         /* What the loop above ran, from its bounds (no counter lives through the
          * loop): its tiles, and the keys of [lo_u, hi_u) that it loaded. */
-        const long long tiles = t_begin < hi_u ? xattn_cuda_cdiv(hi_u - t_begin, BN) : 0;
+        const long long tiles = ntiles;
         const long long live_warps = min((long long)NW, xattn_cuda_cdiv(R - r0, 16 * MT));
         const unsigned long long pairs = (unsigned long long)(tiles * live_warps * 16 * MT * BN);
         xattn_cuda_count_put(P, pairs, pairs, tiles ? (unsigned long long)(hi_u - lo_u) : 0ull);
@@ -834,22 +881,20 @@ __global__ void __launch_bounds__(32 * xattn_cuda_mma_cfg<DP>::NW)
 }
 
 /* Host launcher of one head-dim instantiation (f16 or bf16 from P.q.dt, fp8 K/V
- * from P.k.dt). */
-template <int DP>
-static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
-                                               const xattn_cuda_args *a, unsigned nblocks)
+ * from P.k.dt, the shape from a->mma_narrow). */
+template <int DP, int NARROW>
+static cudaError_t xattn_cuda_flash_mma_launch_shape(const xattn_cuda_kparams &P,
+                                                     const xattn_cuda_args *a, unsigned nblocks)
 {
-    if (nblocks == 0)
-        return cudaSuccess;
-    const int smem = xattn_cuda_mma_shape<DP>::SMEM;
+    const int smem = xattn_cuda_mma_pick<DP, NARROW>::SMEM;
     const unsigned threads = xattn_cuda_threads(a, 32 * xattn_cuda_mma_cfg<DP>::NW);
     const int bf = P.q.dt == XATTN_DTYPE_BF16;
     const int fp8 = P.k.dt == XATTN_DTYPE_FP8_E4M3 || P.k.dt == XATTN_DTYPE_FP8_E5M2;
     void (*kernel)(const xattn_cuda_kparams) =
-        bf ? (fp8 ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16, 1>
-                  : xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16, 0>)
-           : (fp8 ? xattn_cuda_flash_mma_kernel<DP, __half, 1>
-                  : xattn_cuda_flash_mma_kernel<DP, __half, 0>);
+        bf ? (fp8 ? xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16, 1, NARROW>
+                  : xattn_cuda_flash_mma_kernel<DP, __nv_bfloat16, 0, NARROW>)
+           : (fp8 ? xattn_cuda_flash_mma_kernel<DP, __half, 1, NARROW>
+                  : xattn_cuda_flash_mma_kernel<DP, __half, 0, NARROW>);
     if (smem > 48 * 1024) {
         /* Before every launch that needs it, never cached: the attribute
          * belongs to the function in the device's current (primary) context,
@@ -865,6 +910,16 @@ static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
     }
     XATTN_CUDA_LAUNCH(kernel, nblocks, threads, smem, a->stream, P);
     return cudaGetLastError();
+}
+
+template <int DP>
+static cudaError_t xattn_cuda_flash_mma_launch(const xattn_cuda_kparams &P,
+                                               const xattn_cuda_args *a, unsigned nblocks)
+{
+    if (nblocks == 0)
+        return cudaSuccess;
+    return a->mma_narrow ? xattn_cuda_flash_mma_launch_shape<DP, 1>(P, a, nblocks)
+                         : xattn_cuda_flash_mma_launch_shape<DP, 0>(P, a, nblocks);
 }
 
 #endif /* XATTN_CUDA_FLASH_MMA_CUH */

@@ -19,7 +19,21 @@
 #define XATTN_CUDA_SIMT_VK 16 /* keys per staged V chunk */
 #define XATTN_CUDA_SIMT_NC 16 /* output dim groups per thread: 256 / 16 */
 
-__global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS)
+/* Two 256-thread blocks an SM on sm_80+ (at most 128 registers a thread,
+ * 165 without the bound): one block alternates between barriers and per-row
+ * softmax work that leaves most warps idle, and a second block fills those
+ * gaps. sm_75 keeps one: its 64 KB of shared memory an SM hold one block of
+ * 36 KB anyway. A build switch (-DXATTN_CUDA_SIMT_MIN_BLOCKS=1) gives the
+ * unbounded kernel back for an A/B on a GPU. */
+#ifndef XATTN_CUDA_SIMT_MIN_BLOCKS
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define XATTN_CUDA_SIMT_MIN_BLOCKS 1
+#else
+#define XATTN_CUDA_SIMT_MIN_BLOCKS 2
+#endif
+#endif
+
+__global__ void __launch_bounds__(XATTN_CUDA_SIMT_THREADS, XATTN_CUDA_SIMT_MIN_BLOCKS)
     xattn_cuda_flash_simt_kernel(const xattn_cuda_kparams P)
 {
     constexpr int BM = XATTN_CUDA_SIMT_TILE, BN = XATTN_CUDA_SIMT_TILE;

@@ -80,6 +80,7 @@ typedef struct xattn_cuda_args {
     int sm_count;       /* streaming multiprocessors */
     size_t smem_optin;  /* most dynamic shared memory a block may opt in to */
     int force_simt;     /* 1: never take the mma path (tests, comparisons) */
+    int mma_narrow;     /* 1: the mma path's narrow shape (64 rows; XATTN_CUDA_MMA_SHAPE) */
     int inject_failure; /* tests: launch with an invalid configuration */
     int device;         /* CUDA ordinal (per-device launch attributes are cached) */
     /* Executed-work counters, device [xattn_cuda_count_slots()][3], or NULL:

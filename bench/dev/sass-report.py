@@ -19,11 +19,13 @@ and prints, per kernel (head dim, dtype, fp8 K/V or not):
   regs      registers a thread (cuobjdump -res-usage), spill stores/loads in
             bytes (ptxas -v), static shared memory, and the dynamic shared
             memory the launcher asks for (the tile shape of
-            xattn_cuda_common.cuh: (BM + 2 BN) (DP + 8) 2 bytes)
+            xattn_cuda_common.cuh: (BM + 2 ST BN) (DP + 8) 2 bytes, ST the
+            K/V ring's stages)
 
 Usage: bench/dev/sass-report.py [--arch sm_90] [--dp 128|all] [--dtype bf16|f16|all]
-                                [--fp8 0|1|all] [--keep DIR] [--sass]
-Default: sm_90, every head dim, both dtypes, no fp8. Needs nvcc (PATH, CUDACXX
+                                [--fp8 0|1|all] [--shape wide|narrow|all] [--keep DIR] [--sass]
+Default: sm_90, every head dim, both dtypes, no fp8, the wide shape (the
+default launch; narrow: the 64-row shape of XATTN_CUDA_MMA_SHAPE=narrow). Needs nvcc (PATH, CUDACXX
 or /usr/local/cuda/bin) and cuobjdump (PATH, CUOBJDUMP, the toolkit, or the
 copy in the triton wheel that PyTorch installs). No GPU needed. Static counts
 say what the code is, not how fast it runs.
@@ -62,15 +64,24 @@ def demangle(names):
 
 
 def tile_cfg():
-    """{DP: (MT, NW, BN)} from xattn_cuda_common.cuh, or {} if its shape changed."""
+    """{(DP, narrow): (MT, NW, BN, ST)} from xattn_cuda_common.cuh, or {} if its
+    shape changed."""
     src = open(os.path.join(ROOT, "kernels_cuda", "xattn_cuda_common.cuh")).read()
-    if "SMEM = (BM + 2 * xattn_cuda_mma_cfg<DP>::BN) * LDS * 2" not in src or \
-            "LDS = DP + 8" not in src:
+    if "SMEM = (BM + 2 * ST * BN) * LDS * 2" not in src or "LDS = DP + 8" not in src:
         return {}
+    m = re.search(r"#define XATTN_CUDA_MMA_STAGES (\d+)", src)
+    macros = {"XATTN_CUDA_MMA_STAGES": int(m.group(1)) if m else 2}
     cfg = {}
-    for m in re.finditer(r"struct xattn_cuda_mma_cfg<(\d+)> \{\s*enum \{ MT = (\d+), NW = (\d+), "
-                         r"BN = (\d+) \};", src):
-        cfg[int(m.group(1))] = tuple(int(x) for x in m.group(2, 3, 4))
+    for m in re.finditer(r"struct xattn_cuda_mma_cfg<(\d+)> \{\s*enum \{(.*?)\};", src, re.S):
+        kv = {}
+        for k, v in re.findall(r"(\w+) = (\w+)", m.group(2)):
+            kv[k] = int(v) if v.isdigit() else macros.get(v, 0)
+        for narrow, sfx in ((0, "_W"), (1, "_N")):
+            try:
+                cfg[(int(m.group(1)), narrow)] = (kv["MT" + sfx], kv["NW"], kv["BN" + sfx],
+                                                  kv["ST" + sfx])
+            except KeyError:
+                return {}
     return cfg
 
 
@@ -127,6 +138,8 @@ def main():
     ap.add_argument("--dp", default="all", help="padded head dim: 64 80 96 128 256 or all")
     ap.add_argument("--dtype", default="all", choices=["bf16", "f16", "all"])
     ap.add_argument("--fp8", default="0", choices=["0", "1", "all"], help="fp8 K/V instances")
+    ap.add_argument("--shape", default="wide", choices=["wide", "narrow", "all"],
+                    help="the mma shape: wide (default, 128 rows but d256), narrow (64 rows)")
     ap.add_argument("--keep", help="keep the cubins and SASS in this folder")
     ap.add_argument("--sass", action="store_true", help="print the main loop's SASS too")
     ap.add_argument("--cubin", help="report on this cubin of --dp (no compile; no spill figures)")
@@ -143,7 +156,7 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="xattn-sass-")
     os.makedirs(work, exist_ok=True)
     print("sass-report: %s, nvcc %s, cuobjdump %s" % (args.arch, nvcc, cuobjdump))
-    print("%-34s %5s %7s %6s %7s %5s %6s %9s %5s %4s %7s %8s" %
+    print("%-40s %5s %7s %6s %7s %5s %6s %9s %5s %4s %7s %8s" %
           ("kernel", "mma", "instr", "/mma", "loop", "mma", "/mma", "LDSM/.T", "Q re", "regs",
            "spill", "smem"))
     for dp in dps:
@@ -155,8 +168,9 @@ def main():
             for t in (["__nv_bfloat16", "__half"] if args.dtype == "all" else
                       ["__nv_bfloat16" if args.dtype == "bf16" else "__half"]):
                 for q in ([0, 1] if args.fp8 == "all" else [int(args.fp8)]):
-                    f.write("template __global__ void xattn_cuda_flash_mma_kernel<%d, %s, %d>("
-                            "const xattn_cuda_kparams);\n" % (dp, t, q))
+                    for n in ([0, 1] if args.shape == "all" else [int(args.shape == "narrow")]):
+                        f.write("template __global__ void xattn_cuda_flash_mma_kernel<%d, %s, %d, "
+                                "%d>(const xattn_cuda_kparams);\n" % (dp, t, q, n))
         cubin = os.path.join(work, "flash_mma_d%d_%s.cubin" % (dp, args.arch))
         cmd = [nvcc, "-std=c++17", "-O3", "-DNDEBUG", "-arch=" + args.arch, "-cubin",
                "-Xptxas=-v", "-I" + os.path.join(ROOT, "kernels_cuda"),
@@ -193,7 +207,7 @@ def main():
         names = demangle(list(funcs))
         for mangled in sorted(funcs, key=lambda n: names[n]):
             pretty = names[mangled]
-            m = re.search(r"<(\d+), (__nv_bfloat16|__half), (\d)>", pretty)
+            m = re.search(r"<(\d+), (__nv_bfloat16|__half), (\d), (\d)>", pretty)
             if not m:
                 continue
             dt = "bf16" if m.group(2) == "__nv_bfloat16" else "f16"
@@ -211,12 +225,16 @@ def main():
             reg, _, shared, _ = usage.get(mangled, (0, 0, 0, 0))
             sp = spills.get(mangled)
             smem = ""
-            if dp in cfg:
-                mt, nw, bn = cfg[dp]
-                smem = "%d" % ((16 * mt * nw + 2 * bn) * (dp + 8) * 2 + shared)
-            label = "d%d %s%s" % (dp, dt, " fp8-kv" if fp8 == "1" else "")
+            narrow = int(m.group(4))
+            shape = ""
+            if (dp, narrow) in cfg:
+                mt, nw, bn, st = cfg[(dp, narrow)]
+                smem = "%d" % ((16 * mt * nw + 2 * st * bn) * (dp + 8) * 2 + shared)
+                shape = " %dx%d/%d" % (16 * mt * nw, bn, st)
+            label = "d%d %s%s %s%s" % (dp, dt, " fp8-kv" if fp8 == "1" else "",
+                                       "narrow" if narrow else "wide", shape)
             per = lambda n, d: "%.1f" % (n / d) if d else "-"
-            print("%-34s %5d %7d %6s %7d %5d %6s %4d/%-4d %5s %4d %7s %8s" %
+            print("%-40s %5d %7d %6s %7d %5d %6s %4d/%-4d %5s %4d %7s %8s" %
                   (label, nmma, len(ins), per(len(ins), nmma), len(lin), lmma, per(len(lin), lmma),
                    ldsm, ldsmt, "yes" if ldsm > ldsmt else "no", reg,
                    "%d/%d" % sp if sp else "?", smem))
@@ -226,7 +244,8 @@ def main():
     print("columns: mma = HMMA+HGMMA; instr = static SASS instructions (/mma: per MMA); loop = "
           "the KV loop's instructions, its MMAs and instructions per MMA; LDSM/.T = plain and "
           "transposed ldmatrix in the loop; Q re = Q fragments re-read in the loop; spill = "
-          "bytes stored/loaded; smem = bytes a block (dynamic + static)")
+          "bytes stored/loaded; smem = bytes a block (dynamic + static); shape = rows x keys a "
+          "tile / K-V ring stages")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -36,6 +36,12 @@
 
 #include "xattn_cuda_kernels.h"
 
+/* The wide mma shape's K/V ring stages: the build switch of
+ * xattn_cuda_common.cuh (that header is not included here), 2 by default. */
+#ifndef XATTN_CUDA_MMA_STAGES
+#define XATTN_CUDA_MMA_STAGES 2
+#endif
+
 /* The emulator's context (xattn_cuda_emu.cpp; its header redefines CUDA names,
  * so it is not included here): launches, the shared-memory attribute and a
  * device reset, as the kernels' translation unit sees them. */
@@ -237,6 +243,7 @@ struct Case {
     xattn_dtype dq = XATTN_DTYPE_F16, dkv = XATTN_DTYPE_F16;
     xattn_algo algo = XATTN_ALGO_FLASH;
     int cc = 80, simt = 0, splits = 0, sms = 4;
+    int narrow = 0; /* the mma path's narrow shape (64 rows) instead of the wide one */
     int causal = 0, bottom_right = 1;
     long long wl = -1, wr = -1;
     float softcap = 0.0f, scale = 0.0f;
@@ -810,6 +817,7 @@ static cudaError_t run(Prob &P, std::string &path, int &splits_used, Counts *cnt
     a.sm_count = c.sms;
     a.smem_optin = c.cc >= 90 ? 227 * 1024 : c.cc >= 80 ? 99 * 1024 : 64 * 1024;
     a.force_simt = c.simt;
+    a.mma_narrow = c.narrow;
     const int splits = c.algo == XATTN_ALGO_SPLITKV ? xattn_cuda_splitkv_num_splits(&a) : 0;
     splits_used = splits;
     char why[256];
@@ -874,7 +882,22 @@ static Counts expected_counts(const Prob &P, const std::string &path, int splits
     const int64_t g = c.Hq / c.Hkv;
     Counts n;
     const bool mma = path.compare(0, 3, "mma") == 0;
-    const int64_t BM = 64, BN = (mma && path.compare(0, 8, "mma-d256") == 0) ? 32 : 64;
+    /* The mma shapes (docs/backends.md): wide 128 rows (d256: 64) in warps of
+     * 32 rows (d256: 16), 64-key tiles (d96, d128, d256: 32), a ring of
+     * XATTN_CUDA_MMA_STAGES stages (d256: 2); narrow 64 rows, warps of 16,
+     * 64-key tiles (d256: 32). The wide shape falls back to the narrow one
+     * when its tiles, (BM + 2 ST BN) (DP + 8) 2 bytes, and 40 bytes a row do
+     * not fit the device's shared memory. The simt path: 64 x 64. */
+    int dp = 0;
+    if (mma)
+        dp = atoi(path.c_str() + 5);
+    const int64_t wbm = dp <= 128 ? 128 : 64, wbn = dp >= 96 ? 32 : 64;
+    const int64_t wst = dp == 256 ? 2 : XATTN_CUDA_MMA_STAGES;
+    const int64_t optin = c.cc >= 90 ? 227 * 1024 : 99 * 1024;
+    const bool narrow = c.narrow || (wbm + 2 * wst * wbn) * (dp + 8) * 2 + wbm * 40 > optin;
+    const int64_t BM = !mma ? 64 : narrow ? 64 : wbm;
+    const int64_t BN = !mma ? 64 : narrow ? (dp == 256 ? 32 : 64) : wbn;
+    const int64_t WR = BM / 4;
     const int64_t nrb = (P.Sq * g + BM - 1) / BM;
     for (int64_t b = 0; b < P.B; b++) {
         const int64_t Lq = P.lq[b], Lk = P.lk[b];
@@ -912,7 +935,7 @@ static Counts expected_counts(const Prob &P, const std::string &path, int splits
                         n.kv += (unsigned long long)(std::min(t + BN, uhi) - std::max(t, ulo));
                     }
                     const int64_t rows_done =
-                        mma ? std::min<int64_t>(4, (R - r0 + 15) / 16) * 16 : BM;
+                        mma ? std::min<int64_t>(4, (R - r0 + WR - 1) / WR) * WR : BM;
                     n.qk += (unsigned long long)(tiles * rows_done * BN);
                     n.pv += (unsigned long long)(tiles * rows_done * BN);
                 }
@@ -1337,6 +1360,29 @@ static std::vector<Case> cases(void)
         f.algo = al, f.dq = XATTN_DTYPE_F32, f.dkv = q8, f.Sq = 30, f.Sk = 100, f.wl = 40;
         f.sinks = 1, f.D = 96, f.Dv = 32, f.Hq = 4, f.Hkv = 1, f.lens = LENS_VARLEN, f.B = 2;
         add(f, "q8_f32q_window_sinks_dv_varlen");
+    }
+    /* Both mma shapes: every case that takes the mma path runs again with the
+     * narrow one (64 rows; d256: no K/V ring). d256 at cc 80 (99 KB of shared
+     * memory here) falls back to the narrow shape: its wide one (the ring)
+     * runs at cc 90. */
+    const size_t n0 = v.size();
+    for (size_t i = 0; i < n0; i++) {
+        const Case c = v[i];
+        const bool f16 = c.dq == XATTN_DTYPE_F16 || c.dq == XATTN_DTYPE_BF16;
+        const bool kv =
+            c.dkv == c.dq || c.dkv == XATTN_DTYPE_FP8_E4M3 || c.dkv == XATTN_DTYPE_FP8_E5M2;
+        if (c.simt || c.algo == XATTN_ALGO_NAIVE || !f16 || !kv || c.cc < 80)
+            continue;
+        Case n = c;
+        n.narrow = 1;
+        n.name = c.name + "_narrow";
+        v.push_back(n);
+        if (std::max(c.D, c.Dv) > 128) {
+            Case w = c;
+            w.cc = 90;
+            w.name = c.name + "_cc90";
+            v.push_back(w);
+        }
     }
     return v;
 }
