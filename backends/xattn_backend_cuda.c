@@ -49,7 +49,7 @@ typedef struct xattn_cuda_ctx {
     size_t smem_optin;
     int pools;      /* cudaMallocAsync usable */
     int force_simt; /* XATTN_CUDA_FORCE_SIMT set */
-    int mma_narrow; /* XATTN_CUDA_MMA_SHAPE=narrow: the mma path's 64-row shape */
+    int mma_narrow; /* XATTN_CUDA_MMA_SHAPE: 1 narrow (64 rows), 0 wide (128), -1 by head dim */
     /* XATTN_CUDA_CONFIG and the stored winners of `xattn tune` (a pointer:
      * plan's c is const, and it reads the winners on first use). */
     xattn__cuda_tune *tune;
@@ -334,9 +334,10 @@ static xattn_status xattn__cuda_state_init(struct xattn_ctx *ctx, cudaStream_t s
     }
     const char *env = getenv("XATTN_CUDA_FORCE_SIMT");
     c->force_simt = env && *env && strcmp(env, "0") != 0;
-    /* The mma flash kernel's tile shape: "wide" (the default) or "narrow". */
+    /* The mma flash kernel's tile shape: "wide", "narrow", or unset: chosen by
+     * head dim (xattn_cuda_flash_plan). */
     env = getenv("XATTN_CUDA_MMA_SHAPE");
-    c->mma_narrow = env && strcmp(env, "narrow") == 0;
+    c->mma_narrow = !env || !*env ? -1 : strcmp(env, "narrow") == 0;
     if (env && *env && strcmp(env, "narrow") != 0 && strcmp(env, "wide") != 0) {
         const int ordinal = c->ordinal;
         xattn__cuda_state_free(ctx, c);

@@ -55,9 +55,12 @@ static xattn_cuda_plan xattn_cuda_plan_of(const xattn_cuda_args *a)
         return pl;
     const int dp = xattn_cuda_mma_dp(p->D, p->Dv);
     /* Dynamic tile memory plus the static row table (40 bytes a row). */
-    /* The wide shape unless asked for the narrow one or its tiles do not fit
-     * the device's shared memory (then the narrow one, then simt). */
-    int narrow = a->mma_narrow ? 1 : 0;
+    /* The shape asked for (XATTN_CUDA_MMA_SHAPE), else by head dim: narrow for
+     * d96 and d128, whose narrow form keeps Q in registers and issues fewer
+     * instructions per HMMA (docs/backends.md, "Static measure"), wide for the
+     * others. Wide falls back to narrow where its tiles do not fit the device's
+     * shared memory, and narrow to simt. */
+    int narrow = a->mma_narrow >= 0 ? a->mma_narrow : (dp == 96 || dp == 128);
     if (!narrow &&
         xattn_cuda_mma_smem(dp, 0) + (size_t)xattn_cuda_mma_bm(dp, 0) * 40 > a->smem_optin)
         narrow = 1;

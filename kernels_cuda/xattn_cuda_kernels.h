@@ -76,11 +76,11 @@ typedef struct xattn_cuda_args {
     int page_size;
     long long max_pages;
     cudaStream_t stream;
-    int cc;             /* compute capability, major*10 + minor */
-    int sm_count;       /* streaming multiprocessors */
-    size_t smem_optin;  /* most dynamic shared memory a block may opt in to */
-    int force_simt;     /* 1: never take the mma path (tests, comparisons) */
-    int mma_narrow;     /* 1: the mma path's narrow shape (64 rows; XATTN_CUDA_MMA_SHAPE) */
+    int cc;            /* compute capability, major*10 + minor */
+    int sm_count;      /* streaming multiprocessors */
+    size_t smem_optin; /* most dynamic shared memory a block may opt in to */
+    int force_simt;    /* 1: never take the mma path (tests, comparisons) */
+    int mma_narrow;    /* 1 narrow (64 rows), 0 wide (128): XATTN_CUDA_MMA_SHAPE; -1: by head dim */
     int inject_failure; /* tests: launch with an invalid configuration */
     int device;         /* CUDA ordinal (per-device launch attributes are cached) */
     /* Executed-work counters, device [xattn_cuda_count_slots()][3], or NULL:

@@ -243,7 +243,7 @@ struct Case {
     xattn_dtype dq = XATTN_DTYPE_F16, dkv = XATTN_DTYPE_F16;
     xattn_algo algo = XATTN_ALGO_FLASH;
     int cc = 80, simt = 0, splits = 0, sms = 4;
-    int narrow = 0; /* the mma path's narrow shape (64 rows) instead of the wide one */
+    int narrow = 0; /* the mma path's shape: 0 wide, 1 narrow (64 rows), -1 by head dim */
     int causal = 0, bottom_right = 1;
     long long wl = -1, wr = -1;
     float softcap = 0.0f, scale = 0.0f;
@@ -894,7 +894,9 @@ static Counts expected_counts(const Prob &P, const std::string &path, int splits
     const int64_t wbm = dp <= 128 ? 128 : 64, wbn = dp >= 96 ? 32 : 64;
     const int64_t wst = dp == 256 ? 2 : XATTN_CUDA_MMA_STAGES;
     const int64_t optin = c.cc >= 90 ? 227 * 1024 : 99 * 1024;
-    const bool narrow = c.narrow || (wbm + 2 * wst * wbn) * (dp + 8) * 2 + wbm * 40 > optin;
+    /* Unset (-1), the head dim chooses: narrow for d96 and d128. */
+    const bool asked = c.narrow > 0 || (c.narrow < 0 && (dp == 96 || dp == 128));
+    const bool narrow = asked || (wbm + 2 * wst * wbn) * (dp + 8) * 2 + wbm * 40 > optin;
     const int64_t BM = !mma ? 64 : narrow ? 64 : wbm;
     const int64_t BN = !mma ? 64 : narrow ? (dp == 256 ? 32 : 64) : wbn;
     const int64_t WR = BM / 4;
@@ -1362,7 +1364,8 @@ static std::vector<Case> cases(void)
         add(f, "q8_f32q_window_sinks_dv_varlen");
     }
     /* Both mma shapes: every case that takes the mma path runs again with the
-     * narrow one (64 rows; d256: no K/V ring). d256 at cc 80 (99 KB of shared
+     * narrow one (64 rows; d256: no K/V ring), and with the shape its head dim
+     * chooses when none is asked for. d256 at cc 80 (99 KB of shared
      * memory here) falls back to the narrow shape: its wide one (the ring)
      * runs at cc 90. */
     const size_t n0 = v.size();
@@ -1377,6 +1380,11 @@ static std::vector<Case> cases(void)
         n.narrow = 1;
         n.name = c.name + "_narrow";
         v.push_back(n);
+        /* XATTN_CUDA_MMA_SHAPE unset: the shape by head dim. */
+        Case h = c;
+        h.narrow = -1;
+        h.name = c.name + "_byhd";
+        v.push_back(h);
         if (std::max(c.D, c.Dv) > 128) {
             Case w = c;
             w.cc = 90;
