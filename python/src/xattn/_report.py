@@ -7,15 +7,15 @@ from xml.sax.saxutils import escape
 from ._stats import load_line, verdict
 
 
-def _bytes(n) -> str:
+def _bytes(n, digits: int = 1) -> str:
     if n is None:
         return "-"
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.{digits}f} {unit}"
         n /= 1024
-    return f"{n:.1f} GiB"
+    return f"{n:.{digits}f} GiB"
 
 
 def _ms(s, digits=4) -> str:

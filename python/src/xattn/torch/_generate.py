@@ -280,14 +280,9 @@ def _kv_cache(calls, dec_idx, pre_idx, run) -> dict:
 
 
 def _bytes(n) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} GiB"
+    from .._report import _bytes as report_bytes
+
+    return report_bytes(n, 2)
 
 
 def _ci(s: Optional[dict], pct: bool = False) -> str:
