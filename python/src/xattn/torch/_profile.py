@@ -19,6 +19,7 @@ Steps (docs/python.md, "The profile"):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
@@ -356,18 +357,26 @@ def _event_ms(e, cuda: bool) -> float:
     return e.cpu_time_total / 1e3
 
 
+def _first_below(e, match):
+    """The first event below e, breadth first, for which match(event) holds (None if none)."""
+    queue = collections.deque(e.cpu_children)
+    while queue:
+        c = queue.popleft()
+        if match(c):
+            return c
+        queue.extend(c.cpu_children)
+    return None
+
+
+KERNEL_OPS = ("aten::_efficient_attention_forward", "aten::_flash_attention_forward")
+
+
 def _chosen_op(e) -> str:
     """The kernel op an aten::scaled_dot_product_attention event ran (its child
     aten::_scaled_dot_product_*: flash_attention_for_cpu, efficient_attention,
     cudnn_attention, attention_math...), "" if none is seen."""
-    todo = list(e.cpu_children)
-    while todo:
-        c = todo.pop(0)
-        if c.name.startswith(KERNEL_OP_PREFIX) or c.name in ("aten::_efficient_attention_forward",
-                                                              "aten::_flash_attention_forward"):
-            return c.name
-        todo.extend(c.cpu_children)
-    return ""
+    c = _first_below(e, lambda c: c.name.startswith(KERNEL_OP_PREFIX) or c.name in KERNEL_OPS)
+    return c.name if c is not None else ""
 
 
 def kernel_label(op: str) -> str:
@@ -376,16 +385,6 @@ def kernel_label(op: str) -> str:
         if k in op:
             return k
     return op or "?"
-
-
-def _first_below(e, name):
-    todo = list(e.cpu_children)
-    while todo:
-        c = todo.pop(0)
-        if c.name == name:
-            return c
-        todo.extend(c.cpu_children)
-    return None
 
 
 def _kernel_phase(tcells, xcells, rounds: int, target: float) -> dict:
@@ -419,7 +418,7 @@ def _kernel_phase(tcells, xcells, rounds: int, target: float) -> dict:
         if isinstance(cell, _EagerCell):
             times[cid].append(_event_ms(e, cuda))
             continue
-        op = _first_below(e, SDPA_OP)
+        op = _first_below(e, lambda c: c.name == SDPA_OP)
         if op is not None:
             times[cid].append(_event_ms(op, cuda))
             ops[cid] = ops[cid] or _chosen_op(op)
@@ -1034,10 +1033,10 @@ def _xattn_cells(first, ctxs, algos, packed: bool, sec) -> list:
     xcells = []
     for b, ctx in ctxs.items():
         q, k, v, opts = _on_backend(ctx, *_inputs_for_xattn(first))
-        todo = [(algo, q, k, v, opts, None) for algo in algos]
+        forms = [(algo, q, k, v, opts, None) for algo in algos]
         if _has_packed_form(first.analysis, algos, packed):
-            todo.append(("flash", *_packed_form(first, q, k, v), "packed (varlen)"))
-        for algo, q_, k_, v_, o_, form in todo:
+            forms.append(("flash", *_packed_form(first, q, k, v), "packed (varlen)"))
+        for algo, q_, k_, v_, o_, form in forms:
             cell = _XattnCell(ctx, q_, k_, v_, o_, algo, form)
             try:
                 cell.call()  # the first call: refused cases are reported, not timed
